@@ -1,0 +1,27 @@
+"""surge: write the model once as a `surge.Module`; `surge.Trainer` trains it fast and right."""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from . import callbacks, loggers
+from .datamodule import DataModule
+from .errors import CheckpointError, MisconfigurationError, SurgeError, SurgeRuntimeError, SurgeTypeError
+from .module import Module
+from .seed import seed_everything
+from .trainer import Trainer
+
+__all__ = [
+    "CheckpointError",
+    "DataModule",
+    "MisconfigurationError",
+    "Module",
+    "SurgeError",
+    "SurgeRuntimeError",
+    "SurgeTypeError",
+    "Trainer",
+    "__version__",
+    "callbacks",
+    "loggers",
+    "seed_everything",
+]

@@ -1,0 +1,55 @@
+"""The Callback interface: hooks the loops call, with the Trainer and the Module as arguments."""
+
+from __future__ import annotations
+
+from typing import Any
+
+CALLBACK_HOOKS = (
+    "setup", "teardown", "on_fit_start", "on_fit_end", "on_sanity_check_start", "on_sanity_check_end",
+    "on_train_start", "on_train_end", "on_train_epoch_start", "on_train_epoch_end",
+    "on_train_batch_start", "on_train_batch_end",
+    "on_validation_start", "on_validation_end", "on_validation_epoch_start", "on_validation_epoch_end",
+    "on_validation_batch_start", "on_validation_batch_end",
+    "on_test_start", "on_test_end", "on_test_epoch_start", "on_test_epoch_end",
+    "on_test_batch_start", "on_test_batch_end",
+    "on_predict_start", "on_predict_end", "on_predict_epoch_start", "on_predict_epoch_end",
+    "on_predict_batch_start", "on_predict_batch_end",
+    "on_before_backward", "on_after_backward", "on_before_optimizer_step", "on_before_zero_grad",
+    "on_save_checkpoint", "on_load_checkpoint", "on_exception",
+)  # fmt: skip
+
+
+class Callback:
+    """Override the hooks you need; each receives `(trainer, module, ...)` like Lightning's.
+
+    Hooks that a subclass does not override are never called, so an unused hook costs nothing.
+    Batch hooks: `on_train_batch_start(trainer, module, batch, batch_idx)`,
+    `on_train_batch_end(trainer, module, outputs, batch, batch_idx)` (outputs detached),
+    `on_validation_batch_end(trainer, module, outputs, batch, batch_idx, dataloader_idx)`.
+    `on_save_checkpoint(trainer, module, checkpoint)` may add keys to the checkpoint dict.
+    """
+
+    @property
+    def state_key(self) -> str:
+        """The key of this callback's state in checkpoints; unique per configuration."""
+        return type(self).__qualname__
+
+    def state_dict(self) -> dict[str, Any]:
+        """State saved in checkpoints."""
+        return {}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Restore what `state_dict` returned."""
+
+
+def _noop(self: Any, *args: Any, **kwargs: Any) -> None:
+    return None
+
+
+for _hook in CALLBACK_HOOKS:
+    setattr(Callback, _hook, _noop)
+
+
+def overrides(obj: object, base: type, name: str) -> bool:
+    """Whether `obj`'s class defines hook `name` itself rather than inheriting `base`'s no-op."""
+    return getattr(type(obj), name, None) is not getattr(base, name, None)

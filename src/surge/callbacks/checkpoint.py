@@ -1,0 +1,225 @@
+"""`ModelCheckpoint`: save the training state on a schedule, keep the best k, and a `last.ckpt`."""
+
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+from ..checkpoint import link_atomic, remove_stale_temporaries
+from ..errors import MisconfigurationError, bad_value
+from ..rank_zero import warn
+from .base import Callback
+
+_FIELD = re.compile(r"\{([^{}:!]+)([^{}]*)\}")
+
+
+class ModelCheckpoint(Callback):
+    """Writes checkpoints to `dirpath` (default: `<log_dir>/checkpoints`).
+
+    `filename` is a template over `epoch`, `step` and logged metrics, e.g. `"{epoch}-{val_loss:.3f}"`
+    (written `epoch=3-val_loss=0.123.ckpt`). With `monitor`, keeps the `save_top_k` best by `mode`;
+    without, keeps the latest `save_top_k`. An old file is deleted only after its replacement is on disk.
+    """
+
+    FILE_EXTENSION = ".ckpt"
+
+    def __init__(
+        self,
+        dirpath: str | Path | None = None,
+        filename: str | None = None,
+        monitor: str | None = None,
+        mode: str = "min",
+        save_top_k: int = 1,
+        save_last: bool | None = None,
+        every_n_train_steps: int | None = None,
+        every_n_epochs: int | None = None,
+        save_weights_only: bool = False,
+        auto_insert_metric_name: bool = True,
+        verbose: bool = False,
+    ) -> None:
+        if mode not in ("min", "max"):
+            raise bad_value("ModelCheckpoint(mode)", mode, '"min" or "max"')
+        if isinstance(save_top_k, bool) or not isinstance(save_top_k, int) or save_top_k < -1:
+            raise bad_value("ModelCheckpoint(save_top_k)", save_top_k, "an int >= -1 (-1 keeps all)")
+        for name, value in (("every_n_train_steps", every_n_train_steps), ("every_n_epochs", every_n_epochs)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+                raise bad_value(f"ModelCheckpoint({name})", value, "None or an int >= 0")
+        self.dirpath = Path(dirpath) if dirpath is not None else None
+        self.filename = filename
+        self.monitor, self.mode, self.save_top_k, self.save_last = monitor, mode, save_top_k, save_last
+        self.every_n_train_steps = every_n_train_steps or 0
+        self.every_n_epochs = (
+            every_n_epochs if every_n_epochs is not None else (0 if every_n_train_steps else 1)
+        )
+        self.save_weights_only = save_weights_only
+        self.auto_insert_metric_name = auto_insert_metric_name
+        self.verbose = verbose
+        self.best_k_models: dict[str, float] = {}
+        self.kth_best_model_path = ""
+        self.best_model_path = ""
+        self.best_model_score: float | None = None
+        self.last_model_path = ""
+        self._recent: list[str] = []  # unmonitored checkpoints, oldest first
+        self._last_saved_step = -1
+        self._restored: dict[str, Any] | None = None
+
+    @property
+    def state_key(self) -> str:
+        return f"ModelCheckpoint{{monitor={self.monitor!r}, mode={self.mode!r}, every_n_train_steps={self.every_n_train_steps}, every_n_epochs={self.every_n_epochs}}}"
+
+    # -- when --------------------------------------------------------------------------------
+    def setup(self, trainer: Any, module: Any, stage: str) -> None:
+        if self.dirpath is None:
+            self.dirpath = Path(trainer.log_dir) / "checkpoints"
+        if trainer.is_global_zero:
+            remove_stale_temporaries(self.dirpath)
+        if self._restored is not None:
+            self._apply_restored(self._restored)
+            self._restored = None
+
+    def on_train_batch_end(self, trainer: Any, module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+        every = self.every_n_train_steps
+        if every and trainer.global_step % every == 0 and trainer.global_step != self._last_saved_step:
+            self._save(trainer)
+
+    def on_train_epoch_end(self, trainer: Any, module: Any) -> None:
+        every = self.every_n_epochs
+        if every and (trainer.current_epoch + 1) % every == 0 and trainer.fit_loop.epoch_done:
+            self._save(trainer)
+
+    def on_validation_end(self, trainer: Any, module: Any) -> None:
+        # A validation inside an epoch (val_check_interval < 1) is a checkpoint point of its own.
+        loop = trainer.fit_loop
+        inside_epoch = not loop.epoch_done and loop.batches_done < trainer.num_training_batches
+        if trainer.state == "fit" and not trainer.sanity_checking and inside_epoch and self.every_n_epochs:
+            self._save(trainer)
+
+    def on_train_end(self, trainer: Any, module: Any) -> None:
+        # A run ended by max_steps inside an epoch still leaves its last state behind.
+        if (
+            trainer.global_step != self._last_saved_step
+            and not trainer.fit_loop.epoch_done
+            and trainer.global_step > 0
+        ):
+            self._save(trainer)
+
+    # -- what --------------------------------------------------------------------------------
+    def _save(self, trainer: Any) -> None:
+        metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
+        self._last_saved_step = trainer.global_step
+        if self.monitor is not None and self.monitor not in metrics:
+            warn(
+                f"ModelCheckpoint(monitor={self.monitor!r}) found no such metric (logged: {sorted(metrics)}); skipped"
+            )
+            if self.save_last:
+                self._write_last(trainer, None)
+            return
+        written = None
+        if self.save_top_k != 0:
+            written = self._save_top_k(trainer, metrics)
+        if self.save_last:
+            self._write_last(trainer, written)
+
+    def _save_top_k(self, trainer: Any, metrics: dict[str, float]) -> Path | None:
+        path = self._unique(self.format_filename(trainer.current_epoch, trainer.global_step, metrics))
+        if self.monitor is None:
+            trainer.save_checkpoint(path, weights_only=self.save_weights_only)
+            self._recent.append(str(path))
+            self.best_model_path = self.last_model_path = str(path)
+            while self.save_top_k != -1 and len(self._recent) > self.save_top_k:
+                self._remove(trainer, self._recent.pop(0))
+            return path
+        score = metrics[self.monitor]
+        if math.isnan(score):
+            score = math.inf if self.mode == "min" else -math.inf
+        if self.save_top_k != -1 and len(self.best_k_models) >= self.save_top_k:
+            worst = self._worst()
+            if not self._better(score, self.best_k_models[worst]):
+                return None
+        trainer.save_checkpoint(path, weights_only=self.save_weights_only)
+        self.best_k_models[str(path)] = score
+        if self.save_top_k != -1 and len(self.best_k_models) > self.save_top_k:
+            worst = self._worst()
+            del self.best_k_models[worst]
+            self._remove(trainer, worst)
+        best = (
+            min(self.best_k_models, key=self.best_k_models.get)
+            if self.mode == "min"
+            else max(self.best_k_models, key=self.best_k_models.get)
+        )
+        self.best_model_path, self.best_model_score = best, self.best_k_models[best]
+        self.kth_best_model_path = self._worst()
+        self.last_model_path = str(path)
+        return path
+
+    def _write_last(self, trainer: Any, written: Path | None) -> None:
+        last = self.dirpath / f"last{self.FILE_EXTENSION}"
+        if written is not None and trainer.is_global_zero:
+            link_atomic(written, last)
+        elif written is None:
+            trainer.save_checkpoint(last, weights_only=self.save_weights_only)
+        self.last_model_path = str(last)
+
+    def _better(self, a: float, b: float) -> bool:
+        return a < b if self.mode == "min" else a > b
+
+    def _worst(self) -> str:
+        pick = max if self.mode == "min" else min
+        return pick(self.best_k_models, key=self.best_k_models.get)
+
+    def _remove(self, trainer: Any, path: str) -> None:
+        if trainer.is_global_zero and path != self.last_model_path:
+            Path(path).unlink(missing_ok=True)
+
+    def _unique(self, name: str) -> Path:
+        path = self.dirpath / f"{name}{self.FILE_EXTENSION}"
+        version = 1
+        while str(path) in self.best_k_models or str(path) in self._recent or path.exists():
+            path = self.dirpath / f"{name}-v{version}{self.FILE_EXTENSION}"
+            version += 1
+        return path
+
+    def format_filename(self, epoch: int, step: int, metrics: dict[str, float]) -> str:
+        """The file stem for `filename` (default `"{epoch}-{step}"`) with these values."""
+        template = self.filename or "{epoch}-{step}"
+        values = {**metrics, "epoch": epoch, "step": step}
+
+        def fill(match: re.Match) -> str:
+            name, spec = match.group(1), match.group(2)
+            if name not in values:
+                raise MisconfigurationError(
+                    f"ModelCheckpoint(filename={template!r}) uses {{{name}}}, which was not logged; "
+                    f"available: {sorted(values)}"
+                )
+            text = format(values[name], spec[1:] if spec.startswith(":") else "")
+            return f"{name}={text}" if self.auto_insert_metric_name else text
+
+        return _FIELD.sub(fill, template).replace("/", "_")
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "dirpath": str(self.dirpath) if self.dirpath else "",
+            "best_model_path": self.best_model_path,
+            "best_model_score": self.best_model_score,
+            "best_k_models": dict(self.best_k_models),
+            "kth_best_model_path": self.kth_best_model_path,
+            "last_model_path": self.last_model_path,
+            "recent": list(self._recent),
+            "monitor": self.monitor,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self._restored = dict(state)  # applied in setup(), once this run's directory is known
+
+    def _apply_restored(self, state: dict[str, Any]) -> None:
+        if state.get("dirpath") != str(self.dirpath):
+            return  # a new run directory: the earlier run's files are not ours to rank or delete
+        self.best_model_path, self.best_model_score = state["best_model_path"], state["best_model_score"]
+        self.best_k_models = dict(state["best_k_models"])
+        self.kth_best_model_path, self.last_model_path = (
+            state["kth_best_model_path"],
+            state["last_model_path"],
+        )
+        self._recent = list(state["recent"])

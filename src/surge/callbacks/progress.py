@@ -1,0 +1,114 @@
+"""`ProgressBar`: epoch, step/total, it/s, ETA, loss and `prog_bar` metrics, on rank zero.
+
+It refreshes on a timer (reading metrics from the device then, never per step), so it costs a
+clock read per step. When the output is not a terminal, it prints one plain line per epoch.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from time import perf_counter
+from typing import Any, TextIO
+
+from ..errors import bad_value
+from .base import Callback
+
+
+class ProgressBar(Callback):
+    """`mode="auto"` draws a tqdm bar on a terminal and plain lines elsewhere; "bar" or "lines" force one."""
+
+    def __init__(self, refresh_rate: float = 0.5, mode: str = "auto", stream: TextIO | None = None) -> None:
+        if mode not in ("auto", "bar", "lines"):
+            raise bad_value("ProgressBar(mode)", mode, '"auto", "bar" or "lines"')
+        if refresh_rate <= 0:
+            raise bad_value("ProgressBar(refresh_rate)", refresh_rate, "seconds > 0")
+        self.refresh_rate, self.mode, self._stream = refresh_rate, mode, stream
+        self._bar: Any = None
+        self._next_refresh = 0.0
+        self._shown = 0
+        self._epoch_start = 0.0
+
+    @property
+    def stream(self) -> TextIO:
+        return self._stream if self._stream is not None else sys.stderr
+
+    def _use_bar(self) -> bool:
+        if self.mode != "auto":
+            return self.mode == "bar"
+        isatty = getattr(self.stream, "isatty", None)
+        return bool(isatty and isatty())
+
+    def _metrics(self, trainer: Any) -> dict[str, float]:
+        # Host read at a refresh, not per step: all values in one transfer.
+        shown = dict(trainer._train_results.read_step(only_prog_bar=True))
+        shown.update({k: v for k, v in trainer.progress_bar_metrics.items() if k not in shown})
+        return shown
+
+    def on_train_epoch_start(self, trainer: Any, module: Any) -> None:
+        if not trainer.is_global_zero:
+            return
+        self._epoch_start = perf_counter()
+        self._next_refresh = self._epoch_start + self.refresh_rate
+        self._shown = trainer.fit_loop.batches_done
+        if self._use_bar():
+            from tqdm.auto import tqdm
+
+            total = trainer.num_training_batches
+            self._bar = tqdm(
+                total=None if math.isinf(total) else int(total),
+                initial=self._shown,
+                desc=f"Epoch {trainer.current_epoch}",
+                file=self.stream,
+                dynamic_ncols=True,
+                leave=True,
+                mininterval=self.refresh_rate,
+                smoothing=0.1,
+            )
+
+    def on_train_batch_end(self, trainer: Any, module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+        if self._bar is None:
+            return
+        now = perf_counter()
+        if now < self._next_refresh:
+            return
+        self._next_refresh = now + self.refresh_rate
+        done = batch_idx + 1
+        self._bar.update(done - self._shown)
+        self._shown = done
+        self._bar.set_postfix(_fmt(self._metrics(trainer)), refresh=True)
+
+    def on_train_epoch_end(self, trainer: Any, module: Any) -> None:
+        if not trainer.is_global_zero:
+            return
+        done = trainer.fit_loop.batches_done
+        metrics = self._metrics(trainer)
+        if self._bar is not None:
+            self._bar.update(done - self._shown)
+            self._bar.set_postfix(_fmt(metrics), refresh=True)
+            self._bar.close()
+            self._bar = None
+            return
+        elapsed = max(perf_counter() - self._epoch_start, 1e-9)
+        total = trainer.num_training_batches
+        total_text = "?" if math.isinf(total) else str(int(total))
+        rate = (done - self._shown) / elapsed
+        parts = [
+            f"Epoch {trainer.current_epoch}",
+            f"{done}/{total_text} batches",
+            f"{rate:.1f} it/s",
+            f"{elapsed:.1f}s",
+            f"step {trainer.global_step}",
+        ]
+        parts += [f"{k}={v}" for k, v in _fmt(metrics).items()]
+        self.stream.write(" | ".join(parts) + "\n")
+        self.stream.flush()
+
+    def on_exception(self, trainer: Any, module: Any, err: BaseException) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+
+
+def _fmt(metrics: dict[str, float]) -> dict[str, str]:
+    return {k: f"{v:.4g}" for k, v in metrics.items()}

@@ -1,0 +1,220 @@
+"""Checkpoint files: written atomically, loaded without running code, verified by a checksum.
+
+A checkpoint is an ordinary `torch.save` file (so `torch.load(path, weights_only=True)` reads it),
+whose dict carries `"surge"`: the format version and a digest of its whole content.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import re
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from .errors import CheckpointError
+
+FORMAT_VERSION = 1
+_PREFIXES = ("module.", "_orig_mod.")
+_TMP_RE = re.compile(r"^\..+\.tmp-(\d+)-[0-9a-f]{8}$")
+
+
+def clean_state_dict(state_dict: Mapping[str, Any]) -> dict[str, Any]:
+    """Keys without the `module.` (DataParallel/DDP) and `_orig_mod.` (torch.compile) wrappers."""
+    cleaned = {}
+    for key, value in state_dict.items():
+        while key.startswith(_PREFIXES):
+            key = key.split(".", 1)[1]
+        cleaned[key.replace("._orig_mod.", ".")] = value
+    return cleaned
+
+
+def content_digest(obj: Any) -> str:
+    """A digest of every tensor's bytes and every plain value, in a fixed order."""
+    h = hashlib.blake2b(digest_size=20)
+    _feed(h, obj)
+    return h.hexdigest()
+
+
+def _feed(h: Any, obj: Any) -> None:
+    if isinstance(obj, Tensor):
+        t = obj.detach().cpu().contiguous()
+        h.update(f"T{t.dtype}{tuple(t.shape)}".encode())
+        if t.numel():
+            h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+    elif isinstance(obj, Mapping):
+        h.update(b"{")
+        for key in sorted(obj, key=repr):
+            h.update(repr(key).encode())
+            _feed(h, obj[key])
+        h.update(b"}")
+    elif isinstance(obj, list | tuple):
+        h.update(b"[" if isinstance(obj, list) else b"(")
+        for item in obj:
+            _feed(h, item)
+        h.update(b"]")
+    else:
+        h.update(repr(obj).encode())
+
+
+def save_atomic(state: dict[str, Any], path: str | Path) -> Path:
+    """Write `state` to `path` so that a crash leaves either the old file or the new one, never half.
+
+    The temporary file lives beside the target (same filesystem, so `os.replace` is atomic).
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    state = dict(state)
+    state["surge"] = {**state.get("surge", {}), "format_version": FORMAT_VERSION}
+    state["surge"]["digest"] = content_digest({k: v for k, v in state.items() if k != "surge"})
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    try:
+        with open(tmp, "wb") as f:
+            torch.save(state, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        _fsync_dir(path.parent)
+    except BaseException as err:
+        tmp.unlink(missing_ok=True)
+        if isinstance(err, OSError):
+            raise CheckpointError(
+                f"could not write checkpoint {path}: {err}; the previous checkpoint is intact"
+            ) from err
+        raise
+    return path
+
+
+def link_atomic(source: Path, target: Path) -> None:
+    """Make `target` a committed copy of `source` (a hard link where possible, no extra I/O)."""
+    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    try:
+        try:
+            os.link(source, tmp)
+        except OSError:
+            import shutil
+
+            shutil.copyfile(source, tmp)
+        os.replace(tmp, target)
+        _fsync_dir(target.parent)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def remove_stale_temporaries(directory: str | Path) -> list[Path]:
+    """Delete temporary files that a killed writer left behind (its process no longer exists)."""
+    removed = []
+    directory = Path(directory)
+    if not directory.is_dir():
+        return removed
+    for entry in directory.iterdir():
+        match = _TMP_RE.match(entry.name)
+        if match and not _alive(int(match.group(1))):
+            entry.unlink(missing_ok=True)
+            removed.append(entry)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def load_checkpoint(path: str | Path, verify: bool = True) -> dict[str, Any]:
+    """Read a checkpoint safely: `weights_only=True` (no code runs), on CPU, checksum verified."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint {path} does not exist")
+    if path.stat().st_size == 0:
+        raise CheckpointError(
+            f"checkpoint {path} is empty (0 bytes): a write was interrupted; use an older one"
+        )
+    if os.environ.get("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "0") not in ("", "0"):
+        raise CheckpointError(
+            f"refusing to load {path}: TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD is set, which would let a checkpoint "
+            "run code; unset it (surge always loads with weights_only=True)"
+        )
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as err:
+        raise CheckpointError(
+            f"refusing to load {path}: it holds objects other than tensors and plain containers, which could run "
+            f"code when loaded ({_unpickler_reason(err)})"
+        ) from err
+    except Exception as err:
+        raise CheckpointError(
+            f"checkpoint {path} is truncated or corrupt and cannot be read: {type(err).__name__}: {err}"
+        ) from err
+    if not isinstance(state, dict):
+        raise CheckpointError(
+            f"checkpoint {path} holds a {type(state).__name__}, not a surge checkpoint dict"
+        )
+    meta = state.get("surge")
+    if verify and isinstance(meta, Mapping) and "digest" in meta:
+        digest = content_digest({k: v for k, v in state.items() if k != "surge"})
+        if digest != meta["digest"]:
+            raise CheckpointError(
+                f"checkpoint {path} failed its checksum: its content changed after it was written (corruption)"
+            )
+    return state
+
+
+def apply_model_state(
+    module: torch.nn.Module, state_dict: Mapping[str, Any], strict: bool, source: str
+) -> list[str]:
+    """Load weights, naming every missing, unexpected and mis-shaped key; returns what did not load."""
+    state_dict = clean_state_dict(state_dict)
+    own = module.state_dict()
+    missing = [k for k in own if k not in state_dict]
+    unexpected = [k for k in state_dict if k not in own]
+    shapes = [
+        f"{k}: checkpoint {tuple(v.shape)} vs model {tuple(own[k].shape)}"
+        for k, v in state_dict.items()
+        if k in own and isinstance(v, Tensor) and v.shape != own[k].shape
+    ]
+    problems = [f"missing keys: {missing}"] * bool(missing) + [f"unexpected keys: {unexpected}"] * bool(
+        unexpected
+    )
+    problems += [f"shape mismatches: {shapes}"] * bool(shapes)
+    if problems and strict:
+        raise CheckpointError(
+            f"checkpoint {source} does not match {type(module).__name__}: " + "; ".join(problems)
+        )
+    mismatched = {s.split(":")[0] for s in shapes}
+    module.load_state_dict(
+        {k: v for k, v in state_dict.items() if k in own and k not in mismatched}, strict=False
+    )
+    return problems
+
+
+def _unpickler_reason(err: Exception) -> str:
+    lines = [
+        line.strip() for line in str(err).splitlines() if "Unsupported" in line or "WeightsUnpickler" in line
+    ]
+    return (lines[0] if lines else str(err).splitlines()[0])[:300]

@@ -1,0 +1,195 @@
+"""The Trainer's arguments as one typed, validated dataclass: bad input fails before any work."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import SurgeTypeError, bad_value
+
+PRECISION_ALIASES: dict[str, str] = {
+    "32": "32-true", "32-true": "32-true", "64": "64-true", "64-true": "64-true",
+    "16": "16-mixed", "16-mixed": "16-mixed", "bf16": "bf16-mixed", "bf16-mixed": "bf16-mixed",
+    "16-true": "16-true", "bf16-true": "bf16-true",
+}  # fmt: skip
+ACCELERATORS = ("auto", "cpu", "cuda", "gpu", "mps")
+STRATEGIES = ("auto", "single", "ddp", "dp", "fsdp")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_int(name: str, value: Any, low: int, allowed: str) -> None:
+    if not _is_int(value) or value < low:
+        raise bad_value(name, value, allowed)
+
+
+def _check_limit(name: str, value: Any) -> None:
+    if _is_int(value):
+        if value < 0:
+            raise bad_value(
+                name, value, "an int >= 0 (a number of batches) or a float in [0.0, 1.0] (a fraction)"
+            )
+    elif isinstance(value, float):
+        if not 0.0 <= value <= 1.0 or math.isnan(value):
+            raise bad_value(name, value, "a float in [0.0, 1.0] (a fraction of the batches) or an int >= 0")
+    else:
+        raise bad_value(
+            name, value, "an int >= 0 (a number of batches) or a float in [0.0, 1.0] (a fraction)"
+        )
+
+
+@dataclass(kw_only=True)
+class TrainerConfig:
+    """Every Trainer argument, checked once in `__post_init__` with a message naming the field."""
+
+    max_epochs: int | None = None
+    min_epochs: int = 0
+    max_steps: int = -1
+    limit_train_batches: int | float = 1.0
+    limit_val_batches: int | float = 1.0
+    limit_test_batches: int | float = 1.0
+    limit_predict_batches: int | float = 1.0
+    val_check_interval: int | float = 1.0
+    check_val_every_n_epoch: int = 1
+    num_sanity_val_steps: int = 2
+    accumulate_grad_batches: int = 1
+    gradient_clip_val: float | None = None
+    gradient_clip_algorithm: str = "norm"
+    precision: str | int = "32-true"
+    accelerator: str = "auto"
+    devices: int | str | list[int] = "auto"
+    strategy: Any = "auto"
+    num_nodes: int = 1
+    callbacks: list[Any] = field(default_factory=list)
+    logger: Any = True
+    default_root_dir: str | Path | None = None
+    enable_progress_bar: bool = True
+    enable_checkpointing: bool = True
+    enable_model_summary: bool = True
+    log_every_n_steps: int = 50
+    deterministic: bool | str | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_epochs is not None:
+            _check_int("max_epochs", self.max_epochs, -1, "an int >= 0, -1 for no limit, or None")
+        _check_int("min_epochs", self.min_epochs, 0, "an int >= 0")
+        _check_int("max_steps", self.max_steps, -1, "an int >= 0, or -1 for no limit")
+        if self.max_epochs is None:
+            self.max_epochs = -1 if self.max_steps != -1 else 1000
+        for name in (
+            "limit_train_batches",
+            "limit_val_batches",
+            "limit_test_batches",
+            "limit_predict_batches",
+        ):
+            _check_limit(name, getattr(self, name))
+        self._check_val_interval()
+        _check_int("check_val_every_n_epoch", self.check_val_every_n_epoch, 1, "an int >= 1")
+        _check_int(
+            "num_sanity_val_steps", self.num_sanity_val_steps, -1, "an int >= 0, or -1 for all batches"
+        )
+        _check_int(
+            "accumulate_grad_batches",
+            self.accumulate_grad_batches,
+            1,
+            "an int >= 1 (batches per optimizer step)",
+        )
+        self._check_clipping()
+        self.precision = self._normalise_precision(self.precision)
+        if self.accelerator not in ACCELERATORS:
+            raise bad_value("accelerator", self.accelerator, f"one of {ACCELERATORS}")
+        self._check_devices()
+        if isinstance(self.strategy, str) and self.strategy not in STRATEGIES:
+            raise bad_value("strategy", self.strategy, f"one of {STRATEGIES} or a Strategy object")
+        _check_int("num_nodes", self.num_nodes, 1, "an int >= 1")
+        self._check_callbacks()
+        for name in ("enable_progress_bar", "enable_checkpointing", "enable_model_summary"):
+            if not isinstance(getattr(self, name), bool):
+                raise bad_value(name, getattr(self, name), "True or False")
+        _check_int("log_every_n_steps", self.log_every_n_steps, 1, "an int >= 1")
+        if self.deterministic not in (None, True, False, "warn"):
+            raise bad_value("deterministic", self.deterministic, 'None, True, False or "warn"')
+        self.default_root_dir = (
+            Path(self.default_root_dir) if self.default_root_dir is not None else Path.cwd()
+        )
+
+    def _check_val_interval(self) -> None:
+        value = self.val_check_interval
+        if _is_int(value):
+            if value < 1:
+                raise bad_value(
+                    "val_check_interval", value, "an int >= 1 (training batches) or a float in (0.0, 1.0]"
+                )
+        elif not isinstance(value, float) or not 0.0 < value <= 1.0:
+            raise bad_value(
+                "val_check_interval", value, "a float in (0.0, 1.0] (a fraction of the epoch) or an int >= 1"
+            )
+
+    def _check_clipping(self) -> None:
+        clip = self.gradient_clip_val
+        if clip is not None and (
+            isinstance(clip, bool) or not isinstance(clip, int | float) or clip < 0 or math.isnan(clip)
+        ):
+            raise bad_value("gradient_clip_val", clip, "None or a number >= 0")
+        if self.gradient_clip_val == 0:
+            self.gradient_clip_val = None
+        if self.gradient_clip_algorithm not in ("norm", "value"):
+            raise bad_value("gradient_clip_algorithm", self.gradient_clip_algorithm, '"norm" or "value"')
+
+    @staticmethod
+    def _normalise_precision(value: Any) -> str:
+        key = str(value) if _is_int(value) or isinstance(value, str) else None
+        if key not in PRECISION_ALIASES:
+            allowed = sorted({*PRECISION_ALIASES.values()})
+            raise bad_value("precision", value, f"one of {allowed} (aliases: 32, 64, 16, '16', 'bf16')")
+        return PRECISION_ALIASES[key]
+
+    def _check_devices(self) -> None:
+        d = self.devices
+        if d == "auto" or (_is_int(d) and (d >= 1 or d == -1)):
+            return
+        if isinstance(d, str):
+            parts = [p.strip() for p in d.split(",") if p.strip()]
+            if parts and all(p.isdigit() for p in parts):
+                self.devices = (
+                    [int(p) for p in parts] if len(parts) > 1 or d.strip().endswith(",") else int(parts[0])
+                )
+                if isinstance(self.devices, int) and self.devices < 1:
+                    raise bad_value(
+                        "devices",
+                        d,
+                        'an int >= 1, -1 (all), "auto", a list of indices or a string like "0,2"',
+                    )
+                return
+        if (
+            isinstance(d, list | tuple)
+            and d
+            and all(_is_int(i) and i >= 0 for i in d)
+            and len(set(d)) == len(d)
+        ):
+            self.devices = list(d)
+            return
+        raise bad_value(
+            "devices", d, 'an int >= 1, -1 (all), "auto", a list of distinct indices or a string like "0,2"'
+        )
+
+    def _check_callbacks(self) -> None:
+        from .callbacks.base import Callback
+
+        cbs = self.callbacks
+        if cbs is None:
+            cbs = []
+        elif isinstance(cbs, Callback):
+            cbs = [cbs]
+        if not isinstance(cbs, list | tuple):
+            raise SurgeTypeError(f"callbacks={cbs!r} is not valid: pass a Callback or a list of them.")
+        for cb in cbs:
+            if not isinstance(cb, Callback):
+                raise SurgeTypeError(
+                    f"callbacks contains {cb!r} ({type(cb).__name__}), which is not a surge Callback."
+                )
+        self.callbacks = list(cbs)

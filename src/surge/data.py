@@ -1,0 +1,194 @@
+"""DataLoaders: resolving them from the user's objects, limiting them, and moving batches."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+import torch
+from torch import Tensor
+from torch.utils.data import DataLoader
+
+from .errors import MisconfigurationError, SurgeTypeError
+from .rank_zero import warn
+from .seed import seeding_workers, worker_init_fn
+
+
+def apply_to_tensors(batch: Any, fn: Callable[[Tensor], Any]) -> Any:
+    """Apply `fn` to every tensor in a nested batch, keeping container types.
+
+    Tuples, lists, dicts, namedtuples and dataclasses are rebuilt; other objects pass through.
+    """
+    if isinstance(batch, Tensor):
+        return fn(batch)
+    if isinstance(batch, Mapping):
+        mapped = {k: apply_to_tensors(v, fn) for k, v in batch.items()}
+        return mapped if type(batch) is dict else type(batch)(mapped)
+    if isinstance(batch, tuple) and hasattr(batch, "_fields"):
+        return type(batch)(*(apply_to_tensors(v, fn) for v in batch))
+    if isinstance(batch, list | tuple):
+        return type(batch)(apply_to_tensors(v, fn) for v in batch)
+    if dataclasses.is_dataclass(batch) and not isinstance(batch, type):
+        changes = {
+            f.name: apply_to_tensors(getattr(batch, f.name), fn) for f in dataclasses.fields(batch) if f.init
+        }
+        return dataclasses.replace(batch, **changes)
+    return batch
+
+
+def move_to_device(batch: Any, device: torch.device) -> Any:
+    """Move every tensor in a nested batch to `device` with `non_blocking=True`."""
+    return apply_to_tensors(batch, lambda t: t.to(device, non_blocking=True))
+
+
+def cast_floating(batch: Any, dtype: torch.dtype) -> Any:
+    """Cast every floating-point tensor in a nested batch to `dtype`."""
+    return apply_to_tensors(batch, lambda t: t.to(dtype) if t.is_floating_point() else t)
+
+
+def as_loader_list(loaders: Any, arg: str) -> list[Iterable]:
+    """A single loader or a sequence of them, as a list; None gives []."""
+    if loaders is None:
+        return []
+    if isinstance(loaders, DataLoader) or not isinstance(loaders, Sequence):
+        loaders = [loaders]
+    for loader in loaders:
+        if not hasattr(loader, "__iter__"):
+            raise SurgeTypeError(
+                f"{arg} must be a DataLoader or an iterable of batches, got {type(loader).__name__}"
+            )
+    return list(loaders)
+
+
+def loader_length(loader: Iterable) -> int | None:
+    """The number of batches, or None for iterables without a length."""
+    try:
+        return len(loader)  # type: ignore[arg-type]
+    except (TypeError, NotImplementedError):
+        return None
+
+
+def limit_batches(loader: Iterable, limit: int | float, arg: str) -> int | float:
+    """How many batches of `loader` to use per epoch under `limit_*_batches` (inf when unknown)."""
+    length = loader_length(loader)
+    if isinstance(limit, int):
+        return limit if length is None else min(limit, length)
+    if length is None:
+        if limit == 1.0:
+            return math.inf
+        raise MisconfigurationError(
+            f"{arg}={limit} is a fraction, but the dataloader has no length; pass an int number of batches."
+        )
+    batches = int(length * limit)
+    if limit > 0 and batches == 0 and length > 0:
+        raise MisconfigurationError(
+            f"{arg}={limit} of {length} batches is less than one batch; use a larger fraction or an int."
+        )
+    return batches
+
+
+def prepare_loader(loader: Iterable) -> Iterable:
+    """Small, safe adjustments to a user's DataLoader; the loader itself is kept (workers too)."""
+    if (
+        isinstance(loader, DataLoader)
+        and loader.num_workers > 0
+        and loader.worker_init_fn is None
+        and seeding_workers()
+    ):
+        loader.worker_init_fn = worker_init_fn
+    return loader
+
+
+def data_wait_advice(loader: Iterable, wait_s: float, total_s: float, steps: int) -> None:
+    """Warn once when the step mostly waits for data and the loader loads in the main process."""
+    if not isinstance(loader, DataLoader) or loader.num_workers > 0 or total_s <= 0 or steps == 0:
+        return
+    share = wait_s / total_s
+    if share < 0.3:
+        return
+    workers = max(1, min(4, (os.cpu_count() or 2)))
+    warn(
+        f"The training step waited for data {share:.0%} of the time ({1e3 * wait_s / steps:.2f} ms of "
+        f"{1e3 * total_s / steps:.2f} ms per step) with DataLoader(num_workers=0). Load in parallel: "
+        f"DataLoader(..., num_workers={workers}, persistent_workers=True)."
+    )
+
+
+class _SkipFirst:
+    """A batch sampler that yields its inner sampler's batches after the first `skip` (indices only).
+
+    `torch_rng`, when set before the first iteration, is the torch RNG state the inner sampler
+    draws its permutation from (the state it had at that point of the interrupted run).
+    """
+
+    def __init__(self, batch_sampler: Any, skip: int) -> None:
+        self.batch_sampler, self.skip = batch_sampler, skip
+        self.torch_rng: Tensor | None = None
+        self.started = False
+
+    def __iter__(self) -> Iterator[Any]:
+        self.started = True
+        current = None
+        if self.torch_rng is not None:
+            current = torch.get_rng_state()
+            torch.set_rng_state(self.torch_rng)
+        it = iter(self.batch_sampler)
+        exhausted = any(next(it, None) is None for _ in range(self.skip))
+        if current is not None:
+            torch.set_rng_state(current)
+        if not exhausted:
+            yield from it
+
+    def __len__(self) -> int:
+        return max(0, len(self.batch_sampler) - self.skip)
+
+
+def resume_iterator(loader: Iterable, skip: int, epoch_start_rng: dict[str, Any] | None) -> Iterator[Any]:
+    """An iterator over `loader` that continues after `skip` batches of an interrupted epoch.
+
+    With the RNG state from the epoch's start, the sampler draws the same permutation (and the
+    workers the same seeds) as the interrupted run: the DataLoader draws its workers' base seed,
+    then the sampler its permutation, in that order. Map-style DataLoaders skip at the index
+    level: the dataset's `__getitem__` is never called for the skipped samples.
+    """
+    from .seed import rng_state, set_rng_state
+
+    now = rng_state()
+    if epoch_start_rng is not None:
+        set_rng_state(epoch_start_rng)
+    if isinstance(loader, DataLoader) and loader.batch_sampler is not None and skip:
+        skipper = _SkipFirst(loader.batch_sampler, skip)
+        it = iter(_clone_with_batch_sampler(loader, skipper))
+        if not skipper.started:  # single-process loading: the sampler starts at the first next()
+            skipper.torch_rng = torch.get_rng_state()
+    else:
+        it = iter(loader)
+        if skip:
+            warn(
+                f"resuming inside an epoch of a {type(loader).__name__} without a batch sampler: replaying {skip} batches"
+            )
+            for _ in range(skip):
+                next(it, None)
+    set_rng_state(now)
+    return it
+
+
+def _clone_with_batch_sampler(loader: DataLoader, batch_sampler: Any) -> DataLoader:
+    """A new DataLoader with the user's settings and another batch sampler (the user's is untouched)."""
+    kwargs: dict[str, Any] = {
+        "num_workers": loader.num_workers,
+        "collate_fn": loader.collate_fn,
+        "pin_memory": loader.pin_memory,
+        "timeout": loader.timeout,
+        "worker_init_fn": loader.worker_init_fn,
+        "multiprocessing_context": loader.multiprocessing_context,
+        "generator": loader.generator,
+        "pin_memory_device": loader.pin_memory_device,
+    }
+    if loader.num_workers > 0:
+        kwargs["prefetch_factor"] = loader.prefetch_factor
+        kwargs["persistent_workers"] = loader.persistent_workers
+    return DataLoader(loader.dataset, batch_sampler=batch_sampler, **kwargs)

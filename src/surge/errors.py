@@ -1,0 +1,28 @@
+"""surge's exceptions: every one is a `SurgeError`, and a ValueError/TypeError/RuntimeError as fits."""
+
+from __future__ import annotations
+
+
+class SurgeError(Exception):
+    """Base class of every error surge raises on purpose."""
+
+
+class MisconfigurationError(SurgeError, ValueError):
+    """An argument or a hook's return value is not one surge can use."""
+
+
+class SurgeTypeError(SurgeError, TypeError):
+    """A value has the wrong type."""
+
+
+class SurgeRuntimeError(SurgeError, RuntimeError):
+    """Something went wrong while running (bad data, a broken checkpoint, a failed step)."""
+
+
+class CheckpointError(SurgeRuntimeError):
+    """A checkpoint cannot be written, read or applied."""
+
+
+def bad_value(arg: str, value: object, allowed: str) -> MisconfigurationError:
+    """The standard message: the argument, the value it got and what is allowed."""
+    return MisconfigurationError(f"{arg}={value!r} is not valid: {allowed}.")

@@ -1,0 +1,79 @@
+"""`save_hyperparameters()` and `hparams`, shared by Module and DataModule."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+
+class AttributeDict(dict):
+    """A dict whose keys are also attributes: `hparams.lr` and `hparams["lr"]`."""
+
+    def __getattr__(self, key: str) -> Any:
+        try:
+            return self[key]
+        except KeyError as err:
+            raise AttributeError(f"no hyper-parameter named {key!r}; known: {sorted(self)}") from err
+
+    def __setattr__(self, key: str, value: Any) -> None:
+        self[key] = value
+
+
+class HyperparametersMixin:
+    """Records the arguments of `__init__` so checkpoints and loggers can carry them."""
+
+    def save_hyperparameters(self, *args: Any, ignore: str | Iterable[str] | None = None) -> None:
+        """Save `__init__`'s arguments (all, the named ones, or one dict) into `self.hparams`."""
+        ignored = {ignore} if isinstance(ignore, str) else set(ignore or ())
+        if len(args) == 1 and isinstance(args[0], Mapping):
+            values = dict(args[0])
+        else:
+            frame = inspect.currentframe()
+            caller = frame.f_back if frame is not None else None
+            init_args = _init_args(caller.f_locals if caller is not None else {}, type(self))
+            if args:
+                missing = [name for name in args if name not in init_args]
+                if missing:
+                    raise ValueError(
+                        f"save_hyperparameters{args!r}: {missing} are not arguments of "
+                        f"{type(self).__name__}.__init__ (known: {sorted(init_args)})"
+                    )
+                values = {name: init_args[name] for name in args}
+            else:
+                values = init_args
+        self._hparams = AttributeDict({k: v for k, v in values.items() if k not in ignored})
+
+    @property
+    def hparams(self) -> AttributeDict:
+        """The saved hyper-parameters (empty until `save_hyperparameters()` runs)."""
+        if "_hparams" not in self.__dict__:
+            object.__setattr__(self, "_hparams", AttributeDict())
+        return self.__dict__["_hparams"]
+
+
+def _init_args(local_vars: Mapping[str, Any], cls: type) -> dict[str, Any]:
+    params = inspect.signature(cls.__init__).parameters
+    values: dict[str, Any] = {}
+    for name, param in params.items():
+        if name == "self" or name not in local_vars:
+            continue
+        if param.kind is inspect.Parameter.VAR_KEYWORD:
+            values.update(local_vars[name])
+        elif param.kind is not inspect.Parameter.VAR_POSITIONAL:
+            values[name] = local_vars[name]
+    return values
+
+
+def plain(value: Any) -> Any:
+    """Hyper-parameters as plain data (for checkpoints and YAML): containers and scalars kept,
+    tensors as lists, anything else as its repr."""
+    if isinstance(value, Mapping):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if hasattr(value, "tolist") and callable(value.tolist):
+        return value.tolist()
+    return repr(value)

@@ -1,0 +1,1 @@
+"""The loops: fit (epochs, steps, accumulation), evaluation and prediction."""

@@ -1,0 +1,136 @@
+"""The evaluation loop: validation (also inside fit and as the sanity check) and test."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from ..results import Results
+
+if TYPE_CHECKING:
+    from ..trainer import Trainer
+
+
+def takes_dataloader_idx(fn: Any) -> bool:
+    """Whether a step method accepts a third `dataloader_idx` argument."""
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+    return len(params) >= 3 or any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params.values())
+
+
+def run_evaluation(
+    trainer: Trainer,
+    stage: str,
+    loaders: Sequence[Iterable],
+    limits: Sequence[int | float],
+    sanity: bool = False,
+) -> list[dict[str, float]]:
+    """Run `{stage}_step` over each loader; returns one dict of epoch metrics per loader.
+
+    Metrics are exact weighted means over every sample seen (across processes too). With several
+    loaders, names get a `/dataloader_idx_{i}` suffix, as in Lightning.
+    """
+    model, hooks, precision = trainer._module, trainer._hooks, trainer._precision
+    hook = "validation" if stage == "validate" else stage
+    step = trainer._strategy.step_fn(model, f"{hook}_step")
+    pass_idx = len(loaders) > 1 and takes_dataloader_idx(getattr(model, f"{hook}_step"))
+    was_training = model.training
+    previous_results = model._results
+    model.eval()
+    all_results = [Results(stage, trainer._strategy.reducer) for _ in loaders]
+    move = trainer._batch_mover
+    try:
+        with torch.no_grad():
+            hooks.call(f"on_{hook}_start")
+            hooks.call(f"on_{hook}_epoch_start")
+            for dl_idx, (loader, limit) in enumerate(zip(loaders, limits)):
+                results = all_results[dl_idx]
+                model._results = results
+                for batch_idx, batch in enumerate(loader):
+                    if batch_idx >= limit:
+                        break
+                    if move is not None:
+                        batch = move(batch)
+                    results.batch = batch
+                    extra = (dl_idx,) if pass_idx else ()
+                    hooks.call(f"on_{hook}_batch_start", batch, batch_idx, *extra)
+                    with precision.forward_context():
+                        out = step(batch, batch_idx, *extra)
+                    hooks.call(f"on_{hook}_batch_end", out, batch, batch_idx, *extra)
+            model._results = (
+                all_results[0] if len(loaders) == 1 else Results(stage, trainer._strategy.reducer)
+            )
+            epoch_end_results = model._results
+            hooks.module(f"on_{hook}_epoch_end")
+            metrics = _collect(all_results, epoch_end_results)  # host read: evaluation end
+            if not sanity:
+                flags: dict[str, tuple[bool, bool, str]] = {}
+                for r in [*all_results, epoch_end_results]:
+                    flags.update(_suffixed_flags(r, all_results))
+                merged = {k: v for m in metrics for k, v in m.items()}
+                trainer._publish(merged, flags, step=trainer.global_step, evaluation=True)
+            hooks.callbacks(f"on_{hook}_epoch_end")
+            hooks.call(f"on_{hook}_end")
+    finally:
+        model._results = previous_results
+        model.train(was_training)
+    return metrics
+
+
+def _collect(all_results: list[Results], epoch_end: Results) -> list[dict[str, float]]:
+    shared = epoch_end.read_epoch() if epoch_end not in all_results else {}
+    if len(all_results) == 1:
+        return [{**all_results[0].read_epoch(), **shared}]
+    return [
+        {**{f"{k}/dataloader_idx_{i}": v for k, v in r.read_epoch().items()}, **shared}
+        for i, r in enumerate(all_results)
+    ]
+
+
+def _suffixed_flags(results: Results, all_results: list[Results]) -> dict[str, tuple[bool, bool, str]]:
+    flags = results.flags()
+    if len(all_results) == 1 or results not in all_results:
+        return flags
+    i = all_results.index(results)
+    return {
+        f"{k}/dataloader_idx_{i}": (p, lg, f"{name}/dataloader_idx_{i}") for k, (p, lg, name) in flags.items()
+    }
+
+
+def run_prediction(trainer: Trainer, loaders: Sequence[Iterable], limits: Sequence[int | float]) -> list[Any]:
+    """`predict_step` over each loader; a list of outputs (a list of lists with several loaders)."""
+    model, hooks, precision = trainer._module, trainer._hooks, trainer._precision
+    step = trainer._strategy.step_fn(model, "predict_step")
+    pass_idx = len(loaders) > 1 and takes_dataloader_idx(model.predict_step)
+    was_training = model.training
+    model.eval()
+    move = trainer._batch_mover
+    outputs: list[list[Any]] = []
+    try:
+        with torch.inference_mode():
+            hooks.call("on_predict_start")
+            hooks.call("on_predict_epoch_start")
+            for dl_idx, (loader, limit) in enumerate(zip(loaders, limits)):
+                preds: list[Any] = []
+                for batch_idx, batch in enumerate(loader):
+                    if batch_idx >= limit:
+                        break
+                    if move is not None:
+                        batch = move(batch)
+                    extra = (dl_idx,) if pass_idx else ()
+                    hooks.call("on_predict_batch_start", batch, batch_idx, *extra)
+                    with precision.forward_context():
+                        out = step(batch, batch_idx, *extra)
+                    hooks.call("on_predict_batch_end", out, batch, batch_idx, *extra)
+                    preds.append(out)
+                outputs.append(preds)
+            hooks.call("on_predict_epoch_end")
+            hooks.call("on_predict_end")
+    finally:
+        model.train(was_training)
+    return outputs[0] if len(outputs) == 1 else outputs

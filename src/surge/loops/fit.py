@@ -1,0 +1,263 @@
+"""The fit loop: epochs -> batches -> accumulation windows -> optimizer steps.
+
+The training step below is the hot path. Per batch it does only: fetch, (move), the user's
+`training_step` under the precision context, one division for accumulation, backward, and at a
+window's end the optimizer step. Host reads happen only where a comment says so.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping
+from time import perf_counter
+from typing import TYPE_CHECKING, Any
+
+from torch import Tensor
+
+from ..data import data_wait_advice, resume_iterator
+from ..errors import MisconfigurationError, SurgeRuntimeError
+
+if TYPE_CHECKING:
+    from ..trainer import Trainer
+
+
+class FitLoop:
+    """Counters and the epoch/step logic. Its state is what a checkpoint records about progress."""
+
+    def __init__(self, trainer: Trainer) -> None:
+        self.trainer = trainer
+        self.epoch = 0
+        self.global_step = 0
+        self.batches_done = 0  # batches trained in the current epoch
+        self.epoch_done = False
+        self._resume_rng: dict[str, Any] | None = None  # RNG at the epoch's start, for a mid-epoch resume
+        self.epoch_start_rng: dict[str, Any] | None = None
+        self.data_wait = 0.0
+        self._advised = False
+
+    # -- state -----------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "epoch": self.epoch,
+            "global_step": self.global_step,
+            "batches_done": self.batches_done,
+            "epoch_done": self.epoch_done,
+            "epoch_start_rng": self.epoch_start_rng,
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        self.global_step = state["global_step"]
+        if state["epoch_done"]:
+            self.epoch, self.batches_done = state["epoch"] + 1, 0
+        else:
+            self.epoch, self.batches_done = state["epoch"], state["batches_done"]
+            self._resume_rng = state.get("epoch_start_rng")
+        self.epoch_done = False
+
+    # -- epochs ----------------------------------------------------------------------------
+    def done(self) -> bool:
+        cfg = self.trainer._cfg
+        if 0 <= cfg.max_steps <= self.global_step:
+            return True
+        if 0 <= cfg.max_epochs <= self.epoch:
+            return True
+        return self.trainer.should_stop and self.epoch >= cfg.min_epochs
+
+    def run(self) -> None:
+        t = self.trainer
+        if t.num_training_batches == 0:
+            return
+        while not self.done():
+            self.run_epoch()
+            if t.should_stop and self.epoch < t._cfg.min_epochs:
+                t.should_stop = False  # min_epochs overrides early stopping until reached
+
+    def run_epoch(self) -> None:
+        t = self.trainer
+        hooks, results = t._hooks, t._train_results
+        results.reset()
+        t._module._results = results
+        loader = t._train_loader
+        sampler = getattr(loader, "sampler", None)
+        if hasattr(sampler, "set_epoch"):
+            sampler.set_epoch(self.epoch)
+        from ..seed import rng_state
+
+        self.epoch_start_rng = rng_state() if self._resume_rng is None else self._resume_rng
+        self.epoch_done = False
+        hooks.call("on_train_epoch_start")
+        self._train_batches(self._iterator(loader))
+        self.epoch_done = self.batches_done >= t.num_training_batches
+        if self.epoch_done and t._should_validate(self.epoch, end_of_epoch=True):
+            t._run_validation()
+        t._module._results = results
+        results.default_on_step, results.default_on_epoch = False, True
+        hooks.module("on_train_epoch_end")
+        results.default_on_step, results.default_on_epoch = True, False
+        t._publish(results.read_epoch(), results.flags(), step=self.global_step)  # host read: epoch end
+        if self.epoch_done:
+            t._optim.step_schedulers("epoch", self.epoch + 1)
+        hooks.callbacks("on_train_epoch_end")
+        t._loggers_save()
+        if self.epoch_done:
+            self.epoch += 1
+            self.batches_done = 0
+
+    def _iterator(self, loader: Any) -> Iterator[Any]:
+        if self.batches_done == 0 and self._resume_rng is None:
+            return iter(loader)
+        it = resume_iterator(loader, self.batches_done, self._resume_rng)
+        self._resume_rng = None
+        return it
+
+    # -- the training step -----------------------------------------------------------------
+    def _train_batches(self, it: Iterator[Any]) -> None:  # noqa: C901 - the hot loop, kept in one place
+        t, cfg = self.trainer, self.trainer._cfg
+        model, precision, optim, hooks = t._module, t._precision, t._optim, t._hooks
+        results = t._train_results
+        step = t._strategy.step_fn(model, "training_step")
+        move = t._batch_mover
+        n = t.num_training_batches
+        k = cfg.accumulate_grad_batches
+        max_steps = cfg.max_steps if cfg.max_steps >= 0 else math.inf
+        log_every = cfg.log_every_n_steps if t.loggers else 0
+        val_every = t._val_every_n_batches
+        batch_start = (
+            hooks.callback_fns.get("on_train_batch_start", ()),
+            hooks.module_fns.get("on_train_batch_start"),
+        )
+        batch_end = (
+            hooks.callback_fns.get("on_train_batch_end", ()),
+            hooks.module_fns.get("on_train_batch_end"),
+        )
+        wants_outputs = bool(batch_end[0]) or batch_end[1] is not None
+        no_sync = t._strategy.no_sync if t.world_size > 1 else None
+        manual = not model.automatic_optimization
+        forward_context = precision.forward_context
+        checked = self.global_step > 0
+        before_backward, after_backward = hooks.any("on_before_backward"), hooks.any("on_after_backward")
+        pending, window = 0, k  # micro-batches since the last optimizer step; the current divisor
+        clock = perf_counter
+        wait, t_epoch = 0.0, clock()
+        batch_idx = self.batches_done
+        batch: Any = None
+        optim.zero_grad()  # nothing left over from an epoch that ended inside a window
+        while batch_idx < n:
+            t0 = clock()
+            batch = next(it, _END)
+            if batch is _END:
+                break
+            wait += clock() - t0
+            if move is not None:
+                batch = move(batch)
+            results.batch = batch
+            if batch_start[1] is not None and batch_start[1](batch, batch_idx) == -1:
+                break  # the module asked to end the epoch
+            for fn in batch_start[0]:
+                fn(t, model, batch, batch_idx)
+            window_start = batch_idx - batch_idx % k
+            window = min(k, n - window_start)
+            window_end = batch_idx - window_start == window - 1
+            with forward_context():
+                out = step(batch, batch_idx)
+            if manual:
+                loss = out
+            else:
+                loss = out if isinstance(out, Tensor) else _loss_from(out, batch_idx)
+                if not checked:
+                    _check_loss(loss)
+                    checked = True
+                scaled = loss / window if window != 1 else loss
+                if before_backward:
+                    hooks.call("on_before_backward", scaled)
+                if no_sync is not None and not window_end:
+                    with no_sync():
+                        precision.backward(scaled)
+                else:
+                    precision.backward(scaled)
+                if after_backward:
+                    hooks.call("on_after_backward")
+                pending += 1
+                if window_end:
+                    pending = 0
+                    optim.step()
+                    self.global_step += 1
+                    optim.step_schedulers("step", self.global_step)
+                    if log_every and self.global_step % log_every == 0:
+                        t._publish(
+                            results.read_step(), results.flags(), step=self.global_step
+                        )  # host read: log interval
+            self.batches_done = batch_idx = batch_idx + 1
+            if wants_outputs:
+                detached = _detach_outputs(out)
+                if batch_end[1] is not None:
+                    batch_end[1](detached, batch, batch_idx - 1)
+                for fn in batch_end[0]:
+                    fn(t, model, detached, batch, batch_idx - 1)
+            if batch_idx == 50 and not self._advised:
+                self._advised = True
+                data_wait_advice(t._train_loader, wait, clock() - t_epoch, batch_idx)
+            if (
+                val_every
+                and batch_idx % val_every == 0
+                and batch_idx < n
+                and t._should_validate(self.epoch, end_of_epoch=False)
+            ):
+                t._run_validation()
+                t._module._results = results
+            if self.global_step >= max_steps or (
+                t.should_stop and window_end and self.epoch >= cfg.min_epochs
+            ):
+                break
+        self.data_wait += wait
+        if pending and batch is _END:
+            # The loader ran out inside a window (no length to plan by): step what was accumulated,
+            # rescaled so it is the mean over the micro-batches actually seen.
+            optim.step(grad_scale=window / pending)
+            self.global_step += 1
+            optim.step_schedulers("step", self.global_step)
+
+
+_END = object()
+
+
+def _loss_from(out: Any, batch_idx: int) -> Tensor:
+    if isinstance(out, Mapping):
+        if "loss" not in out:
+            raise MisconfigurationError(
+                f"training_step returned a dict without a 'loss' key (keys: {sorted(out)}) at batch {batch_idx}; "
+                'return the loss tensor or {"loss": loss, ...}.'
+            )
+        return out["loss"]
+    if out is None:
+        raise MisconfigurationError(
+            f"training_step returned None at batch {batch_idx}; return the loss tensor (or a dict with 'loss'). "
+            "For manual optimization set self.automatic_optimization = False."
+        )
+    raise MisconfigurationError(
+        f"training_step returned {type(out).__name__} at batch {batch_idx}; return a scalar loss tensor or a dict with 'loss'."
+    )
+
+
+def _check_loss(loss: Any) -> None:
+    if not isinstance(loss, Tensor):
+        raise MisconfigurationError(
+            f"training_step's loss is a {type(loss).__name__}; it must be a scalar torch.Tensor."
+        )
+    if loss.numel() != 1:
+        raise MisconfigurationError(
+            f"training_step returned a loss of shape {tuple(loss.shape)}; it must be a scalar. Reduce it, e.g. loss.mean()."
+        )
+    if not loss.requires_grad:
+        raise SurgeRuntimeError(
+            "training_step's loss does not require grad: it was detached, computed under torch.no_grad(), "
+            "or the module has no trainable parameters in the graph."
+        )
+
+
+def _detach_outputs(out: Any) -> Any:
+    if isinstance(out, Tensor):
+        return out.detach()
+    if isinstance(out, Mapping):
+        return {k: v.detach() if isinstance(v, Tensor) else v for k, v in out.items()}
+    return out

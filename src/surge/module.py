@@ -1,0 +1,164 @@
+"""`surge.Module`: the model, its steps, its optimizers and its hooks, with Lightning's names."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import Tensor, nn
+
+from .errors import SurgeRuntimeError
+from .hparams import HyperparametersMixin
+from .rank_zero import warn
+
+if TYPE_CHECKING:
+    from .results import Results
+    from .trainer import Trainer
+
+# Hooks with a default that does nothing; the loops call only those a subclass overrides.
+HOOKS = (
+    "on_fit_start", "on_fit_end", "on_train_start", "on_train_end",
+    "on_train_epoch_start", "on_train_epoch_end", "on_train_batch_start", "on_train_batch_end",
+    "on_validation_start", "on_validation_end", "on_validation_epoch_start", "on_validation_epoch_end",
+    "on_validation_batch_start", "on_validation_batch_end",
+    "on_test_start", "on_test_end", "on_test_epoch_start", "on_test_epoch_end",
+    "on_test_batch_start", "on_test_batch_end",
+    "on_predict_start", "on_predict_end", "on_predict_epoch_start", "on_predict_epoch_end",
+    "on_predict_batch_start", "on_predict_batch_end",
+    "on_before_backward", "on_after_backward", "on_before_optimizer_step", "on_before_zero_grad",
+    "on_save_checkpoint", "on_load_checkpoint",
+)  # fmt: skip
+
+
+class Module(nn.Module, HyperparametersMixin):
+    """A torch `nn.Module` that also says how to train itself.
+
+    Override `training_step` and `configure_optimizers`; the rest is optional. `self.log` keeps
+    values on the device; the Trainer reads them at log intervals, never per step.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._trainer: Trainer | None = None
+        self._results: Results | None = None
+        self._device = torch.device("cpu")
+        self.automatic_optimization = True
+
+    # -- the steps ---------------------------------------------------------------------------
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(f"{type(self).__name__}.forward is not defined")
+
+    def training_step(self, batch: Any, batch_idx: int) -> Tensor | Mapping[str, Any] | None:
+        """Return the loss (a scalar tensor) or a dict with a "loss" key."""
+        raise NotImplementedError(f"{type(self).__name__} must define training_step(batch, batch_idx) to fit")
+
+    def validation_step(self, batch: Any, batch_idx: int) -> Any:
+        """Compute and `self.log` validation metrics."""
+
+    def test_step(self, batch: Any, batch_idx: int) -> Any:
+        """Compute and `self.log` test metrics."""
+
+    def predict_step(self, batch: Any, batch_idx: int) -> Any:
+        """Return the prediction for a batch (default: `self(batch)`)."""
+        return self(batch)
+
+    def configure_optimizers(self) -> Any:
+        """Return an optimizer, a list, `(optimizers, schedulers)` or a dict (see the docs)."""
+        raise NotImplementedError(f"{type(self).__name__} must define configure_optimizers() to fit")
+
+    def transfer_batch_to_device(self, batch: Any, device: torch.device, dataloader_idx: int) -> Any:
+        """Move a batch to the device; override for custom batch types."""
+        from .data import move_to_device
+
+        return move_to_device(batch, device)
+
+    # -- logging -----------------------------------------------------------------------------
+    def log(
+        self,
+        name: str,
+        value: Any,
+        on_step: bool | None = None,
+        on_epoch: bool | None = None,
+        prog_bar: bool = False,
+        logger: bool = True,
+        reduce_fx: str = "mean",
+        batch_size: int | None = None,
+        sync_dist: bool = False,
+        **_ignored: Any,
+    ) -> None:
+        """Record a scalar: kept detached on the device; epoch values are batch-size-weighted means.
+
+        Defaults follow the hook: per step in `training_step`, per epoch in evaluation.
+        `sync_dist` averages step values over processes; epoch values are always exact over all.
+        """
+        results = self._results
+        if results is None:
+            if self._trainer is None:
+                warn(f"self.log({name!r}) was called without a Trainer running; the value is dropped.")
+            return
+        results.log(name, value, on_step, on_epoch, prog_bar, logger, reduce_fx, batch_size, sync_dist)
+
+    def log_dict(self, dictionary: Mapping[str, Any], **kwargs: Any) -> None:
+        """`self.log` for each item."""
+        for name, value in dictionary.items():
+            self.log(name, value, **kwargs)
+
+    # -- what the trainer exposes ------------------------------------------------------------
+    @property
+    def trainer(self) -> Trainer:
+        """The Trainer running this module."""
+        if self._trainer is None:
+            raise SurgeRuntimeError(f"{type(self).__name__} is not attached to a Trainer yet")
+        return self._trainer
+
+    @property
+    def device(self) -> torch.device:
+        """The device the Trainer placed the module on."""
+        return self._device
+
+    @property
+    def current_epoch(self) -> int:
+        return self._trainer.current_epoch if self._trainer is not None else 0
+
+    @property
+    def global_step(self) -> int:
+        return self._trainer.global_step if self._trainer is not None else 0
+
+    @property
+    def global_rank(self) -> int:
+        return self._trainer.global_rank if self._trainer is not None else 0
+
+    @property
+    def local_rank(self) -> int:
+        return self._trainer.local_rank if self._trainer is not None else 0
+
+    def optimizers(self) -> Any:
+        """The optimizer (or list of them) from `configure_optimizers`, for manual optimization."""
+        opts = self.trainer.optimizers
+        return opts[0] if len(opts) == 1 else opts
+
+    def lr_schedulers(self) -> Any:
+        """The scheduler (or list), for manual optimization."""
+        scheds = [c.scheduler for c in self.trainer.lr_scheduler_configs]
+        if not scheds:
+            return None
+        return scheds[0] if len(scheds) == 1 else scheds
+
+    def manual_backward(self, loss: Tensor) -> None:
+        """Backward with the Trainer's precision (loss scaling); use with automatic_optimization=False."""
+        self.trainer._precision.backward(loss)
+
+    def print(self, *args: Any) -> None:
+        """Print from rank zero only."""
+        from .rank_zero import info
+
+        info(" ".join(str(a) for a in args))
+
+
+def _noop(self: Any, *args: Any, **kwargs: Any) -> None:
+    return None
+
+
+for _hook in HOOKS:
+    setattr(Module, _hook, _noop)

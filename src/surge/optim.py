@@ -1,0 +1,219 @@
+"""What `configure_optimizers()` returned, in one normalised shape."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch.optim import Optimizer
+
+from .errors import MisconfigurationError
+
+
+@dataclass(kw_only=True)
+class SchedulerConfig:
+    """A learning-rate scheduler and when to step it."""
+
+    scheduler: Any
+    interval: str = "epoch"
+    frequency: int = 1
+    monitor: str | None = None
+    strict: bool = True
+    name: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.interval not in ("step", "epoch"):
+            raise MisconfigurationError(
+                f'lr_scheduler "interval"={self.interval!r} is not valid: use "step" or "epoch".'
+            )
+        if isinstance(self.frequency, bool) or not isinstance(self.frequency, int) or self.frequency < 1:
+            raise MisconfigurationError(
+                f'lr_scheduler "frequency"={self.frequency!r} is not valid: use an int >= 1.'
+            )
+        if not hasattr(self.scheduler, "step"):
+            raise MisconfigurationError(f"lr_scheduler {self.scheduler!r} has no step() method.")
+        if self.needs_metric and self.monitor is None:
+            raise MisconfigurationError(
+                f"{type(self.scheduler).__name__} steps on a metric: return "
+                '{"optimizer": opt, "lr_scheduler": {"scheduler": sched, "monitor": "val_loss"}}.'
+            )
+
+    @property
+    def needs_metric(self) -> bool:
+        from torch.optim.lr_scheduler import ReduceLROnPlateau
+
+        return isinstance(self.scheduler, ReduceLROnPlateau)
+
+
+def parse_optimizers(
+    returned: Any, where: str = "configure_optimizers()"
+) -> tuple[list[Optimizer], list[SchedulerConfig]]:
+    """Optimizers and scheduler configs from any of the shapes Lightning users return."""
+    if returned is None:
+        raise MisconfigurationError(
+            f"{where} returned None; return an optimizer, e.g. torch.optim.Adam(self.parameters(), lr=1e-3)."
+        )
+    optimizers: list[Optimizer] = []
+    schedulers: list[SchedulerConfig] = []
+    if isinstance(returned, Optimizer):
+        optimizers = [returned]
+    elif isinstance(returned, Mapping):
+        _from_dict(returned, optimizers, schedulers, where)
+    elif (
+        isinstance(returned, Sequence)
+        and len(returned) == 2
+        and isinstance(returned[0], Sequence)
+        and not isinstance(returned[0], Mapping)
+    ):
+        optimizers = list(returned[0])
+        scheds = returned[1] if isinstance(returned[1], Sequence) else [returned[1]]
+        schedulers = [_scheduler(s, where) for s in scheds]
+    elif isinstance(returned, Sequence):
+        for item in returned:
+            if isinstance(item, Mapping):
+                _from_dict(item, optimizers, schedulers, where)
+            else:
+                optimizers.append(item)
+    else:
+        raise MisconfigurationError(
+            f"{where} returned {type(returned).__name__}; return an Optimizer, a list, or a dict."
+        )
+    if not optimizers:
+        raise MisconfigurationError(f"{where} returned no optimizer.")
+    for opt in optimizers:
+        if not isinstance(opt, Optimizer):
+            raise MisconfigurationError(f"{where} returned {opt!r}, which is not a torch.optim.Optimizer.")
+    return optimizers, schedulers
+
+
+def _from_dict(d: Mapping[str, Any], optimizers: list, schedulers: list, where: str) -> None:
+    unknown = set(d) - {"optimizer", "lr_scheduler", "monitor"}
+    if unknown or "optimizer" not in d:
+        raise MisconfigurationError(
+            f"{where} returned a dict with keys {sorted(d)}; allowed: 'optimizer' (required), 'lr_scheduler', 'monitor'."
+        )
+    optimizers.append(d["optimizer"])
+    if d.get("lr_scheduler") is not None:
+        schedulers.append(_scheduler(d["lr_scheduler"], where, d.get("monitor")))
+
+
+def _scheduler(s: Any, where: str, monitor: str | None = None) -> SchedulerConfig:
+    if isinstance(s, Mapping):
+        allowed = {"scheduler", "interval", "frequency", "monitor", "strict", "name"}
+        if "scheduler" not in s or set(s) - allowed:
+            raise MisconfigurationError(
+                f"{where}: the lr_scheduler dict has keys {sorted(s)}; allowed: {sorted(allowed)} ('scheduler' required)."
+            )
+        kwargs = dict(s)
+        kwargs.setdefault("monitor", monitor)
+        return SchedulerConfig(**kwargs)
+    return SchedulerConfig(scheduler=s, monitor=monitor)
+
+
+class Optimization:
+    """Steps the optimizers and schedulers of a run: unscale, clip, step, zero_grad, schedule.
+
+    Built once per fit; `step()` is called at the end of every accumulation window.
+    """
+
+    def __init__(
+        self,
+        optimizers: list[Optimizer],
+        schedulers: list[SchedulerConfig],
+        precision: Any,
+        hooks: Any,
+        clip_val: float | None,
+        clip_algorithm: str,
+        metrics: Callable[[], Mapping[str, Any]],
+    ) -> None:
+        self.optimizers = optimizers
+        self.schedulers = schedulers
+        self._precision = precision
+        self._hooks = hooks
+        self._before_step = hooks.any("on_before_optimizer_step")
+        self._before_zero = hooks.any("on_before_zero_grad")
+        self._metrics = metrics
+        self._clips = [self._clip_fn(opt, clip_val, clip_algorithm) for opt in optimizers]
+        self._by_interval = {
+            "step": [s for s in schedulers if s.interval == "step"],
+            "epoch": [s for s in schedulers if s.interval == "epoch"],
+        }
+        self.skipped = False
+
+    def _clip_fn(self, opt: Optimizer, value: float | None, algorithm: str) -> Callable[[], None] | None:
+        if value is None:
+            return None
+        params = [p for group in opt.param_groups for p in group["params"]]
+        precision = self._precision
+        if algorithm == "norm":
+
+            def clip() -> None:
+                precision.unscale_gradients(opt)
+                torch.nn.utils.clip_grad_norm_(params, value)
+        else:
+
+            def clip() -> None:
+                precision.unscale_gradients(opt)
+                torch.nn.utils.clip_grad_value_(params, value)
+
+        return clip
+
+    def step(self, grad_scale: float | None = None) -> None:
+        """One optimizer step for every optimizer, then `zero_grad(set_to_none=True)`."""
+        stepped = True
+        for opt, clip in zip(self.optimizers, self._clips):
+            if grad_scale is not None:
+                grads = [p.grad for g in opt.param_groups for p in g["params"] if p.grad is not None]
+                if grads:
+                    torch._foreach_mul_(grads, grad_scale)
+            if self._before_step:
+                self._hooks.call("on_before_optimizer_step", opt)
+            stepped &= self._precision.optimizer_step(opt, clip)
+            if self._before_zero:
+                self._hooks.call("on_before_zero_grad", opt)
+            opt.zero_grad(set_to_none=True)
+        self.skipped = not stepped
+
+    def zero_grad(self) -> None:
+        for opt in self.optimizers:
+            opt.zero_grad(set_to_none=True)
+
+    def step_schedulers(self, interval: str, count: int) -> None:
+        """Advance the schedulers of `interval` whose frequency divides `count` (not after a skipped step)."""
+        configs = self._by_interval[interval]
+        if not configs or (interval == "step" and self.skipped):
+            return
+        for config in configs:
+            if count % config.frequency:
+                continue
+            if config.needs_metric:
+                metrics = self._metrics()
+                if config.monitor not in metrics:
+                    if config.strict:
+                        raise MisconfigurationError(
+                            f"the lr_scheduler monitors {config.monitor!r}, which was not logged; logged: {sorted(metrics)}"
+                        )
+                    continue
+                config.scheduler.step(float(metrics[config.monitor]))
+            else:
+                config.scheduler.step()
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "optimizer_states": [opt.state_dict() for opt in self.optimizers],
+            "lr_schedulers": [config.scheduler.state_dict() for config in self.schedulers],
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        saved_opts, saved_scheds = state["optimizer_states"], state["lr_schedulers"]
+        if len(saved_opts) != len(self.optimizers) or len(saved_scheds) != len(self.schedulers):
+            raise MisconfigurationError(
+                f"the checkpoint has {len(saved_opts)} optimizers and {len(saved_scheds)} schedulers, but "
+                f"configure_optimizers() returned {len(self.optimizers)} and {len(self.schedulers)}."
+            )
+        for opt, saved in zip(self.optimizers, saved_opts):
+            opt.load_state_dict(saved)
+        for config, saved in zip(self.schedulers, saved_scheds):
+            config.scheduler.load_state_dict(saved)

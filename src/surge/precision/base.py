@@ -1,0 +1,60 @@
+"""The Precision interface: autocast around steps, casts, backward and the optimizer step."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import Tensor
+from torch.optim import Optimizer
+
+
+class Precision:
+    """Full precision of the module's own dtype; the base of every precision plugin.
+
+    A plugin owns all numeric-format decisions: the loops only call these methods.
+    """
+
+    name = "32-true"
+    param_dtype: torch.dtype | None = None  # set by "-true" plugins that cast the module
+
+    def forward_context(self) -> contextlib.AbstractContextManager:
+        """The context every step hook runs in (autocast for mixed modes)."""
+        return contextlib.nullcontext()
+
+    def convert_module(self, module: torch.nn.Module) -> torch.nn.Module:
+        """Cast the module's parameters for "-true" modes; a no-op otherwise."""
+        return module
+
+    def convert_input(self, batch: Any) -> Any:
+        """Cast floating-point inputs for "-true" modes; a no-op otherwise."""
+        return batch
+
+    @property
+    def converts_input(self) -> bool:
+        return False
+
+    def backward(self, loss: Tensor) -> None:
+        loss.backward()
+
+    def unscale_gradients(self, optimizer: Optimizer) -> None:
+        """Make gradients true-scale before clipping (loss-scaling plugins override)."""
+
+    def optimizer_step(self, optimizer: Optimizer, clip: Callable[[], None] | None) -> bool:
+        """Clip and step; returns False if the step was skipped (non-finite gradients under fp16)."""
+        if clip is not None:
+            clip()
+        optimizer.step()
+        return True
+
+    @property
+    def skipped_steps(self) -> int:
+        return 0
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore what `state_dict` returned."""

@@ -1,0 +1,33 @@
+"""Full precision: "32-true" (the module as it is) and "64-true" (the module cast to float64)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ..data import cast_floating
+from .base import Precision
+
+
+class FullPrecision(Precision):
+    """fp32 as the module defines it; nothing to do per step."""
+
+    name = "32-true"
+
+
+class DoublePrecision(Precision):
+    """float64 parameters and inputs: for numerics checks, not for speed."""
+
+    name = "64-true"
+    param_dtype = torch.float64
+
+    def convert_module(self, module: torch.nn.Module) -> torch.nn.Module:
+        return module.to(torch.float64)
+
+    def convert_input(self, batch: Any) -> Any:
+        return cast_floating(batch, torch.float64)
+
+    @property
+    def converts_input(self) -> bool:
+        return True

@@ -1,0 +1,45 @@
+"""Printing and warning from rank zero only; library code never calls bare `print`."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import warnings
+
+log = logging.getLogger("surge")
+
+
+def global_rank() -> int:
+    """This process's rank, from the environment a launcher set (0 when alone)."""
+    for var in ("RANK", "SLURM_PROCID"):
+        value = os.environ.get(var)
+        if value is not None and value.isdigit():
+            return int(value)
+    return 0
+
+
+class SurgeWarning(UserWarning):
+    """A warning issued by surge."""
+
+
+def _ensure_handler() -> None:
+    if not log.handlers and not logging.getLogger().handlers:
+        handler = logging.StreamHandler(sys.stdout)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
+        log.propagate = False
+
+
+def info(message: str) -> None:
+    """Tell the user something, once per job (rank zero)."""
+    if global_rank() == 0:
+        _ensure_handler()
+        log.info(message)
+
+
+def warn(message: str, stacklevel: int = 2) -> None:
+    """Warn once per job (rank zero)."""
+    if global_rank() == 0:
+        warnings.warn(message, SurgeWarning, stacklevel=stacklevel + 1)

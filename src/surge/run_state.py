@@ -1,0 +1,109 @@
+"""The state layout of a checkpoint: what a run saves, how it is restored, and finding one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from .checkpoint import apply_model_state, load_checkpoint
+from .errors import CheckpointError, MisconfigurationError
+from .hparams import plain
+from .rank_zero import info, warn
+from .seed import rng_state
+
+if TYPE_CHECKING:
+    from .trainer import Trainer
+
+
+def checkpoint_state(trainer: Trainer, weights_only: bool = False) -> dict[str, Any]:
+    """Everything a resumed run needs, in types that `torch.load(weights_only=True)` accepts."""
+    from . import __version__
+
+    module, loop = trainer._module, trainer.fit_loop
+    state: dict[str, Any] = {
+        "epoch": loop.epoch,
+        "global_step": loop.global_step,
+        "state_dict": trainer._strategy.model_state_dict(module),
+        "hyper_parameters": plain(dict(module.hparams)),
+        "surge": {"version": __version__, "torch_version": str(torch.__version__)},
+    }
+    if weights_only:
+        return state
+    state["loop"] = loop.state_dict()
+    if trainer._optim is not None:
+        state.update(trainer._optim.state_dict())
+    state["precision"] = trainer._precision.state_dict()
+    state["callbacks"] = {cb.state_key: cb.state_dict() for cb in trainer.callbacks}
+    if trainer.datamodule is not None:
+        state["datamodule"] = trainer.datamodule.state_dict()
+    state["rng"] = rng_state()
+    trainer._hooks.module("on_save_checkpoint", state)
+    trainer._hooks.callbacks("on_save_checkpoint", state)
+    return state
+
+
+def restore_state(trainer: Trainer, path: Path) -> dict[str, Any] | None:
+    """Load `path` into the model, optimizers, loop and callbacks; returns the RNG state to set
+    when training starts (after the sanity check, so that it cannot disturb the sequence)."""
+    ckpt = trainer._strategy.load_checkpoint(path)
+    if "loop" not in ckpt:
+        raise CheckpointError(f"{path} holds weights only (no training state); it cannot resume a fit")
+    apply_model_state(trainer._module, ckpt["state_dict"], strict=True, source=str(path))
+    trainer._optim.load_state_dict(ckpt)
+    trainer._precision.load_state_dict(ckpt.get("precision", {}))
+    trainer.fit_loop.load_state_dict(ckpt["loop"])
+    saved = ckpt.get("callbacks", {})
+    for cb in trainer.callbacks:
+        if cb.state_key in saved:
+            cb.load_state_dict(saved[cb.state_key])
+    if trainer.datamodule is not None and "datamodule" in ckpt:
+        trainer.datamodule.load_state_dict(ckpt["datamodule"])
+    trainer._hooks.module("on_load_checkpoint", ckpt)
+    trainer._hooks.callbacks("on_load_checkpoint", ckpt)
+    info(f"Resuming from {path} at epoch {trainer.current_epoch}, step {trainer.global_step}")
+    return ckpt.get("rng")
+
+
+def find_checkpoint(trainer: Trainer, ckpt_path: str | Path) -> Path | None:
+    """A path for `ckpt_path`: itself, "best", "last" (newest under the root dir) or "auto"
+    (like "last", but None when there is none, for a first run; an unreadable newest one is skipped)."""
+    if ckpt_path not in ("best", "last", "auto"):
+        path = Path(ckpt_path)
+        if not path.is_file():
+            raise MisconfigurationError(f"ckpt_path={str(ckpt_path)!r} is not valid: no such file.")
+        return path
+    if ckpt_path == "best":
+        cb = trainer.checkpoint_callback
+        if cb is None or not cb.best_model_path:
+            raise MisconfigurationError(
+                'ckpt_path="best" needs a ModelCheckpoint that has saved a checkpoint.'
+            )
+        return Path(cb.best_model_path)
+    candidates = newest_checkpoints(trainer)
+    if ckpt_path == "last":
+        if not candidates:
+            raise MisconfigurationError(
+                f'ckpt_path="last": no checkpoint (*.ckpt) found under {trainer.default_root_dir}; use "auto" to '
+                "start fresh when there is none."
+            )
+        return candidates[0]
+    for path in candidates:
+        try:
+            load_checkpoint(path)
+        except CheckpointError as err:
+            warn(f'ckpt_path="auto": skipping {path}: {err}')
+            continue
+        return path
+    return None
+
+
+def newest_checkpoints(trainer: Trainer) -> list[Path]:
+    """Checkpoints under the checkpoint dir and the root dir, newest first."""
+    roots = {Path(trainer.default_root_dir)}
+    cb = trainer.checkpoint_callback
+    if cb is not None and cb.dirpath is not None:
+        roots.add(Path(cb.dirpath))
+    found = {p for root in roots if root.is_dir() for p in root.rglob("*.ckpt") if p.is_file()}
+    return sorted(found, key=lambda p: (p.stat().st_mtime_ns, p.name == "last.ckpt"), reverse=True)

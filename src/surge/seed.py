@@ -1,0 +1,75 @@
+"""Seeding and the RNG states that a checkpoint carries."""
+
+from __future__ import annotations
+
+import os
+import random
+from typing import Any
+
+import numpy as np
+import torch
+
+from .errors import bad_value
+
+_SEED_WORKERS_ENV = "SURGE_SEED_WORKERS"
+
+
+def seed_everything(seed: int, workers: bool = True) -> int:
+    """Seed python, numpy and torch (all devices) with `seed`.
+
+    With `workers=True` the Trainer gives DataLoaders that have no `worker_init_fn` one that seeds
+    numpy and python in each worker from torch's per-worker seed, so workers never share a stream.
+    """
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
+        raise bad_value("seed", seed, "an int in [0, 2**32)")
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)  # also seeds every CUDA device
+    os.environ["SURGE_GLOBAL_SEED"] = str(seed)
+    os.environ[_SEED_WORKERS_ENV] = "1" if workers else "0"
+    return seed
+
+
+def seeding_workers() -> bool:
+    """Whether `seed_everything(..., workers=True)` asked for per-worker seeding."""
+    return os.environ.get(_SEED_WORKERS_ENV) == "1"
+
+
+def worker_init_fn(worker_id: int) -> None:
+    """Seed python and numpy in a DataLoader worker from torch's seed for it (base seed + worker id)."""
+    seed = torch.initial_seed() % 2**32
+    random.seed(seed)
+    np.random.seed(seed)
+
+
+def rng_state() -> dict[str, Any]:
+    """Every RNG state a resumed run needs, in types `torch.load(weights_only=True)` accepts."""
+    version, mt, gauss = random.getstate()
+    kind, keys, pos, has_gauss, cached = np.random.get_state()
+    state: dict[str, Any] = {
+        "python": {"version": version, "state": list(mt), "gauss": gauss},
+        "numpy": {
+            "kind": kind,
+            "keys": torch.from_numpy(np.asarray(keys, dtype=np.int64)),
+            "pos": int(pos),
+            "has_gauss": int(has_gauss),
+            "cached": float(cached),
+        },
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    """Restore what `rng_state` captured."""
+    py = state["python"]
+    random.setstate((py["version"], tuple(py["state"]), py["gauss"]))
+    npst = state["numpy"]
+    np.random.set_state(
+        (npst["kind"], npst["keys"].numpy().astype(np.uint32), npst["pos"], npst["has_gauss"], npst["cached"])
+    )
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])

@@ -1,0 +1,94 @@
+"""The Strategy interface: processes, module wrapping, collectives and checkpoint I/O."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from ..checkpoint import clean_state_dict, load_checkpoint, save_atomic
+from ..results import Reducer
+
+
+class Strategy:
+    """One process, one device. Distributed strategies override what differs."""
+
+    name = "single"
+
+    def __init__(self) -> None:
+        self.device = torch.device("cpu")
+        self.module: nn.Module | None = None
+
+    # -- ranks -----------------------------------------------------------------------------
+    global_rank = 0
+    local_rank = 0
+    node_rank = 0
+    world_size = 1
+
+    @property
+    def is_global_zero(self) -> bool:
+        return self.global_rank == 0
+
+    @property
+    def reducer(self) -> Reducer | None:
+        """Collectives for metric reduction, or None when there is one process."""
+        return None
+
+    # -- set-up ----------------------------------------------------------------------------
+    def setup_environment(self, device: torch.device) -> None:
+        """Start or join the process group (nothing to do for one process)."""
+        self.device = device
+
+    def setup_module(self, module: nn.Module) -> nn.Module:
+        """Place the module on the device, once; returns the object the step runs through."""
+        self.module = module
+        if not _spans_devices(module):
+            module.to(self.device)
+        return module
+
+    def step_fn(self, module: nn.Module, hook: str) -> Callable[..., Any]:
+        """The callable that runs `hook` (e.g. "training_step") through any wrapper."""
+        return getattr(module, hook)
+
+    def no_sync(self) -> contextlib.AbstractContextManager:
+        """Skip gradient synchronisation (non-final micro-batches); nothing to skip here."""
+        return contextlib.nullcontext()
+
+    # -- collectives -----------------------------------------------------------------------
+    def barrier(self, name: str = "") -> None:
+        """Wait for every process."""
+
+    def broadcast(self, obj: Any, src: int = 0) -> Any:
+        return obj
+
+    def all_reduce(self, tensor: Tensor, op: str = "sum") -> Tensor:
+        return tensor
+
+    def reduce_bool(self, flag: bool) -> bool:
+        """True if `flag` is True on any process (stop decisions agree everywhere)."""
+        return flag
+
+    # -- checkpoints -----------------------------------------------------------------------
+    def model_state_dict(self, module: nn.Module) -> dict[str, Any]:
+        return clean_state_dict(module.state_dict())
+
+    def save_checkpoint(self, state: dict[str, Any], path: str | Path) -> None:
+        if self.is_global_zero:
+            save_atomic(state, path)
+        self.barrier("save_checkpoint")
+
+    def load_checkpoint(self, path: str | Path) -> dict[str, Any]:
+        return load_checkpoint(path)
+
+    def teardown(self) -> None:
+        """Release processes and devices."""
+
+
+def _spans_devices(module: nn.Module) -> bool:
+    """True when the user already placed parameters on more than one device (model parallelism)."""
+    devices = {p.device for p in module.parameters()}
+    return len(devices) > 1
