@@ -4,7 +4,7 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from . import callbacks, loggers
+from . import callbacks, loggers, rank_zero
 from .datamodule import DataModule
 from .errors import CheckpointError, MisconfigurationError, SurgeError, SurgeRuntimeError, SurgeTypeError
 from .module import Module
@@ -23,5 +23,6 @@ __all__ = [
     "__version__",
     "callbacks",
     "loggers",
+    "rank_zero",
     "seed_everything",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -103,7 +104,9 @@ class TrainerConfig:
         if self.accelerator not in ACCELERATORS:
             raise bad_value("accelerator", self.accelerator, f"one of {ACCELERATORS}")
         self._check_devices()
-        if isinstance(self.strategy, str) and self.strategy not in STRATEGIES:
+        from .strategies.base import Strategy
+
+        if not isinstance(self.strategy, Strategy) and self.strategy not in STRATEGIES:
             raise bad_value("strategy", self.strategy, f"one of {STRATEGIES} or a Strategy object")
         _check_int("num_nodes", self.num_nodes, 1, "an int >= 1")
         self._check_callbacks()
@@ -113,9 +116,10 @@ class TrainerConfig:
         _check_int("log_every_n_steps", self.log_every_n_steps, 1, "an int >= 1")
         if self.deterministic not in (None, True, False, "warn"):
             raise bad_value("deterministic", self.deterministic, 'None, True, False or "warn"')
-        self.default_root_dir = (
-            Path(self.default_root_dir) if self.default_root_dir is not None else Path.cwd()
-        )
+        root = self.default_root_dir
+        if root is not None and not isinstance(root, str | os.PathLike):
+            raise bad_value("default_root_dir", root, "None (the current directory), a str or a path")
+        self.default_root_dir = Path(root) if root is not None else Path.cwd()
 
     def _check_val_interval(self) -> None:
         value = self.val_check_interval
@@ -150,21 +154,20 @@ class TrainerConfig:
 
     def _check_devices(self) -> None:
         d = self.devices
+        allowed = 'an int >= 1, -1 (all), "auto", a list of distinct indices or a string like "0,2"'
         if d == "auto" or (_is_int(d) and (d >= 1 or d == -1)):
             return
         if isinstance(d, str):
             parts = [p.strip() for p in d.split(",") if p.strip()]
-            if parts and all(p.isdigit() for p in parts):
-                self.devices = (
-                    [int(p) for p in parts] if len(parts) > 1 or d.strip().endswith(",") else int(parts[0])
-                )
-                if isinstance(self.devices, int) and self.devices < 1:
-                    raise bad_value(
-                        "devices",
-                        d,
-                        'an int >= 1, -1 (all), "auto", a list of indices or a string like "0,2"',
-                    )
-                return
+            if not parts or not all(p.isdigit() for p in parts) or len(set(parts)) != len(parts):
+                raise bad_value("devices", d, allowed)
+            if len(parts) == 1 and not d.strip().endswith(","):
+                if int(parts[0]) < 1:
+                    raise bad_value("devices", d, allowed)
+                self.devices = int(parts[0])
+            else:
+                self.devices = [int(p) for p in parts]
+            return
         if (
             isinstance(d, list | tuple)
             and d
@@ -173,9 +176,7 @@ class TrainerConfig:
         ):
             self.devices = list(d)
             return
-        raise bad_value(
-            "devices", d, 'an int >= 1, -1 (all), "auto", a list of distinct indices or a string like "0,2"'
-        )
+        raise bad_value("devices", d, allowed)
 
     def _check_callbacks(self) -> None:
         from .callbacks.base import Callback

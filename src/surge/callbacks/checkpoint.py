@@ -81,7 +81,8 @@ class ModelCheckpoint(Callback):
 
     def on_train_batch_end(self, trainer: Any, module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
         every = self.every_n_train_steps
-        if every and trainer.global_step % every == 0 and trainer.global_step != self._last_saved_step:
+        step = trainer.global_step
+        if every and step > 0 and step % every == 0 and step != self._last_saved_step:
             self._save(trainer)
 
     def on_train_epoch_end(self, trainer: Any, module: Any) -> None:
@@ -170,7 +171,7 @@ class ModelCheckpoint(Callback):
         return pick(self.best_k_models, key=self.best_k_models.get)
 
     def _remove(self, trainer: Any, path: str) -> None:
-        if trainer.is_global_zero and path != self.last_model_path:
+        if trainer.is_global_zero and Path(path).name != f"last{self.FILE_EXTENSION}":
             Path(path).unlink(missing_ok=True)
 
     def _unique(self, name: str) -> Path:

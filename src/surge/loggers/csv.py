@@ -14,7 +14,7 @@ from .base import Logger, versioned_dir
 class CSVLogger(Logger):
     """Writes one row per logging call to `save_dir/name/version_N/metrics.csv`.
 
-    Rows are buffered and appended on `save()` (at most every `flush_every` rows); when a new
+    Calls at the same step with different metric names share a row. Rows are buffered and appended on `save()` (at most every `flush_every` rows); when a new
     metric name appears the file is rewritten with the wider header.
     """
 
@@ -61,7 +61,7 @@ class CSVLogger(Logger):
         if (
             self._rows
             and self._rows[-1]["step"] == step
-            and not set(metrics) - {"epoch"} & set(self._rows[-1])
+            and not (set(metrics) - {"epoch"}) & set(self._rows[-1])
         ):
             self._rows[-1].update(metrics)  # one row per step
         else:

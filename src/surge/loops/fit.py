@@ -86,8 +86,8 @@ class FitLoop:
         self.epoch_start_rng = rng_state() if self._resume_rng is None else self._resume_rng
         self.epoch_done = False
         hooks.call("on_train_epoch_start")
-        self._train_batches(self._iterator(loader))
-        self.epoch_done = self.batches_done >= t.num_training_batches
+        exhausted = self._train_batches(self._iterator(loader))
+        self.epoch_done = exhausted or self.batches_done >= t.num_training_batches
         if self.epoch_done and t._should_validate(self.epoch, end_of_epoch=True):
             t._run_validation()
         t._module._results = results
@@ -111,7 +111,8 @@ class FitLoop:
         return it
 
     # -- the training step -----------------------------------------------------------------
-    def _train_batches(self, it: Iterator[Any]) -> None:  # noqa: C901 - the hot loop, kept in one place
+    def _train_batches(self, it: Iterator[Any]) -> bool:  # noqa: C901 - the hot loop, kept in one place
+        """Train on the epoch's batches; returns True if the loader ran out."""
         t, cfg = self.trainer, self.trainer._cfg
         model, precision, optim, hooks = t._module, t._precision, t._optim, t._hooks
         results = t._train_results
@@ -216,6 +217,7 @@ class FitLoop:
             optim.step(grad_scale=window / pending)
             self.global_step += 1
             optim.step_schedulers("step", self.global_step)
+        return batch is _END
 
 
 _END = object()

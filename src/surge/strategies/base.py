@@ -10,7 +10,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ..checkpoint import clean_state_dict, load_checkpoint, save_atomic
+from ..checkpoint import bare_state_dict, load_checkpoint, save_atomic
 from ..results import Reducer
 
 
@@ -74,7 +74,7 @@ class Strategy:
 
     # -- checkpoints -----------------------------------------------------------------------
     def model_state_dict(self, module: nn.Module) -> dict[str, Any]:
-        return clean_state_dict(module.state_dict())
+        return bare_state_dict(module)
 
     def save_checkpoint(self, state: dict[str, Any], path: str | Path) -> None:
         if self.is_global_zero:

@@ -1,0 +1,39 @@
+"""Fixtures shared by the test files; helpers live in helpers.py (`from helpers import ...`)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from helpers import fast_trainer, make_loaders, make_model  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _run_in_tmp_path(tmp_path, monkeypatch):
+    """Every test runs in its own tmp_path, so default run directories (surge_logs/...) land there."""
+    monkeypatch.chdir(tmp_path)
+    torch.manual_seed(0)
+    yield
+
+
+@pytest.fixture
+def tiny_model():
+    """Factory: `tiny_model(hidden=8, lr=0.1, scripted_val_loss=None, scheduler=None)`."""
+    return make_model
+
+
+@pytest.fixture
+def loaders():
+    """Factory: `loaders(n_train=32, n_val=16, batch_size=8)` -> (train_loader, val_loader)."""
+    return make_loaders
+
+
+@pytest.fixture
+def trainer_factory():
+    """Factory: `fast_trainer(**overrides)`."""
+    return fast_trainer
