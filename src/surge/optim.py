@@ -169,11 +169,13 @@ class Optimization:
                 if grads:
                     torch._foreach_mul_(grads, grad_scale)
             if self._before_step:
+                self._precision.unscale_gradients(opt)  # hooks see true-scale gradients
                 self._hooks.call("on_before_optimizer_step", opt)
             stepped &= self._precision.optimizer_step(opt, clip)
             if self._before_zero:
                 self._hooks.call("on_before_zero_grad", opt)
             opt.zero_grad(set_to_none=True)
+        self._precision.after_optimizer_steps()
         self.skipped = not stepped
 
     def zero_grad(self) -> None:

@@ -24,6 +24,7 @@ from .loops.hooks import Hooks
 from .module import Module
 from .optim import Optimization, parse_optimizers
 from .precision import Precision, precision_plugin
+from .rank_zero import info
 from .results import Results
 from .run_state import checkpoint_state, find_checkpoint, restore_state
 from .strategies import SingleDeviceStrategy, Strategy
@@ -217,6 +218,12 @@ class Trainer:
         self._module.train()
         hooks.call("on_train_start")
         self.fit_loop.run()
+        skipped = self._precision.skipped_steps
+        if skipped:
+            info(
+                f"{self._precision.name}: {skipped} optimizer steps were skipped for inf/NaN gradients "
+                f"(the loss scale backed off; the weights were not touched)."
+            )
         hooks.call("on_train_end")
         hooks.call("on_fit_end")
         hooks.callbacks("teardown", "fit")

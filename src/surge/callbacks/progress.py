@@ -43,6 +43,8 @@ class ProgressBar(Callback):
         # Host read at a refresh, not per step: all values in one transfer.
         shown = dict(trainer._train_results.read_step(only_prog_bar=True))
         shown.update({k: v for k, v in trainer.progress_bar_metrics.items() if k not in shown})
+        if trainer.precision_plugin.skipped_steps:
+            shown["skipped_steps"] = trainer.precision_plugin.skipped_steps
         return shown
 
     def on_train_epoch_start(self, trainer: Any, module: Any) -> None:

@@ -49,6 +49,9 @@ class Precision:
         optimizer.step()
         return True
 
+    def after_optimizer_steps(self) -> None:
+        """Called once after every optimizer of a step has stepped (the fp16 scaler updates here)."""
+
     @property
     def skipped_steps(self) -> int:
         return 0

@@ -1,0 +1,46 @@
+"""True half precision: "16-true" and "bf16-true" cast the module and float inputs to 16 bits.
+
+Half the memory of mixed precision for weights and optimizer state, at the cost of fp32 master
+weights (small updates can round away). Tensors created inside the steps default to the dtype.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+from ..data import cast_floating
+from .base import Precision
+
+
+class HalfPrecision(Precision):
+    """Parameters, buffers and floating-point inputs in `dtype`."""
+
+    def __init__(self, dtype: torch.dtype) -> None:
+        self.param_dtype = dtype
+        self.name = "16-true" if dtype == torch.float16 else "bf16-true"
+
+    def convert_module(self, module: torch.nn.Module) -> torch.nn.Module:
+        return module.to(self.param_dtype)
+
+    def convert_input(self, batch: Any) -> Any:
+        return cast_floating(batch, self.param_dtype)
+
+    @property
+    def converts_input(self) -> bool:
+        return True
+
+    @contextlib.contextmanager
+    def _default_dtype(self) -> Iterator[None]:
+        previous = torch.get_default_dtype()
+        torch.set_default_dtype(self.param_dtype)
+        try:
+            yield
+        finally:
+            torch.set_default_dtype(previous)
+
+    def forward_context(self) -> contextlib.AbstractContextManager:
+        return self._default_dtype()
