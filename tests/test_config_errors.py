@@ -136,8 +136,6 @@ UNSUPPORTED = [
     ("devices", 2, {"accelerator": "cpu"}),
     ("num_nodes", 2, {"accelerator": "cpu"}),
     ("strategy", "ddp", {"accelerator": "cpu"}),
-    ("precision", "16-mixed", {"accelerator": "cpu"}),
-    ("precision", "bf16-true", {"accelerator": "cpu"}),
 ]
 
 

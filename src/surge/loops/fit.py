@@ -94,7 +94,11 @@ class FitLoop:
         results.default_on_step, results.default_on_epoch = False, True
         hooks.module("on_train_epoch_end")
         results.default_on_step, results.default_on_epoch = True, False
-        t._publish(results.read_epoch(), results.flags(), step=self.global_step)  # host read: epoch end
+        flags = results.flags()
+        t._publish(
+            results.read_step(), flags, step=self.global_step, to_loggers=False
+        )  # host read: epoch end
+        t._publish(results.read_epoch(), flags, step=self.global_step)
         if self.epoch_done:
             t._optim.step_schedulers("epoch", self.epoch + 1)
         hooks.callbacks("on_train_epoch_end")
