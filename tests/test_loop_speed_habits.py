@@ -168,7 +168,11 @@ def test_data_bound_step_warns_once_with_advice(tmp_path):
 def test_fast_data_gives_no_advice(tmp_path):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        _trainer(tmp_path, max_epochs=1, logger=False).fit(Logged(), _loader())
+        # Pre-made batches (no per-sample collation): fetching costs microseconds, even on a busy machine.
+        x, y = torch.randn(100, 64, 32), torch.randint(0, 10, (100, 64))
+        _trainer(tmp_path, max_epochs=1, logger=False).fit(
+            Logged(), DataLoader(TensorDataset(x, y), batch_size=None)
+        )
     assert not [w for w in caught if "waited for data" in str(w.message)]
 
 
