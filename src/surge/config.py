@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from .errors import SurgeTypeError, bad_value
 
 PRECISION_ALIASES: dict[str, str] = {
@@ -73,6 +75,10 @@ class TrainerConfig:
     enable_model_summary: bool = True
     log_every_n_steps: int = 50
     deterministic: bool | str | None = None
+    benchmark: bool | None = None
+    matmul_precision: str | None = None
+    compile: bool | dict[str, Any] = False
+    channels_last: bool = False
 
     def __post_init__(self) -> None:
         if self.max_epochs is not None:
@@ -116,10 +122,34 @@ class TrainerConfig:
         _check_int("log_every_n_steps", self.log_every_n_steps, 1, "an int >= 1")
         if self.deterministic not in (None, True, False, "warn"):
             raise bad_value("deterministic", self.deterministic, 'None, True, False or "warn"')
+        self._check_speed_options()
         root = self.default_root_dir
         if root is not None and not isinstance(root, str | os.PathLike):
             raise bad_value("default_root_dir", root, "None (the current directory), a str or a path")
         self.default_root_dir = Path(root) if root is not None else Path.cwd()
+
+    def _check_speed_options(self) -> None:
+        from .speed import MATMUL_PRECISIONS
+
+        if self.benchmark not in (None, True, False):
+            raise bad_value("benchmark", self.benchmark, "None, True or False")
+        if self.matmul_precision is not None and self.matmul_precision not in MATMUL_PRECISIONS:
+            raise bad_value("matmul_precision", self.matmul_precision, f"None or one of {MATMUL_PRECISIONS}")
+        if not isinstance(self.compile, bool | dict):
+            raise bad_value("compile", self.compile, "True, False or a dict of torch.compile options")
+        if isinstance(self.compile, dict):
+            import inspect
+
+            known = set(inspect.signature(torch.compile).parameters) - {"model"}
+            unknown = sorted(set(self.compile) - known)
+            if unknown:
+                raise bad_value(
+                    "compile",
+                    self.compile,
+                    f"torch.compile options among {sorted(known)} ({unknown} unknown)",
+                )
+        if not isinstance(self.channels_last, bool):
+            raise bad_value("channels_last", self.channels_last, "True or False")
 
     def _check_val_interval(self) -> None:
         value = self.val_check_interval

@@ -90,15 +90,18 @@ def limit_batches(loader: Iterable, limit: int | float, arg: str) -> int | float
     return batches
 
 
-def prepare_loader(loader: Iterable) -> Iterable:
-    """Small, safe adjustments to a user's DataLoader; the loader itself is kept (workers too)."""
-    if (
-        isinstance(loader, DataLoader)
-        and loader.num_workers > 0
-        and loader.worker_init_fn is None
-        and seeding_workers()
-    ):
+def prepare_loader(loader: Iterable, pin_memory: bool = False) -> Iterable:
+    """Small, safe adjustments to a user's DataLoader; the loader itself is kept (workers too).
+
+    Workers get per-worker numpy/python seeds (after `seed_everything(workers=True)`), and on CUDA
+    host memory is pinned so `non_blocking` copies overlap compute (unless the loader pins already).
+    """
+    if not isinstance(loader, DataLoader):
+        return loader
+    if loader.num_workers > 0 and loader.worker_init_fn is None and seeding_workers():
         loader.worker_init_fn = worker_init_fn
+    if pin_memory and not loader.pin_memory:
+        loader.pin_memory = True
     return loader
 
 

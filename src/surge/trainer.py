@@ -11,6 +11,7 @@ from typing import Any
 import torch
 
 from . import data as data_mod
+from . import speed
 from .accelerators import resolve_accelerator, resolve_devices
 from .callbacks.base import Callback
 from .checkpoint import apply_model_state
@@ -65,6 +66,10 @@ class Trainer:
         enable_model_summary: bool = True,
         log_every_n_steps: int = 50,
         deterministic: bool | str | None = None,
+        benchmark: bool | None = None,
+        matmul_precision: str | None = None,
+        compile: bool | dict[str, Any] = False,
+        channels_last: bool = False,
     ) -> None:
         args = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
         self._cfg = cfg = TrainerConfig(**{**args, "callbacks": callbacks or []})
@@ -139,24 +144,44 @@ class Trainer:
         self._strategy.setup_environment(device)
         if self._cfg.deterministic is not None:
             _set_deterministic(self._cfg.deterministic)
+        cfg = self._cfg
+        speed.apply_backend_flags(cfg.benchmark, cfg.matmul_precision)
         model = self._precision.convert_module(model)
         self._strategy.setup_module(model)
+        if cfg.channels_last:
+            model.to(memory_format=torch.channels_last)
+        if cfg.compile and stage == "fit" and not getattr(model, "_surge_compiled", False):
+            speed.compile_module(model, cfg.compile)
+            model._surge_compiled = True
         model._device = _first_param_device(model, self._strategy.device)
+        speed.tensor_core_hint(model._device, self._precision.name)
         self._batch_mover = self._make_mover(model)
         self._hooks = Hooks(self, model, self.callbacks)
 
     def _make_mover(self, model: Module) -> Any:
         device, precision = model._device, self._precision
         custom = type(model).transfer_batch_to_device is not Module.transfer_batch_to_device
-        if device.type == "cpu" and not custom and not precision.converts_input:
+        channels_last = self._cfg.channels_last
+        if device.type == "cpu" and not (custom or precision.converts_input or channels_last):
             return None  # batches are already where the steps run
         if custom:
             move = lambda b: model.transfer_batch_to_device(b, device, 0)  # noqa: E731
         else:
             move = lambda b: data_mod.move_to_device(b, device)  # noqa: E731
+        steps = [move]
         if precision.converts_input:
-            return lambda b: precision.convert_input(move(b))
-        return move
+            steps.append(precision.convert_input)
+        if channels_last:
+            steps.append(lambda b: data_mod.apply_to_tensors(b, speed.to_channels_last))
+        if len(steps) == 1:
+            return move
+
+        def pipeline(batch: Any) -> Any:
+            for fn in steps:
+                batch = fn(batch)
+            return batch
+
+        return pipeline
 
     # -- fit -------------------------------------------------------------------------------
     def fit(
@@ -182,9 +207,9 @@ class Trainer:
             )
         if len(train) > 1:
             raise MisconfigurationError(f"train_dataloaders got {len(train)} loaders; pass one.")
-        self._train_loader = data_mod.prepare_loader(train[0])
+        self._train_loader = data_mod.prepare_loader(train[0], self._accelerator.pin_memory)
         self._val_loaders = [
-            data_mod.prepare_loader(v)
+            data_mod.prepare_loader(v, self._accelerator.pin_memory)
             for v in self._loaders(val_dataloaders, "val_dataloader", model, "val_dataloaders")
         ]
         self._plan_batches()
@@ -365,7 +390,7 @@ class Trainer:
         if ckpt_path is not None:
             ckpt = self._strategy.load_checkpoint(find_checkpoint(self, ckpt_path))
             apply_model_state(model, ckpt["state_dict"], strict=True, source=str(ckpt_path))
-        return model, [data_mod.prepare_loader(v) for v in loaders]
+        return model, [data_mod.prepare_loader(v, self._accelerator.pin_memory) for v in loaders]
 
     def _loaders(self, given: Any, hook: str, model: Module, arg: str) -> list[Iterable]:
         if given is not None:
