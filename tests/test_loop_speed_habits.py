@@ -55,14 +55,16 @@ def test_logging_every_step_reads_the_host_only_at_intervals(tmp_path, monkeypat
     counts = {"item": 0, "tolist": 0}
     real_item, real_tolist = torch.Tensor.item, torch.Tensor.tolist
 
+    def ours() -> bool:
+        # The DataLoader and its sampler draw seeds and permutations on CPU tensors once per epoch.
+        return not sys._getframe(2).f_globals.get("__name__", "").startswith("torch.utils.data")
+
     def item(self):
-        # The DataLoader draws its seeds with .item() on CPU tensors once per epoch: not ours.
-        if not sys._getframe(1).f_globals.get("__name__", "").startswith("torch.utils.data"):
-            counts["item"] += 1
+        counts["item"] += ours()
         return real_item(self)
 
     def tolist(self):
-        counts["tolist"] += 1
+        counts["tolist"] += ours()
         return real_tolist(self)
 
     monkeypatch.setattr(torch.Tensor, "item", item)
@@ -71,6 +73,7 @@ def test_logging_every_step_reads_the_host_only_at_intervals(tmp_path, monkeypat
         tmp_path,
         max_steps=500,
         log_every_n_steps=50,
+        enable_progress_bar=True,
         callbacks=[surge.callbacks.ProgressBar(mode="lines", refresh_rate=3600)],
     )
     trainer.fit(Logged(), _loader())

@@ -122,6 +122,10 @@ class Trainer:
             )
         if cfg.enable_checkpointing and not has(ModelCheckpoint):
             callbacks.append(ModelCheckpoint())
+        if has(ProgressBar) and not cfg.enable_progress_bar:
+            raise MisconfigurationError(
+                "callbacks contains a ProgressBar but enable_progress_bar=False; drop one."
+            )
         if cfg.enable_progress_bar and not has(ProgressBar):
             callbacks.append(ProgressBar())
         if cfg.enable_model_summary and not has(ModelSummary):

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from torch import Tensor
 
-from ..data import data_wait_advice, resume_iterator
+from ..data import data_wait_advice, loader_length, resume_iterator
 from ..errors import MisconfigurationError, SurgeRuntimeError
 
 if TYPE_CHECKING:
@@ -215,6 +215,10 @@ class FitLoop:
             ):
                 break
         self.data_wait += wait
+        if batch is not _END and batch_idx == n == loader_length(t._train_loader):
+            # Let the sampler finish its epoch as a plain `for` loop would: RandomSampler with a
+            # user generator draws once more at exhaustion, and later epochs depend on that draw.
+            batch = next(it, _END)
         if pending and batch is _END:
             # The loader ran out inside a window (no length to plan by): step what was accumulated,
             # rescaled so it is the mean over the micro-batches actually seen.

@@ -1,0 +1,379 @@
+"""Benchmark surge against a hand-written PyTorch loop and Lightning: `python benchmarks/run.py`.
+
+Every run is its own fresh subprocess (`child.py`), and contestants are interleaved
+(raw, surge, lightning, raw, surge, ...) so drifting machine load hits them alike. Prints a
+markdown table and writes benchmarks/results/latest.json (plus a dated copy in results/raw/, not committed).
+Fails loudly if the contestants did not train alike: equal step counts, the loss fell, and the
+same final held-out loss as the raw loop (same weights, same data, same order).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import hashlib
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+RESULTS = BENCH / "results"
+CONTESTANTS = ("raw", "surge", "lightning")
+TRAINING = ("mlp", "cnn", "mlp_log")
+WORKLOADS = (*TRAINING, "import", "rss")
+IMPORTS = {"raw": "torch", "surge": "surge", "lightning": "lightning"}
+LOSS_RTOL = 1e-4  # final held-out loss vs the raw loop's
+
+
+@dataclass(frozen=True)
+class Metric:
+    """How a workload's rows are read, and surge's goal on it."""
+
+    name: str
+    unit: str
+    higher_is_better: bool
+    compare: str  # "ratio" (value / raw) or "delta" (value - raw)
+    goal: float  # the bound on surge's ratio or delta
+
+    def vs_raw(self, value: float, raw: float) -> float:
+        return value / raw if self.compare == "ratio" else value - raw
+
+    def meets(self, versus: float) -> bool:
+        return (
+            versus >= self.goal if self.higher_is_better and self.compare == "ratio" else versus <= self.goal
+        )
+
+    def fmt_vs(self, versus: float) -> str:
+        return f"{versus:.3f}x" if self.compare == "ratio" else f"{versus:+.{self.digits}f} {self.unit}"
+
+    def fmt_goal(self) -> str:
+        op = ">=" if self.higher_is_better and self.compare == "ratio" else "<="
+        return f"{op} {self.goal}x" if self.compare == "ratio" else f"<= +{self.goal} {self.unit}"
+
+    @property
+    def digits(self) -> int:
+        return 2 if self.unit == "s" else 0
+
+
+METRICS = {
+    "mlp": Metric("time per step", "µs", False, "ratio", 1.05),
+    "cnn": Metric("throughput", "samples/s", True, "ratio", 0.98),
+    "mlp_log": Metric("time per step", "µs", False, "ratio", 1.10),
+    "import": Metric("import wall time", "s", False, "delta", 0.25),
+    "rss": Metric("peak RSS of the cnn run", "MB", False, "delta", 50),
+}
+
+
+class BenchmarkError(RuntimeError):
+    """A run failed or the contestants did not train alike."""
+
+
+def snapshot_surge(into: Path) -> str:
+    """Copy this checkout's src/surge into `into`, so edits during a run cannot mix versions.
+
+    Returns a hash of the copied sources, for the record.
+    """
+    shutil.copytree(ROOT / "src" / "surge", into / "surge", ignore=shutil.ignore_patterns("__pycache__"))
+    digest = hashlib.sha256()
+    for path in sorted((into / "surge").rglob("*.py")):
+        digest.update(str(path.relative_to(into)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def child_env(surge_parent: Path) -> dict[str, str]:
+    """The environment of every child: the surge snapshot first on the path."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(surge_parent), env.get("PYTHONPATH")) if p)
+    env["PYTHONHASHSEED"] = "0"
+    return env
+
+
+def available(contestants: list[str], env: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+    """The contestants that can run here with their versions, and a note for each one skipped."""
+    needs = {"raw": "", "surge": "m.Trainer, m.Module, m.callbacks.ProgressBar; ", "lightning": "m.Trainer; "}
+    versions, skipped = {}, {}
+    for name in contestants:
+        code = f"import {IMPORTS[name]} as m; {needs[name]}print(m.__version__, m.__file__)"
+        proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+        if proc.returncode == 0:
+            versions[name] = proc.stdout.strip()
+        else:
+            last = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+            skipped[name] = f"`{code}` failed: {last}"
+    if "raw" not in versions:
+        raise BenchmarkError(f"the raw contestant cannot run: {skipped['raw']}")
+    return versions, skipped
+
+
+def run_child(
+    workload: str, contestant: str, args: argparse.Namespace, env: dict[str, str]
+) -> dict[str, Any]:
+    """One training run in a fresh process; its JSON result line."""
+    cmd = [
+        sys.executable,
+        str(BENCH / "child.py"),
+        "--workload",
+        workload,
+        "--contestant",
+        contestant,
+        "--steps",
+        str(args.steps),
+        "--warmup",
+        str(args.warmup),
+        "--threads",
+        str(args.threads),
+    ]
+    proc = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True)
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode != 0 or not lines:
+        tail = "\n".join(proc.stderr.strip().splitlines()[-30:])
+        raise BenchmarkError(f"{' '.join(cmd)} exited with {proc.returncode}:\n{tail}")
+    return json.loads(lines[-1])  # progress bars may write to stdout; the result is the last line
+
+
+def time_import(contestant: str, env: dict[str, str]) -> float:
+    """Wall time of `python -c "import <module>"` in a fresh process."""
+    cmd = [sys.executable, "-c", f"import {IMPORTS[contestant]}"]
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise BenchmarkError(f"{' '.join(cmd)} exited with {proc.returncode}:\n{proc.stderr.strip()}")
+    return seconds
+
+
+def check(runs: list[dict[str, Any]], steps: int) -> list[str]:
+    """Assert the contestants trained alike; the lines of the report that say what was checked."""
+    problems, lines, threads = [], [], {r["threads"] for r in runs}
+    if len(threads) != 1:
+        problems.append(f"contestants ran with different torch thread counts: {sorted(threads)}")
+    for workload in dict.fromkeys(r["workload"] for r in runs):
+        mine = [r for r in runs if r["workload"] == workload]
+        raw_after = statistics.median(r["loss_after"] for r in mine if r["contestant"] == "raw")
+        for r in mine:
+            who = f"{workload}/{r['contestant']}"
+            if r["steps"] != steps:
+                problems.append(f"{who} took {r['steps']} optimizer steps, not {steps}")
+            if not r["loss_after"] < r["loss_before"]:
+                problems.append(
+                    f"{who}: the held-out loss did not fall ({r['loss_before']:.4f} -> {r['loss_after']:.4f})"
+                )
+            if abs(r["loss_after"] - raw_after) > LOSS_RTOL * abs(raw_after):
+                problems.append(
+                    f"{who}: final held-out loss {r['loss_after']:.6f} differs from raw's {raw_after:.6f}"
+                )
+        lines.append(
+            f"{workload}: {len(mine)} runs, each {steps} optimizer steps; held-out loss "
+            f"{mine[0]['loss_before']:.4f} -> {raw_after:.4f} in every run (rtol {LOSS_RTOL})"
+        )
+    if problems:
+        raise BenchmarkError("correctness checks failed:\n  " + "\n  ".join(problems))
+    return lines
+
+
+def summarize(values: dict[str, list[float]], metric: Metric) -> list[dict[str, Any]]:
+    """Median, range and comparison with raw, per contestant.
+
+    `vs_raw` compares medians; `paired` is the median over repeats of the comparison with the raw
+    run of the same repeat (adjacent in time, so less exposed to drifting load).
+    """
+    raw = values["raw"]
+    rows = []
+    for name, vals in values.items():
+        med = statistics.median(vals)
+        row = {
+            "contestant": name,
+            "median": med,
+            "min": min(vals),
+            "max": max(vals),
+            "n": len(vals),
+            "vs_raw": metric.vs_raw(med, statistics.median(raw)),
+            "paired": statistics.median(metric.vs_raw(v, r) for v, r in zip(vals, raw)),
+        }
+        if name == "surge":
+            row["goal"], row["meets_goal"] = metric.fmt_goal(), metric.meets(row["vs_raw"])
+        rows.append(row)
+    return rows
+
+
+def collect(
+    workload: str, runs: list[dict[str, Any]], imports: dict[str, list[float]]
+) -> dict[str, list[float]]:
+    """Each contestant's values of `workload`'s metric, one per repeat."""
+    if workload == "import":
+        return imports
+    source = "cnn" if workload == "rss" else workload
+    field = {
+        "mlp": "sec_per_step",
+        "mlp_log": "sec_per_step",
+        "cnn": "samples_per_sec",
+        "rss": "peak_rss_mb",
+    }[workload]
+    scale = 1e6 if field == "sec_per_step" else 1.0
+    values: dict[str, list[float]] = {}
+    for r in runs:
+        if r["workload"] == source:
+            values.setdefault(r["contestant"], []).append(r[field] * scale)
+    return values
+
+
+def extras(runs: list[dict[str, Any]], workload: str, contestant: str) -> tuple[str, str]:
+    """Median CPU time per step, and median `.item()` / all host reads per timed fit ("–" if none)."""
+    mine = [r for r in runs if r["workload"] == workload and r["contestant"] == contestant]
+    if not mine or workload not in TRAINING:
+        return "–", "–"
+    cpu = statistics.median(r["cpu_sec_per_step"] for r in mine) * 1e6
+    items = statistics.median(r["item_calls"] for r in mine)
+    reads = statistics.median(r["host_reads"] for r in mine)
+    return f"{cpu:.0f} µs", f"{items:.0f} / {reads:.0f}"
+
+
+def markdown(report: dict[str, Any]) -> str:
+    """The report as markdown: set-up, the table, skipped contestants and the checks."""
+    m = report["meta"]
+    out = [
+        f"Measured {m['date']} on {m['machine']}: Python {m['python']}, torch {m['torch']}, "
+        f"torch threads {m['threads']}, {m['repeats']} repeats, {m['steps']} timed steps after a "
+        f"{m['warmup']}-step warm-up fit, import timed {m['import_repeats']}x; load average "
+        f"{m['load_before']} before, {m['load_after']} after; took {m['elapsed_s']:.0f} s.",
+        "",
+        "| workload | metric | contestant | median | min–max | vs raw | paired | CPU time/step | "
+        "`.item()` / all host reads | surge goal |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    runs = report["runs"]
+    for workload, rows in report["summary"].items():
+        metric = METRICS[workload]
+        label = f"{metric.name} ({'higher' if metric.higher_is_better else 'lower'} is better)"
+        d = metric.digits
+        for row in rows:
+            goal = f"{row['goal']}: {'PASS' if row['meets_goal'] else 'FAIL'}" if "goal" in row else ""
+            cpu, reads = extras(runs, workload, row["contestant"])
+            out.append(
+                f"| {workload} | {label} | {row['contestant']} | {row['median']:.{d}f} {metric.unit} | "
+                f"{row['min']:.{d}f}–{row['max']:.{d}f} | {metric.fmt_vs(row['vs_raw'])} | {metric.fmt_vs(row['paired'])} | "
+                f"{cpu} | {reads} | {goal} |"
+            )
+    out += [
+        "",
+        "vs raw: ratio (or difference) of the medians; paired: median over repeats of the same "
+        "comparison with the raw run of that repeat; CPU time/step: process CPU time (median), less "
+        "sensitive to other load; host reads: `Tensor.item`, `tolist`, `__float__`, `__int__`, `__bool__` "
+        "calls during the timed fit.",
+    ]
+    for name, note in report["skipped"].items():
+        out += ["", f"Skipped {name}: {note}"]
+    if report["checks"]:
+        out += ["", "Correctness (asserted):", *[f"- {line}" for line in report["checks"]]]
+    return "\n".join(out)
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--repeats", type=int, default=5, help="runs per contestant per training workload")
+    p.add_argument("--steps", type=int, default=500, help="timed optimizer steps per run")
+    p.add_argument("--warmup", type=int, default=50, help="steps of the untimed warm-up fit in each run")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch.set_num_threads in every child (0: torch's default); see README",
+    )
+    p.add_argument("--import-repeats", type=int, default=15, help="timed imports per contestant")
+    p.add_argument(
+        "--only", default=",".join(WORKLOADS), help=f"comma-separated subset of {','.join(WORKLOADS)}"
+    )
+    p.add_argument("--contestants", default=",".join(CONTESTANTS), help="comma-separated; raw is always run")
+    p.add_argument("--out", type=Path, default=RESULTS / "latest.json")
+    args = p.parse_args(argv)
+    args.only = [w for w in args.only.split(",") if w]
+    args.contestants = ["raw", *(c for c in args.contestants.split(",") if c and c != "raw")]
+    for value, allowed in ((args.only, WORKLOADS), (args.contestants, CONTESTANTS)):
+        if bad := set(value) - set(allowed):
+            p.error(f"unknown {sorted(bad)}; choose from {','.join(allowed)}")
+    return args
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="surge-bench-") as tmp:
+        fingerprint = snapshot_surge(Path(tmp))
+        report = measure(args, child_env(Path(tmp)))
+    report["meta"]["surge_src_sha256"] = fingerprint
+    report["meta"]["command"] = " ".join(
+        [Path(sys.executable).name, "benchmarks/run.py", *(argv or sys.argv[1:])]
+    )
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2) + "\n")
+    dated = args.out.parent / "raw" / f"{report['meta']['date'].replace(':', '')}.json"
+    dated.parent.mkdir(exist_ok=True)
+    dated.write_text(args.out.read_text())
+    print(markdown(report))
+
+
+def measure(args: argparse.Namespace, env: dict[str, str]) -> dict[str, Any]:
+    """All the runs, interleaved, then the checks; the report."""
+    started, load_before = time.perf_counter(), os.getloadavg()
+    versions, skipped = available(args.contestants, env)
+    contestants = list(versions)
+    training = [w for w in TRAINING if w in args.only or (w == "cnn" and "rss" in args.only)]
+    runs: list[dict[str, Any]] = []
+    for repeat in range(args.repeats):
+        for workload in training:
+            for contestant in contestants:
+                runs.append(run_child(workload, contestant, args, env))
+                r = runs[-1]
+                print(
+                    f"[{repeat + 1}/{args.repeats}] {workload:8} {contestant:9} "
+                    f"{r['sec_per_step'] * 1e6:9.1f} µs/step  {r['samples_per_sec']:8.0f} samples/s",
+                    file=sys.stderr,
+                )
+    imports: dict[str, list[float]] = {c: [] for c in contestants}
+    if "import" in args.only:
+        for _ in range(args.import_repeats):
+            for contestant in contestants:
+                imports[contestant].append(time_import(contestant, env))
+        print(
+            "import: " + ", ".join(f"{c} {statistics.median(v):.2f} s" for c, v in imports.items()),
+            file=sys.stderr,
+        )
+    checks = check(runs, args.steps) if runs else []
+    return {
+        "meta": {
+            "date": dt.datetime.now().astimezone().isoformat(timespec="seconds"),
+            "machine": f"{platform.platform()}, {os.cpu_count()} CPUs",
+            "python": platform.python_version(),
+            "torch": versions["raw"].split()[0],
+            "threads": runs[0]["threads"] if runs else args.threads,
+            "repeats": args.repeats,
+            "steps": args.steps,
+            "warmup": args.warmup,
+            "import_repeats": args.import_repeats,
+            "load_before": " ".join(f"{x:.2f}" for x in load_before),
+            "load_after": " ".join(f"{x:.2f}" for x in os.getloadavg()),
+            "elapsed_s": time.perf_counter() - started,
+            "versions": versions,
+        },
+        "skipped": skipped,
+        "checks": checks,
+        "summary": {w: summarize(collect(w, runs, imports), METRICS[w]) for w in WORKLOADS if w in args.only},
+        "runs": runs,
+        "imports": imports,
+    }
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except BenchmarkError as err:
+        sys.exit(f"benchmark failed: {err}")
