@@ -75,6 +75,7 @@ class TrainerConfig:
     enable_model_summary: bool = True
     log_every_n_steps: int = 50
     deterministic: bool | str | None = None
+    use_distributed_sampler: bool = True
     benchmark: bool | None = None
     matmul_precision: str | None = None
     compile: bool | dict[str, Any] = False
@@ -116,7 +117,12 @@ class TrainerConfig:
             raise bad_value("strategy", self.strategy, f"one of {STRATEGIES} or a Strategy object")
         _check_int("num_nodes", self.num_nodes, 1, "an int >= 1")
         self._check_callbacks()
-        for name in ("enable_progress_bar", "enable_checkpointing", "enable_model_summary"):
+        for name in (
+            "enable_progress_bar",
+            "enable_checkpointing",
+            "enable_model_summary",
+            "use_distributed_sampler",
+        ):
             if not isinstance(getattr(self, name), bool):
                 raise bad_value(name, getattr(self, name), "True or False")
         _check_int("log_every_n_steps", self.log_every_n_steps, 1, "an int >= 1")

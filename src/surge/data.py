@@ -10,7 +10,14 @@ from typing import Any
 
 import torch
 from torch import Tensor
-from torch.utils.data import DataLoader
+from torch.utils.data import (
+    BatchSampler,
+    DataLoader,
+    DistributedSampler,
+    IterableDataset,
+    RandomSampler,
+    Sampler,
+)
 
 from .errors import MisconfigurationError, SurgeTypeError
 from .rank_zero import warn
@@ -167,7 +174,7 @@ def resume_iterator(loader: Iterable, skip: int, epoch_start_rng: dict[str, Any]
         set_rng_state(epoch_start_rng)
     if isinstance(loader, DataLoader) and loader.batch_sampler is not None and skip:
         skipper = _SkipFirst(loader.batch_sampler, skip)
-        it = iter(_clone_with_batch_sampler(loader, skipper))
+        it = iter(clone_loader(loader, batch_sampler=skipper))
         if not skipper.started:  # single-process loading: the sampler starts at the first next()
             skipper.torch_rng = torch.get_rng_state()
     else:
@@ -182,8 +189,11 @@ def resume_iterator(loader: Iterable, skip: int, epoch_start_rng: dict[str, Any]
     return it
 
 
-def _clone_with_batch_sampler(loader: DataLoader, batch_sampler: Any) -> DataLoader:
-    """A new DataLoader with the user's settings and another batch sampler (the user's is untouched)."""
+def clone_loader(loader: DataLoader, **overrides: Any) -> DataLoader:
+    """A new DataLoader with the user's settings and the given sampler arguments (the user's is untouched).
+
+    surge re-creates loaders explicitly, from their arguments, rather than patching DataLoader.
+    """
     kwargs: dict[str, Any] = {
         "num_workers": loader.num_workers,
         "collate_fn": loader.collate_fn,
@@ -197,4 +207,58 @@ def _clone_with_batch_sampler(loader: DataLoader, batch_sampler: Any) -> DataLoa
     if loader.num_workers > 0:
         kwargs["prefetch_factor"] = loader.prefetch_factor
         kwargs["persistent_workers"] = loader.persistent_workers
-    return DataLoader(loader.dataset, batch_sampler=batch_sampler, **kwargs)
+    if "batch_sampler" not in overrides:
+        kwargs.update(batch_size=loader.batch_size, drop_last=loader.drop_last)
+    return DataLoader(loader.dataset, **kwargs, **overrides)
+
+
+class ShardSampler(Sampler[int]):
+    """Indices rank, rank + world, ...: every sample exactly once over all ranks (no padding),
+    so evaluation metrics are exact over the dataset for any world size."""
+
+    def __init__(self, length: int, rank: int, world_size: int) -> None:
+        self.length, self.rank, self.world_size = length, rank, world_size
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(range(self.rank, self.length, self.world_size))
+
+    def __len__(self) -> int:
+        return len(range(self.rank, self.length, self.world_size))
+
+
+def _shardable(loader: Iterable) -> bool:
+    return (
+        isinstance(loader, DataLoader)
+        and not isinstance(loader.dataset, IterableDataset)
+        and isinstance(loader.batch_sampler, BatchSampler)
+        and loader.batch_sampler.sampler is loader.sampler
+        and not isinstance(loader.sampler, DistributedSampler | ShardSampler)
+    )
+
+
+def distribute_train_loader(loader: Iterable, rank: int, world_size: int, seed: int) -> Iterable:
+    """The loader with a DistributedSampler that keeps the user's shuffle and drop_last."""
+    if not _shardable(loader):
+        if isinstance(loader, DataLoader) and not isinstance(loader.sampler, DistributedSampler):
+            warn(
+                f"the train DataLoader ({type(loader.sampler).__name__} sampler) was not sharded: each rank "
+                "sees all of it; give it a DistributedSampler or use a standard sampler"
+            )
+        return loader
+    shuffle = isinstance(loader.sampler, RandomSampler)
+    sampler = DistributedSampler(
+        loader.dataset,
+        num_replicas=world_size,
+        rank=rank,
+        shuffle=shuffle,
+        seed=seed,
+        drop_last=loader.drop_last,
+    )
+    return clone_loader(loader, sampler=sampler)
+
+
+def distribute_eval_loader(loader: Iterable, rank: int, world_size: int) -> Iterable:
+    """The loader with a `ShardSampler`: no sample is seen twice, none is missed."""
+    if not _shardable(loader) or isinstance(loader.sampler, RandomSampler):
+        return loader
+    return clone_loader(loader, sampler=ShardSampler(len(loader.dataset), rank, world_size))

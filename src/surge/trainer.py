@@ -18,6 +18,7 @@ from .checkpoint import apply_model_state
 from .config import TrainerConfig
 from .datamodule import DataModule
 from .errors import MisconfigurationError, SurgeTypeError
+from .launch.environment import detect
 from .loggers.base import Logger
 from .loops.evaluate import run_evaluation, run_prediction
 from .loops.fit import FitLoop
@@ -28,7 +29,7 @@ from .precision import Precision, precision_plugin
 from .rank_zero import info
 from .results import Results
 from .run_state import checkpoint_state, find_checkpoint, restore_state
-from .strategies import SingleDeviceStrategy, Strategy
+from .strategies import DDPStrategy, SingleDeviceStrategy, Strategy
 
 
 class Trainer:
@@ -66,6 +67,7 @@ class Trainer:
         enable_model_summary: bool = True,
         log_every_n_steps: int = 50,
         deterministic: bool | str | None = None,
+        use_distributed_sampler: bool = True,
         benchmark: bool | None = None,
         matmul_precision: str | None = None,
         compile: bool | dict[str, Any] = False,
@@ -96,18 +98,32 @@ class Trainer:
         self._val_every_n_batches = 0
         self._batch_mover: Any = None
         self._train_results = Results("train", self._strategy.reducer)
+        self._log_dir: Path | None = None
 
     # -- assembly --------------------------------------------------------------------------
     def _build_strategy(self, strategy: str | Strategy) -> Strategy:
         if isinstance(strategy, Strategy):
             return strategy
-        processes = len(self._devices) * self._cfg.num_nodes
-        if strategy in ("auto", "single") and processes == 1:
+        cfg = self._cfg
+        env = detect()
+        per_node, nodes = len(self._devices), cfg.num_nodes
+        if env.world_size > 1 and cfg.devices == "auto" and cfg.num_nodes == 1:
+            per_node, nodes = env.local_world_size, env.num_nodes  # the launcher decided
+        if strategy in ("dp", "fsdp"):
+            raise MisconfigurationError(
+                f"strategy={strategy!r} is not part of this build of surge yet; use strategy='ddp' "
+                "(faster than 'dp' even on one machine)."
+            )
+        if strategy == "single" or (strategy == "auto" and per_node * nodes == 1 and env.world_size == 1):
+            if per_node * nodes > 1:
+                raise MisconfigurationError(
+                    f"strategy='single' runs one process, but devices={cfg.devices!r}, num_nodes={nodes} "
+                    f"ask for {per_node * nodes}; use strategy='ddp'."
+                )
             return SingleDeviceStrategy()
-        raise MisconfigurationError(
-            f"strategy={strategy!r} with devices={self._cfg.devices!r}, num_nodes={self._cfg.num_nodes} needs "
-            f"{processes} processes; this build of surge runs one process per Trainer (strategy='auto', devices=1)."
-        )
+        ddp = DDPStrategy()
+        ddp.configure(per_node, nodes)
+        return ddp
 
     def _build_callbacks(self, cfg: TrainerConfig) -> list[Callback]:
         from .callbacks.checkpoint import ModelCheckpoint
@@ -143,9 +159,16 @@ class Trainer:
         model._trainer = self
         if self.datamodule is not None:
             self.datamodule.trainer = self
-        device = self._accelerator.device(self._devices[0] if self._devices else 0)
+        local = self._strategy.local_rank
+        index = self._devices[local] if local < len(self._devices) else local
+        device = self._accelerator.device(index)
         self._accelerator.setup_device(device)
         self._strategy.setup_environment(device)
+        if self.world_size > 1 and self._log_dir is None:
+            # Rank zero picks the run directory (version_N); every rank uses the same one.
+            mine = str(self.loggers[0].log_dir) if self.loggers and self.is_global_zero else None
+            shared = self._strategy.broadcast(mine)
+            self._log_dir = Path(shared) if shared is not None else None
         if self._cfg.deterministic is not None:
             _set_deterministic(self._cfg.deterministic)
         cfg = self._cfg
@@ -211,14 +234,12 @@ class Trainer:
             )
         if len(train) > 1:
             raise MisconfigurationError(f"train_dataloaders got {len(train)} loaders; pass one.")
-        self._train_loader = data_mod.prepare_loader(train[0], self._accelerator.pin_memory)
-        self._val_loaders = [
-            data_mod.prepare_loader(v, self._accelerator.pin_memory)
-            for v in self._loaders(val_dataloaders, "val_dataloader", model, "val_dataloaders")
-        ]
+        vals = self._loaders(val_dataloaders, "val_dataloader", model, "val_dataloaders")
+        self._setup(model, "fit")
+        self._train_loader = self._prepare_loader(train[0], train=True)
+        self._val_loaders = [self._prepare_loader(v) for v in vals]
         self._plan_batches()
         resume = find_checkpoint(self, ckpt_path) if ckpt_path is not None else None
-        self._setup(model, "fit")
         optimizers, schedulers = parse_optimizers(model.configure_optimizers())
         self._optim = Optimization(
             optimizers,
@@ -231,6 +252,15 @@ class Trainer:
         )
         pending_rng = restore_state(self, resume) if resume is not None else None
         self._run_stage("fit", lambda: self._fit_body(pending_rng))
+
+    def _prepare_loader(self, loader: Iterable, train: bool = False) -> Iterable:
+        loader = data_mod.prepare_loader(loader, self._accelerator.pin_memory)
+        if self.world_size == 1 or not self._cfg.use_distributed_sampler:
+            return loader
+        if train:
+            seed = int(os.environ.get("SURGE_GLOBAL_SEED", "0"))
+            return data_mod.distribute_train_loader(loader, self.global_rank, self.world_size, seed)
+        return data_mod.distribute_eval_loader(loader, self.global_rank, self.world_size)
 
     def _fit_body(self, pending_rng: dict[str, Any] | None) -> None:
         hooks = self._hooks
@@ -264,6 +294,7 @@ class Trainer:
         except BaseException as err:
             status = "interrupted" if isinstance(err, KeyboardInterrupt) else "failed"
             self._hooks.callbacks("on_exception", err)
+            self._strategy.teardown(failed=True)
             raise
         finally:
             for lg in self.loggers if self.is_global_zero else ():
@@ -391,10 +422,11 @@ class Trainer:
                 f"{stage}() has no data: pass dataloaders=, a datamodule=, or define {hook}()."
             )
         self._setup(model, stage)
+        loaders = [self._prepare_loader(v) for v in loaders]
         if ckpt_path is not None:
             ckpt = self._strategy.load_checkpoint(find_checkpoint(self, ckpt_path))
             apply_model_state(model, ckpt["state_dict"], strict=True, source=str(ckpt_path))
-        return model, [data_mod.prepare_loader(v, self._accelerator.pin_memory) for v in loaders]
+        return model, loaders
 
     def _loaders(self, given: Any, hook: str, model: Module, arg: str) -> list[Iterable]:
         if given is not None:
@@ -518,7 +550,9 @@ class Trainer:
 
     @property
     def log_dir(self) -> Path:
-        """The run directory: the first logger's, else `default_root_dir`."""
+        """The run directory: the first logger's, else `default_root_dir` (the same on every rank)."""
+        if self._log_dir is not None:
+            return self._log_dir
         for lg in self.loggers:
             if lg.log_dir is not None:
                 return Path(lg.log_dir)

@@ -133,4 +133,30 @@ def run_prediction(trainer: Trainer, loaders: Sequence[Iterable], limits: Sequen
             hooks.call("on_predict_end")
     finally:
         model.train(was_training)
+    if trainer.world_size > 1:
+        outputs = [_gather_in_order(trainer, preds, loader) for preds, loader in zip(outputs, loaders)]
     return outputs[0] if len(outputs) == 1 else outputs
+
+
+def _gather_in_order(trainer: Trainer, preds: list[Any], loader: Any) -> list[Any]:
+    """On rank zero, every rank's predictions, each sample once and in dataset order, re-batched
+    like the loader; other ranks get []. Needs tensor predictions with the batch as dimension 0."""
+    from ..data import ShardSampler
+
+    gathered = trainer._strategy.all_gather_object(
+        [p.cpu() if isinstance(p, torch.Tensor) else p for p in preds]
+    )
+    if not trainer.is_global_zero:
+        return []
+    sharded = isinstance(getattr(loader, "sampler", None), ShardSampler)
+    if not sharded or not all(isinstance(p, torch.Tensor) for rank in gathered for p in rank):
+        return [p for rank in gathered for p in rank]
+    per_rank = [torch.cat(rank) if rank else None for rank in gathered]
+    total = sum(t.shape[0] for t in per_rank if t is not None)
+    template = next(t for t in per_rank if t is not None)
+    merged = template.new_empty((total, *template.shape[1:]))
+    world = len(per_rank)
+    for rank, tensor in enumerate(per_rank):
+        if tensor is not None:
+            merged[rank::world] = tensor
+    return list(merged.split(loader.batch_size or total))

@@ -103,6 +103,8 @@ class FitLoop:
             t._optim.step_schedulers("epoch", self.epoch + 1)
         hooks.callbacks("on_train_epoch_end")
         t._loggers_save()
+        if t.world_size > 1:
+            t.should_stop = t._strategy.reduce_bool(t.should_stop)  # every rank stops at the same epoch
         if self.epoch_done:
             self.epoch += 1
             self.batches_done = 0

@@ -84,8 +84,8 @@ class Strategy:
     def load_checkpoint(self, path: str | Path) -> dict[str, Any]:
         return load_checkpoint(path)
 
-    def teardown(self) -> None:
-        """Release processes and devices."""
+    def teardown(self, failed: bool = False) -> None:
+        """Release processes and devices (`failed`: the run raised; don't wait for peers)."""
 
 
 def _spans_devices(module: nn.Module) -> bool:

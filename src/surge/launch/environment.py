@@ -1,0 +1,83 @@
+"""Where ranks come from: torchrun's variables, SLURM's, or nothing (a single process).
+
+One small dataclass holds the rank arithmetic; every other part reads it, none recomputes it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClusterEnvironment:
+    """The process's place in the job."""
+
+    source: str  # "local", "torchrun", "slurm" or "surge" (surge's own launcher)
+    world_size: int = 1
+    global_rank: int = 0
+    local_rank: int = 0
+    node_rank: int = 0
+    local_world_size: int = 1
+    master_addr: str = "127.0.0.1"
+    master_port: int = 29500
+
+    @property
+    def num_nodes(self) -> int:
+        return max(1, self.world_size // max(1, self.local_world_size))
+
+    @property
+    def distributed(self) -> bool:
+        return self.world_size > 1 or self.source != "local"
+
+    def export(self) -> None:
+        """Set the env:// variables torch.distributed reads (for SLURM, which does not set them)."""
+        os.environ.update(
+            MASTER_ADDR=self.master_addr, MASTER_PORT=str(self.master_port), WORLD_SIZE=str(self.world_size),
+            RANK=str(self.global_rank), LOCAL_RANK=str(self.local_rank), NODE_RANK=str(self.node_rank),
+            LOCAL_WORLD_SIZE=str(self.local_world_size),
+        )  # fmt: skip
+
+
+def detect(env: Mapping[str, str] | None = None) -> ClusterEnvironment:
+    """The environment this process runs in; torchrun (or surge's launcher) first, then SLURM."""
+    env = os.environ if env is None else env
+    if "RANK" in env and "WORLD_SIZE" in env and "MASTER_ADDR" in env:
+        world = int(env["WORLD_SIZE"])
+        local_world = int(env.get("LOCAL_WORLD_SIZE", world))
+        return ClusterEnvironment(
+            source="surge" if env.get("SURGE_LAUNCHED") == "1" else "torchrun",
+            world_size=world, global_rank=int(env["RANK"]), local_rank=int(env.get("LOCAL_RANK", 0)),
+            node_rank=int(env.get("GROUP_RANK", env.get("NODE_RANK", 0))), local_world_size=local_world,
+            master_addr=env["MASTER_ADDR"], master_port=int(env.get("MASTER_PORT", 29500)),
+        )  # fmt: skip
+    if (
+        "SLURM_NTASKS" in env
+        and "SLURM_PROCID" in env
+        and env.get("SLURM_JOB_NAME") not in ("bash", "interactive")
+    ):
+        world = int(env["SLURM_NTASKS"])
+        nodes = int(env.get("SLURM_NNODES", env.get("SLURM_JOB_NUM_NODES", 1)))
+        job = int(env.get("SLURM_JOB_ID", "0") or 0)
+        return ClusterEnvironment(
+            source="slurm", world_size=world, global_rank=int(env["SLURM_PROCID"]),
+            local_rank=int(env.get("SLURM_LOCALID", 0)), node_rank=int(env.get("SLURM_NODEID", 0)),
+            local_world_size=max(1, world // max(1, nodes)),
+            master_addr=env.get("MASTER_ADDR") or first_host(env.get("SLURM_NODELIST", "127.0.0.1")),
+            master_port=int(env.get("MASTER_PORT", 15000 + job % 20000)),
+        )  # fmt: skip
+    return ClusterEnvironment(source="local")
+
+
+def first_host(nodelist: str) -> str:
+    """The first host of a SLURM node list such as "gpu[003-005,009],cpu01" (here "gpu003")."""
+    match = re.match(r"^([^,\[]+)(?:\[([^\]]+)\])?", nodelist.strip())
+    if not match:
+        return nodelist
+    prefix, ranges = match.group(1), match.group(2)
+    if ranges is None:
+        return prefix
+    first = ranges.split(",")[0].split("-")[0]
+    return prefix + first

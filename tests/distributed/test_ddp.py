@@ -1,0 +1,90 @@
+"""DDP for real: 1, 2 and 3 gloo processes on 127.0.0.1, started by surge's own launcher."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+SCRIPT = Path(__file__).with_name("train_script.py")
+SRC = Path(__file__).resolve().parents[2] / "src"
+
+
+def run(tmp_path: Path, name: str, *args: str, timeout: float = 120) -> dict:
+    out = tmp_path / f"{name}.pt"
+    env = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "SURGE_LAUNCHED"):
+        env.pop(var, None)
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--root", str(tmp_path / name), "--out", str(out), *args],
+        env=env, capture_output=True, text=True, timeout=timeout, cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return torch.load(out, weights_only=True)
+
+
+def _close(a: dict, b: dict, tol: float = 1e-5) -> None:
+    assert a.keys() == b.keys()
+    for key in a:
+        torch.testing.assert_close(a[key], b[key], atol=tol, rtol=tol)
+
+
+@pytest.mark.parametrize("accumulate", [1, 2])
+def test_two_processes_with_batch_b_equal_one_with_batch_2b(tmp_path, accumulate):
+    steps = str(20)
+    one = run(tmp_path, "one", "--devices", "1", "--batch-size", "8", "--max-steps", steps, "--epochs", "4",
+              "--accumulate", str(accumulate))  # fmt: skip
+    two = run(tmp_path, "two", "--devices", "2", "--batch-size", "4", "--max-steps", steps, "--epochs", "4",
+              "--accumulate", str(accumulate))  # fmt: skip
+    assert one["global_step"] == two["global_step"] == 20 and two["world_size"] == 2
+    _close(one["state_dict"], two["state_dict"])
+
+
+def test_epoch_metrics_are_identical_for_world_sizes_1_2_3(tmp_path):
+    results = [
+        run(
+            tmp_path,
+            f"ws{n}",
+            "--devices",
+            str(n),
+            "--samples",
+            "10",
+            "--batch-size",
+            "2",
+            "--max-steps",
+            "0",
+        )
+        for n in (1, 2, 3)
+    ]
+    for res in results[1:]:
+        for key in ("val_loss", "val_acc", "val_x", "val_count"):
+            assert res["validated"][key] == pytest.approx(results[0]["validated"][key], rel=1e-6, abs=1e-7), (
+                key
+            )
+    assert results[0]["validated"]["val_count"] == 10.0
+    for res in results:  # predict: each sample once, in dataset order, on rank zero
+        assert torch.allclose(res["predictions"], results[0]["predictions"])
+        assert res["predictions"].shape == (10,)
+
+
+def test_train_epoch_metrics_count_every_sample_once(tmp_path):
+    # 12 samples in batches of 2 on 3 ranks: 2 batches per rank, no padding needed.
+    one = run(tmp_path, "one", "--devices", "1", "--samples", "12", "--batch-size", "6", "--epochs", "1")
+    three = run(tmp_path, "three", "--devices", "3", "--samples", "12", "--batch-size", "2", "--epochs", "1")
+    assert three["metrics"]["train_x"] == pytest.approx(one["metrics"]["train_x"], rel=1e-6)
+
+
+def test_checkpoints_move_between_world_sizes(tmp_path):
+    ddp = run(tmp_path, "ddp", "--devices", "2", "--epochs", "1", "--shuffle")
+    resumed_single = run(
+        tmp_path, "single", "--devices", "1", "--epochs", "2", "--shuffle", "--ckpt", ddp["last_ckpt"]
+    )
+    assert resumed_single["global_step"] == ddp["global_step"] + 40
+    single = run(tmp_path, "first", "--devices", "1", "--epochs", "1")
+    resumed_ddp = run(tmp_path, "resumed", "--devices", "2", "--epochs", "2", "--ckpt", single["last_ckpt"])
+    assert resumed_ddp["global_step"] == single["global_step"] + 20
+    assert Path(resumed_ddp["log_dir"]).name == "version_0"

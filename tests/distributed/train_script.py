@@ -1,0 +1,98 @@
+"""A training script run as a real job by the distributed tests: `python train_script.py --devices N ...`.
+
+Rank zero writes what the job produced (weights, metrics, predictions) to `--out`.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+import torch.nn.functional as F
+from torch.utils.data import DataLoader, TensorDataset
+
+import surge
+
+
+class Net(surge.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.lin = torch.nn.Linear(4, 3)
+
+    def forward(self, x):
+        return self.lin(x)
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        loss = F.cross_entropy(self(x), y)
+        self.log("train_loss", loss, on_step=False, on_epoch=True)
+        self.log("train_x", x.sum(1).mean(), on_step=False, on_epoch=True)
+        return loss
+
+    def validation_step(self, batch, batch_idx):
+        x, y = batch
+        logits = self(x)
+        self.log("val_loss", F.cross_entropy(logits, y))
+        self.log("val_acc", (logits.argmax(1) == y).float().mean())
+        self.log("val_x", x.sum(1).mean())
+        self.log("val_count", float(len(x)), reduce_fx="sum")
+
+    def predict_step(self, batch, batch_idx):
+        return batch[0].sum(1)
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.lin.parameters(), lr=0.5)
+
+
+def data(n: int) -> TensorDataset:
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(n, 4, generator=g)
+    return TensorDataset(x, (x[:, 0] > 0).long() + (x[:, 1] > 0).long())
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--devices", type=int, default=1)
+    p.add_argument("--batch-size", type=int, default=4)
+    p.add_argument("--samples", type=int, default=160)
+    p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--max-steps", type=int, default=-1)
+    p.add_argument("--accumulate", type=int, default=1)
+    p.add_argument("--shuffle", action="store_true")
+    p.add_argument("--root", required=True)
+    p.add_argument("--ckpt", default=None)
+    p.add_argument("--out", required=True)
+    args = p.parse_args()
+
+    surge.seed_everything(0)
+    dataset = data(args.samples)
+    train = DataLoader(dataset, batch_size=args.batch_size, shuffle=args.shuffle)
+    val = DataLoader(dataset, batch_size=3)
+    trainer = surge.Trainer(
+        accelerator="cpu", devices=args.devices, max_epochs=args.epochs, max_steps=args.max_steps,
+        accumulate_grad_batches=args.accumulate, default_root_dir=args.root, enable_progress_bar=False,
+        enable_model_summary=False, num_sanity_val_steps=0, log_every_n_steps=1,
+    )  # fmt: skip
+    model = Net()
+    trainer.fit(model, train, val, ckpt_path=args.ckpt)
+    validated = trainer.validate(model, dataloaders=val)[0]
+    predictions = trainer.predict(model, dataloaders=DataLoader(dataset, batch_size=3))
+    if trainer.is_global_zero:
+        torch.save(
+            {
+                "state_dict": {k: v.clone() for k, v in model.state_dict().items()},
+                "metrics": {k: float(v) for k, v in trainer.callback_metrics.items()},
+                "validated": validated,
+                "global_step": trainer.global_step,
+                "world_size": trainer.world_size,
+                "predictions": torch.cat(predictions),
+                "last_ckpt": trainer.checkpoint_callback.last_model_path,
+                "log_dir": str(trainer.log_dir),
+            },
+            args.out,
+        )
+
+
+if __name__ == "__main__":
+    main()
