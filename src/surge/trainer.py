@@ -29,6 +29,7 @@ from .precision import Precision, precision_plugin
 from .rank_zero import info
 from .results import Results
 from .run_state import checkpoint_state, find_checkpoint, restore_state
+from .signals import Preempted, SignalFlag
 from .strategies import DDPStrategy, SingleDeviceStrategy, Strategy
 
 
@@ -99,6 +100,7 @@ class Trainer:
         self._batch_mover: Any = None
         self._train_results = Results("train", self._strategy.reducer)
         self._log_dir: Path | None = None
+        self._signals = SignalFlag()
 
     # -- assembly --------------------------------------------------------------------------
     def _build_strategy(self, strategy: str | Strategy) -> Strategy:
@@ -263,6 +265,14 @@ class Trainer:
         return data_mod.distribute_eval_loader(loader, self.global_rank, self.world_size)
 
     def _fit_body(self, pending_rng: dict[str, Any] | None) -> None:
+        self._signals = SignalFlag(forward_to=getattr(self._strategy, "launcher", None))
+        self._signals.install()
+        try:
+            self._fit_stages(pending_rng)
+        finally:
+            self._signals.restore()
+
+    def _fit_stages(self, pending_rng: dict[str, Any] | None) -> None:
         hooks = self._hooks
         hooks.callbacks("setup", "fit")
         hooks.call("on_fit_start")
@@ -292,9 +302,9 @@ class Trainer:
         try:
             return body()
         except BaseException as err:
-            status = "interrupted" if isinstance(err, KeyboardInterrupt) else "failed"
+            status = "interrupted" if isinstance(err, KeyboardInterrupt | Preempted) else "failed"
             self._hooks.callbacks("on_exception", err)
-            self._strategy.teardown(failed=True)
+            self._strategy.teardown(failed=not isinstance(err, Preempted))
             raise
         finally:
             for lg in self.loggers if self.is_global_zero else ():

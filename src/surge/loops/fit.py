@@ -8,6 +8,7 @@ window's end the optimizer step. Host reads happen only where a comment says so.
 from __future__ import annotations
 
 import math
+import signal
 from collections.abc import Iterator, Mapping
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
@@ -16,6 +17,8 @@ from torch import Tensor
 
 from ..data import data_wait_advice, loader_length, resume_iterator
 from ..errors import MisconfigurationError, SurgeRuntimeError
+from ..rank_zero import info
+from ..signals import EXIT_CODES, Preempted, SignalFlag, requeue_slurm_job
 
 if TYPE_CHECKING:
     from ..trainer import Trainer
@@ -116,6 +119,28 @@ class FitLoop:
         self._resume_rng = None
         return it
 
+    # -- preemption ------------------------------------------------------------------------
+    def _signalled(self, signals: SignalFlag, single: bool) -> bool:
+        if single:
+            return signals.received is not None
+        if self.global_step % self.trainer._cfg.log_every_n_steps:
+            return False
+        # Ranks agree at log intervals (one small collective there), so all stop at the same step.
+        return self.trainer._strategy.reduce_bool(signals.received is not None)
+
+    def _preempt(self) -> None:
+        """Checkpoint at this step boundary, requeue under SLURM on SIGUSR1, and exit."""
+        t = self.trainer
+        sig = t._signals.received or signal.SIGTERM
+        cb = t.checkpoint_callback
+        folder = cb.dirpath if cb is not None and cb.dirpath is not None else t.log_dir / "checkpoints"
+        path = folder / "last.ckpt"
+        t.save_checkpoint(path)
+        info(f"{signal.Signals(sig).name}: saved {path} at step {self.global_step}; stopping")
+        if sig == signal.SIGUSR1 and t.is_global_zero:
+            requeue_slurm_job()
+        raise Preempted(EXIT_CODES.get(sig, 143))
+
     # -- the training step -----------------------------------------------------------------
     def _train_batches(self, it: Iterator[Any]) -> bool:  # noqa: C901 - the hot loop, kept in one place
         """Train on the epoch's batches; returns True if the loader ran out."""
@@ -128,6 +153,7 @@ class FitLoop:
         k = cfg.accumulate_grad_batches
         max_steps = cfg.max_steps if cfg.max_steps >= 0 else math.inf
         log_every = cfg.log_every_n_steps if t.loggers else 0
+        signals, single = t._signals, t.world_size == 1
         val_every = t._val_every_n_batches
         batch_start = (
             hooks.callback_fns.get("on_train_batch_start", ()),
@@ -201,6 +227,8 @@ class FitLoop:
                     batch_end[1](detached, batch, batch_idx - 1)
                 for fn in batch_end[0]:
                     fn(t, model, detached, batch, batch_idx - 1)
+            if window_end and self._signalled(signals, single):
+                self._preempt()
             if batch_idx == 50 and not self._advised:
                 self._advised = True
                 data_wait_advice(t._train_loader, wait, clock() - t_epoch, batch_idx)

@@ -1,0 +1,98 @@
+"""The `surge` command: `surge demo`, `surge launch`, `surge slurm` (also `python -m surge`)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Sequence
+
+from .rank_zero import info
+
+
+def _launch(args: argparse.Namespace) -> int:
+    from torch.distributed import run as torchrun
+
+    argv = [
+        f"--nproc-per-node={args.nproc_per_node}", f"--nnodes={args.nnodes}", f"--node-rank={args.node_rank}",
+        f"--master-addr={args.master_addr}", f"--master-port={args.master_port}",
+        f"--max-restarts={args.max_restarts}",
+    ]  # fmt: skip
+    if args.nnodes != "1" or args.rdzv_endpoint:
+        endpoint = args.rdzv_endpoint or f"{args.master_addr}:{args.master_port}"
+        argv += ["--rdzv-backend=c10d", f"--rdzv-endpoint={endpoint}", f"--rdzv-id={args.rdzv_id}"]
+    # torchrun's restarts otherwise reuse a closed TCP store ("Connection refused").
+    os.environ.setdefault("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1")
+    torchrun.main([*argv, args.script, *args.script_args])
+    return 0
+
+
+def _slurm(args: argparse.Namespace) -> int:
+    from .launch.sbatch import SbatchJob, submit
+
+    job = SbatchJob(
+        script=args.script, args=args.script_args, nodes=args.nodes, gpus_per_node=args.gpus_per_node,
+        tasks_per_node=args.tasks_per_node, cpus_per_task=args.cpus_per_task, time=args.time,
+        partition=args.partition, job_name=args.job_name,
+    )  # fmt: skip
+    path = job.write(args.output)
+    info(f"wrote {path}")
+    if args.submit:
+        info(f"submitted job {submit(path)}")
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from .demo import main
+
+    main(args.demo_args)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="surge", description="surge: train PyTorch models fast and right.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    demo = sub.add_parser("demo", help="train the digits example (python -m surge.demo)", add_help=False)
+    demo.add_argument("demo_args", nargs=argparse.REMAINDER)
+    demo.set_defaults(fn=_demo)
+
+    launch = sub.add_parser("launch", help="run a script on N processes per node (a front to torchrun)")
+    launch.add_argument("--nproc-per-node", default="1", help="processes per node (int, 'gpu' or 'auto')")
+    launch.add_argument("--nnodes", default="1", help="number of nodes, or MIN:MAX for elastic jobs")
+    launch.add_argument("--node-rank", type=int, default=0)
+    launch.add_argument("--master-addr", default="127.0.0.1")
+    launch.add_argument("--master-port", type=int, default=29500)
+    launch.add_argument("--rdzv-endpoint", default=None, help="host:port of the c10d rendezvous (multi-node)")
+    launch.add_argument("--rdzv-id", default="surge", help="job id shared by every node's agent")
+    launch.add_argument(
+        "--max-restarts", type=int, default=0, help="restart the worker group this many times"
+    )
+    launch.add_argument("script")
+    launch.add_argument("script_args", nargs=argparse.REMAINDER)
+    launch.set_defaults(fn=_launch)
+
+    slurm = sub.add_parser("slurm", help="write (and --submit) an sbatch script for a training script")
+    slurm.add_argument("--nodes", type=int, default=1)
+    slurm.add_argument("--gpus-per-node", type=int, default=0, help="GPUs per node: one task each")
+    slurm.add_argument(
+        "--tasks-per-node", type=int, default=None, help="processes per node (default: GPUs, or 1)"
+    )
+    slurm.add_argument("--cpus-per-task", type=int, default=None)
+    slurm.add_argument("--time", default="01:00:00")
+    slurm.add_argument("--partition", default=None)
+    slurm.add_argument("--job-name", default=None)
+    slurm.add_argument("--output", default="surge.sbatch", help="where to write the batch script")
+    slurm.add_argument("--submit", action="store_true", help="submit it with sbatch")
+    slurm.add_argument("script")
+    slurm.add_argument("script_args", nargs=argparse.REMAINDER)
+    slurm.set_defaults(fn=_slurm)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.fn(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,68 @@
+"""train_script.py's job with `--num-nodes` (and `--devices auto`), for torchrun's multi-node runs.
+
+Every rank writes `rank<R>.json` (its place in the job, as surge sees it) to `--ranks-dir`; rank zero
+also writes the job's result to `--out`, in the same format as train_script.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+
+import torch
+from torch.utils.data import DataLoader
+from train_script import Net, data
+
+import surge
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--devices", default="1", help="a number of processes per node, or 'auto'")
+    p.add_argument("--num-nodes", type=int, default=1)
+    p.add_argument("--batch-size", type=int, default=4)
+    p.add_argument("--samples", type=int, default=160)
+    p.add_argument("--epochs", type=int, default=1)
+    p.add_argument("--max-steps", type=int, default=-1)
+    p.add_argument("--root", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--ranks-dir", required=True)
+    args = p.parse_args()
+    devices = args.devices if args.devices == "auto" else int(args.devices)
+
+    surge.seed_everything(0)
+    dataset = data(args.samples)
+    train = DataLoader(dataset, batch_size=args.batch_size)
+    val = DataLoader(dataset, batch_size=3)
+    trainer = surge.Trainer(
+        accelerator="cpu", devices=devices, num_nodes=args.num_nodes, max_epochs=args.epochs,
+        max_steps=args.max_steps, default_root_dir=args.root, enable_progress_bar=False,
+        enable_model_summary=False, num_sanity_val_steps=0, log_every_n_steps=1,
+    )  # fmt: skip
+    model = Net()
+    trainer.fit(model, train, val)
+    validated = trainer.validate(model, dataloaders=val)[0]
+    place = {
+        "global_rank": trainer.global_rank, "local_rank": trainer.local_rank, "node_rank": trainer.node_rank,
+        "world_size": trainer.world_size, "source": getattr(getattr(trainer.strategy, "env", None), "source", "single"),
+        "group_rank_env": os.environ.get("GROUP_RANK"), "pid": os.getpid(),
+    }  # fmt: skip
+    Path(args.ranks_dir).mkdir(parents=True, exist_ok=True)
+    (Path(args.ranks_dir) / f"rank{trainer.global_rank}.json").write_text(json.dumps(place))
+    if trainer.is_global_zero:
+        torch.save(
+            {
+                "state_dict": {k: v.clone() for k, v in model.state_dict().items()},
+                "validated": validated,
+                "global_step": trainer.global_step,
+                "world_size": trainer.world_size,
+                "log_dir": str(trainer.log_dir),
+            },
+            args.out,
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,51 @@
+"""Trains 3 epochs of 30 steps, slowly enough to be signalled mid-run; writes the weights at the end."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+import surge
+
+
+class Slow(surge.Module):
+    def __init__(self, marker: Path) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.lin = torch.nn.Linear(4, 1)
+        self.marker = marker
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        if self.global_step == 5:
+            self.marker.write_text("running")
+        time.sleep(0.02)
+        return torch.nn.functional.mse_loss(self.lin(x), y)
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.05)
+
+
+def main(root: str, out: str, marker: str) -> None:
+    surge.seed_everything(0)
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(120, 4, generator=g)
+    loader = DataLoader(TensorDataset(x, x.sum(1, keepdim=True)), batch_size=4, shuffle=True)
+    trainer = surge.Trainer(
+        max_epochs=3,
+        default_root_dir=root,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        logger=False,
+    )
+    model = Slow(Path(marker))
+    trainer.fit(model, loader, ckpt_path="auto")
+    torch.save({k: v.clone() for k, v in model.state_dict().items()}, out)
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:4])

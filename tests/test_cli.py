@@ -1,0 +1,57 @@
+"""The `surge` command: subcommands listed, sbatch scripts written as SLURM expects."""
+
+from __future__ import annotations
+
+import pytest
+
+from surge.cli import build_parser, main
+from surge.launch.environment import ClusterEnvironment, detect, first_host
+from surge.launch.sbatch import SbatchJob
+
+
+def test_help_lists_the_subcommands(capsys):
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    for command in ("demo", "launch", "slurm"):
+        assert command in out
+
+
+def test_slurm_writes_a_preemption_ready_script(tmp_path):
+    path = tmp_path / "job.sbatch"
+    main(["slurm", "--nodes", "2", "--gpus-per-node", "8", "--time", "02:00:00", "--partition", "gpu",
+          "--output", str(path), "train.py", "--lr", "0.1"])  # fmt: skip
+    text = path.read_text()
+    for line in ("#SBATCH --nodes=2", "#SBATCH --ntasks-per-node=8", "#SBATCH --gpus-per-node=8",
+                 "#SBATCH --time=02:00:00", "#SBATCH --partition=gpu", "#SBATCH --signal=USR1@90",
+                 "#SBATCH --requeue"):  # fmt: skip
+        assert line in text.splitlines()
+    assert text.rstrip().splitlines()[-1].endswith("train.py --lr 0.1")
+    assert text.rstrip().splitlines()[-1].startswith("srun ")
+
+
+@pytest.mark.parametrize("time", ["2h", "01:xx:00", ""])
+def test_slurm_rejects_a_bad_time(time):
+    with pytest.raises(ValueError, match="--time"):
+        SbatchJob(script="train.py", time=time)
+
+
+def test_launch_parses_like_torchrun():
+    args = build_parser().parse_args(["launch", "--nproc-per-node", "2", "--nnodes", "2", "--node-rank", "1",
+                                      "--master-addr", "10.1.2.3", "train.py", "--epochs", "3"])  # fmt: skip
+    assert (args.nproc_per_node, args.nnodes, args.node_rank, args.master_addr) == ("2", "2", 1, "10.1.2.3")
+    assert args.script == "train.py" and args.script_args == ["--epochs", "3"]
+
+
+def test_environments_are_detected():
+    torchrun = detect({"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2",
+                       "MASTER_ADDR": "h0", "MASTER_PORT": "1234", "GROUP_RANK": "1"})  # fmt: skip
+    assert torchrun == ClusterEnvironment(source="torchrun", world_size=4, global_rank=3, local_rank=1, node_rank=1,
+                                          local_world_size=2, master_addr="h0", master_port=1234)  # fmt: skip
+    slurm = detect({"SLURM_NTASKS": "4", "SLURM_PROCID": "2", "SLURM_LOCALID": "0", "SLURM_NODEID": "1",
+                    "SLURM_NNODES": "2", "SLURM_NODELIST": "gpu[003-004]", "SLURM_JOB_ID": "77",
+                    "SLURM_JOB_NAME": "train"})  # fmt: skip
+    assert (slurm.source, slurm.world_size, slurm.global_rank, slurm.node_rank) == ("slurm", 4, 2, 1)
+    assert slurm.master_addr == "gpu003" and slurm.local_world_size == 2 and slurm.num_nodes == 2
+    assert detect({}).source == "local"
+    assert first_host("node1,node2") == "node1" and first_host("a[10-12,15]") == "a10"
