@@ -4,7 +4,7 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from . import callbacks, loggers, rank_zero
+from . import callbacks, loggers, rank_zero, strategies
 from .datamodule import DataModule
 from .errors import CheckpointError, MisconfigurationError, SurgeError, SurgeRuntimeError, SurgeTypeError
 from .module import Module
@@ -25,4 +25,5 @@ __all__ = [
     "loggers",
     "rank_zero",
     "seed_everything",
+    "strategies",
 ]
