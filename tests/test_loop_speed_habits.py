@@ -183,3 +183,30 @@ def test_gradients_are_freed_after_each_step(tmp_path):
     model = Logged()
     _trainer(tmp_path, max_steps=5, logger=False).fit(model, _loader())
     assert all(p.grad is None for p in model.parameters())
+
+
+class Manual(surge.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.automatic_optimization = False
+        self.lin = torch.nn.Linear(32, 10)
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        opt = self.optimizers()
+        opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(self.lin(x), y)
+        self.manual_backward(loss)
+        opt.step()
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+def test_manual_optimization_counts_steps_and_trains(tmp_path):
+    model = Manual()
+    before = model.lin.weight.detach().clone()
+    trainer = _trainer(tmp_path, max_steps=7, logger=False)
+    trainer.fit(model, _loader())
+    assert trainer.global_step == 7
+    assert not torch.equal(before, model.lin.weight)

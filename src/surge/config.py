@@ -19,6 +19,7 @@ PRECISION_ALIASES: dict[str, str] = {
 }  # fmt: skip
 ACCELERATORS = ("auto", "cpu", "cuda", "gpu", "mps")
 STRATEGIES = ("auto", "single", "ddp", "dp", "fsdp")
+MATMUL_PRECISIONS = ("highest", "high", "medium")
 
 
 def _is_int(value: Any) -> bool:
@@ -135,8 +136,6 @@ class TrainerConfig:
         self.default_root_dir = Path(root) if root is not None else Path.cwd()
 
     def _check_speed_options(self) -> None:
-        from .speed import MATMUL_PRECISIONS
-
         if self.benchmark not in (None, True, False):
             raise bad_value("benchmark", self.benchmark, "None, True or False")
         if self.matmul_precision is not None and self.matmul_precision not in MATMUL_PRECISIONS:

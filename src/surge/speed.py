@@ -10,7 +10,6 @@ from torch import nn
 
 from .rank_zero import info
 
-MATMUL_PRECISIONS = ("highest", "high", "medium")
 _hinted = False
 
 

@@ -195,6 +195,7 @@ class FitLoop:
                 out = step(batch, batch_idx)
             if manual:
                 loss = out
+                self.global_step += 1  # the module steps its own optimizers: one step per batch
             else:
                 loss = out if isinstance(out, Tensor) else _loss_from(out, batch_idx)
                 if not checked:
