@@ -276,9 +276,13 @@ class Trainer:
         hooks = self._hooks
         hooks.callbacks("setup", "fit")
         hooks.call("on_fit_start")
-        if self.loggers and self.is_global_zero and self._module.hparams:
+        if self.loggers and self.is_global_zero:
+            example = getattr(self._module, "example_input_array", None)
             for lg in self.loggers:
-                lg.log_hyperparams(self._module.hparams)
+                if self._module.hparams:
+                    lg.log_hyperparams(self._module.hparams)
+                if getattr(lg, "log_graph", False) and example is not None:
+                    lg.log_module_graph(self._module, data_mod.move_to_device(example, self._module.device))
         self._sanity_check()
         if pending_rng is not None:
             from .seed import set_rng_state

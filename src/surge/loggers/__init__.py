@@ -2,5 +2,6 @@
 
 from .base import Logger
 from .csv import CSVLogger
+from .tensorboard import TensorBoardLogger
 
-__all__ = ["CSVLogger", "Logger"]
+__all__ = ["CSVLogger", "Logger", "TensorBoardLogger"]
