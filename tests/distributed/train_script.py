@@ -45,6 +45,22 @@ class Net(surge.Module):
         return torch.optim.SGD(self.lin.parameters(), lr=0.5)
 
 
+class CountAllreduces(surge.callbacks.Callback):
+    """Counts gradient allreduces with a DDP comm hook."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def on_train_start(self, trainer, module):
+        from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+
+        def hook(state, bucket):
+            self.calls += 1
+            return allreduce_hook(state, bucket)
+
+        trainer.strategy.wrapped.register_comm_hook(None, hook)
+
+
 def data(n: int) -> TensorDataset:
     g = torch.Generator().manual_seed(1)
     x = torch.randn(n, 4, generator=g)
@@ -62,6 +78,7 @@ def main() -> None:
     p.add_argument("--shuffle", action="store_true")
     p.add_argument("--root", required=True)
     p.add_argument("--ckpt", default=None)
+    p.add_argument("--count-allreduce", action="store_true")
     p.add_argument("--out", required=True)
     args = p.parse_args()
 
@@ -69,7 +86,9 @@ def main() -> None:
     dataset = data(args.samples)
     train = DataLoader(dataset, batch_size=args.batch_size, shuffle=args.shuffle)
     val = DataLoader(dataset, batch_size=3)
+    counter = CountAllreduces()
     trainer = surge.Trainer(
+        callbacks=[counter] if args.count_allreduce else None,
         accelerator="cpu", devices=args.devices, max_epochs=args.epochs, max_steps=args.max_steps,
         accumulate_grad_batches=args.accumulate, default_root_dir=args.root, enable_progress_bar=False,
         enable_model_summary=False, num_sanity_val_steps=0, log_every_n_steps=1,
@@ -84,6 +103,7 @@ def main() -> None:
                 "state_dict": {k: v.clone() for k, v in model.state_dict().items()},
                 "metrics": {k: float(v) for k, v in trainer.callback_metrics.items()},
                 "validated": validated,
+                "allreduces": counter.calls,
                 "global_step": trainer.global_step,
                 "world_size": trainer.world_size,
                 "predictions": torch.cat(predictions),

@@ -7,6 +7,7 @@ window's end the optimizer step. Host reads happen only where a comment says so.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import signal
 from collections.abc import Iterator, Mapping
@@ -191,26 +192,26 @@ class FitLoop:
             window_start = batch_idx - batch_idx % k
             window = min(k, n - window_start)
             window_end = batch_idx - window_start == window - 1
-            with forward_context():
-                out = step(batch, batch_idx)
-            if manual:
-                loss = out
-                self.global_step += 1  # the module steps its own optimizers: one step per batch
-            else:
-                loss = out if isinstance(out, Tensor) else _loss_from(out, batch_idx)
-                if not checked:
-                    _check_loss(loss)
-                    checked = True
-                scaled = loss / window if window != 1 else loss
-                if before_backward:
-                    hooks.call("on_before_backward", scaled)
-                if no_sync is not None and not window_end:
-                    with no_sync():
-                        precision.backward(scaled)
+            # Non-final micro-batches skip the gradient allreduce. DDP decides that during forward,
+            # so the forward and the backward both run inside no_sync().
+            with no_sync() if no_sync is not None and not window_end else _NO_CONTEXT:
+                with forward_context():
+                    out = step(batch, batch_idx)
+                if manual:
+                    loss = out
+                    self.global_step += 1  # the module steps its own optimizers: one step per batch
                 else:
+                    loss = out if isinstance(out, Tensor) else _loss_from(out, batch_idx)
+                    if not checked:
+                        _check_loss(loss)
+                        checked = True
+                    scaled = loss / window if window != 1 else loss
+                    if before_backward:
+                        hooks.call("on_before_backward", scaled)
                     precision.backward(scaled)
-                if after_backward:
-                    hooks.call("on_after_backward")
+                    if after_backward:
+                        hooks.call("on_after_backward")
+            if not manual:
                 pending += 1
                 if window_end:
                     pending = 0
@@ -252,7 +253,9 @@ class FitLoop:
             batch = next(it, _END)
         if pending and batch is _END:
             # The loader ran out inside a window (no length to plan by): step what was accumulated,
-            # rescaled so it is the mean over the micro-batches actually seen.
+            # rescaled so it is the mean over the micro-batches actually seen (and, having run under
+            # no_sync, averaged over ranks here).
+            t._strategy.average_gradients(model)
             optim.step(grad_scale=window / pending)
             self.global_step += 1
             optim.step_schedulers("step", self.global_step)
@@ -260,6 +263,7 @@ class FitLoop:
 
 
 _END = object()
+_NO_CONTEXT = contextlib.nullcontext()
 
 
 def _loss_from(out: Any, batch_idx: int) -> Tensor:

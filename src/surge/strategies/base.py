@@ -68,6 +68,9 @@ class Strategy:
     def all_reduce(self, tensor: Tensor, op: str = "sum") -> Tensor:
         return tensor
 
+    def average_gradients(self, module: nn.Module) -> None:
+        """Average `.grad` over processes by hand (after micro-batches that skipped the sync)."""
+
     def reduce_bool(self, flag: bool) -> bool:
         """True if `flag` is True on any process (stop decisions agree everywhere)."""
         return flag

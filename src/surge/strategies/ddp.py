@@ -168,6 +168,12 @@ class DDPStrategy(Strategy):
     def mean(self, tensor: Tensor) -> Tensor:
         return self.all_reduce(tensor, "sum") / self.world_size
 
+    def average_gradients(self, module: nn.Module) -> None:
+        for p in module.parameters():
+            if p.grad is not None:
+                dist.all_reduce(p.grad)
+                p.grad.div_(self.world_size)
+
     def reduce_bool(self, flag: bool) -> bool:
         t = torch.tensor(float(flag), device=self.device if self._backend_name() != "gloo" else "cpu")
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
