@@ -50,8 +50,10 @@ def test_environments_are_detected():
                                           local_world_size=2, master_addr="h0", master_port=1234)  # fmt: skip
     slurm = detect({"SLURM_NTASKS": "4", "SLURM_PROCID": "2", "SLURM_LOCALID": "0", "SLURM_NODEID": "1",
                     "SLURM_NNODES": "2", "SLURM_NODELIST": "gpu[003-004]", "SLURM_JOB_ID": "77",
-                    "SLURM_JOB_NAME": "train"})  # fmt: skip
+                    "SLURM_JOB_NAME": "train", "SLURM_STEP_ID": "0"})  # fmt: skip
     assert (slurm.source, slurm.world_size, slurm.global_rank, slurm.node_rank) == ("slurm", 4, 2, 1)
     assert slurm.master_addr == "gpu003" and slurm.local_world_size == 2 and slurm.num_nodes == 2
     assert detect({}).source == "local"
+    batch_shell = {"SLURM_NTASKS": "2", "SLURM_PROCID": "0", "SLURM_JOB_ID": "5", "SLURM_JOB_NAME": "train"}
+    assert detect(batch_shell).source == "local"  # no srun step: no peers will join
     assert first_host("node1,node2") == "node1" and first_host("a[10-12,15]") == "a10"

@@ -17,10 +17,11 @@ def _launch(args: argparse.Namespace) -> int:
         f"--master-addr={args.master_addr}", f"--master-port={args.master_port}",
         f"--max-restarts={args.max_restarts}",
     ]  # fmt: skip
-    if args.nnodes != "1" or args.rdzv_endpoint:
-        endpoint = args.rdzv_endpoint or f"{args.master_addr}:{args.master_port}"
-        argv += ["--rdzv-backend=c10d", f"--rdzv-endpoint={endpoint}", f"--rdzv-id={args.rdzv_id}"]
-    # torchrun's restarts otherwise reuse a closed TCP store ("Connection refused").
+    # Always the c10d rendezvous: torchrun's static one keeps a store across restarts in which a
+    # restarted group finds its dead predecessor's addresses ("Connection refused", or a hang).
+    endpoint = args.rdzv_endpoint or f"{args.master_addr}:{args.master_port}"
+    argv += ["--rdzv-backend=c10d", f"--rdzv-endpoint={endpoint}", f"--rdzv-id={args.rdzv_id}"]
+    # c10d restarts otherwise reuse the closed TCP store of the failed attempt.
     os.environ.setdefault("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1")
     torchrun.main([*argv, args.script, *args.script_args])
     return 0

@@ -58,9 +58,10 @@ def requeue_slurm_job() -> bool:
     job = os.environ.get("SLURM_JOB_ID")
     if not job:
         return False
+    # Said first: the requeue ends this job step, and with it this process's output.
+    info(f"requeueing SLURM job {job}; it resumes from the last checkpoint with ckpt_path='auto'")
     done = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True, check=False)
     if done.returncode != 0:
         warn(f"scontrol requeue {job} failed: {done.stderr.strip()}")
         return False
-    info(f"SLURM job {job} requeued; it resumes from the last checkpoint with ckpt_path='auto'")
     return True

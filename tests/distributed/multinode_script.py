@@ -1,7 +1,9 @@
 """train_script.py's job with `--num-nodes` (and `--devices auto`), for torchrun's multi-node runs.
 
 Every rank writes `rank<R>.json` (its place in the job, as surge sees it) to `--ranks-dir`; rank zero
-also writes the job's result to `--out`, in the same format as train_script.py.
+also writes the job's result to `--out`, in the same format as train_script.py. For torchrun's restarts,
+`--fail-once-at-step` kills rank 1 in the first attempt and `--rank0-late-on-restart` delays rank 0 in
+the next one (so the other rank reads the rendezvous store first).
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import time
 from pathlib import Path
 
 import torch
@@ -16,6 +19,20 @@ from torch.utils.data import DataLoader
 from train_script import Net, data
 
 import surge
+
+
+class FailingOnce(Net):
+    """Net whose rank 1 dies at `fail_at_step` of torchrun's first attempt (TORCHELASTIC_RESTART_COUNT=0)."""
+
+    def __init__(self, fail_at_step: int) -> None:
+        super().__init__()
+        self.fail_at_step = fail_at_step
+
+    def training_step(self, batch, batch_idx):
+        first_attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") == "0"
+        if first_attempt and self.trainer.global_rank == 1 and self.trainer.global_step == self.fail_at_step:
+            os._exit(3)
+        return super().training_step(batch, batch_idx)
 
 
 def main() -> None:
@@ -29,7 +46,14 @@ def main() -> None:
     p.add_argument("--root", required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--ranks-dir", required=True)
+    p.add_argument("--fail-once-at-step", type=int, default=None, help="rank 1 dies there on attempt 0")
+    p.add_argument(
+        "--rank0-late-on-restart", type=float, default=0.0,
+        help="seconds rank 0 waits before joining on a restarted attempt (the others join first)",
+    )  # fmt: skip
     args = p.parse_args()
+    if os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") != "0" and os.environ.get("RANK") == "0":
+        time.sleep(args.rank0_late_on_restart)
     devices = args.devices if args.devices == "auto" else int(args.devices)
 
     surge.seed_everything(0)
@@ -41,13 +65,14 @@ def main() -> None:
         max_steps=args.max_steps, default_root_dir=args.root, enable_progress_bar=False,
         enable_model_summary=False, num_sanity_val_steps=0, log_every_n_steps=1,
     )  # fmt: skip
-    model = Net()
+    model = Net() if args.fail_once_at_step is None else FailingOnce(args.fail_once_at_step)
     trainer.fit(model, train, val)
     validated = trainer.validate(model, dataloaders=val)[0]
     place = {
         "global_rank": trainer.global_rank, "local_rank": trainer.local_rank, "node_rank": trainer.node_rank,
         "world_size": trainer.world_size, "source": getattr(getattr(trainer.strategy, "env", None), "source", "single"),
-        "group_rank_env": os.environ.get("GROUP_RANK"), "pid": os.getpid(),
+        "group_rank_env": os.environ.get("GROUP_RANK"),
+        "restart_count": os.environ.get("TORCHELASTIC_RESTART_COUNT"), "pid": os.getpid(),
     }  # fmt: skip
     Path(args.ranks_dir).mkdir(parents=True, exist_ok=True)
     (Path(args.ranks_dir) / f"rank{trainer.global_rank}.json").write_text(json.dumps(place))

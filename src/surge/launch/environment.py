@@ -54,7 +54,10 @@ def detect(env: Mapping[str, str] | None = None) -> ClusterEnvironment:
             master_addr=env["MASTER_ADDR"], master_port=int(env.get("MASTER_PORT", 29500)),
         )  # fmt: skip
     if (
-        "SLURM_NTASKS" in env
+        # Only inside a job step (srun): a batch script's own shell also has SLURM_PROCID=0 and
+        # SLURM_NTASKS=N, but no peers will ever join it.
+        "SLURM_STEP_ID" in env
+        and "SLURM_NTASKS" in env
         and "SLURM_PROCID" in env
         and env.get("SLURM_JOB_NAME") not in ("bash", "interactive")
     ):

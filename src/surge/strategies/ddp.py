@@ -6,6 +6,7 @@ processes), the wrapping, the collectives and rank-zero checkpoint writes.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import datetime
 from collections.abc import Callable
@@ -127,6 +128,10 @@ class DDPStrategy(Strategy):
             init_method="env://",
         )
         self._owns_group = True
+        # The group lives on for validate/test/predict after fit; at exit it must be destroyed, or
+        # gloo's threads can abort the interpreter at shutdown ("terminate called without an active
+        # exception"). Registered after the launcher's join, so it runs before it.
+        atexit.register(self._destroy_at_exit)
 
     def setup_module(self, module: nn.Module) -> nn.Module:
         self.module = module
@@ -190,6 +195,11 @@ class DDPStrategy(Strategy):
     # -- checkpoints -----------------------------------------------------------------------
     def save_checkpoint(self, state: dict[str, Any], path: str | Path) -> None:
         super().save_checkpoint(state, path)  # rank zero writes, then everyone waits
+
+    def _destroy_at_exit(self) -> None:
+        if self._owns_group and dist.is_initialized():
+            dist.destroy_process_group()
+            self._owns_group = False
 
     def teardown(self, failed: bool = False) -> None:
         if failed and self.launcher is not None:

@@ -1,0 +1,123 @@
+"""What the torchrun and SLURM tests share: a clean environment for a job, free ports, the comparisons."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import psutil
+import torch
+
+HERE = Path(__file__).resolve().parent
+SRC = HERE.parents[1] / "src"
+TRAIN_SCRIPT = HERE / "train_script.py"
+MULTINODE_SCRIPT = HERE / "multinode_script.py"
+
+# What a launcher (torchrun, surge, SLURM) sets: none of it may leak from the test into a job.
+_LAUNCH_VARS = (
+    "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "NODE_RANK", "ROLE_RANK",
+    "ROLE_WORLD_SIZE", "GROUP_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "SURGE_LAUNCHED",
+)  # fmt: skip
+_LAUNCH_PREFIXES = ("SLURM_", "SLURMD_", "SBATCH_", "SRUN_", "SALLOC_", "TORCHELASTIC_", "TORCH_ELASTIC_")
+
+
+def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """This process's environment without any launcher's variables, with surge's sources importable."""
+    env = {
+        k: v for k, v in os.environ.items() if k not in _LAUNCH_VARS and not k.startswith(_LAUNCH_PREFIXES)
+    }
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(SRC), os.environ.get("PYTHONPATH", "")) if p)
+    env["OMP_NUM_THREADS"] = "1"  # two cores: ranks must not fight over threads
+    env.update(extra or {})
+    return env
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def job_args(tmp_path: Path, name: str, *args: str) -> tuple[list[str], Path]:
+    """`--root`/`--out` for a train_script.py-style job named `name`, and where its result lands."""
+    out = tmp_path / f"{name}.pt"
+    return ["--root", str(tmp_path / name), "--out", str(out), *args], out
+
+
+def single_process(tmp_path: Path, name: str, *args: str, timeout: float = 60) -> dict:
+    """train_script.py in one plain process (no launcher): the reference the distributed runs must match."""
+    argv, out = job_args(tmp_path, name, "--devices", "1", *args)
+    proc = subprocess.run(
+        [sys.executable, str(TRAIN_SCRIPT), *argv], env=clean_env(), capture_output=True, text=True,
+        timeout=timeout, cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return torch.load(out, weights_only=True)
+
+
+def run_group(commands: Sequence[Sequence[str]], *, env: Mapping[str, str], cwd: Path, timeout: float):
+    """Run the commands concurrently, each in its own session; returns [(returncode, output)].
+
+    Output goes to files (a full pipe would block a command while the test waits on another). Whatever
+    is still running at the end is killed with its whole process group (an agent's workers included),
+    so a hung rendezvous fails the test instead of leaving processes behind.
+    """
+    logs = [cwd / f"command{i}.log" for i in range(len(commands))]
+    procs = []
+    try:
+        for cmd, log in zip(commands, logs):
+            with open(log, "w") as f:
+                procs.append(
+                    subprocess.Popen(
+                        list(cmd),
+                        env=dict(env),
+                        cwd=cwd,
+                        stdout=f,
+                        stderr=subprocess.STDOUT,
+                        stdin=subprocess.DEVNULL,
+                        start_new_session=True,
+                    )  # fmt: skip
+                )
+        deadline = time.monotonic() + timeout
+        for proc in procs:
+            try:
+                proc.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                outs = "\n-----\n".join(log.read_text()[-3000:] for log in logs)
+                raise AssertionError(f"timed out after {timeout} s:\n{outs}") from None
+    finally:
+        for proc in procs:
+            kill_group(proc)
+    return [(proc.returncode, log.read_text()) for proc, log in zip(procs, logs)]
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    """Kill `proc`, its process group and every process below it.
+
+    torchrun starts its workers in sessions of their own, so killing the agent's group alone would
+    orphan them (and a worker stuck in a rendezvous waits for 30 minutes): the tree is walked first.
+    """
+    below = []
+    if proc.poll() is None:  # not reaped yet, so the pid is still this process's
+        with contextlib.suppress(psutil.NoSuchProcess):
+            below = psutil.Process(proc.pid).children(recursive=True)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    for child in below:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            child.kill()
+    proc.wait()
+    psutil.wait_procs(below, timeout=5)
+
+
+def assert_same_weights(a: dict, b: dict, tol: float = 1e-5) -> None:
+    assert a.keys() == b.keys()
+    for key in a:
+        torch.testing.assert_close(a[key], b[key], atol=tol, rtol=tol)
