@@ -9,6 +9,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import datetime
+import gc
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -197,6 +198,11 @@ class DDPStrategy(Strategy):
         super().save_checkpoint(state, path)  # rank zero writes, then everyone waits
 
     def _destroy_at_exit(self) -> None:
+        # DDP's reducer holds the process group: drop it first, so the group (and its gloo threads)
+        # is really freed here rather than during interpreter shutdown, where a still-joinable
+        # thread aborts the process.
+        self.wrapped = None
+        gc.collect()
         if self._owns_group and dist.is_initialized():
             dist.destroy_process_group()
             self._owns_group = False
