@@ -37,13 +37,32 @@ class Logger:
         self.save()
 
 
-def versioned_dir(root: Path, name: str, version: int | str | None) -> tuple[Path, int | str]:
-    """`root/name/version_N` with the next free N (or the given version)."""
-    base = root / name
-    if version is None:
-        taken = [
-            int(p.name.split("_", 1)[1]) for p in base.glob("version_*") if p.name.split("_", 1)[1].isdigit()
-        ]
-        version = max(taken, default=-1) + 1
-    folder = base / (version if isinstance(version, str) else f"version_{version}")
-    return folder, version
+class RunDir:
+    """`save_dir/name/version_N`: the next free N unless a version is given; made on first use
+    (so a Trainer that never logs creates nothing)."""
+
+    def __init__(self, save_dir: str | Path, name: str, version: int | str | None) -> None:
+        self.root, self.name, self._requested = Path(save_dir), name, version
+        self._path: Path | None = None
+        self._version: int | str | None = None
+
+    def _resolve(self) -> Path:
+        if self._path is None:
+            base = self.root / self.name
+            version = self._requested
+            if version is None:
+                taken = [int(p.name[8:]) for p in base.glob("version_*") if p.name[8:].isdigit()]
+                version = max(taken, default=-1) + 1
+            self._path = base / (version if isinstance(version, str) else f"version_{version}")
+            self._path.mkdir(parents=True, exist_ok=True)
+            self._version = version
+        return self._path
+
+    @property
+    def path(self) -> Path:
+        return self._resolve()
+
+    @property
+    def version(self) -> int | str | None:
+        self._resolve()
+        return self._version

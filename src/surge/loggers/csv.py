@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..hparams import plain
-from .base import Logger, versioned_dir
+from .base import Logger, RunDir
 
 
 class CSVLogger(Logger):
@@ -25,33 +25,22 @@ class CSVLogger(Logger):
         version: int | str | None = None,
         flush_every: int = 100,
     ) -> None:
-        self._root = Path(save_dir)
-        self._name = name
-        self._requested_version = version
-        self._dir: Path | None = None
-        self._version: int | str | None = None
+        self._run = RunDir(save_dir, name, version)
         self._rows: list[dict[str, Any]] = []
         self._columns: list[str] = []
         self._flush_every = flush_every
 
     @property
     def name(self) -> str:
-        return self._name
-
-    def _resolve(self) -> Path:
-        if self._dir is None:
-            self._dir, self._version = versioned_dir(self._root, self._name, self._requested_version)
-            self._dir.mkdir(parents=True, exist_ok=True)
-        return self._dir
+        return self._run.name
 
     @property
     def version(self) -> int | str | None:
-        self._resolve()
-        return self._version
+        return self._run.version
 
     @property
     def log_dir(self) -> Path:
-        return self._resolve()
+        return self._run.path
 
     @property
     def metrics_path(self) -> Path:

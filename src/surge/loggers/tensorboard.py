@@ -11,7 +11,7 @@ from typing import Any
 
 from ..errors import SurgeRuntimeError
 from ..hparams import plain
-from .base import Logger, versioned_dir
+from .base import Logger, RunDir
 
 
 class TensorBoardLogger(Logger):
@@ -27,28 +27,22 @@ class TensorBoardLogger(Logger):
         log_graph: bool = False,
         flush_secs: int = 30,
     ) -> None:
-        self._root, self._name, self._requested_version = Path(save_dir), name, version
-        self._dir: Path | None = None
-        self._version: int | str | None = None
+        self._run = RunDir(save_dir, name, version)
         self._writer: Any = None
         self.log_graph = log_graph
         self._flush_secs = flush_secs
 
     @property
     def name(self) -> str:
-        return self._name
+        return self._run.name
 
     @property
     def log_dir(self) -> Path:
-        if self._dir is None:
-            self._dir, self._version = versioned_dir(self._root, self._name, self._requested_version)
-            self._dir.mkdir(parents=True, exist_ok=True)
-        return self._dir
+        return self._run.path
 
     @property
     def version(self) -> int | str | None:
-        _ = self.log_dir  # resolves the version
-        return self._version
+        return self._run.version
 
     @property
     def experiment(self) -> Any:
