@@ -229,7 +229,11 @@ class FitLoop:
                     batch_end[1](detached, batch, batch_idx - 1)
                 for fn in batch_end[0]:
                     fn(t, model, detached, batch, batch_idx - 1)
-            if window_end and self._signalled(signals, single):
+            if (
+                window_end
+                and (signals.received is not None or not single)
+                and self._signalled(signals, single)
+            ):
                 self._preempt()
             if batch_idx == 50 and not self._advised:
                 self._advised = True
