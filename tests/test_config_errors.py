@@ -132,11 +132,10 @@ def test_model_checkpoint_together_with_enable_checkpointing_false():
 
 
 # Valid values on their own that cannot run as asked: several nodes without a launcher, and
-# strategies this build does not have yet.
+# DataParallel without CUDA devices.
 UNSUPPORTED = [
     ("num_nodes", 2, {"accelerator": "cpu"}),
     ("strategy", "dp", {"accelerator": "cpu"}),
-    ("strategy", "fsdp", {"accelerator": "cpu"}),
 ]
 
 

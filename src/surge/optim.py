@@ -208,14 +208,21 @@ class Optimization:
             "lr_schedulers": [config.scheduler.state_dict() for config in self.schedulers],
         }
 
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+    def load_state_dict(
+        self, state: Mapping[str, Any], load_optimizers: Callable[[list[Optimizer]], None] | None = None
+    ) -> None:
+        """Restore optimizers (through `load_optimizers` when the strategy keeps their state itself,
+        e.g. sharded) and schedulers, after checking the counts agree."""
         saved_opts, saved_scheds = state["optimizer_states"], state["lr_schedulers"]
         if len(saved_opts) != len(self.optimizers) or len(saved_scheds) != len(self.schedulers):
             raise MisconfigurationError(
                 f"the checkpoint has {len(saved_opts)} optimizers and {len(saved_scheds)} schedulers, but "
                 f"configure_optimizers() returned {len(self.optimizers)} and {len(self.schedulers)}."
             )
-        for opt, saved in zip(self.optimizers, saved_opts):
-            opt.load_state_dict(saved)
+        if load_optimizers is not None:
+            load_optimizers(self.optimizers)
+        else:
+            for opt, saved in zip(self.optimizers, saved_opts):
+                opt.load_state_dict(saved)
         for config, saved in zip(self.schedulers, saved_scheds):
             config.scheduler.load_state_dict(saved)

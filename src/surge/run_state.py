@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from .checkpoint import apply_model_state, load_checkpoint
 from .errors import CheckpointError, MisconfigurationError
 from .hparams import plain
 from .rank_zero import info, warn
@@ -34,6 +33,7 @@ def checkpoint_state(trainer: Trainer, weights_only: bool = False) -> dict[str, 
     state["loop"] = loop.state_dict()
     if trainer._optim is not None:
         state.update(trainer._optim.state_dict())
+        state["optimizer_states"] = trainer._strategy.optimizer_states(module, trainer._optim.optimizers)
     state["precision"] = trainer._precision.state_dict()
     state["callbacks"] = {cb.state_key: cb.state_dict() for cb in trainer.callbacks}
     if trainer.datamodule is not None:
@@ -50,8 +50,9 @@ def restore_state(trainer: Trainer, path: Path) -> dict[str, Any] | None:
     ckpt = trainer._strategy.load_checkpoint(path)
     if "loop" not in ckpt:
         raise CheckpointError(f"{path} holds weights only (no training state); it cannot resume a fit")
-    apply_model_state(trainer._module, ckpt["state_dict"], strict=True, source=str(path))
-    trainer._optim.load_state_dict(ckpt)
+    strategy, module = trainer._strategy, trainer._module
+    strategy.restore_model(module, ckpt, path, strict=True)
+    trainer._optim.load_state_dict(ckpt, lambda opts: strategy.restore_optimizers(module, opts, ckpt, path))
     trainer._precision.load_state_dict(ckpt.get("precision", {}))
     trainer.fit_loop.load_state_dict(ckpt["loop"])
     saved = ckpt.get("callbacks", {})
@@ -91,7 +92,7 @@ def find_checkpoint(trainer: Trainer, ckpt_path: str | Path) -> Path | None:
         return candidates[0]
     for path in candidates:
         try:
-            load_checkpoint(path)
+            trainer._strategy.load_checkpoint(path)
         except CheckpointError as err:
             warn(f'ckpt_path="auto": skipping {path}: {err}')
             continue

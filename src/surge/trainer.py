@@ -14,7 +14,6 @@ from . import data as data_mod
 from . import speed
 from .accelerators import resolve_accelerator, resolve_devices
 from .callbacks.base import Callback
-from .checkpoint import apply_model_state
 from .config import TrainerConfig
 from .datamodule import DataModule
 from .errors import MisconfigurationError, SurgeTypeError
@@ -30,7 +29,8 @@ from .rank_zero import info
 from .results import Results
 from .run_state import checkpoint_state, find_checkpoint, restore_state
 from .signals import Preempted, SignalFlag
-from .strategies import DDPStrategy, SingleDeviceStrategy, Strategy
+from .strategies import DataParallelStrategy, DDPStrategy, FSDPStrategy, SingleDeviceStrategy, Strategy
+from .strategies.parallel import ProcessGroupStrategy
 
 
 class Trainer:
@@ -80,6 +80,7 @@ class Trainer:
         self._devices = resolve_devices(self._accelerator, cfg.devices)
         self._strategy = self._build_strategy(cfg.strategy)
         self._precision: Precision = precision_plugin(cfg.precision, self._accelerator.name)
+        self._strategy.connect_precision(self._precision)
         self.loggers: list[Logger] = _build_loggers(cfg.logger, cfg.default_root_dir)
         self.callbacks: list[Callback] = self._build_callbacks(cfg)
         self.fit_loop = FitLoop(self)
@@ -104,18 +105,27 @@ class Trainer:
 
     # -- assembly --------------------------------------------------------------------------
     def _build_strategy(self, strategy: str | Strategy) -> Strategy:
-        if isinstance(strategy, Strategy):
-            return strategy
         cfg = self._cfg
         env = detect()
         per_node, nodes = len(self._devices), cfg.num_nodes
         if env.world_size > 1 and cfg.devices == "auto" and cfg.num_nodes == 1:
             per_node, nodes = env.local_world_size, env.num_nodes  # the launcher decided
-        if strategy in ("dp", "fsdp"):
-            raise MisconfigurationError(
-                f"strategy={strategy!r} is not part of this build of surge yet; use strategy='ddp' "
-                "(faster than 'dp' even on one machine)."
-            )
+        if isinstance(strategy, ProcessGroupStrategy):
+            strategy.configure(per_node, nodes)
+        if isinstance(strategy, Strategy):
+            return strategy
+        if strategy == "dp":
+            if self._accelerator.name != "cuda":
+                raise MisconfigurationError(
+                    f"strategy='dp' splits batches over CUDA devices, but accelerator={self._accelerator.name!r}; "
+                    "use strategy='ddp' (faster anyway, and it runs on CPU)."
+                )
+            if nodes > 1 or env.world_size > 1:
+                raise MisconfigurationError(
+                    f"strategy='dp' runs in one process on one machine, but num_nodes={nodes} and "
+                    f"WORLD_SIZE={env.world_size}; use strategy='ddp'."
+                )
+            return DataParallelStrategy(list(self._devices))
         if strategy == "single" or (strategy == "auto" and per_node * nodes == 1 and env.world_size == 1):
             if per_node * nodes > 1:
                 raise MisconfigurationError(
@@ -123,9 +133,9 @@ class Trainer:
                     f"ask for {per_node * nodes}; use strategy='ddp'."
                 )
             return SingleDeviceStrategy()
-        ddp = DDPStrategy()
-        ddp.configure(per_node, nodes)
-        return ddp
+        group = FSDPStrategy() if strategy == "fsdp" else DDPStrategy()
+        group.configure(per_node, nodes)
+        return group
 
     def _build_callbacks(self, cfg: TrainerConfig) -> list[Callback]:
         from .callbacks.checkpoint import ModelCheckpoint
@@ -438,8 +448,8 @@ class Trainer:
         self._setup(model, stage)
         loaders = [self._prepare_loader(v) for v in loaders]
         if ckpt_path is not None:
-            ckpt = self._strategy.load_checkpoint(find_checkpoint(self, ckpt_path))
-            apply_model_state(model, ckpt["state_dict"], strict=True, source=str(ckpt_path))
+            path = find_checkpoint(self, ckpt_path)
+            self._strategy.restore_model(model, self._strategy.load_checkpoint(path), path, strict=True)
         return model, loaders
 
     def _loaders(self, given: Any, hook: str, model: Module, arg: str) -> list[Iterable]:

@@ -10,6 +10,7 @@ from typing import Any
 from ..checkpoint import link_atomic, remove_stale_temporaries
 from ..errors import MisconfigurationError, bad_value
 from ..rank_zero import warn
+from ..shard_files import remove_orphan_shards
 from .base import Callback
 
 _FIELD = re.compile(r"\{([^{}:!]+)([^{}]*)\}")
@@ -64,6 +65,7 @@ class ModelCheckpoint(Callback):
         self._recent: list[str] = []  # unmonitored checkpoints, oldest first
         self._last_saved_step = -1
         self._restored: dict[str, Any] | None = None
+        self._doomed: list[str] = []
 
     @property
     def state_key(self) -> str:
@@ -75,6 +77,7 @@ class ModelCheckpoint(Callback):
             self.dirpath = Path(trainer.log_dir) / "checkpoints"
         if trainer.is_global_zero:
             remove_stale_temporaries(self.dirpath)
+            remove_orphan_shards(self.dirpath)
         if self._restored is not None:
             self._apply_restored(self._restored)
             self._restored = None
@@ -122,6 +125,11 @@ class ModelCheckpoint(Callback):
             written = self._save_top_k(trainer, metrics)
         if self.save_last:
             self._write_last(trainer, written)
+        # Old checkpoints go only after the new one and last.ckpt are committed (a sharded last.ckpt
+        # may still name an old checkpoint's shards until it is replaced).
+        for path in self._doomed:
+            trainer.strategy.remove_checkpoint(path)
+        self._doomed.clear()
 
     def _save_top_k(self, trainer: Any, metrics: dict[str, float]) -> Path | None:
         path = self._unique(self.format_filename(trainer.current_epoch, trainer.global_step, metrics))
@@ -171,8 +179,8 @@ class ModelCheckpoint(Callback):
         return pick(self.best_k_models, key=self.best_k_models.get)
 
     def _remove(self, trainer: Any, path: str) -> None:
-        if trainer.is_global_zero and Path(path).name != f"last{self.FILE_EXTENSION}":
-            Path(path).unlink(missing_ok=True)
+        if Path(path).name != f"last{self.FILE_EXTENSION}":
+            self._doomed.append(path)
 
     def _unique(self, name: str) -> Path:
         path = self.dirpath / f"{name}{self.FILE_EXTENSION}"

@@ -165,7 +165,10 @@ class FitLoop:
             hooks.module_fns.get("on_train_batch_end"),
         )
         wants_outputs = bool(batch_end[0]) or batch_end[1] is not None
-        no_sync = t._strategy.no_sync if t.world_size > 1 else None
+        # Without a length the last window is only known when the loader runs out; a strategy that
+        # cannot reduce skipped gradients afterwards (FSDP) then syncs every micro-batch.
+        late_ok = n != math.inf or t._strategy.syncs_late
+        no_sync = t._strategy.no_sync if t.world_size > 1 and late_ok else None
         manual = not model.automatic_optimization
         forward_context = precision.forward_context
         checked = self.global_step > 0

@@ -2,6 +2,8 @@
 
 from .base import Strategy
 from .ddp import DDPStrategy
+from .dp import DataParallelStrategy
+from .fsdp import FSDPStrategy
 from .single import SingleDeviceStrategy
 
-__all__ = ["DDPStrategy", "SingleDeviceStrategy", "Strategy"]
+__all__ = ["DataParallelStrategy", "DDPStrategy", "FSDPStrategy", "SingleDeviceStrategy", "Strategy"]

@@ -9,8 +9,10 @@ from typing import Any
 
 import torch
 from torch import Tensor, nn
+from torch.optim import Optimizer
 
-from ..checkpoint import bare_state_dict, load_checkpoint, save_atomic
+from ..checkpoint import apply_model_state, bare_state_dict, load_checkpoint, save_atomic
+from ..errors import CheckpointError
 from ..results import Reducer
 
 
@@ -18,6 +20,7 @@ class Strategy:
     """One process, one device. Distributed strategies override what differs."""
 
     name = "single"
+    syncs_late = True  # gradients skipped under no_sync can be averaged by average_gradients()
 
     def __init__(self) -> None:
         self.device = torch.device("cpu")
@@ -39,6 +42,9 @@ class Strategy:
         return None
 
     # -- set-up ----------------------------------------------------------------------------
+    def connect_precision(self, precision: Any) -> None:
+        """Learn the precision plugin (a strategy that shards may need to adapt it)."""
+
     def setup_environment(self, device: torch.device) -> None:
         """Start or join the process group (nothing to do for one process)."""
         self.device = device
@@ -79,13 +85,63 @@ class Strategy:
     def model_state_dict(self, module: nn.Module) -> dict[str, Any]:
         return bare_state_dict(module)
 
+    def optimizer_states(self, module: nn.Module, optimizers: list[Optimizer]) -> list[dict[str, Any]]:
+        return [opt.state_dict() for opt in optimizers]
+
     def save_checkpoint(self, state: dict[str, Any], path: str | Path) -> None:
         if self.is_global_zero:
             save_atomic(state, path)
         self.barrier("save_checkpoint")
 
     def load_checkpoint(self, path: str | Path) -> dict[str, Any]:
-        return load_checkpoint(path)
+        """Read and verify a checkpoint (a sharded one's shard files too) before any state is used."""
+        ckpt = load_checkpoint(path)
+        if "sharded" in ckpt:
+            problems = self._shard_problems(ckpt, path)
+            if problems:
+                raise CheckpointError(f"checkpoint {path} cannot be used: " + "; ".join(problems))
+        return ckpt
+
+    def _shard_problems(self, ckpt: dict[str, Any], path: str | Path) -> list[str]:
+        from ..shard_files import verify_shards
+
+        return verify_shards(ckpt, path)
+
+    def restore_model(
+        self, module: nn.Module, ckpt: dict[str, Any], path: str | Path, strict: bool = True
+    ) -> list[str]:
+        """Load the checkpoint's weights into `module`; returns what did not match (strict: raises)."""
+        if "sharded" in ckpt:
+            from ..sharded import full_model_state
+
+            state = full_model_state(ckpt, path)
+        else:
+            state = ckpt["state_dict"]
+        return apply_model_state(module, state, strict=strict, source=str(path))
+
+    def restore_optimizers(
+        self, module: nn.Module, optimizers: list[Optimizer], ckpt: dict[str, Any], path: str | Path
+    ) -> None:
+        if "sharded" not in ckpt:
+            for opt, saved in zip(optimizers, ckpt["optimizer_states"]):
+                opt.load_state_dict(saved)
+            return
+        # Sharded optimizer state is keyed by parameter name, so it loads into any layout.
+        from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict, set_optimizer_state_dict
+
+        from ..sharded import load_into
+
+        templates = [get_optimizer_state_dict(module, opt) for opt in optimizers]
+        load_into({"optimizer_states": templates}, ckpt, path, partial=True)
+        for opt, loaded in zip(optimizers, templates):
+            set_optimizer_state_dict(module, opt, loaded)
+
+    def remove_checkpoint(self, path: str | Path) -> None:
+        """Delete a checkpoint this run wrote (rank zero), with its shards if it has any."""
+        if self.is_global_zero:
+            from ..shard_files import remove_checkpoint
+
+            remove_checkpoint(path)
 
     def teardown(self, failed: bool = False) -> None:
         """Release processes and devices (`failed`: the run raised; don't wait for peers)."""

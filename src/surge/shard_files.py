@@ -1,0 +1,102 @@
+"""The on-disk layout of sharded checkpoints: naming, digests, verification and clean-up.
+
+Kept apart from `sharded` (which reads and writes the shards with torch.distributed.checkpoint)
+so that checkpoint housekeeping costs no heavy import.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from .checkpoint import _alive, load_checkpoint
+from .errors import CheckpointError
+
+SHARDS = "sharded"
+TENSOR_KEYS = ("state_dict", "optimizer_states")
+_SHARD_DIR_RE = re.compile(r"^(?P<name>.+)\.shards-(?P<pid>\d+)-[0-9a-f]{8}$")
+_CHUNK = 1 << 22
+
+
+def is_sharded(ckpt: Mapping[str, Any]) -> bool:
+    return SHARDS in ckpt
+
+
+def shard_dir(ckpt: Mapping[str, Any], path: str | Path) -> Path:
+    return Path(path).parent / ckpt[SHARDS]["dir"]
+
+
+def file_digest(path: Path) -> str:
+    h = hashlib.blake2b(digest_size=32)
+    with open(path, "rb") as f:
+        while chunk := f.read(_CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _named_folder(path: Path) -> str | None:
+    """The shard folder the checkpoint now at `path` names, if it is a readable sharded one."""
+    if not path.is_file():
+        return None
+    try:
+        ckpt = load_checkpoint(path, verify=False)
+    except CheckpointError:
+        return None
+    return ckpt[SHARDS]["dir"] if is_sharded(ckpt) else None
+
+
+def referenced_folders(directory: Path) -> set[str]:
+    """Shard folders named by any checkpoint file in `directory`."""
+    return {name for p in directory.glob("*.ckpt") if p.is_file() and (name := _named_folder(p))}
+
+
+def _remove_if_unreferenced(folder: Path) -> None:
+    if folder.is_dir() and folder.name not in referenced_folders(folder.parent):
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def remove_checkpoint(path: str | Path) -> None:
+    """Delete a checkpoint file and, when no other checkpoint (e.g. `last.ckpt`) names it, its shards."""
+    path = Path(path)
+    folder = _named_folder(path)
+    path.unlink(missing_ok=True)
+    if folder is not None:
+        _remove_if_unreferenced(path.parent / folder)
+
+
+def remove_orphan_shards(directory: str | Path) -> list[Path]:
+    """Shard folders that no checkpoint names and whose writer has exited: a save that was killed."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return []
+    candidates = [e for e in directory.iterdir() if _SHARD_DIR_RE.match(e.name) and e.is_dir()]
+    if not candidates:
+        return []
+    named = referenced_folders(directory)
+    removed = []
+    for entry in candidates:
+        if entry.name not in named and not _alive(int(_SHARD_DIR_RE.match(entry.name)["pid"])):
+            shutil.rmtree(entry, ignore_errors=True)
+            removed.append(entry)
+    return removed
+
+
+def verify_shards(ckpt: Mapping[str, Any], path: str | Path, rank: int = 0, world_size: int = 1) -> list[str]:
+    """Problems with this rank's share of the shard files (all of them for one process)."""
+    folder = shard_dir(ckpt, path)
+    if not folder.is_dir():
+        return [f"its shard folder {folder} is missing"]
+    expected: dict[str, str] = ckpt[SHARDS]["files"]
+    names = sorted(expected)
+    problems = []
+    for name in names[rank::world_size]:
+        file = folder / name
+        if not file.is_file():
+            problems.append(f"shard {file} is missing")
+        elif file_digest(file) != expected[name]:
+            problems.append(f"shard {file} failed its checksum (corrupt or changed after it was written)")
+    return problems

@@ -1,0 +1,200 @@
+"""Sharded checkpoints: each rank writes its shards with `torch.distributed.checkpoint` (DCP).
+
+A sharded checkpoint is two things side by side:
+- `NAME.ckpt`, an ordinary surge checkpoint file (loop, callbacks, RNG, schedulers, written
+  atomically with its content digest) that names its shard folder and the blake2b digest of
+  every file in it;
+- `NAME.ckpt.shards-PID-ID/`, the DCP folder with the model and optimizer states.
+The small file is committed last, so a crash at any moment leaves the previous checkpoint
+whole; a shard folder that no checkpoint names is debris and is removed. Shards are verified
+against the digests before any state is used, and DCP's pickled `.metadata` is read by an
+unpickler that only builds DCP's own metadata classes, so a hostile checkpoint cannot run code.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import pickle
+import shutil
+import uuid
+import warnings
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint import DefaultLoadPlanner, FileSystemReader
+from torch.distributed.checkpoint.api import CheckpointException
+from torch.distributed.checkpoint.metadata import BytesStorageMetadata, StorageMeta, TensorStorageMetadata
+
+from .checkpoint import save_atomic
+from .errors import CheckpointError
+from .shard_files import SHARDS, TENSOR_KEYS, _named_folder, _remove_if_unreferenced, file_digest, shard_dir
+
+
+# -- writing -------------------------------------------------------------------------------
+def save_sharded(
+    state: dict[str, Any],
+    path: str | Path,
+    *,
+    rank: int,
+    world_size: int,
+    broadcast: Callable[[Any], Any],
+    gather: Callable[[Any], list[Any]],
+    barrier: Callable[[], None],
+) -> Path:
+    """Write `state` as a sharded checkpoint at `path`; a collective, every rank calls it."""
+    path = Path(path)
+    tag = broadcast(f"{os.getpid()}-{uuid.uuid4().hex[:8]}" if rank == 0 else None)
+    folder = path.parent / f"{path.name}.shards-{tag}"
+    if rank == 0:
+        folder.mkdir(parents=True, exist_ok=False)
+    barrier()
+    tensors = {k: state[k] for k in TENSOR_KEYS if k in state}
+    try:
+        dcp.save(tensors, storage_writer=dcp.FileSystemWriter(folder, sync_files=True))
+    except (OSError, CheckpointException) as err:
+        # DCP gathers every rank's failure and raises on all of them, so all ranks get here.
+        if rank == 0:
+            shutil.rmtree(folder, ignore_errors=True)
+        raise CheckpointError(
+            f"could not write checkpoint shards {folder}: {err}; the previous checkpoint is intact"
+        ) from err
+    barrier()
+    files = sorted(p.name for p in folder.iterdir()) if rank == 0 else None
+    files = broadcast(files)
+    mine = {name: file_digest(folder / name) for name in files[rank::world_size]}
+    digests = {name: d for part in gather(mine) for name, d in part.items()}
+    if rank == 0:
+        meta = {k: v for k, v in state.items() if k not in TENSOR_KEYS}
+        meta[SHARDS] = {
+            "dir": folder.name,
+            "files": digests,
+            "world_size": world_size,
+            "keys": sorted(tensors),
+        }
+        if "optimizer_states" in tensors:
+            meta["optimizer_states"] = ["sharded"] * len(tensors["optimizer_states"])
+        replaced = _named_folder(path)
+        save_atomic(meta, path)
+        if replaced is not None and replaced != folder.name:
+            _remove_if_unreferenced(path.parent / replaced)
+    barrier()
+    return path
+
+
+# -- reading -------------------------------------------------------------------------------
+def read_metadata(folder: Path) -> Any:
+    """DCP's metadata for `folder`, unpickled safely."""
+    return _SafeReader(folder).read_metadata()
+
+
+def load_into(
+    template: dict[str, Any], ckpt: Mapping[str, Any], path: str | Path, partial: bool = False
+) -> None:
+    """Fill `template` (same nesting as the saved state, e.g. {"state_dict": ...}) from the shards,
+    resharding to however `template`'s tensors are laid out (any world size, or plain tensors)."""
+    folder = shard_dir(ckpt, path)
+    reader = _SafeReader(folder)
+    alone = not (dist.is_available() and dist.is_initialized())
+    try:
+        with warnings.catch_warnings():
+            # One process reading a sharded checkpoint is the intent here, not a mistake.
+            warnings.filterwarnings("ignore", message="torch.distributed is disabled")
+            dcp.load(
+                template,
+                storage_reader=reader,
+                planner=DefaultLoadPlanner(allow_partial_load=partial),
+                no_dist=alone,
+            )
+    except CheckpointError:
+        raise
+    except Exception as err:
+        raise CheckpointError(f"could not read the shards of checkpoint {path} from {folder}: {err}") from err
+
+
+def full_model_state(ckpt: Mapping[str, Any], path: str | Path) -> dict[str, torch.Tensor]:
+    """The whole model state dict from a sharded checkpoint, as plain CPU tensors (a consolidation)."""
+    meta = read_metadata(shard_dir(ckpt, path))
+    prefix = "state_dict."
+    template = {
+        key[len(prefix) :]: torch.empty(tuple(info.size), dtype=info.properties.dtype)
+        for key, info in meta.state_dict_metadata.items()
+        if key.startswith(prefix) and isinstance(info, TensorStorageMetadata)
+    }
+    box = {"state_dict": template}
+    load_into(box, ckpt, path, partial=True)
+    return box["state_dict"]
+
+
+def saved_model_shapes(ckpt: Mapping[str, Any], path: str | Path) -> dict[str, tuple[int, ...]]:
+    """Model keys in a sharded checkpoint with their global shapes (for strict-load reports)."""
+    meta = read_metadata(shard_dir(ckpt, path))
+    prefix = "state_dict."
+    return {
+        key[len(prefix) :]: tuple(getattr(info, "size", ()))
+        for key, info in meta.state_dict_metadata.items()
+        if key.startswith(prefix)
+    }
+
+
+class _SafeUnpickler(pickle.Unpickler):
+    """Builds DCP metadata and nothing else: any other global in the pickle is refused."""
+
+    _MODULES = ("torch.distributed.checkpoint.metadata", "torch.distributed.checkpoint.filesystem")
+    _NAMES = {
+        ("torch", "Size"), ("torch.serialization", "_get_layout"), ("pathlib", "PosixPath"),
+        ("pathlib", "WindowsPath"), ("pathlib", "PurePosixPath"), ("collections", "OrderedDict"),
+        ("builtins", "set"), ("builtins", "frozenset"),
+    }  # fmt: skip
+
+    def find_class(self, module: str, name: str) -> Any:
+        if module in self._MODULES and not name.startswith("__"):
+            import importlib
+
+            obj = getattr(importlib.import_module(module), name, None)
+            if isinstance(obj, type):
+                return obj
+        if (module, name) in self._NAMES:
+            return super().find_class(module, name)
+        if module == "torch" and isinstance(
+            getattr(torch, name, None), (torch.dtype, torch.memory_format, torch.layout)
+        ):
+            return getattr(torch, name)
+        raise pickle.UnpicklingError(f"global {module}.{name} is not allowed in a checkpoint's metadata")
+
+
+class _SafeReader(FileSystemReader):
+    """DCP's file reader with a metadata unpickler that cannot run code."""
+
+    def read_metadata(self, *args: Any, **kwargs: Any) -> Any:
+        path = Path(self.path) / ".metadata"
+        if not path.is_file():
+            raise CheckpointError(f"{self.path} has no .metadata: not a complete sharded checkpoint")
+        try:
+            metadata = _SafeUnpickler(io.BytesIO(path.read_bytes())).load()
+        except pickle.UnpicklingError as err:
+            raise CheckpointError(f"refusing to load {path}: it could run code when loaded ({err})") from err
+        except Exception as err:
+            raise CheckpointError(f"{path} is corrupt: {type(err).__name__}: {err}") from err
+        if _old_torch() and _has_bytes(metadata):
+            raise CheckpointError(
+                f"{self.path} holds pickled entries that torch {torch.__version__} would load without "
+                "weights_only; load it with torch >= 2.6"
+            )
+        if getattr(metadata, "storage_meta", None) is None:
+            metadata.storage_meta = StorageMeta()
+        metadata.storage_meta.load_id = getattr(self, "load_id", None)
+        return metadata
+
+
+def _old_torch() -> bool:
+    major, minor = (int(x) for x in torch.__version__.split(".")[:2])
+    return (major, minor) < (2, 6)
+
+
+def _has_bytes(metadata: Any) -> bool:
+    return any(isinstance(v, BytesStorageMetadata) for v in metadata.state_dict_metadata.values())

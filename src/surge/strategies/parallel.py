@@ -1,0 +1,168 @@
+"""What every multi-process strategy shares: ranks, the process group, collectives, tear-down.
+
+DDP and FSDP differ only in how they wrap the module and write checkpoints; the process group is
+started here (or joined when torchrun or SLURM started the processes).
+"""
+
+from __future__ import annotations
+
+import atexit
+import datetime
+import gc
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import Tensor, nn
+
+from ..errors import MisconfigurationError
+from ..launch.environment import ClusterEnvironment, detect
+from ..launch.subprocess_launcher import SubprocessLauncher
+from .base import Strategy
+
+_OPS = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}
+
+
+class ProcessGroupStrategy(Strategy):
+    """One process per device in a `torch.distributed` process group."""
+
+    def __init__(
+        self,
+        *,
+        timeout: datetime.timedelta | float = datetime.timedelta(minutes=30),
+        process_group_backend: str | None = None,
+    ) -> None:
+        super().__init__()
+        self.timeout = (
+            timeout if isinstance(timeout, datetime.timedelta) else datetime.timedelta(seconds=timeout)
+        )
+        self.backend = process_group_backend
+        self.env: ClusterEnvironment = detect()
+        self.launcher: SubprocessLauncher | None = None
+        self.wrapped: nn.Module | None = None
+        self._owns_group = False
+
+    # -- ranks -----------------------------------------------------------------------------
+    @property
+    def global_rank(self) -> int:  # type: ignore[override]
+        return self.env.global_rank
+
+    @property
+    def local_rank(self) -> int:  # type: ignore[override]
+        return self.env.local_rank
+
+    @property
+    def node_rank(self) -> int:  # type: ignore[override]
+        return self.env.node_rank
+
+    @property
+    def world_size(self) -> int:  # type: ignore[override]
+        return self.env.world_size
+
+    @property
+    def reducer(self) -> ProcessGroupStrategy:
+        return self
+
+    def configure(self, processes_per_node: int, num_nodes: int) -> None:
+        """Check the environment agrees with `devices` and `num_nodes`; plan a launch if alone."""
+        expected = processes_per_node * num_nodes
+        if self.env.source == "local":
+            if num_nodes > 1:
+                raise MisconfigurationError(
+                    f"num_nodes={num_nodes} needs a launcher that starts processes on every node: run under "
+                    "torchrun (`surge launch`) or SLURM (`srun`)."
+                )
+            self.launcher = SubprocessLauncher(processes_per_node)
+            self.env = ClusterEnvironment(source="surge", world_size=expected, local_world_size=expected)
+        elif self.env.world_size != expected:
+            raise MisconfigurationError(
+                f"Trainer(devices={processes_per_node}, num_nodes={num_nodes}) expects {expected} processes, but the "
+                f"{self.env.source} environment says WORLD_SIZE={self.env.world_size} (this is rank "
+                f"{self.env.global_rank}, local rank {self.env.local_rank}, node {self.env.node_rank}); make them agree."
+            )
+
+    # -- set-up ----------------------------------------------------------------------------
+    def setup_environment(self, device: torch.device) -> None:
+        self.device = device
+        if dist.is_available() and dist.is_initialized():
+            return
+        if self.launcher is not None and not self.launcher.children and self.env.global_rank == 0:
+            self.launcher.launch()
+            self.env = detect()
+        elif self.env.source == "slurm":
+            self.env.export()
+        backend = self.backend or ("nccl" if device.type == "cuda" else "gloo")
+        dist.init_process_group(
+            backend,
+            rank=self.env.global_rank,
+            world_size=self.env.world_size,
+            timeout=self.timeout,
+            init_method="env://",
+        )
+        self._owns_group = True
+        # The group lives on for validate/test/predict after fit; at exit it must be destroyed, or
+        # gloo's threads can abort the interpreter at shutdown ("terminate called without an active
+        # exception"). Registered after the launcher's join, so it runs before it.
+        atexit.register(self._destroy_at_exit)
+
+    # -- collectives -----------------------------------------------------------------------
+    def barrier(self, name: str = "") -> None:
+        if dist.is_initialized():
+            dist.barrier()
+
+    def broadcast(self, obj: Any, src: int = 0) -> Any:
+        box = [obj]
+        dist.broadcast_object_list(box, src=src)
+        return box[0]
+
+    def all_reduce(self, tensor: Tensor, op: str = "sum") -> Tensor:
+        out = tensor.detach().clone()
+        if self._backend_name() == "gloo" and out.device.type != "cpu":
+            out = out.cpu()
+        dist.all_reduce(out, op=_OPS[op])
+        return out
+
+    def mean(self, tensor: Tensor) -> Tensor:
+        return self.all_reduce(tensor, "sum") / self.world_size
+
+    def reduce_bool(self, flag: bool) -> bool:
+        t = torch.tensor(float(flag), device=self.device if self._backend_name() != "gloo" else "cpu")
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        return bool(t.item())
+
+    def all_gather_object(self, obj: Any) -> list[Any]:
+        out: list[Any] = [None] * self.world_size
+        dist.all_gather_object(out, obj)
+        return out
+
+    def _shard_problems(self, ckpt: dict[str, Any], path: str | Path) -> list[str]:
+        # Each rank checks its share of the shard files; every rank learns every problem, so all
+        # of them refuse together.
+        from ..shard_files import verify_shards
+
+        mine = verify_shards(ckpt, path, self.global_rank, self.world_size)
+        return [p for part in self.all_gather_object(mine) for p in part]
+
+    def _backend_name(self) -> str:
+        return dist.get_backend() if dist.is_initialized() else "gloo"
+
+    # -- tear-down -------------------------------------------------------------------------
+    def _destroy_at_exit(self) -> None:
+        # A wrapper (DDP's reducer, FSDP's state) holds the process group: drop it first, so the
+        # group (and its gloo threads) is really freed here rather than during interpreter
+        # shutdown, where a still-joinable thread aborts the process.
+        self.wrapped = None
+        gc.collect()
+        if self._owns_group and dist.is_initialized():
+            dist.destroy_process_group()
+            self._owns_group = False
+
+    def teardown(self, failed: bool = False) -> None:
+        if failed and self.launcher is not None:
+            self.launcher.terminate()
+        if self._owns_group and dist.is_initialized():
+            if not failed:
+                dist.barrier()
+            dist.destroy_process_group()
+            self._owns_group = False
