@@ -30,9 +30,17 @@ from torch.distributed.checkpoint import DefaultLoadPlanner, FileSystemReader
 from torch.distributed.checkpoint.api import CheckpointException
 from torch.distributed.checkpoint.metadata import BytesStorageMetadata, StorageMeta, TensorStorageMetadata
 
-from .checkpoint import save_atomic
+from .checkpoint import clean_state_dict, load_checkpoint, save_atomic
 from .errors import CheckpointError
-from .shard_files import SHARDS, TENSOR_KEYS, _named_folder, _remove_if_unreferenced, file_digest, shard_dir
+from .shard_files import (
+    SHARDS,
+    TENSOR_KEYS,
+    _named_folder,
+    _remove_if_unreferenced,
+    file_digest,
+    is_sharded,
+    shard_dir,
+)
 
 
 # -- writing -------------------------------------------------------------------------------
@@ -198,3 +206,25 @@ def _old_torch() -> bool:
 
 def _has_bytes(metadata: Any) -> bool:
     return any(isinstance(v, BytesStorageMetadata) for v in metadata.state_dict_metadata.values())
+
+
+def read_weights(path: str | Path) -> dict[str, torch.Tensor]:
+    """The bare model weights of any surge checkpoint (one file, or sharded), verified, on CPU."""
+    from .shard_files import verify_shards
+
+    ckpt = load_checkpoint(path)
+    if not is_sharded(ckpt):
+        return clean_state_dict(ckpt["state_dict"])
+    problems = verify_shards(ckpt, path)
+    if problems:
+        raise CheckpointError(f"checkpoint {path} cannot be used: " + "; ".join(problems))
+    return full_model_state(ckpt, path)
+
+
+def consolidate(path: str | Path, out: str | Path) -> Path:
+    """Write a sharded checkpoint's model as one ordinary weights-only checkpoint file at `out`
+    (loadable by any surge run, or by `torch.load(weights_only=True)`)."""
+    ckpt = load_checkpoint(path)
+    state = {k: ckpt[k] for k in ("epoch", "global_step", "hyper_parameters") if k in ckpt}
+    state["state_dict"] = read_weights(path)
+    return save_atomic(state, out)

@@ -166,3 +166,20 @@ def test_a_hostile_dcp_metadata_never_runs(two_process_run, tmp_path):
     with pytest.raises(CheckpointError, match="could run code"):
         strategy.restore_model(_net(), strategy.load_checkpoint(path), path)
     assert not _Payload.marker.exists()
+
+
+@pytest.mark.slow
+def test_a_sharded_checkpoint_consolidates_into_one_file(two_process_run, tmp_path):
+    from surge.sharded import consolidate
+
+    tmp, saved = two_process_run
+    out = consolidate(tmp / saved["last_ckpt"], tmp_path / "whole.ckpt")
+    state = torch.load(out, weights_only=True)
+    assert state["global_step"] == saved["global_step"] and "sharded" not in state
+    for key, value in saved["state_dict"].items():
+        assert torch.equal(state["state_dict"][key], value), key
+    net = _net()
+    assert (
+        surge.strategies.SingleDeviceStrategy().restore_model(net, surge.checkpoint.load_checkpoint(out), out)
+        == []
+    )
