@@ -794,6 +794,35 @@ def device_index(ctx: Ctx, out: Outcome) -> None:
     out.checks["loss finite"] = all(math.isfinite(x) for x in recorder.values())
 
 
+def sharded(ctx: Ctx, out: Outcome) -> None:
+    """FSDP2 on one GPU (NCCL, world size 1) with bf16-mixed; DataParallel where there are 2+ GPUs."""
+    from surge.strategies import FSDPStrategy
+
+    batches = make_batches(ctx.plan.small, 40, pin=True)
+    recorder = LossRecorder()
+    trainer = surge_fit(
+        ctx, LMModule(ctx.plan.small), batches, [recorder], strategy=FSDPStrategy(shard={Block}),
+        precision="bf16-mixed",
+    )  # fmt: skip
+    losses = recorder.values()
+    out.rows.append({"strategy": trainer.strategy.name, "first loss": losses[0], "last loss": losses[-1]})
+    out.checks["FSDP bf16-mixed: loss fell below 0.8x the first"] = losses[-1] < 0.8 * losses[0]
+    if torch.cuda.device_count() < 2:
+        out.notes.append("DataParallel vs one GPU skipped: one GPU")
+        return
+    speeds = {}
+    for strategy, devices in (("dp", 2), ("auto", 1)):
+        t0 = time.perf_counter()
+        surge_fit(ctx, LMModule(ctx.plan.small), batches, strategy=strategy, devices=devices)
+        torch.cuda.synchronize()
+        speeds[strategy] = len(batches) / (time.perf_counter() - t0)
+    out.rows.append({"strategy": "dp (2 GPUs)", "steps/s": speeds["dp"]})
+    out.rows.append({"strategy": "one GPU", "steps/s": speeds["auto"]})
+    out.notes.append(
+        "DDP on 2 GPUs needs its own processes: run benchmarks/ddp.py on that machine to compare"
+    )
+
+
 # -- the runner ------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Section:
@@ -815,6 +844,7 @@ SECTIONS = (
     Section("6. Peak memory", peak_memory, 60),
     Section("7. Manual model parallelism", model_parallel, 45),
     Section("8. devices=[N]", device_index, 30),
+    Section("9. FSDP (and DataParallel with 2+ GPUs)", sharded, 60),
     Section(
         "4b. Throughput vs a raw loop (torch.compile)", throughput(lambda p: p.compiled_cases), 240, min_s=60
     ),
