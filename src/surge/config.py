@@ -18,6 +18,7 @@ PRECISION_ALIASES: dict[str, str] = {
     "16-true": "16-true", "bf16-true": "bf16-true",
 }  # fmt: skip
 ACCELERATORS = ("auto", "cpu", "cuda", "gpu", "mps")
+NONFINITE_MODES = ("raise", "skip", "warn")
 STRATEGIES = ("auto", "single", "ddp", "dp", "fsdp")
 MATMUL_PRECISIONS = ("highest", "high", "medium")
 
@@ -81,6 +82,7 @@ class TrainerConfig:
     matmul_precision: str | None = None
     compile: bool | dict[str, Any] = False
     channels_last: bool = False
+    on_nonfinite: str | None = "warn"
 
     def __post_init__(self) -> None:
         if self.max_epochs is not None:
@@ -155,6 +157,8 @@ class TrainerConfig:
                 )
         if not isinstance(self.channels_last, bool):
             raise bad_value("channels_last", self.channels_last, "True or False")
+        if self.on_nonfinite is not None and self.on_nonfinite not in NONFINITE_MODES:
+            raise bad_value("on_nonfinite", self.on_nonfinite, f"one of {NONFINITE_MODES} or None")
 
     def _check_val_interval(self) -> None:
         value = self.val_check_interval

@@ -10,6 +10,7 @@ import torch
 from torch.optim import Optimizer
 
 from .errors import MisconfigurationError
+from .nonfinite import NonFiniteGuard
 
 
 @dataclass(kw_only=True)
@@ -127,6 +128,8 @@ class Optimization:
         clip_val: float | None,
         clip_algorithm: str,
         metrics: Callable[[], Mapping[str, Any]],
+        guard: NonFiniteGuard | None = None,
+        where: Callable[[], tuple[int, int, int]] = lambda: (0, 0, 0),
     ) -> None:
         self.optimizers = optimizers
         self.schedulers = schedulers
@@ -141,6 +144,8 @@ class Optimization:
             "epoch": [s for s in schedulers if s.interval == "epoch"],
         }
         self.skipped = False
+        self.guard = guard if guard is not None else NonFiniteGuard(None, optimizers, False)
+        self._where = where
 
     def _clip_fn(self, opt: Optimizer, value: float | None, algorithm: str) -> Callable[[], None] | None:
         if value is None:
@@ -171,7 +176,10 @@ class Optimization:
             if self._before_step:
                 self._precision.unscale_gradients(opt)  # hooks see true-scale gradients
                 self._hooks.call("on_before_optimizer_step", opt)
-            stepped &= self._precision.optimizer_step(opt, clip)
+            if self.guard.active and not self.guard.allow(opt, self._where):
+                stepped = False  # on_nonfinite="skip": this window's gradients are dropped
+            else:
+                stepped &= self._precision.optimizer_step(opt, clip)
             if self._before_zero:
                 self._hooks.call("on_before_zero_grad", opt)
             opt.zero_grad(set_to_none=True)

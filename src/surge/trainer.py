@@ -23,6 +23,7 @@ from .loops.evaluate import run_evaluation, run_prediction
 from .loops.fit import FitLoop
 from .loops.hooks import Hooks
 from .module import Module
+from .nonfinite import NonFiniteGuard
 from .optim import Optimization, parse_optimizers
 from .precision import Precision, precision_plugin
 from .rank_zero import info
@@ -73,6 +74,7 @@ class Trainer:
         matmul_precision: str | None = None,
         compile: bool | dict[str, Any] = False,
         channels_last: bool = False,
+        on_nonfinite: str | None = "warn",
     ) -> None:
         args = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
         self._cfg = cfg = TrainerConfig(**{**args, "callbacks": callbacks or []})
@@ -261,6 +263,10 @@ class Trainer:
             self._cfg.gradient_clip_val,
             self._cfg.gradient_clip_algorithm,
             lambda: self.callback_metrics,
+            guard=NonFiniteGuard(
+                self._cfg.on_nonfinite, optimizers, getattr(self._precision, "scaler", None) is not None
+            ),
+            where=lambda: (self.global_step + 1, self.current_epoch, self.fit_loop.batches_done),
         )
         pending_rng = restore_state(self, resume) if resume is not None else None
         self._run_stage("fit", lambda: self._fit_body(pending_rng))
@@ -488,6 +494,8 @@ class Trainer:
         to_loggers: bool = True,
     ) -> None:
         """Make host metrics visible: callback_metrics, the progress bar, and the loggers."""
+        if not evaluation and self._optim is not None and self._optim.guard.device_skip:
+            self._optim.guard.report(step)  # a fused optimizer skipped on the device: say so promptly
         logged = {}
         for key, value in metrics.items():
             prog_bar, to_logger, name = flags.get(key, (False, True, key))

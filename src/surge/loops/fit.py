@@ -103,6 +103,7 @@ class FitLoop:
             results.read_step(), flags, step=self.global_step, to_loggers=False
         )  # host read: epoch end
         t._publish(results.read_epoch(), flags, step=self.global_step)
+        t._optim.guard.report(self.global_step)  # host read: epoch end
         if self.epoch_done:
             t._optim.step_schedulers("epoch", self.epoch + 1)
         hooks.callbacks("on_train_epoch_end")
@@ -170,6 +171,7 @@ class FitLoop:
         late_ok = n != math.inf or t._strategy.syncs_late
         no_sync = t._strategy.no_sync if t.world_size > 1 and late_ok else None
         manual = not model.automatic_optimization
+        watch = optim.guard.watch if optim.guard.active else None
         forward_context = precision.forward_context
         checked = self.global_step > 0
         before_backward, after_backward = hooks.any("on_before_backward"), hooks.any("on_after_backward")
@@ -208,6 +210,8 @@ class FitLoop:
                     if not checked:
                         _check_loss(loss)
                         checked = True
+                    if watch is not None:
+                        watch(loss)  # on the device: inf/NaN counted, read at the next read point
                     scaled = loss / window if window != 1 else loss
                     if before_backward:
                         hooks.call("on_before_backward", scaled)

@@ -1,0 +1,129 @@
+"""on_nonfinite: a NaN loss or gradient never silently ruins the weights."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+import surge
+from surge.nonfinite import NonFiniteError
+
+
+class Poisoned(surge.Module):
+    """A linear regression whose loss (or only its gradient) turns NaN at the batches in `bad`."""
+
+    def __init__(self, bad=(), where="loss", fused=False) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.lin = torch.nn.Linear(3, 1)
+        self.bad, self.where, self.fused = set(bad), where, fused
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        out = self.lin(x)
+        if batch_idx in self.bad and self.where == "grad":
+            out = _NanGrad.apply(out)  # the loss stays finite; the gradient does not
+        loss = torch.nn.functional.mse_loss(out, y)
+        if batch_idx in self.bad and self.where == "loss":
+            loss = loss * float("nan")
+        return loss
+
+    def configure_optimizers(self):
+        if self.fused:
+            return torch.optim.AdamW(self.parameters(), lr=0.01, fused=True)
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+class _NanGrad(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * float("nan")
+
+
+def _loader(n: int = 8) -> DataLoader:
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(n * 2, 3, generator=g)
+    return DataLoader(TensorDataset(x, x.sum(1, keepdim=True)), batch_size=2)
+
+
+def _fit(tmp_path, model, **kwargs) -> surge.Trainer:
+    trainer = surge.Trainer(
+        max_epochs=1, default_root_dir=tmp_path, enable_progress_bar=False, enable_checkpointing=False,
+        enable_model_summary=False, logger=False, **kwargs,
+    )  # fmt: skip
+    trainer.fit(model, _loader())
+    return trainer
+
+
+def test_raise_stops_at_the_step_before_applying_it(tmp_path):
+    model = Poisoned(bad={3})
+    with pytest.raises(NonFiniteError, match=r"step 4 \(epoch 0, batch 3\).*not applied"):
+        _fit(tmp_path, model, on_nonfinite="raise")
+    reference = Poisoned()
+    _fit(tmp_path, reference, on_nonfinite="raise", max_steps=3)
+    assert torch.equal(model.lin.weight, reference.lin.weight)  # steps 1-3 only; step 4 never applied
+
+
+@pytest.mark.parametrize("where", ["loss", "grad"])
+def test_skip_drops_the_bad_steps_and_counts_them(tmp_path, where):
+    model = Poisoned(bad={2, 5}, where=where)
+    trainer = _fit(tmp_path, model, on_nonfinite="skip")
+    assert trainer._optim.guard.skipped == 2
+    assert torch.isfinite(model.lin.weight).all()
+
+    class Without(Poisoned):  # the same run, without the two bad batches ever stepping
+        def training_step(self, batch, batch_idx):
+            loss = super().training_step(batch, batch_idx)
+            return loss * 0.0 if batch_idx in (2, 5) else loss
+
+    reference = Without()
+    _fit(tmp_path, reference, on_nonfinite=None)
+    # Plain SGD: a step on zero gradients changes nothing, so the weights must be equal.
+    assert torch.equal(model.lin.weight, reference.lin.weight)
+
+
+def test_warn_says_so_at_the_epoch_end_without_a_per_step_read(tmp_path, monkeypatch):
+    reads = {"n": 0}
+    real = torch.Tensor.item
+
+    def item(self):
+        reads["n"] += 1
+        return real(self)
+
+    monkeypatch.setattr(torch.Tensor, "item", item)
+    _fit(tmp_path, Poisoned(bad={4}), on_nonfinite=None)
+    unchecked, reads["n"] = reads["n"], 0
+    with pytest.warns(UserWarning, match="non-finite loss"):
+        _fit(tmp_path, Poisoned(bad={4}), on_nonfinite="warn")
+    assert reads["n"] == unchecked  # the guard adds no .item() (its one read per epoch is a tolist)
+
+
+def test_a_fused_optimizer_skips_on_the_device(tmp_path, monkeypatch):
+    reads = {"n": 0}
+    real = torch.Tensor.item
+
+    def item(self):
+        reads["n"] += 1
+        return real(self)
+
+    monkeypatch.setattr(torch.Tensor, "item", item)
+    _fit(tmp_path, Poisoned(fused=True), on_nonfinite=None)
+    unchecked, reads["n"] = reads["n"], 0
+    model = Poisoned(bad={1, 2}, fused=True)
+    with pytest.warns(UserWarning, match="skipped 2 optimizer step"):
+        trainer = _fit(tmp_path, model, on_nonfinite="skip")
+    assert trainer._optim.guard.device_skip and trainer._optim.guard.skipped == 2
+    assert torch.isfinite(model.lin.weight).all()
+    assert reads["n"] == unchecked
+    state = trainer.optimizers[0].state[model.lin.weight]
+    assert int(state["step"]) == 8 - 2  # the skipped steps did not count for Adam either
+
+
+def test_bad_mode_is_refused():
+    with pytest.raises(ValueError, match="on_nonfinite.*'ignore'.*raise"):
+        surge.Trainer(on_nonfinite="ignore")
