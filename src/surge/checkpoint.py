@@ -11,6 +11,7 @@ import os
 import pickle
 import re
 import uuid
+import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -116,12 +117,24 @@ def save_atomic(state: dict[str, Any], path: str | Path) -> Path:
         _fsync_dir(path.parent)
     except BaseException as err:
         tmp.unlink(missing_ok=True)
-        if isinstance(err, OSError):
+        cause = _os_error(err)
+        if cause is not None:
             raise CheckpointError(
-                f"could not write checkpoint {path}: {err}; the previous checkpoint is intact"
+                f"could not write checkpoint {path}: {cause}; the previous checkpoint is intact"
             ) from err
         raise
     return path
+
+
+def _os_error(err: BaseException | None) -> OSError | None:
+    """The OSError behind `err`: torch's zip writer reports a full disk as a RuntimeError raised
+    while it handles the OSError, so the disk's own error is in the chain, not on top."""
+    seen = 0
+    while err is not None and seen < 8:
+        if isinstance(err, OSError):
+            return err
+        err, seen = err.__cause__ or err.__context__, seen + 1
+    return None
 
 
 def link_atomic(source: Path, target: Path) -> None:
@@ -192,6 +205,11 @@ def load_checkpoint(path: str | Path, verify: bool = True) -> dict[str, Any]:
         raise CheckpointError(
             f"refusing to load {path}: TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD is set, which would let a checkpoint "
             "run code; unset it (surge always loads with weights_only=True)"
+        )
+    if not zipfile.is_zipfile(path):
+        raise CheckpointError(
+            f"refusing to load {path}: it is not in torch.save's format, so it is corrupt or another kind of "
+            f"file, such as a plain pickle, which could run code ({path.stat().st_size} bytes)"
         )
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)

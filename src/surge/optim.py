@@ -56,6 +56,11 @@ def parse_optimizers(
         raise MisconfigurationError(
             f"{where} returned None; return an optimizer, e.g. torch.optim.Adam(self.parameters(), lr=1e-3)."
         )
+    if isinstance(returned, str | bytes):
+        raise MisconfigurationError(
+            f"{where} returned the {type(returned).__name__} {returned!r}; return an optimizer object, e.g. "
+            "torch.optim.Adam(self.parameters(), lr=1e-3)."
+        )
     optimizers: list[Optimizer] = []
     schedulers: list[SchedulerConfig] = []
     if isinstance(returned, Optimizer):

@@ -61,6 +61,17 @@ class CountAllreduces(surge.callbacks.Callback):
         trainer.strategy.wrapped.register_comm_hook(None, hook)
 
 
+class FailAt(surge.callbacks.Callback):
+    """Raises on one rank at one step: the other ranks must not wait for it forever."""
+
+    def __init__(self, rank: int, step: int) -> None:
+        self.rank, self.step = rank, step
+
+    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
+        if trainer.global_rank == self.rank and trainer.global_step == self.step:
+            raise RuntimeError(f"boom on rank {self.rank} at step {self.step}")
+
+
 def data(n: int) -> TensorDataset:
     g = torch.Generator().manual_seed(1)
     x = torch.randn(n, 4, generator=g)
@@ -80,6 +91,8 @@ def main() -> None:
     p.add_argument("--ckpt", default=None)
     p.add_argument("--count-allreduce", action="store_true")
     p.add_argument("--out", required=True)
+    p.add_argument("--fail-rank", type=int, default=None)
+    p.add_argument("--fail-step", type=int, default=3)
     args = p.parse_args()
 
     surge.seed_everything(0)
@@ -87,8 +100,11 @@ def main() -> None:
     train = DataLoader(dataset, batch_size=args.batch_size, shuffle=args.shuffle)
     val = DataLoader(dataset, batch_size=3)
     counter = CountAllreduces()
+    callbacks = [counter] if args.count_allreduce else []
+    if args.fail_rank is not None:
+        callbacks.append(FailAt(args.fail_rank, args.fail_step))
     trainer = surge.Trainer(
-        callbacks=[counter] if args.count_allreduce else None,
+        callbacks=callbacks,
         accelerator="cpu", devices=args.devices, max_epochs=args.epochs, max_steps=args.max_steps,
         accumulate_grad_batches=args.accumulate, default_root_dir=args.root, enable_progress_bar=False,
         enable_model_summary=False, num_sanity_val_steps=0, log_every_n_steps=1,

@@ -183,7 +183,11 @@ class FitLoop:
         optim.zero_grad()  # nothing left over from an epoch that ended inside a window
         while batch_idx < n:
             t0 = clock()
-            batch = next(it, _END)
+            try:
+                batch = next(it, _END)
+            except Exception as err:  # a sample raised, or a worker died or timed out
+                _explain_fetch_error(err, self.epoch, batch_idx, t._train_loader)
+                raise
             if batch is _END:
                 break
             wait += clock() - t0
@@ -275,6 +279,15 @@ class FitLoop:
 
 _END = object()
 _NO_CONTEXT = contextlib.nullcontext()
+
+
+def _explain_fetch_error(err: BaseException, epoch: int, batch_idx: int, loader: Any) -> None:
+    """Say where in the run the data failed (the traceback from the worker is kept below it)."""
+    workers = getattr(loader, "num_workers", 0)
+    where = f"in one of its {workers} worker processes" if workers else "in this process"
+    note = f"surge: the train dataloader failed {where} while fetching batch {batch_idx} of epoch {epoch}"
+    if hasattr(err, "add_note"):  # Python >= 3.11
+        err.add_note(note)
 
 
 def _loss_from(out: Any, batch_idx: int) -> Tensor:

@@ -1,0 +1,283 @@
+"""Every bad input in the docs' table (docs/reliability.md) gets a clear error: one test per row.
+
+A row: an id (also in the docs), what is tried, the error type, and words the message must hold
+(the argument, the value, what is allowed).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+import surge
+from helpers import TinyModel, make_loaders
+from surge.errors import CheckpointError, SurgeError
+
+
+def loader() -> DataLoader:
+    return make_loaders()[0]
+
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "reliability.md"
+
+
+def _quiet(**kwargs) -> surge.Trainer:
+    base = dict(max_epochs=1, enable_progress_bar=False, enable_checkpointing=False, enable_model_summary=False,
+                logger=False, num_sanity_val_steps=0)  # fmt: skip
+    return surge.Trainer(**{**base, **kwargs})
+
+
+class Returns(TinyModel):
+    """training_step returns `value(loss)` instead of the loss."""
+
+    def __init__(self, value) -> None:
+        super().__init__()
+        self.value = value
+
+    def training_step(self, batch, batch_idx):
+        return self.value(super().training_step(batch, batch_idx))
+
+
+class Optimizers(TinyModel):
+    def __init__(self, value) -> None:
+        super().__init__()
+        self.value = value
+
+    def configure_optimizers(self):
+        return self.value(self)
+
+
+class Logs(TinyModel):
+    def __init__(self, **log) -> None:
+        super().__init__()
+        self.log_args = log
+
+    def training_step(self, batch, batch_idx):
+        self.log(**self.log_args)
+        return super().training_step(batch, batch_idx)
+
+
+def _fit(model, data=None, **kwargs):
+    return lambda tmp: _quiet(default_root_dir=tmp, **kwargs).fit(
+        model, data if data is not None else loader()
+    )
+
+
+def _trainer(**kwargs):
+    return lambda tmp: surge.Trainer(default_root_dir=tmp, **kwargs)
+
+
+def _ckpt(content: bytes | None):
+    def run(tmp):
+        path = tmp / "bad.ckpt"
+        path.write_bytes(content if content is not None else b"")
+        _quiet(default_root_dir=tmp).fit(TinyModel(), loader(), ckpt_path=path)
+
+    return run
+
+
+def _flipped(tmp):
+    trainer = _quiet(default_root_dir=tmp, max_steps=2)
+    trainer.fit(TinyModel(), loader())
+    path = tmp / "good.ckpt"
+    trainer.save_checkpoint(path)
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    path.write_bytes(bytes(data))
+    _quiet(default_root_dir=tmp).fit(TinyModel(), loader(), ckpt_path=path)
+
+
+def _mismatch(tmp):
+    trainer = _quiet(default_root_dir=tmp, max_steps=2)
+    trainer.fit(TinyModel(hidden=8), loader())
+    trainer.save_checkpoint(tmp / "m.ckpt")
+    _quiet(default_root_dir=tmp).fit(TinyModel(hidden=5), loader(), ckpt_path=tmp / "m.ckpt")
+
+
+def _pickled(tmp):
+    class Payload:
+        def __reduce__(self):
+            return (os.system, (f"touch {tmp / 'pwned'}",))
+
+    torch.save({"state_dict": {}, "payload": Payload()}, tmp / "evil.ckpt")
+    try:
+        _quiet(default_root_dir=tmp).fit(TinyModel(), loader(), ckpt_path=tmp / "evil.ckpt")
+    finally:
+        assert not (tmp / "pwned").exists()
+
+
+def _env(**env):
+    def run(tmp):
+        old = {k: os.environ.get(k) for k in env}
+        os.environ.update(env)
+        try:
+            surge.Trainer(default_root_dir=tmp, accelerator="cpu", devices=2)
+        finally:
+            for k, v in old.items():
+                os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
+
+    return run
+
+
+def _unsafe_env(tmp):
+    trainer = _quiet(default_root_dir=tmp, max_steps=1)
+    trainer.fit(TinyModel(), loader())
+    trainer.save_checkpoint(tmp / "ok.ckpt")
+    os.environ["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"] = "1"
+    try:
+        _quiet(default_root_dir=tmp).fit(TinyModel(), loader(), ckpt_path=tmp / "ok.ckpt")
+    finally:
+        del os.environ["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"]
+
+
+_EMPTY = DataLoader(TensorDataset(torch.zeros(0, 4), torch.zeros(0, dtype=torch.long)), batch_size=2)
+
+ROWS = [
+    # Trainer arguments
+    ("max_epochs-negative", _trainer(max_epochs=-2), ValueError, ["max_epochs", "-2"]),
+    ("precision-unknown", _trainer(precision="fp8"), ValueError, ["precision", "fp8", "bf16-mixed"]),
+    ("accelerator-unknown", _trainer(accelerator="tpu"), ValueError, ["accelerator", "tpu", "cpu"]),
+    ("devices-zero", _trainer(accelerator="cpu", devices=0), ValueError, ["devices", "0"]),
+    ("accumulate-zero", _trainer(accumulate_grad_batches=0), ValueError, ["accumulate_grad_batches", "0"]),
+    ("clip-negative", _trainer(gradient_clip_val=-1.0), ValueError, ["gradient_clip_val", "-1.0"]),
+    ("clip-algorithm", _trainer(gradient_clip_algorithm="l1"), ValueError, ["gradient_clip_algorithm", "l1"]),
+    (
+        "limit-batches-negative",
+        _trainer(limit_train_batches=-0.5),
+        ValueError,
+        ["limit_train_batches", "-0.5"],
+    ),
+    ("strategy-unknown", _trainer(strategy="horovod"), ValueError, ["strategy", "horovod", "ddp"]),
+    (
+        "on-nonfinite-unknown",
+        _trainer(on_nonfinite="ignore"),
+        ValueError,
+        ["on_nonfinite", "ignore", "raise"],
+    ),
+    ("num-nodes-zero", _trainer(num_nodes=0), ValueError, ["num_nodes", "0"]),
+    ("dp-without-cuda", _trainer(strategy="dp", accelerator="cpu"), ValueError, ["strategy='dp'", "cpu"]),
+    (
+        "nodes-without-launcher",
+        _trainer(accelerator="cpu", num_nodes=2),
+        ValueError,
+        ["num_nodes=2", "torchrun"],
+    ),
+    (
+        "val-interval-too-large",
+        _fit(TinyModel(), val_check_interval=1000),
+        ValueError,
+        ["val_check_interval=1000"],
+    ),
+    # what the module's hooks return
+    (
+        "step-returns-none",
+        _fit(Returns(lambda loss: None)),
+        ValueError,
+        ["training_step returned None", "batch 0"],
+    ),
+    (
+        "step-dict-without-loss",
+        _fit(Returns(lambda loss: {"l": loss})),
+        ValueError,
+        ["without a 'loss' key", "['l']"],
+    ),
+    (
+        "step-loss-not-scalar",
+        _fit(Returns(lambda loss: loss.repeat(3))),
+        ValueError,
+        ["shape (3,)", "scalar"],
+    ),
+    (
+        "step-loss-detached",
+        _fit(Returns(lambda loss: loss.detach())),
+        RuntimeError,
+        ["does not require grad"],
+    ),
+    ("step-returns-string", _fit(Returns(lambda loss: "loss")), ValueError, ["returned str", "batch 0"]),
+    ("optimizers-none", _fit(Optimizers(lambda m: None)), SurgeError, ["configure_optimizers"]),
+    ("optimizers-string", _fit(Optimizers(lambda m: "adam")), SurgeError, ["configure_optimizers", "str"]),
+    (
+        "scheduler-dict-key",
+        _fit(
+            Optimizers(
+                lambda m: {
+                    "optimizer": torch.optim.SGD(m.parameters(), 0.1),
+                    "lr_scheduler": {
+                        "scheduler": torch.optim.lr_scheduler.StepLR(torch.optim.SGD(m.parameters(), 0.1), 1),
+                        "every": 2,
+                    },
+                }
+            )
+        ),
+        ValueError,
+        ["lr_scheduler", "every"],
+    ),  # fmt: skip
+    ("log-vector", _fit(Logs(name="v", value=torch.ones(3))), ValueError, ["self.log('v'", "shape (3,)"]),
+    ("log-empty-name", _fit(Logs(name="", value=1.0)), ValueError, ["self.log(name)"]),
+    (
+        "log-reduce-fx",
+        _fit(Logs(name="x", value=1.0, reduce_fx="median")),
+        ValueError,
+        ["reduce_fx", "median"],
+    ),
+    # dataloaders
+    ("loader-empty", _fit(TinyModel(), _EMPTY), ValueError, ["empty", "0 batches"]),
+    (
+        "two-train-loaders",
+        _fit(TinyModel(), [loader(), loader()]),
+        ValueError,
+        ["train_dataloaders", "2 loaders"],
+    ),
+    (
+        "no-train-data",
+        lambda tmp: _quiet(default_root_dir=tmp).fit(TinyModel()),
+        ValueError,
+        ["no training data"],
+    ),
+    (
+        "sample-raises",
+        _fit(TinyModel(), DataLoader([(torch.randn(4), 0)] * 3 + [None], batch_size=2)),
+        TypeError,
+        ["fetching batch 1 of epoch 0"],
+    ),  # fmt: skip
+    # checkpoints
+    (
+        "ckpt-missing",
+        lambda tmp: _quiet(default_root_dir=tmp).fit(TinyModel(), loader(), ckpt_path=tmp / "no.ckpt"),
+        ValueError,
+        ["ckpt_path", "no such file"],
+    ),  # fmt: skip
+    ("ckpt-empty", _ckpt(b""), CheckpointError, ["bad.ckpt", "empty (0 bytes)"]),
+    ("ckpt-garbage", _ckpt(b"not a checkpoint at all"), CheckpointError, ["bad.ckpt", "corrupt"]),
+    ("ckpt-flipped-bit", _flipped, CheckpointError, ["good.ckpt"]),
+    ("ckpt-shape-mismatch", _mismatch, CheckpointError, ["m.ckpt", "shape mismatches", "net.0.weight"]),
+    ("ckpt-pickle-payload", _pickled, CheckpointError, ["evil.ckpt", "refusing"]),
+    ("env-unsafe-load", _unsafe_env, CheckpointError, ["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "refusing"]),
+    # the environment
+    (
+        "env-world-size",
+        _env(RANK="0", WORLD_SIZE="3", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT="29555"),
+        ValueError,
+        ["devices=2", "WORLD_SIZE=3"],
+    ),  # fmt: skip
+]
+
+
+@pytest.mark.parametrize(("row", "run", "kind", "words"), ROWS, ids=[r[0] for r in ROWS])
+def test_bad_input_gets_a_clear_error(tmp_path, row, run, kind, words):
+    with pytest.raises(kind) as info:
+        run(tmp_path)
+    text = str(info.value) + "".join(getattr(info.value, "__notes__", []))
+    for word in words:
+        assert word in text, f"{row}: {word!r} not in {text!r}"
+
+
+def test_the_docs_table_lists_every_row():
+    documented = set(re.findall(r"^\| `([a-z0-9_-]+)` \|", DOCS.read_text(), re.MULTILINE))
+    assert documented == {r[0] for r in ROWS}
+    assert len(ROWS) >= 30
