@@ -1,4 +1,4 @@
-"""The `surge` command: `surge demo`, `surge launch`, `surge slurm` (also `python -m surge`)."""
+"""The `surge` command: `surge demo`, `launch`, `slurm`, `export` (also `python -m surge`)."""
 
 from __future__ import annotations
 
@@ -87,6 +87,10 @@ def build_parser() -> argparse.ArgumentParser:
     slurm.add_argument("script")
     slurm.add_argument("script_args", nargs=argparse.REMAINDER)
     slurm.set_defaults(fn=_slurm)
+
+    from .export import add_export_command
+
+    add_export_command(sub)
     return parser
 
 
