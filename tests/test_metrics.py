@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -91,5 +93,8 @@ def test_a_step_value_needs_the_metric_to_be_called():
 
 def test_import_surge_loads_no_optional_package():
     code = "import surge, sys; print(sorted({'torchmetrics', 'jsonargparse', 'safetensors', 'matplotlib'} & set(sys.modules)))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+    ).stdout
     assert out.strip() == "[]"
