@@ -7,6 +7,7 @@ __version__ = "0.1.0"
 from . import callbacks, loggers, rank_zero, strategies
 from .datamodule import DataModule
 from .errors import CheckpointError, MisconfigurationError, SurgeError, SurgeRuntimeError, SurgeTypeError
+from .export import export_safetensors
 from .module import Module
 from .seed import seed_everything
 from .trainer import Trainer
@@ -22,6 +23,7 @@ __all__ = [
     "Trainer",
     "__version__",
     "callbacks",
+    "export_safetensors",
     "loggers",
     "rank_zero",
     "seed_everything",

@@ -1,12 +1,16 @@
-"""The `surge` command: `surge demo`, `surge launch`, `surge slurm` (also `python -m surge`)."""
+"""The `surge` command: `fit`/`validate`/`test`/`predict` (config_cli.py), `demo`, `launch`, `slurm`,
+`export` (also `python -m surge`)."""
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 from collections.abc import Sequence
 
 from .rank_zero import info
+
+_OWN_PARSER = ("demo", "fit", "validate", "test", "predict")
 
 
 def _launch(args: argparse.Namespace) -> int:
@@ -45,8 +49,14 @@ def _slurm(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     from .demo import main
 
-    main(args.demo_args)
+    main(args.rest)
     return 0
+
+
+def _config_command(args: argparse.Namespace) -> int:
+    from .config_cli import run_cli
+
+    return run_cli([args.command, *args.rest], prog="surge")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -54,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     demo = sub.add_parser("demo", help="train the digits example (python -m surge.demo)", add_help=False)
-    demo.add_argument("demo_args", nargs=argparse.REMAINDER)
+    demo.add_argument("rest", nargs=argparse.REMAINDER)
     demo.set_defaults(fn=_demo)
 
     launch = sub.add_parser("launch", help="run a script on N processes per node (a front to torchrun)")
@@ -87,11 +97,26 @@ def build_parser() -> argparse.ArgumentParser:
     slurm.add_argument("script")
     slurm.add_argument("script_args", nargs=argparse.REMAINDER)
     slurm.set_defaults(fn=_slurm)
+
+    from .config_cli import COMMANDS
+    from .export import add_export_command
+
+    for name, help_text in COMMANDS.items():  # parsed by jsonargparse in config_cli.py
+        cmd = sub.add_parser(name, help=help_text, add_help=False)
+        cmd.add_argument("rest", nargs=argparse.REMAINDER)
+        cmd.set_defaults(fn=_config_command)
+
+    add_export_command(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    if argv and argv[0] in _OWN_PARSER:
+        # These commands parse their own arguments; argparse's REMAINDER would refuse leading options.
+        return parser.parse_args(argv[:1]).fn(argparse.Namespace(command=argv[0], rest=argv[1:]))
+    args = parser.parse_args(argv)
     return args.fn(args)
 
 

@@ -2,10 +2,16 @@
 
 Nothing here reads a tensor to the host except `read_*`, which the loops call at log intervals,
 progress refreshes and epoch ends, and which moves every value it needs in one transfer.
+
+A logged `torchmetrics.Metric` keeps its own state: its step value is the batch value its last
+call (`metric(preds, target)`, i.e. `forward`) returned, its epoch value is `metric.compute()`
+(which torchmetrics syncs over processes itself, so surge does not reduce it again), and it is
+reset when its epoch's values are dropped.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -42,6 +48,7 @@ class Slot:
     last: Value | None = None
     total: Value | None = None
     weight: float = 0.0
+    metric: Any = None  # a torchmetrics.Metric: it aggregates the epoch itself
 
     def accumulate(self, value: Value, batch_size: int) -> None:
         """Fold one step into the epoch aggregate, in place on the device (no host read)."""
@@ -126,8 +133,14 @@ class Results:
     ) -> None:
         """Record a value: a reference for its step value, and a device-side epoch sum if asked."""
         slot = self.slots.get(name)
+        metric = None if isinstance(value, Tensor) else _as_metric(value)
         if slot is None:
             slot = self._new_slot(name, value, on_step, on_epoch, prog_bar, logger, reduce_fx, sync_dist)
+        if metric is not None:
+            slot.metric = metric
+            if slot.on_step:
+                slot.last = _batch_value(name, metric)
+            return
         if isinstance(value, Tensor):
             value = value.detach()
         elif not isinstance(value, int | float) or isinstance(value, bool):
@@ -159,11 +172,14 @@ class Results:
         return slot
 
     def reset(self) -> None:
-        """Start a new epoch: drop values, keep the validated options."""
+        """Start a new epoch: drop values (and reset logged Metrics), keep the validated options."""
         for slot in self.slots.values():
             slot.last = None
             slot.total = None
             slot.weight = 0.0
+            if slot.metric is not None:
+                slot.metric.reset()
+                slot.metric = None
 
     def _key(self, slot: Slot, step: bool) -> str:
         if slot.on_step and slot.on_epoch:
@@ -185,11 +201,13 @@ class Results:
         """Host floats of the epoch aggregates, reduced over processes (one transfer)."""
         values: dict[str, Value] = {}
         for slot in self.slots.values():
-            if slot.on_epoch and slot.total is not None:
+            if slot.on_epoch and (slot.total is not None or slot.metric is not None):
                 values[self._key(slot, False)] = self._global_epoch_value(slot)
         return to_floats(values)
 
     def _global_epoch_value(self, slot: Slot) -> Value:
+        if slot.metric is not None:  # compute() gathers the states of every process
+            return _scalar(slot.name, slot.metric.compute(), "compute()")
         if self._reduce is None:
             return slot.epoch_value()
         total = torch.as_tensor(slot.total, dtype=torch.float64)
@@ -207,6 +225,34 @@ class Results:
                 if s.on_step if step else s.on_epoch:
                     out[self._key(s, step)] = (s.prog_bar, s.logger, s.name)
         return out
+
+
+def _as_metric(value: Any) -> Any:
+    """`value` if it is a torchmetrics Metric (no import: if torchmetrics is not loaded, it is not one)."""
+    tm = sys.modules.get("torchmetrics")
+    return value if tm is not None and isinstance(value, tm.Metric) else None
+
+
+def _batch_value(name: str, metric: Any) -> Tensor:
+    """The value of the metric's last call on a batch (torchmetrics keeps it as `_forward_cache`)."""
+    value = getattr(metric, "_forward_cache", None)
+    if value is None:
+        raise MisconfigurationError(
+            f"self.log({name!r}, {type(metric).__name__}) logs a step value, but the metric was not called "
+            f"on this batch (update() returns nothing to log): call it, `self.metric(preds, target)`, "
+            f"or log it with on_step=False."
+        )
+    return _scalar(name, value, "its batch value").detach()
+
+
+def _scalar(name: str, value: Any, what: str) -> Tensor:
+    if not isinstance(value, Tensor) or value.numel() != 1:
+        shape = tuple(value.shape) if isinstance(value, Tensor) else type(value).__name__
+        raise MisconfigurationError(
+            f"self.log({name!r}, metric): {what} is {shape}, not a scalar; log a metric that yields one "
+            "value (e.g. average='micro'/'macro'), or log each element under its own name."
+        )
+    return value
 
 
 def _as_number(name: str, value: Any) -> float:

@@ -528,6 +528,14 @@ class Trainer:
             raise MisconfigurationError("save_checkpoint() needs a model: call fit() first.")
         self._strategy.save_checkpoint(checkpoint_state(self, weights_only), filepath)
 
+    def export(self, path: str | Path) -> Path:
+        """Write the model's bare weights to a `.safetensors` file (see `surge.export_safetensors`)."""
+        if self._module is None:
+            raise MisconfigurationError("export() needs a model: call fit() first.")
+        from .export import export_safetensors
+
+        return export_safetensors(self._module, path) if self.is_global_zero else Path(path)
+
     # -- properties ------------------------------------------------------------------------
     @property
     def lightning_module(self) -> Module | None:

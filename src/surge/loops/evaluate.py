@@ -68,6 +68,8 @@ def run_evaluation(
             epoch_end_results = model._results
             hooks.module(f"on_{hook}_epoch_end")
             metrics = _collect(all_results, epoch_end_results)  # host read: evaluation end
+            for r in [*all_results, epoch_end_results]:
+                r.reset()  # logged torchmetrics Metrics start the next evaluation empty
             if not sanity:
                 flags: dict[str, tuple[bool, bool, str]] = {}
                 for r in [*all_results, epoch_end_results]:

@@ -1,0 +1,132 @@
+"""`surge fit|validate|test|predict --config`: typed configs, overrides, merged config, clear errors."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from surge.callbacks import EarlyStopping
+from surge.cli import main
+from surge.config_cli import SurgeCLI
+from surge.demo import DigitsCNN, DigitsData
+from surge.loggers import CSVLogger
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+TINY = {
+    "seed_everything": 0,
+    "model": {"class_path": "surge.demo.DigitsCNN", "init_args": {"channels": 4}},
+    "data": {"class_path": "surge.demo.DigitsData", "init_args": {"batch_size": 32}},
+    "trainer": {
+        "max_epochs": 1, "limit_train_batches": 2, "limit_val_batches": 1, "num_sanity_val_steps": 0,
+        "enable_progress_bar": False, "enable_model_summary": False,
+    },
+}  # fmt: skip
+
+
+def write_config(tmp_path: Path, **sections) -> str:
+    path = tmp_path / "run.yaml"
+    path.write_text(yaml.safe_dump({**TINY, **sections}))
+    return str(path)
+
+
+def test_fit_from_a_config_trains_and_saves_the_merged_config(tmp_path):
+    cli = SurgeCLI(args=["fit", "--config", write_config(tmp_path)])
+    assert cli.trainer.global_step == 2 and isinstance(cli.model, DigitsCNN)
+    saved = yaml.safe_load((cli.trainer.log_dir / "config.yaml").read_text())
+    assert saved["model"]["init_args"]["channels"] == 4 and saved["trainer"]["limit_train_batches"] == 2
+
+
+def test_dotted_overrides_win_over_the_file(tmp_path):
+    args = ["fit", "--config", write_config(tmp_path), "--trainer.max_epochs", "5",
+            "--model.init_args.lr", "0.01", "--data.init_args.batch_size", "16"]  # fmt: skip
+    cli = SurgeCLI(args=args, run=False)
+    assert cli.trainer.max_epochs == 5
+    assert cli.model.hparams.lr == 0.01 and cli.model.hparams.channels == 4
+    assert cli.datamodule.hparams.batch_size == 16
+
+
+def test_callbacks_and_loggers_come_from_class_path_lists(tmp_path):
+    trainer = {**TINY["trainer"],
+               "callbacks": [{"class_path": "surge.callbacks.EarlyStopping", "init_args": {"monitor": "val_acc", "mode": "max"}}],
+               "logger": [{"class_path": "surge.loggers.CSVLogger", "init_args": {"save_dir": str(tmp_path / "logs")}}]}  # fmt: skip
+    cli = SurgeCLI(args=["fit", "--config", write_config(tmp_path, trainer=trainer)], run=False)
+    stopper = cli.trainer.early_stopping_callback
+    assert isinstance(stopper, EarlyStopping) and stopper.monitor == "val_acc"
+    assert isinstance(cli.trainer.logger, CSVLogger)
+
+
+def test_print_config_prints_yaml_that_round_trips(tmp_path, capsys):
+    config = write_config(tmp_path)
+    assert main(["fit", "--config", config, "--trainer.max_epochs", "3", "--print_config"]) == 0
+    printed = capsys.readouterr().out
+    merged = yaml.safe_load(printed)
+    assert merged["trainer"]["max_epochs"] == 3 and merged["model"]["init_args"]["dropout"] == 0.25
+    (tmp_path / "printed.yaml").write_text(printed)
+    assert main(["fit", "--config", str(tmp_path / "printed.yaml"), "--print_config"]) == 0
+    assert capsys.readouterr().out == printed
+
+
+@pytest.mark.parametrize(
+    ("where", "key"),
+    [("file", "max_epoch"), ("flag", "trainer.max_epoch"), ("model", "lrr")],
+)
+def test_an_unknown_key_is_refused_by_name(tmp_path, capsys, where, key):
+    args = ["fit"]
+    if where == "file":
+        args += ["--config", write_config(tmp_path, trainer={**TINY["trainer"], "max_epoch": 2})]
+    elif where == "flag":
+        args += ["--config", write_config(tmp_path), "--trainer.max_epoch", "2"]  # no silent abbreviation
+    else:
+        args += [
+            "--config",
+            write_config(tmp_path, model={"class_path": "surge.demo.DigitsCNN", "init_args": {"lrr": 1}}),
+        ]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert key in err and "surge fit: error" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "named"),
+    [("--trainer.max_epochs", "abc", "trainer.max_epochs"), ("--trainer.precision", "17", "precision"),
+     ("--model.init_args.lr", "fast", "lr")],
+)  # fmt: skip
+def test_a_wrong_type_is_named(tmp_path, capsys, flag, value, named):
+    assert main(["fit", "--config", write_config(tmp_path), flag, value]) == 2
+    err = capsys.readouterr().err
+    assert named in err and value in err and "Traceback" not in err
+
+
+def test_validate_and_test_load_the_checkpoint(tmp_path, capsys):
+    config = write_config(tmp_path)
+    fitted = SurgeCLI(args=["fit", "--config", config])
+    ckpt = fitted.trainer.checkpoint_callback.last_model_path
+    expected = fitted.trainer.callback_metrics["val_acc"].item()
+    common = ["--config", config, "--ckpt_path", str(ckpt), "--seed_everything", "1"]  # other random init
+    validated = SurgeCLI(args=["validate", *common]).result[0]
+    tested = SurgeCLI(args=["test", *common, "--trainer.limit_test_batches", "1"]).result[0]
+    assert validated["val_acc"] == pytest.approx(expected) and tested["test_acc"] == pytest.approx(expected)
+    assert (
+        main(["test", "--config", config, "--ckpt_path", str(tmp_path / "gone.ckpt")]) == 1
+    )  # the run failed
+    assert "gone.ckpt" in capsys.readouterr().err
+
+
+def test_a_script_fixes_its_classes(tmp_path):
+    args = ["fit", "--model.lr", "0.05", "--data.batch_size", "8", "--trainer.max_epochs", "2"]
+    cli = SurgeCLI(DigitsCNN, DigitsData, args=args, run=False)
+    assert cli.model.hparams.lr == 0.05 and cli.datamodule.hparams.batch_size == 8
+    assert cli.trainer.max_epochs == 2
+
+
+def test_the_surge_command_exits_non_zero_on_a_bad_config(tmp_path):
+    config = write_config(tmp_path, trainer={**TINY["trainer"], "max_epoch": 2})
+    env = {**os.environ, "PYTHONPATH": str(SRC)}  # this checkout's surge, from any working directory
+    cmd = [sys.executable, "-m", "surge", "fit", "--config", config]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    assert proc.returncode == 2 and "max_epoch" in proc.stderr and "Traceback" not in proc.stderr
