@@ -45,6 +45,10 @@ def weights_of(source: Source) -> dict[str, Any]:
         return bare_state_dict(source)
     if isinstance(source, str | os.PathLike):
         ckpt = load_checkpoint(source)
+        if "sharded" in ckpt:  # FSDP: the shards consolidated into whole tensors, verified first
+            from .sharded import read_weights
+
+            return read_weights(source)
         if not isinstance(ckpt.get("state_dict"), Mapping):
             raise CheckpointError(f"checkpoint {source} has no 'state_dict' (model weights) to export")
         return clean_state_dict(ckpt["state_dict"])

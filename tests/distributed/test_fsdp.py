@@ -183,3 +183,16 @@ def test_a_sharded_checkpoint_consolidates_into_one_file(two_process_run, tmp_pa
         surge.strategies.SingleDeviceStrategy().restore_model(net, surge.checkpoint.load_checkpoint(out), out)
         == []
     )
+
+
+@pytest.mark.slow
+def test_a_sharded_checkpoint_exports_to_safetensors(two_process_run, tmp_path):
+    from safetensors.torch import load_file
+
+    tmp, saved = two_process_run
+    out = surge.export_safetensors(tmp / saved["last_ckpt"], tmp_path / "model.safetensors")
+    weights = load_file(out)
+    net = _net()
+    net.load_state_dict(weights, strict=True)
+    for key, value in saved["state_dict"].items():
+        assert torch.equal(weights[key], value), key
