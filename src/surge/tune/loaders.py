@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from torch.utils.data import BatchSampler, DataLoader, IterableDataset, Sampler
+from torch.utils.data import BatchSampler, DataLoader, IterableDataset
 
 from ..data import clone_loader
 from ..errors import MisconfigurationError, SurgeTypeError
@@ -22,8 +22,8 @@ def loader_batch_size(loader: Any, arg: str = "train_dataloaders") -> int:
         )
     if loader.batch_size is None:
         raise MisconfigurationError(
-            f"{arg} has no batch_size (a custom batch_sampler or batch_size=None); give it "
-            "DataLoader(dataset, batch_size=N, ...) so surge can re-create it with another batch size."
+            f"{arg} has no batch_size (a custom batch_sampler or batch_size=None); surge needs one: "
+            "build it as DataLoader(dataset, batch_size=N, ...)."
         )
     if not isinstance(loader.dataset, IterableDataset) and type(loader.batch_sampler) is not BatchSampler:
         raise MisconfigurationError(
@@ -47,7 +47,6 @@ def with_workers(
     pin_memory: bool | None = None,
     persistent_workers: bool | None = None,
     prefetch_factor: int | None = None,
-    sampler: Sampler | None = None,
 ) -> DataLoader:
     """`loader` with another worker setting; batches come in the same order as before."""
     changes: dict[str, Any] = {"num_workers": num_workers}
@@ -59,10 +58,8 @@ def with_workers(
         )
         changes["prefetch_factor"] = prefetch_factor or loader.prefetch_factor or 2
     if not isinstance(loader.dataset, IterableDataset):
-        if loader.batch_sampler is not None and sampler is None:
-            changes["batch_sampler"] = loader.batch_sampler
+        if loader.batch_sampler is None or type(loader.batch_sampler) is BatchSampler:
+            changes["sampler"] = loader.sampler  # batch_size and drop_last come with clone_loader
         else:
-            changes["sampler"] = sampler if sampler is not None else loader.sampler
-            if loader.batch_sampler is not None:
-                changes.update(batch_size=loader.batch_size, drop_last=loader.drop_last)
+            changes["batch_sampler"] = loader.batch_sampler
     return clone_loader(loader, **changes)
