@@ -266,3 +266,7 @@ def distribute_eval_loader(loader: Iterable, rank: int, world_size: int) -> Iter
     if not _shardable(loader) or isinstance(loader.sampler, RandomSampler):
         return loader
     return clone_loader(loader, sampler=ShardSampler(len(loader.dataset), rank, world_size))
+
+
+# `surge.data.cache(dataset, path)`: re-exported here; cache.py needs nothing from this module.
+from .cache import CachedDataset, cache  # noqa: E402, F401

@@ -91,8 +91,7 @@ def _fits(
 ) -> bool:
     trial = with_batch_size(loader, batch_size, sampler=None, num_workers=0, shuffle=False)
     try:
-        with preserved(model, trainer):
-            runner = TrialSteps(model, trainer)
+        with preserved(model, trainer), TrialSteps(model, trainer) as runner:
             base = tensor_bytes(model)
 
             def work() -> None:
@@ -105,7 +104,7 @@ def _fits(
         if not _is_oom(err):
             raise
         ok = False
-    _free(model)
+    _free()
     return ok
 
 
@@ -116,10 +115,8 @@ def _is_oom(err: BaseException) -> bool:
     return isinstance(err, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text)
 
 
-def _free(model: Module) -> None:
-    for p in model.parameters():
-        p.grad = None
-    gc.collect()
+def _free() -> None:
+    gc.collect()  # the failed trial's tensors, held by reference cycles through its traceback
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         torch.cuda.empty_cache()
 

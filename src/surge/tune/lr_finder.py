@@ -107,8 +107,7 @@ def lr_find(
     trainer = trainer if trainer is not None else default_trainer()
     loader = train_dataloaders if train_dataloaders is not None else model.train_dataloader()
     result = LRFinderResult()
-    with preserved(model, trainer):
-        runner = TrialSteps(model, trainer)
+    with preserved(model, trainer), TrialSteps(model, trainer) as runner:
         batches = _cycle(loader)
         best = math.inf
         for i in range(num_training):

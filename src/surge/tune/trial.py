@@ -74,8 +74,8 @@ def preserved(model: Module, trainer: Trainer) -> Iterator[None]:
 class TrialSteps:
     """Forward, backward and optimizer step of `model.training_step`, with the Trainer's precision.
 
-    Built inside `preserved()`: it moves (and, for "-true" precisions, casts) the model, and
-    creates fresh optimizers from `configure_optimizers()` whose updates `preserved()` undoes.
+    Used as `with preserved(model, trainer), TrialSteps(model, trainer) as steps:`. It moves (and, for "-true" precisions, casts) the model, and
+    calls `configure_optimizers()`; on exit the optimizers' states (rates included) are put back.
     """
 
     def __init__(self, model: Module, trainer: Trainer) -> None:
@@ -95,6 +95,15 @@ class TrialSteps:
             model._device = self.device
         model.train()
         self.optimizers, _ = parse_optimizers(model.configure_optimizers())
+        self._optimizer_states = [copy.deepcopy(opt.state_dict()) for opt in self.optimizers]
+
+    def __enter__(self) -> TrialSteps:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        # configure_optimizers() may return an optimizer the module keeps: undo the trial's steps.
+        for opt, state in zip(self.optimizers, self._optimizer_states):
+            opt.load_state_dict(state)
 
     def move(self, batch: Any) -> Any:
         if self.device.type != "cpu":
