@@ -66,6 +66,12 @@ BAD_TRAINER_ARGS = [
     ("enable_checkpointing", 1, "True or False"),
     ("enable_model_summary", None, "True or False"),
     ("default_root_dir", 123, "path"),
+    ("effective_batch_size", 0, ">= 1"),
+    ("effective_batch_size", 64.0, ">= 1"),
+    ("scale_lr", "cubic", '"linear" or "sqrt"'),
+    ("reference_batch_size", 0, ">= 1"),
+    ("num_workers", -1, '"auto"'),
+    ("num_workers", "many", '"auto"'),
 ]
 
 
@@ -136,6 +142,9 @@ def test_model_checkpoint_together_with_enable_checkpointing_false():
 UNSUPPORTED = [
     ("num_nodes", 2, {"accelerator": "cpu"}),
     ("strategy", "dp", {"accelerator": "cpu"}),
+    ("effective_batch_size", 128, {"accumulate_grad_batches": 4}),
+    ("scale_lr", "linear", {}),
+    ("reference_batch_size", 32, {}),
 ]
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from .errors import SurgeTypeError, bad_value
+from .errors import MisconfigurationError, SurgeTypeError, bad_value
 
 PRECISION_ALIASES: dict[str, str] = {
     "32": "32-true", "32-true": "32-true", "64": "64-true", "64-true": "64-true",
@@ -83,6 +83,10 @@ class TrainerConfig:
     compile: bool | dict[str, Any] = False
     channels_last: bool = False
     on_nonfinite: str | None = "warn"
+    effective_batch_size: int | None = None
+    scale_lr: str | None = None
+    reference_batch_size: int | None = None
+    num_workers: int | str | None = None
 
     def __post_init__(self) -> None:
         if self.max_epochs is not None:
@@ -132,6 +136,7 @@ class TrainerConfig:
         if self.deterministic not in (None, True, False, "warn"):
             raise bad_value("deterministic", self.deterministic, 'None, True, False or "warn"')
         self._check_speed_options()
+        self._check_tuning()
         root = self.default_root_dir
         if root is not None and not isinstance(root, str | os.PathLike):
             raise bad_value("default_root_dir", root, "None (the current directory), a str or a path")
@@ -159,6 +164,33 @@ class TrainerConfig:
             raise bad_value("channels_last", self.channels_last, "True or False")
         if self.on_nonfinite is not None and self.on_nonfinite not in NONFINITE_MODES:
             raise bad_value("on_nonfinite", self.on_nonfinite, f"one of {NONFINITE_MODES} or None")
+
+    def _check_tuning(self) -> None:
+        if self.effective_batch_size is not None:
+            _check_int(
+                "effective_batch_size",
+                self.effective_batch_size,
+                1,
+                "None or an int >= 1 (samples per optimizer step)",
+            )
+            if self.accumulate_grad_batches != 1:
+                raise MisconfigurationError(
+                    f"effective_batch_size={self.effective_batch_size} sets accumulate_grad_batches itself, but "
+                    f"accumulate_grad_batches={self.accumulate_grad_batches} was given too; pass one of them."
+                )
+        if self.scale_lr not in (None, "linear", "sqrt"):
+            raise bad_value("scale_lr", self.scale_lr, 'None, "linear" or "sqrt"')
+        if self.reference_batch_size is not None:
+            _check_int("reference_batch_size", self.reference_batch_size, 1, "None or an int >= 1")
+        if (self.scale_lr is None) != (self.reference_batch_size is None):
+            raise MisconfigurationError(
+                f"scale_lr={self.scale_lr!r} and reference_batch_size={self.reference_batch_size!r} go together: "
+                "the rates are scaled by (effective batch / reference_batch_size); give both or neither."
+            )
+        if self.num_workers is not None and self.num_workers != "auto":
+            _check_int(
+                "num_workers", self.num_workers, 0, 'None (keep the loaders\' own), "auto" or an int >= 0'
+            )
 
     def _check_val_interval(self) -> None:
         value = self.val_check_interval

@@ -190,7 +190,7 @@ def resume_iterator(loader: Iterable, skip: int, epoch_start_rng: dict[str, Any]
 
 
 def clone_loader(loader: DataLoader, **overrides: Any) -> DataLoader:
-    """A new DataLoader with the user's settings and the given sampler arguments (the user's is untouched).
+    """A new DataLoader with the user's settings, changed by `overrides` (the user's is untouched).
 
     surge re-creates loaders explicitly, from their arguments, rather than patching DataLoader.
     """
@@ -209,7 +209,11 @@ def clone_loader(loader: DataLoader, **overrides: Any) -> DataLoader:
         kwargs["persistent_workers"] = loader.persistent_workers
     if "batch_sampler" not in overrides:
         kwargs.update(batch_size=loader.batch_size, drop_last=loader.drop_last)
-    return DataLoader(loader.dataset, **kwargs, **overrides)
+    kwargs.update(overrides)
+    if kwargs["num_workers"] == 0:  # worker-only options are an error without workers
+        kwargs.pop("prefetch_factor", None)
+        kwargs.pop("persistent_workers", None)
+    return DataLoader(loader.dataset, **kwargs)
 
 
 class ShardSampler(Sampler[int]):
@@ -262,3 +266,7 @@ def distribute_eval_loader(loader: Iterable, rank: int, world_size: int) -> Iter
     if not _shardable(loader) or isinstance(loader.sampler, RandomSampler):
         return loader
     return clone_loader(loader, sampler=ShardSampler(len(loader.dataset), rank, world_size))
+
+
+# `surge.data.cache(dataset, path)`: re-exported here; cache.py needs nothing from this module.
+from .cache import CachedDataset, cache  # noqa: E402, F401

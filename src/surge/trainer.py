@@ -32,6 +32,7 @@ from .run_state import checkpoint_state, find_checkpoint, restore_state
 from .signals import Preempted, SignalFlag
 from .strategies import DataParallelStrategy, DDPStrategy, FSDPStrategy, SingleDeviceStrategy, Strategy
 from .strategies.parallel import ProcessGroupStrategy
+from .tune import setup as tune_setup
 
 
 class Trainer:
@@ -75,6 +76,10 @@ class Trainer:
         compile: bool | dict[str, Any] = False,
         channels_last: bool = False,
         on_nonfinite: str | None = "warn",
+        effective_batch_size: int | None = None,
+        scale_lr: str | None = None,
+        reference_batch_size: int | None = None,
+        num_workers: int | str | None = None,
     ) -> None:
         args = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
         self._cfg = cfg = TrainerConfig(**{**args, "callbacks": callbacks or []})
@@ -250,18 +255,23 @@ class Trainer:
             raise MisconfigurationError(f"train_dataloaders got {len(train)} loaders; pass one.")
         vals = self._loaders(val_dataloaders, "val_dataloader", model, "val_dataloaders")
         self._setup(model, "fit")
+        cfg = self._cfg
+        if cfg.effective_batch_size is not None or cfg.num_workers is not None:
+            train[0], vals = tune_setup.tune_loaders(self, model, train[0], vals)
         self._train_loader = self._prepare_loader(train[0], train=True)
         self._val_loaders = [self._prepare_loader(v) for v in vals]
         self._plan_batches()
         resume = find_checkpoint(self, ckpt_path) if ckpt_path is not None else None
         optimizers, schedulers = parse_optimizers(model.configure_optimizers())
+        if cfg.scale_lr is not None:
+            tune_setup.scale_learning_rates(self, optimizers, schedulers)
         self._optim = Optimization(
             optimizers,
             schedulers,
             self._precision,
             self._hooks,
-            self._cfg.gradient_clip_val,
-            self._cfg.gradient_clip_algorithm,
+            cfg.gradient_clip_val,
+            cfg.gradient_clip_algorithm,
             lambda: self.callback_metrics,
             guard=NonFiniteGuard(
                 self._cfg.on_nonfinite, optimizers, getattr(self._precision, "scaler", None) is not None

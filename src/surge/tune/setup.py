@@ -1,0 +1,123 @@
+"""What the Trainer's tuning arguments do at setup: effective_batch_size, num_workers, scale_lr.
+
+Called by `Trainer.fit` before the first step; each says what it chose (rank zero).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from torch.optim import Optimizer
+from torch.utils.data import DataLoader
+
+from ..errors import MisconfigurationError
+from ..module import Module
+from ..rank_zero import info
+from .batch_size import find_batch_size
+from .loaders import loader_batch_size, with_batch_size, with_workers
+from .workers import cpu_count, measure_num_workers
+
+if TYPE_CHECKING:
+    from ..optim import SchedulerConfig
+    from ..trainer import Trainer
+
+_LR_KEYS = ("lr", "initial_lr", "max_lr", "min_lr")  # OneCycleLR keeps its range in the param groups
+
+
+def tune_loaders(
+    trainer: Trainer, model: Module, train: Iterable, vals: list[Iterable]
+) -> tuple[Iterable, list[Iterable]]:
+    """Apply `effective_batch_size` (micro-batch and accumulation) and `num_workers` to the loaders."""
+    cfg = trainer._cfg
+    if cfg.effective_batch_size is not None:
+        train = plan_effective_batch(trainer, model, train, cfg.effective_batch_size)
+    if cfg.num_workers is not None:
+        train, vals = _set_workers(trainer, train, vals, cfg.num_workers)
+    return train, vals
+
+
+def plan_effective_batch(trainer: Trainer, model: Module, loader: Any, effective: int) -> DataLoader:
+    """Re-create the train loader with the micro-batch and set `accumulate_grad_batches`.
+
+    micro = min(largest batch that fits, effective / world_size); accumulation =
+    ceil(effective / (micro * world_size)); the micro-batch is then evened out to
+    ceil(effective / (accumulation * world_size)), which fits too and comes closest to `effective`.
+    On CUDA the largest batch that fits is searched (rank zero's result is used by every rank);
+    elsewhere memory is rarely what limits the batch, so the loader's own batch size is the cap.
+    """
+    current = loader_batch_size(loader, "effective_batch_size's train dataloader")
+    world = trainer.world_size
+    per_rank = math.ceil(effective / world)
+    fits = current
+    if trainer._accelerator.name == "cuda":
+        fits = find_batch_size(model, loader, trainer=trainer, max_batch_size=per_rank, verbose=False)
+        if world > 1:
+            fits = trainer._strategy.broadcast(fits)
+    accumulate = math.ceil(effective / (min(fits, per_rank) * world))
+    micro = math.ceil(effective / (accumulate * world))
+    trainer._cfg.accumulate_grad_batches = accumulate
+    on = f" on each of {world} processes" if world > 1 else ""
+    actual = micro * accumulate * world
+    exact = "" if actual == effective else f" (effective batch {actual}, the closest above {effective})"
+    steps = "accumulation step" if accumulate == 1 else "accumulation steps"
+    info(f"effective_batch_size={effective}: micro-batch {micro} fits{on}, so {accumulate} {steps}{exact}")
+    return loader if micro == current else with_batch_size(loader, micro)
+
+
+def _set_workers(
+    trainer: Trainer, train: Any, vals: list[Iterable], setting: int | str
+) -> tuple[Iterable, list[Iterable]]:
+    if not isinstance(train, DataLoader):
+        raise MisconfigurationError(
+            f"num_workers={setting!r} re-creates the train DataLoader, but it is a {type(train).__name__}; "
+            "pass a torch DataLoader or leave num_workers=None."
+        )
+    if setting == "auto":
+        processes = max(1, len(trainer._devices)) if trainer.world_size > 1 else 1
+        result = measure_num_workers(train, max_workers=max(1, cpu_count() // processes))
+        count = result.num_workers
+        info(f"num_workers='auto': {result.describe()}; the train and val loaders use {count}")
+    else:
+        count = setting
+    persistent = count > 0
+    train = with_workers(train, count, persistent_workers=persistent)
+    vals = [
+        with_workers(v, count, persistent_workers=persistent) if isinstance(v, DataLoader) else v
+        for v in vals
+    ]
+    return train, vals
+
+
+def scale_learning_rates(
+    trainer: Trainer, optimizers: list[Optimizer], schedulers: list[SchedulerConfig]
+) -> float:
+    """Scale every param group's rate (and the schedulers' base rates) by the batch ratio; the factor."""
+    cfg = trainer._cfg
+    micro = loader_batch_size(trainer._train_loader, "scale_lr's train dataloader")
+    effective = micro * cfg.accumulate_grad_batches * trainer.world_size
+    ratio = effective / cfg.reference_batch_size
+    factor = ratio if cfg.scale_lr == "linear" else math.sqrt(ratio)
+    before = optimizers[0].param_groups[0]["lr"]
+    for opt in optimizers:
+        for group in opt.param_groups:
+            for key in _LR_KEYS:
+                if isinstance(group.get(key), int | float):
+                    group[key] *= factor
+    for config in schedulers:
+        _scale_scheduler(config.scheduler, factor)
+    info(
+        f"scale_lr={cfg.scale_lr!r}: effective batch {effective} / reference {cfg.reference_batch_size} -> "
+        f"learning rates x{factor:.4g} (lr {before:.4g} -> {optimizers[0].param_groups[0]['lr']:.4g})"
+    )
+    return factor
+
+
+def _scale_scheduler(scheduler: Any, factor: float) -> None:
+    for attr in ("base_lrs", "max_lrs", "_last_lr"):
+        values = getattr(scheduler, attr, None)
+        if isinstance(values, list):
+            setattr(scheduler, attr, [v * factor for v in values])
+    for inner in getattr(scheduler, "_schedulers", ()):  # SequentialLR, ChainedScheduler
+        _scale_scheduler(inner, factor)
