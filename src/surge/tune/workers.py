@@ -52,7 +52,7 @@ def cpu_count() -> int:
 def measure_num_workers(
     loader: DataLoader,
     max_workers: int | None = None,
-    batches: int = 30,
+    batches: int = 50,
     tolerance: float = 0.05,
     pin_memory: bool | None = None,
 ) -> WorkersResult:
@@ -86,7 +86,7 @@ def measure_num_workers(
 def find_num_workers(
     loader: DataLoader,
     max_workers: int | None = None,
-    batches: int = 30,
+    batches: int = 50,
     tolerance: float = 0.05,
     verbose: bool = True,
 ) -> int:
@@ -98,26 +98,28 @@ def find_num_workers(
 
 
 def _throughput(loader: DataLoader, batches: int) -> float:
-    """Samples (or batches, without a batch size) per second, once the prefetch queue is full."""
+    """Samples (or batches, without a batch size) per second, once the prefetch queue is full.
+
+    Short loaders are cycled (their persistent workers stay up between passes) until `batches` are timed.
+    """
     warmup = 1 + loader.num_workers * (loader.prefetch_factor or 0)
-    length = loader_length(loader)
-    if length is not None and length < warmup + batches:  # a short loader: time at least half of it
-        warmup = min(warmup, length // 2)
-    it = iter(loader)
+    if loader_length(loader) == 0:
+        return 0.0
+    it, samples, start = _cycle(loader), 0, 0.0
     try:
-        for _ in range(warmup):
-            if next(it, None) is None:
-                break
-        samples, start = 0, time.perf_counter()
-        for _ in range(batches):
-            batch = next(it, None)
-            if batch is None:
-                break
-            samples += _size(batch)
+        for i in range(warmup + batches):
+            if i == warmup:
+                samples, start = 0, time.perf_counter()
+            samples += _size(next(it))
         elapsed = time.perf_counter() - start
     finally:
-        del it  # shuts the workers down
+        it.close()
     return samples / elapsed if elapsed > 0 and samples else 0.0
+
+
+def _cycle(loader: DataLoader) -> Iterator[Any]:
+    while True:
+        yield from loader
 
 
 @contextlib.contextmanager
