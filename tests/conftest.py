@@ -9,6 +9,8 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
+# The sources beside these tests, whatever checkout an editable install points at.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from helpers import fast_trainer, make_loaders, make_model  # noqa: E402
 

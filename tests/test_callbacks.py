@@ -557,3 +557,29 @@ def test_on_exception_is_called_with_the_error():
         trainer.fit(Boom(), train, val)
     assert len(cb.errors) == 1 and str(cb.errors[0]) == "boom"
     assert trainer.state == "failed"
+
+
+def test_train_time_interval_saves_inside_a_long_epoch(tmp_path):
+    import time as _time
+
+    from helpers import TinyModel, fast_trainer, make_loaders
+
+    class Slow(TinyModel):
+        def training_step(self, batch, batch_idx):
+            _time.sleep(0.03)
+            return super().training_step(batch, batch_idx)
+
+    cb = ModelCheckpoint(dirpath=tmp_path, train_time_interval=0.1, save_top_k=-1)
+    trainer = fast_trainer(max_epochs=1, enable_checkpointing=True, callbacks=[cb], default_root_dir=tmp_path)
+    trainer.fit(Slow(), make_loaders(n_train=128, batch_size=8)[0])  # 16 steps, about 0.5 s
+    steps = sorted(int(p.stem.split("step=")[1]) for p in tmp_path.glob("*.ckpt"))
+    assert len(steps) >= 3 and steps[0] < 16  # saved during the epoch, not only at its end
+    assert cb.every_n_epochs == 0
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, "1h", True])
+def test_train_time_interval_must_be_positive_seconds(bad):
+    with pytest.raises(ValueError, match="train_time_interval"):
+        ModelCheckpoint(train_time_interval=bad)
+    with pytest.raises(ValueError, match="choose one schedule"):
+        ModelCheckpoint(train_time_interval=5, every_n_train_steps=10)

@@ -434,3 +434,41 @@ def test_apply_model_state_strips_prefixes_from_the_checkpoint():
     wrapped = {f"module._orig_mod.{k}": v for k, v in src.state_dict().items()}
     assert apply_model_state(model, wrapped, strict=True, source="x") == []
     assert same_params(params_of(model), params_of(src))
+
+
+def test_load_from_checkpoint_rebuilds_from_hparams_and_reports_a_partial_load(tmp_path):
+    from helpers import TinyModel, fast_trainer, make_loaders
+
+    trainer = fast_trainer(max_steps=2, default_root_dir=tmp_path)
+    model = TinyModel(hidden=6, lr=0.3)
+    trainer.fit(model, make_loaders()[0])
+    trainer.save_checkpoint(tmp_path / "m.ckpt")
+    loaded = TinyModel.load_from_checkpoint(tmp_path / "m.ckpt")
+    assert loaded.hparams.hidden == 6 and loaded.lr == 0.3
+    for key, value in model.state_dict().items():
+        assert torch.equal(value, loaded.state_dict()[key])
+    with pytest.raises(surge.errors.CheckpointError, match="shape mismatches.*net.0.weight"):
+        TinyModel.load_from_checkpoint(tmp_path / "m.ckpt", hidden=5)
+    with pytest.warns(UserWarning, match="loaded what matched.*shape mismatches.*net.0.weight"):
+        partial = TinyModel.load_from_checkpoint(tmp_path / "m.ckpt", hidden=5, strict=False)
+    assert torch.equal(partial.net[2].bias, model.net[2].bias)  # what matched was loaded
+
+
+def test_strict_loading_false_resumes_with_a_report(tmp_path):
+    from helpers import TinyModel, fast_trainer, make_loaders
+
+    trainer = fast_trainer(max_steps=2, default_root_dir=tmp_path)
+    trainer.fit(TinyModel(), make_loaders()[0])
+    trainer.save_checkpoint(tmp_path / "m.ckpt")
+
+    class Extra(TinyModel):
+        strict_loading = False
+
+        def __init__(self):
+            super().__init__()
+            self.extra = torch.nn.Linear(2, 2)
+
+    with pytest.warns(UserWarning, match="strict_loading=False.*missing keys.*extra.weight"):
+        fast_trainer(max_steps=3, default_root_dir=tmp_path).validate(
+            Extra(), make_loaders()[1], ckpt_path=tmp_path / "m.ckpt"
+        )

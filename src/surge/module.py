@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -37,6 +38,8 @@ class Module(nn.Module, HyperparametersMixin):
     Override `training_step` and `configure_optimizers`; the rest is optional. `self.log` keeps
     values on the device; the Trainer reads them at log intervals, never per step.
     """
+
+    strict_loading: bool = True  # resume and ckpt_path= loads: False loads what matches, reports the rest
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -103,6 +106,41 @@ class Module(nn.Module, HyperparametersMixin):
         """`self.log` for each item."""
         for name, value in dictionary.items():
             self.log(name, value, **kwargs)
+
+    # -- checkpoints -------------------------------------------------------------------------
+    @classmethod
+    def load_from_checkpoint(
+        cls,
+        checkpoint_path: str | Path,
+        map_location: str | torch.device | None = None,
+        strict: bool | None = None,
+        **hparams: Any,
+    ) -> Module:
+        """A new module built from the checkpoint's saved hyper-parameters (`hparams` override them)
+        with its weights loaded, from any surge checkpoint (one file or sharded), safely.
+
+        `strict=False` loads the keys that match and warns with what it left out.
+        """
+        from .checkpoint import apply_model_state, load_checkpoint
+
+        ckpt = load_checkpoint(checkpoint_path)
+        if "sharded" in ckpt:
+            from .sharded import read_weights
+
+            weights = read_weights(checkpoint_path)
+        else:
+            weights = ckpt["state_dict"]
+        model = cls(**{**ckpt.get("hyper_parameters", {}), **hparams})
+        strict = cls.strict_loading if strict is None else strict
+        problems = apply_model_state(model, weights, strict=strict, source=str(checkpoint_path))
+        if problems:
+            warn(
+                f"{cls.__name__}.load_from_checkpoint({str(checkpoint_path)!r}) loaded what matched; "
+                + "; ".join(problems)
+            )
+        if type(model).on_load_checkpoint is not Module.on_load_checkpoint:
+            model.on_load_checkpoint(ckpt)
+        return model.to(map_location) if map_location is not None else model
 
     # -- what the trainer exposes ------------------------------------------------------------
     @property

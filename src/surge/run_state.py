@@ -51,7 +51,9 @@ def restore_state(trainer: Trainer, path: Path) -> dict[str, Any] | None:
     if "loop" not in ckpt:
         raise CheckpointError(f"{path} holds weights only (no training state); it cannot resume a fit")
     strategy, module = trainer._strategy, trainer._module
-    strategy.restore_model(module, ckpt, path, strict=True)
+    problems = strategy.restore_model(module, ckpt, path, strict=module.strict_loading)
+    if problems:
+        warn(f"{path}: strict_loading=False, loaded the weights that match; " + "; ".join(problems))
     trainer._optim.load_state_dict(ckpt, lambda opts: strategy.restore_optimizers(module, opts, ckpt, path))
     trainer._precision.load_state_dict(ckpt.get("precision", {}))
     trainer.fit_loop.load_state_dict(ckpt["loop"])

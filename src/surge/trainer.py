@@ -26,7 +26,7 @@ from .module import Module
 from .nonfinite import NonFiniteGuard
 from .optim import Optimization, parse_optimizers
 from .precision import Precision, precision_plugin
-from .rank_zero import info
+from .rank_zero import info, warn
 from .results import Results
 from .run_state import checkpoint_state, find_checkpoint, restore_state
 from .signals import Preempted, SignalFlag
@@ -334,6 +334,7 @@ class Trainer:
         except BaseException as err:
             status = "interrupted" if isinstance(err, KeyboardInterrupt | Preempted) else "failed"
             self._hooks.callbacks("on_exception", err)
+            self._strategy.explain_failure(err)
             self._strategy.teardown(failed=not isinstance(err, Preempted))
             raise
         finally:
@@ -465,7 +466,10 @@ class Trainer:
         loaders = [self._prepare_loader(v) for v in loaders]
         if ckpt_path is not None:
             path = find_checkpoint(self, ckpt_path)
-            self._strategy.restore_model(model, self._strategy.load_checkpoint(path), path, strict=True)
+            ckpt = self._strategy.load_checkpoint(path)
+            problems = self._strategy.restore_model(model, ckpt, path, strict=model.strict_loading)
+            if problems:
+                warn(f"{path}: strict_loading=False, loaded the weights that match; " + "; ".join(problems))
         return model, loaders
 
     def _loaders(self, given: Any, hook: str, model: Module, arg: str) -> list[Iterable]:

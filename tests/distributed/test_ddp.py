@@ -91,3 +91,21 @@ def test_checkpoints_move_between_world_sizes(tmp_path):
     resumed_ddp = run(tmp_path, "resumed", "--devices", "2", "--epochs", "2", "--ckpt", single["last_ckpt"])
     assert resumed_ddp["global_step"] == single["global_step"] + 20
     assert Path(resumed_ddp["log_dir"]).name == "version_0"
+
+
+@pytest.mark.slow
+def test_ddp_interrupted_mid_epoch_resumes_bit_for_bit(tmp_path):
+    import random
+
+    # 160 samples, batch 4 on 2 ranks: 20 steps per epoch; stop at a random step inside epochs 1-2.
+    stop = random.Random(2026).randrange(21, 59)
+    stop += stop % 20 == 0
+    common = ("--devices", "2", "--epochs", "3", "--shuffle", "--workers", "2")
+    straight = run(tmp_path, "straight", *common)
+    stopped = run(tmp_path, "stopped", *common, "--max-steps", str(stop))
+    assert stopped["global_step"] == stop
+    resumed = run(tmp_path, "resumed", *common, "--ckpt", stopped["last_ckpt"])
+    assert resumed["global_step"] == straight["global_step"] == 60
+    for key, value in straight["state_dict"].items():
+        assert torch.equal(value, resumed["state_dict"][key]), key
+    assert resumed["metrics"] == straight["metrics"]

@@ -23,9 +23,14 @@ class Net(surge.Module):
     def forward(self, x):
         return self.lin(x)
 
+    poison: tuple[int | None, int] = (None, 0)
+
     def training_step(self, batch, batch_idx):
         x, y = batch
         loss = F.cross_entropy(self(x), y)
+        rank, step = self.poison
+        if rank == self.trainer.global_rank and self.trainer.global_step + 1 == step:
+            loss = loss * float("nan")  # this rank alone computes a NaN loss for optimizer step `step`
         self.log("train_loss", loss, on_step=False, on_epoch=True)
         self.log("train_x", x.sum(1).mean(), on_step=False, on_epoch=True)
         return loss
@@ -61,6 +66,19 @@ class CountAllreduces(surge.callbacks.Callback):
         trainer.strategy.wrapped.register_comm_hook(None, hook)
 
 
+class HangAt(surge.callbacks.Callback):
+    """Stops answering on one rank at one step (a hung rank, not a dead one)."""
+
+    def __init__(self, rank: int, step: int) -> None:
+        self.rank, self.step = rank, step
+
+    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
+        if trainer.global_rank == self.rank and trainer.global_step == self.step:
+            import time
+
+            time.sleep(600)
+
+
 class FailAt(surge.callbacks.Callback):
     """Raises on one rank at one step: the other ranks must not wait for it forever."""
 
@@ -93,23 +111,35 @@ def main() -> None:
     p.add_argument("--out", required=True)
     p.add_argument("--fail-rank", type=int, default=None)
     p.add_argument("--fail-step", type=int, default=3)
+    p.add_argument("--hang-rank", type=int, default=None)
+    p.add_argument("--timeout", type=float, default=None)
+    p.add_argument("--poison-rank", type=int, default=None)
+    p.add_argument("--nonfinite", default="warn")
+    p.add_argument("--workers", type=int, default=0)
     args = p.parse_args()
 
     surge.seed_everything(0)
     dataset = data(args.samples)
-    train = DataLoader(dataset, batch_size=args.batch_size, shuffle=args.shuffle)
+    train = DataLoader(dataset, batch_size=args.batch_size, shuffle=args.shuffle, num_workers=args.workers)
     val = DataLoader(dataset, batch_size=3)
     counter = CountAllreduces()
     callbacks = [counter] if args.count_allreduce else []
     if args.fail_rank is not None:
         callbacks.append(FailAt(args.fail_rank, args.fail_step))
+    if args.hang_rank is not None:
+        callbacks.append(HangAt(args.hang_rank, args.fail_step))
+    strategy = "auto"
+    if args.timeout is not None:
+        strategy = surge.strategies.DDPStrategy(timeout=args.timeout)
     trainer = surge.Trainer(
         callbacks=callbacks,
         accelerator="cpu", devices=args.devices, max_epochs=args.epochs, max_steps=args.max_steps,
         accumulate_grad_batches=args.accumulate, default_root_dir=args.root, enable_progress_bar=False,
+        strategy=strategy, on_nonfinite=args.nonfinite,
         enable_model_summary=False, num_sanity_val_steps=0, log_every_n_steps=1,
     )  # fmt: skip
     model = Net()
+    model.poison = (args.poison_rank, args.fail_step)
     trainer.fit(model, train, val, ckpt_path=args.ckpt)
     validated = trainer.validate(model, dataloaders=val)[0]
     predictions = trainer.predict(model, dataloaders=DataLoader(dataset, batch_size=3))

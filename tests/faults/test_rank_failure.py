@@ -35,3 +35,49 @@ def test_one_rank_raising_ends_every_rank(tmp_path, rank):
     ]  # fmt: skip
     assert not left, f"orphaned ranks: {left}"
     assert not (tmp_path / "out.pt").exists()
+
+
+def _job(tmp_path, *args, timeout=90):
+    cmd = [sys.executable, str(TRAIN_SCRIPT), "--devices", "2", "--root", str(tmp_path), "--out",
+           str(tmp_path / "out.pt"), *args]  # fmt: skip
+    t0 = time.monotonic()
+    proc = subprocess.run(cmd, env=clean_env(), capture_output=True, text=True, timeout=timeout, cwd=tmp_path)
+    return proc, time.monotonic() - t0
+
+
+def _no_ranks_left(before):
+    time.sleep(0.5)
+    return [
+        p for p in psutil.process_iter(["pid", "cmdline"])
+        if p.info["pid"] not in before and str(TRAIN_SCRIPT) in " ".join(p.info["cmdline"] or [])
+    ]  # fmt: skip
+
+
+@pytest.mark.slow
+def test_a_hung_rank_hits_the_collective_timeout_and_is_stopped(tmp_path):
+    before = {p.pid for p in psutil.process_iter()}
+    proc, elapsed = _job(
+        tmp_path, "--epochs", "50", "--hang-rank", "1", "--fail-step", "3", "--timeout", "15"
+    )
+    output = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert 15 <= elapsed < 45, f"took {elapsed:.0f} s"
+    assert "rank 0 waited more than the process group timeout (15 s)" in output, output[-3000:]
+    assert "rank 1 stopped answering" in output
+    assert not _no_ranks_left(before), "the hung rank was left running"
+
+
+@pytest.mark.slow
+def test_a_nan_on_one_rank_stops_every_rank_before_the_step(tmp_path):
+    before = {p.pid for p in psutil.process_iter()}
+    proc, elapsed = _job(
+        tmp_path, "--epochs", "5", "--poison-rank", "1", "--fail-step", "4", "--nonfinite", "raise"
+    )
+    output = proc.stdout + proc.stderr
+    assert proc.returncode != 0 and elapsed < 30
+    # The NaN reaches every rank through the gradient allreduce, so rank 0 (which computed no NaN
+    # itself) stops at that step too, before applying it; the first traceback ends the job.
+    assert "[rank0]: surge.nonfinite.NonFiniteError: non-finite loss or gradients at step 4" in output, (
+        output[-3000:]
+    )
+    assert not _no_ranks_left(before)

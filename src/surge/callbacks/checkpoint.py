@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import datetime
 import math
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,11 @@ _FIELD = re.compile(r"\{([^{}:!]+)([^{}]*)\}")
 
 class ModelCheckpoint(Callback):
     """Writes checkpoints to `dirpath` (default: `<log_dir>/checkpoints`).
+
+    When: every `every_n_epochs` epochs (default 1), every `every_n_train_steps` optimizer steps, or
+    whenever `train_time_interval` (seconds or a timedelta) has passed since the last save, for
+    long epochs. With several processes the time-based decision is agreed each step (rank clocks
+    differ), so all ranks save together.
 
     `filename` is a template over `epoch`, `step` and logged metrics, e.g. `"{epoch}-{val_loss:.3f}"`
     (written `epoch=3-val_loss=0.123.ckpt`). With `monitor`, keeps the `save_top_k` best by `mode`;
@@ -36,6 +43,7 @@ class ModelCheckpoint(Callback):
         save_last: bool | None = None,
         every_n_train_steps: int | None = None,
         every_n_epochs: int | None = None,
+        train_time_interval: datetime.timedelta | float | None = None,
         save_weights_only: bool = False,
         auto_insert_metric_name: bool = True,
         verbose: bool = False,
@@ -47,12 +55,33 @@ class ModelCheckpoint(Callback):
         for name, value in (("every_n_train_steps", every_n_train_steps), ("every_n_epochs", every_n_epochs)):
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
                 raise bad_value(f"ModelCheckpoint({name})", value, "None or an int >= 0")
+        if isinstance(train_time_interval, datetime.timedelta):
+            train_time_interval = train_time_interval.total_seconds()
+        if train_time_interval is not None and (
+            isinstance(train_time_interval, bool)
+            or not isinstance(train_time_interval, int | float)
+            or train_time_interval <= 0
+        ):
+            raise bad_value(
+                "ModelCheckpoint(train_time_interval)",
+                train_time_interval,
+                "None, seconds > 0 or a timedelta",
+            )
+        if train_time_interval is not None and every_n_train_steps:
+            raise MisconfigurationError(
+                f"ModelCheckpoint(every_n_train_steps={every_n_train_steps}, train_time_interval={train_time_interval}): "
+                "choose one schedule for saves inside an epoch."
+            )
+        self.train_time_interval = train_time_interval
+        self._timer = time.monotonic()
         self.dirpath = Path(dirpath) if dirpath is not None else None
         self.filename = filename
         self.monitor, self.mode, self.save_top_k, self.save_last = monitor, mode, save_top_k, save_last
         self.every_n_train_steps = every_n_train_steps or 0
         self.every_n_epochs = (
-            every_n_epochs if every_n_epochs is not None else (0 if every_n_train_steps else 1)
+            every_n_epochs
+            if every_n_epochs is not None
+            else (0 if every_n_train_steps or train_time_interval else 1)
         )
         self.save_weights_only = save_weights_only
         self.auto_insert_metric_name = auto_insert_metric_name
@@ -69,7 +98,8 @@ class ModelCheckpoint(Callback):
 
     @property
     def state_key(self) -> str:
-        return f"ModelCheckpoint{{monitor={self.monitor!r}, mode={self.mode!r}, every_n_train_steps={self.every_n_train_steps}, every_n_epochs={self.every_n_epochs}}}"
+        timed = f", train_time_interval={self.train_time_interval}" if self.train_time_interval else ""
+        return f"ModelCheckpoint{{monitor={self.monitor!r}, mode={self.mode!r}, every_n_train_steps={self.every_n_train_steps}, every_n_epochs={self.every_n_epochs}{timed}}}"
 
     # -- when --------------------------------------------------------------------------------
     def setup(self, trainer: Any, module: Any, stage: str) -> None:
@@ -82,11 +112,21 @@ class ModelCheckpoint(Callback):
             self._apply_restored(self._restored)
             self._restored = None
 
+    def on_train_start(self, trainer: Any, module: Any) -> None:
+        self._timer = time.monotonic()
+
     def on_train_batch_end(self, trainer: Any, module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
         every = self.every_n_train_steps
         step = trainer.global_step
         if every and step > 0 and step % every == 0 and step != self._last_saved_step:
             self._save(trainer)
+        elif self.train_time_interval is not None and step != self._last_saved_step:
+            due = time.monotonic() - self._timer >= self.train_time_interval
+            if trainer.world_size > 1:
+                due = trainer.strategy.reduce_bool(due)  # every rank saves, or none (one small all_reduce)
+            if due:
+                self._save(trainer)
+                self._timer = time.monotonic()
 
     def on_train_epoch_end(self, trainer: Any, module: Any) -> None:
         every = self.every_n_epochs

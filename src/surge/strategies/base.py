@@ -143,6 +143,9 @@ class Strategy:
 
             remove_checkpoint(path)
 
+    def explain_failure(self, err: BaseException) -> None:
+        """Add what the strategy knows about why the run failed (e.g. a collective timeout)."""
+
     def teardown(self, failed: bool = False) -> None:
         """Release processes and devices (`failed`: the run raised; don't wait for peers)."""
 

@@ -147,6 +147,22 @@ class ProcessGroupStrategy(Strategy):
     def _backend_name(self) -> str:
         return dist.get_backend() if dist.is_initialized() else "gloo"
 
+    def explain_failure(self, err: BaseException) -> None:
+        """Add a note to a collective timeout: which collective, which rank waited, for whom."""
+        text = str(err)
+        if "timed out" not in text.lower() and "timeout" not in text.lower():
+            return
+        collective = _collective_of(err)
+        peers = [r for r in range(self.world_size) if r != self.global_rank]
+        whom = f"rank {peers[0]}" if len(peers) == 1 else f"one of ranks {peers}"
+        note = (
+            f"surge: rank {self.global_rank} waited more than the process group timeout "
+            f"({self.timeout.total_seconds():g} s) in {collective}: {whom} stopped answering (hung, or too slow); "
+            "the job is being stopped. Raise the strategy's timeout= if steps legitimately take longer."
+        )
+        if hasattr(err, "add_note"):
+            err.add_note(note)
+
     # -- tear-down -------------------------------------------------------------------------
     def _destroy_at_exit(self) -> None:
         # A wrapper (DDP's reducer, FSDP's state) holds the process group: drop it first, so the
@@ -166,3 +182,26 @@ class ProcessGroupStrategy(Strategy):
                 dist.barrier()
             dist.destroy_process_group()
             self._owns_group = False
+
+
+_COLLECTIVES = {
+    "reduce_bool": "the all_reduce by which ranks agree to stop",
+    "broadcast": "a broadcast",
+    "barrier": "a barrier",
+    "all_gather_object": "an all_gather",
+    "all_reduce": "an all_reduce of logged metrics",
+    "save_sharded": "the sharded checkpoint save",
+    "_engine_run_backward": "the gradient allreduce during backward",
+}
+
+
+def _collective_of(err: BaseException) -> str:
+    """The innermost surge or autograd call in the traceback that names a collective."""
+    found = "a collective"
+    tb = err.__traceback__
+    while tb is not None:
+        name = tb.tb_frame.f_code.co_name
+        if name in _COLLECTIVES and (found == "a collective" or name != "all_reduce"):
+            found = _COLLECTIVES[name]
+        tb = tb.tb_next
+    return found
