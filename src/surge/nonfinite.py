@@ -44,7 +44,7 @@ class NonFiniteGuard:
             getattr(opt, "_step_supports_amp_scaling", False) for opt in optimizers
         )
         self.skipped = 0  # steps skipped with a host decision
-        self._loss_bad: Tensor | None = None  # non-finite losses since the last read (device)
+        self._loss_bad: Tensor | None = None  # sum of losses since the last read: inf/NaN if any was
         self._steps_bad: Tensor | None = None  # steps the fused optimizers skipped (device)
         self._one: dict[torch.device, Tensor] = {}
         self._since = 0
@@ -59,9 +59,11 @@ class NonFiniteGuard:
         return self.mode is not None
 
     def watch(self, loss: Tensor) -> None:
-        """Count a micro-batch's loss if it is inf/NaN (on the device, no read)."""
-        bad = loss.detach().isfinite().logical_not()
-        self._loss_bad = bad.to(torch.int32) if self._loss_bad is None else self._loss_bad.add_(bad)
+        """Add a micro-batch's loss to a running sum on the device: one in-place add per step, and
+        an inf/NaN anywhere makes the sum non-finite (no read here)."""
+        if self._loss_bad is None:
+            self._loss_bad = torch.zeros((), device=loss.device)
+        self._loss_bad.add_(loss.detach())
 
     def allow(self, opt: Optimizer, where: Callable[[], tuple[int, int, int]]) -> bool:
         """Whether `opt` may step now ("skip"/"raise"); with a fused optimizer the step is handed the
@@ -109,7 +111,7 @@ class NonFiniteGuard:
             if flag is not found:
                 found.add_(flag.to(device))
         if self._loss_bad is not None:
-            found.add_(self._loss_bad.to(device)).clamp_(max=1)
+            found.add_(self._loss_bad.isfinite().logical_not().to(device)).clamp_(max=1)
             self._loss_bad.zero_()
         return found
 
@@ -117,12 +119,16 @@ class NonFiniteGuard:
         """At a read point: say what the device counted since the last one (one small transfer)."""
         if self.mode is None:
             return
-        counts = [t for t in (self._loss_bad, self._steps_bad) if t is not None]
-        if not counts:
+        flags = []
+        if self._loss_bad is not None:
+            flags.append(self._loss_bad.isfinite().logical_not().float())
+        if self._steps_bad is not None:
+            flags.append(self._steps_bad.float().to(flags[0].device if flags else self._steps_bad.device))
+        if not flags:
             return
-        values = torch.stack([t.to(counts[0].device) for t in counts]).tolist()  # host read: read point
+        values = torch.stack(flags).tolist()  # host read: a read point (log interval or epoch end)
         loss_bad = values[0] if self._loss_bad is not None else 0
-        steps_bad = values[-1] if self._steps_bad is not None else 0
+        steps_bad = int(values[-1]) if self._steps_bad is not None else 0
         since, self._since = self._since, step
         if steps_bad:
             self._steps_bad.zero_()
@@ -135,11 +141,12 @@ class NonFiniteGuard:
             warn(
                 f"skipped {steps_bad} optimizer step(s) with non-finite loss or gradients (steps {since}-{step})"
             )
-        if loss_bad and self.mode == "warn":
+        if self._loss_bad is not None:
             self._loss_bad.zero_()
+        if loss_bad and self.mode == "warn":
             warn(
-                f"{loss_bad} micro-batch(es) between step {since} and {step} had a non-finite loss; the weights may "
-                'be ruined. on_nonfinite="skip" skips such steps, "raise" stops at the first.'
+                f"a non-finite loss was seen between step {since} and {step}; the weights may be ruined. "
+                'on_nonfinite="skip" skips such steps, "raise" stops at the first.'
             )
 
     def state(self) -> dict[str, Any]:

@@ -13,11 +13,11 @@ import torch
 from . import data as data_mod
 from . import speed
 from .accelerators import resolve_accelerator, resolve_devices
+from .assembly import batch_mover, build_callbacks, build_loggers, build_strategy, set_deterministic
 from .callbacks.base import Callback
 from .config import TrainerConfig
 from .datamodule import DataModule
 from .errors import MisconfigurationError, SurgeTypeError
-from .launch.environment import detect
 from .loggers.base import Logger
 from .loops.evaluate import run_evaluation, run_prediction
 from .loops.fit import FitLoop
@@ -30,8 +30,7 @@ from .rank_zero import info, warn
 from .results import Results
 from .run_state import checkpoint_state, find_checkpoint, restore_state
 from .signals import Preempted, SignalFlag
-from .strategies import DataParallelStrategy, DDPStrategy, FSDPStrategy, SingleDeviceStrategy, Strategy
-from .strategies.parallel import ProcessGroupStrategy
+from .strategies import Strategy
 from .tune import setup as tune_setup
 
 
@@ -85,11 +84,11 @@ class Trainer:
         self._cfg = cfg = TrainerConfig(**{**args, "callbacks": callbacks or []})
         self._accelerator = resolve_accelerator(cfg.accelerator)
         self._devices = resolve_devices(self._accelerator, cfg.devices)
-        self._strategy = self._build_strategy(cfg.strategy)
+        self._strategy = build_strategy(cfg.strategy, cfg, self._accelerator, self._devices)
         self._precision: Precision = precision_plugin(cfg.precision, self._accelerator.name)
         self._strategy.connect_precision(self._precision)
-        self.loggers: list[Logger] = _build_loggers(cfg.logger, cfg.default_root_dir)
-        self.callbacks: list[Callback] = self._build_callbacks(cfg)
+        self.loggers: list[Logger] = build_loggers(cfg.logger, cfg.default_root_dir)
+        self.callbacks: list[Callback] = build_callbacks(cfg)
         self.fit_loop = FitLoop(self)
         self.should_stop = False
         self.callback_metrics: dict[str, torch.Tensor] = {}
@@ -111,65 +110,6 @@ class Trainer:
         self._signals = SignalFlag()
 
     # -- assembly --------------------------------------------------------------------------
-    def _build_strategy(self, strategy: str | Strategy) -> Strategy:
-        cfg = self._cfg
-        env = detect()
-        per_node, nodes = len(self._devices), cfg.num_nodes
-        if env.world_size > 1 and cfg.devices == "auto" and cfg.num_nodes == 1:
-            per_node, nodes = env.local_world_size, env.num_nodes  # the launcher decided
-        if isinstance(strategy, ProcessGroupStrategy):
-            strategy.configure(per_node, nodes)
-        if isinstance(strategy, Strategy):
-            return strategy
-        if strategy == "dp":
-            if self._accelerator.name != "cuda":
-                raise MisconfigurationError(
-                    f"strategy='dp' splits batches over CUDA devices, but accelerator={self._accelerator.name!r}; "
-                    "use strategy='ddp' (faster anyway, and it runs on CPU)."
-                )
-            if nodes > 1 or env.world_size > 1:
-                raise MisconfigurationError(
-                    f"strategy='dp' runs in one process on one machine, but num_nodes={nodes} and "
-                    f"WORLD_SIZE={env.world_size}; use strategy='ddp'."
-                )
-            return DataParallelStrategy(list(self._devices))
-        if strategy == "single" or (strategy == "auto" and per_node * nodes == 1 and env.world_size == 1):
-            if per_node * nodes > 1:
-                raise MisconfigurationError(
-                    f"strategy='single' runs one process, but devices={cfg.devices!r}, num_nodes={nodes} "
-                    f"ask for {per_node * nodes}; use strategy='ddp'."
-                )
-            return SingleDeviceStrategy()
-        group = FSDPStrategy() if strategy == "fsdp" else DDPStrategy()
-        group.configure(per_node, nodes)
-        return group
-
-    def _build_callbacks(self, cfg: TrainerConfig) -> list[Callback]:
-        from .callbacks.checkpoint import ModelCheckpoint
-        from .callbacks.progress import ProgressBar
-        from .callbacks.summary import ModelSummary
-
-        callbacks = list(cfg.callbacks)
-        has = lambda cls: any(isinstance(cb, cls) for cb in callbacks)  # noqa: E731
-        if has(ModelCheckpoint) and not cfg.enable_checkpointing:
-            raise MisconfigurationError(
-                "callbacks contains a ModelCheckpoint but enable_checkpointing=False; drop one."
-            )
-        if cfg.enable_checkpointing and not has(ModelCheckpoint):
-            callbacks.append(ModelCheckpoint())
-        if has(ProgressBar) and not cfg.enable_progress_bar:
-            raise MisconfigurationError(
-                "callbacks contains a ProgressBar but enable_progress_bar=False; drop one."
-            )
-        if cfg.enable_progress_bar and not has(ProgressBar):
-            callbacks.append(ProgressBar())
-        if cfg.enable_model_summary and not has(ModelSummary):
-            callbacks.append(ModelSummary())
-        # Checkpointing last, so the state it saves includes what other callbacks did this step.
-        return [cb for cb in callbacks if not isinstance(cb, ModelCheckpoint)] + [
-            cb for cb in callbacks if isinstance(cb, ModelCheckpoint)
-        ]
-
     def _setup(self, model: Module, stage: str) -> None:
         if not isinstance(model, Module):
             raise SurgeTypeError(f"model must be a surge.Module, got {type(model).__name__}")
@@ -189,7 +129,7 @@ class Trainer:
             shared = self._strategy.broadcast(mine)
             self._log_dir = Path(shared) if shared is not None else None
         if self._cfg.deterministic is not None:
-            _set_deterministic(self._cfg.deterministic)
+            set_deterministic(self._cfg.deterministic)
         cfg = self._cfg
         speed.apply_backend_flags(cfg.benchmark, cfg.matmul_precision)
         model = self._precision.convert_module(model)
@@ -201,33 +141,8 @@ class Trainer:
             model._surge_compiled = True
         model._device = _first_param_device(model, self._strategy.device)
         speed.tensor_core_hint(model._device, self._precision.name)
-        self._batch_mover = self._make_mover(model)
+        self._batch_mover = batch_mover(model, self._precision, cfg.channels_last)
         self._hooks = Hooks(self, model, self.callbacks)
-
-    def _make_mover(self, model: Module) -> Any:
-        device, precision = model._device, self._precision
-        custom = type(model).transfer_batch_to_device is not Module.transfer_batch_to_device
-        channels_last = self._cfg.channels_last
-        if device.type == "cpu" and not (custom or precision.converts_input or channels_last):
-            return None  # batches are already where the steps run
-        if custom:
-            move = lambda b: model.transfer_batch_to_device(b, device, 0)  # noqa: E731
-        else:
-            move = lambda b: data_mod.move_to_device(b, device)  # noqa: E731
-        steps = [move]
-        if precision.converts_input:
-            steps.append(precision.convert_input)
-        if channels_last:
-            steps.append(lambda b: data_mod.apply_to_tensors(b, speed.to_channels_last))
-        if len(steps) == 1:
-            return move
-
-        def pipeline(batch: Any) -> Any:
-            for fn in steps:
-                batch = fn(batch)
-            return batch
-
-        return pipeline
 
     # -- fit -------------------------------------------------------------------------------
     def fit(
@@ -668,32 +583,7 @@ class Trainer:
         return min(total, self._cfg.max_steps) if self._cfg.max_steps >= 0 else total
 
 
-def _build_loggers(logger: Any, root: Path) -> list[Logger]:
-    from .loggers.csv import CSVLogger
-
-    if logger is True:
-        return [CSVLogger(root)]
-    if logger is False or logger is None:
-        return []
-    items = logger if isinstance(logger, list | tuple) else [logger]
-    for item in items:
-        if not isinstance(item, Logger):
-            raise SurgeTypeError(
-                f"logger={item!r} is not valid: pass True, False, a surge Logger or a list of them."
-            )
-    return list(items)
-
-
 def _first_param_device(module: torch.nn.Module, default: torch.device) -> torch.device:
     for p in module.parameters():
         return p.device
     return default
-
-
-def _set_deterministic(mode: bool | str) -> None:
-    if mode:
-        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-    torch.use_deterministic_algorithms(bool(mode), warn_only=mode == "warn")
-    torch.backends.cudnn.deterministic = bool(mode)
-    if mode:
-        torch.backends.cudnn.benchmark = False
