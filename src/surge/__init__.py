@@ -4,7 +4,7 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from . import callbacks, loggers, rank_zero, strategies
+from . import callbacks, loggers, profiler, rank_zero, strategies
 from .datamodule import DataModule
 from .errors import CheckpointError, MisconfigurationError, SurgeError, SurgeRuntimeError, SurgeTypeError
 from .export import export_safetensors
@@ -25,6 +25,7 @@ __all__ = [
     "callbacks",
     "export_safetensors",
     "loggers",
+    "profiler",
     "rank_zero",
     "seed_everything",
     "strategies",

@@ -53,6 +53,24 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _doctor(args: argparse.Namespace) -> int:
+    import subprocess
+
+    from .profiler.doctor import DOCTOR_ENV
+
+    # The script runs as itself (its own __main__, its own launcher for devices=N); every Trainer
+    # in it reads the variable, profiles a short fit and prints the diagnosis at its end.
+    env = {**os.environ, DOCTOR_ENV: str(args.steps)}
+    return subprocess.call([sys.executable, args.script, *args.script_args], env=env)
+
+
+def _plot(args: argparse.Namespace) -> int:
+    from .plotting import plot_run
+
+    info(f"wrote {plot_run(args.run_dir, args.out)}")
+    return 0
+
+
 def _config_command(args: argparse.Namespace) -> int:
     from .config_cli import run_cli
 
@@ -97,6 +115,17 @@ def build_parser() -> argparse.ArgumentParser:
     slurm.add_argument("script")
     slurm.add_argument("script_args", nargs=argparse.REMAINDER)
     slurm.set_defaults(fn=_slurm)
+
+    doctor = sub.add_parser("doctor", help="run a script's fit briefly, profiled, and say what slows it down")
+    doctor.add_argument("--steps", type=int, default=100, help="optimizer steps to profile (default 100)")
+    doctor.add_argument("script")
+    doctor.add_argument("script_args", nargs=argparse.REMAINDER)
+    doctor.set_defaults(fn=_doctor)
+
+    plot = sub.add_parser("plot", help="draw a run's logged curves to a PNG (needs matplotlib)")
+    plot.add_argument("run_dir", help="a run directory with metrics.csv, e.g. surge_logs/version_0")
+    plot.add_argument("--out", default=None, help="the PNG to write (default RUN_DIR/curves.png)")
+    plot.set_defaults(fn=_plot)
 
     from .config_cli import COMMANDS
     from .export import add_export_command

@@ -11,6 +11,7 @@ from typing import Any
 import torch
 
 from .errors import MisconfigurationError, SurgeTypeError, bad_value
+from .profiler.base import Profiler
 
 PRECISION_ALIASES: dict[str, str] = {
     "32": "32-true", "32-true": "32-true", "64": "64-true", "64-true": "64-true",
@@ -18,6 +19,7 @@ PRECISION_ALIASES: dict[str, str] = {
     "16-true": "16-true", "bf16-true": "bf16-true",
 }  # fmt: skip
 ACCELERATORS = ("auto", "cpu", "cuda", "gpu", "mps")
+PROFILER_NAMES = ("simple", "advanced", "pytorch")
 NONFINITE_MODES = ("raise", "skip", "warn")
 STRATEGIES = ("auto", "single", "ddp", "dp", "fsdp")
 MATMUL_PRECISIONS = ("highest", "high", "medium")
@@ -83,6 +85,7 @@ class TrainerConfig:
     compile: bool | dict[str, Any] = False
     channels_last: bool = False
     on_nonfinite: str | None = "warn"
+    profiler: Any = None
     effective_batch_size: int | None = None
     scale_lr: str | None = None
     reference_batch_size: int | None = None
@@ -162,6 +165,14 @@ class TrainerConfig:
                 )
         if not isinstance(self.channels_last, bool):
             raise bad_value("channels_last", self.channels_last, "True or False")
+        if (
+            self.profiler is not None
+            and not isinstance(self.profiler, Profiler)
+            and self.profiler not in PROFILER_NAMES
+        ):
+            raise bad_value(
+                "profiler", self.profiler, f"None, one of {PROFILER_NAMES} or a surge.profiler.Profiler"
+            )
         if self.on_nonfinite is not None and self.on_nonfinite not in NONFINITE_MODES:
             raise bad_value("on_nonfinite", self.on_nonfinite, f"one of {NONFINITE_MODES} or None")
 

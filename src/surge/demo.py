@@ -130,6 +130,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
             f"Metrics:          {trainer.log_dir / 'metrics.csv'}",
         ]
     )
+    if trainer.is_global_zero:
+        try:
+            from .plotting import plot_run
+
+            report += f"\nCurves:           {plot_run(trainer.log_dir)}"
+        except ImportError:
+            report += "\nCurves:           pip install 'surge[plot]' to draw them (surge plot RUN_DIR)"
     surge.rank_zero.info(report)
     return metrics
 

@@ -26,6 +26,8 @@ from .module import Module
 from .nonfinite import NonFiniteGuard
 from .optim import Optimization, parse_optimizers
 from .precision import Precision, precision_plugin
+from .profiler import Profiler, build_profiler
+from .profiler.doctor import DOCTOR_ENV, doctor_overrides
 from .rank_zero import info, warn
 from .results import Results
 from .run_state import checkpoint_state, find_checkpoint, restore_state
@@ -79,14 +81,18 @@ class Trainer:
         scale_lr: str | None = None,
         reference_batch_size: int | None = None,
         num_workers: int | str | None = None,
+        profiler: str | Profiler | None = None,
     ) -> None:
         args = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
+        if os.environ.get(DOCTOR_ENV):
+            args = doctor_overrides(args, os.environ[DOCTOR_ENV])
         self._cfg = cfg = TrainerConfig(**{**args, "callbacks": callbacks or []})
         self._accelerator = resolve_accelerator(cfg.accelerator)
         self._devices = resolve_devices(self._accelerator, cfg.devices)
         self._strategy = build_strategy(cfg.strategy, cfg, self._accelerator, self._devices)
         self._precision: Precision = precision_plugin(cfg.precision, self._accelerator.name)
         self._strategy.connect_precision(self._precision)
+        self.profiler: Profiler | None = build_profiler(cfg.profiler)
         self.loggers: list[Logger] = build_loggers(cfg.logger, cfg.default_root_dir)
         self.callbacks: list[Callback] = build_callbacks(cfg)
         self.fit_loop = FitLoop(self)
@@ -231,7 +237,11 @@ class Trainer:
             set_rng_state(pending_rng)  # the resumed run draws exactly what the uninterrupted one would
         self._module.train()
         hooks.call("on_train_start")
+        if self.profiler is not None:
+            self.profiler.setup(self)
         self.fit_loop.run()
+        if self.profiler is not None:
+            self.profiler.finish(self)
         skipped = self._precision.skipped_steps
         if skipped:
             info(

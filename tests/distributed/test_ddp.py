@@ -109,3 +109,13 @@ def test_ddp_interrupted_mid_epoch_resumes_bit_for_bit(tmp_path):
     for key, value in straight["state_dict"].items():
         assert torch.equal(value, resumed["state_dict"][key]), key
     assert resumed["metrics"] == straight["metrics"]
+
+
+@pytest.mark.slow
+def test_the_profiler_times_gradient_communication(tmp_path):
+    import json
+
+    out = run(tmp_path, "profiled", "--devices", "2", "--epochs", "2", "--profile")
+    report = json.loads(out["doctor"])
+    assert report["world_size"] == 2 and report["summary"]["steps"] >= 30
+    assert 0 < report["summary"]["comm_s"] < report["summary"]["step_s"]

@@ -6,6 +6,7 @@ Rank zero writes what the job produced (weights, metrics, predictions) to `--out
 from __future__ import annotations
 
 import argparse
+import json
 
 import torch
 import torch.nn.functional as F
@@ -116,6 +117,7 @@ def main() -> None:
     p.add_argument("--poison-rank", type=int, default=None)
     p.add_argument("--nonfinite", default="warn")
     p.add_argument("--workers", type=int, default=0)
+    p.add_argument("--profile", action="store_true")
     args = p.parse_args()
 
     surge.seed_everything(0)
@@ -136,6 +138,7 @@ def main() -> None:
         accelerator="cpu", devices=args.devices, max_epochs=args.epochs, max_steps=args.max_steps,
         accumulate_grad_batches=args.accumulate, default_root_dir=args.root, enable_progress_bar=False,
         strategy=strategy, on_nonfinite=args.nonfinite,
+        profiler=surge.profiler.SimpleProfiler(measure_workers=False) if args.profile else None,
         enable_model_summary=False, num_sanity_val_steps=0, log_every_n_steps=1,
     )  # fmt: skip
     model = Net()
@@ -155,6 +158,7 @@ def main() -> None:
                 "predictions": torch.cat(predictions),
                 "last_ckpt": trainer.checkpoint_callback.last_model_path,
                 "log_dir": str(trainer.log_dir),
+                "doctor": json.dumps(trainer.profiler.report, default=str) if args.profile else "",
             },
             args.out,
         )

@@ -160,6 +160,7 @@ ROWS = [
         ["on_nonfinite", "ignore", "raise"],
     ),
     ("num-nodes-zero", _trainer(num_nodes=0), ValueError, ["num_nodes", "0"]),
+    ("profiler-unknown", _trainer(profiler="fancy"), ValueError, ["profiler", "fancy", "simple"]),
     ("dp-without-cuda", _trainer(strategy="dp", accelerator="cpu"), ValueError, ["strategy='dp'", "cpu"]),
     (
         "nodes-without-launcher",

@@ -18,6 +18,7 @@ from torch import Tensor
 
 from ..data import data_wait_advice, loader_length, resume_iterator
 from ..errors import MisconfigurationError, SurgeRuntimeError
+from ..profiler.base import LoopParts
 from ..rank_zero import info
 from ..signals import EXIT_CODES, Preempted, SignalFlag, requeue_slurm_job
 
@@ -172,6 +173,14 @@ class FitLoop:
         no_sync = t._strategy.no_sync if t.world_size > 1 and late_ok else None
         manual = not model.automatic_optimization
         watch = optim.guard.watch if optim.guard.active else None
+        backward, optimizer_step, publish = precision.backward, optim.step, t._publish
+        if t.profiler is not None:  # timed versions of the same parts; the loop below is unchanged
+            parts = t.profiler.instrument(
+                LoopParts(it, move, step, backward, optimizer_step, batch_start, batch_end, publish)
+            )
+            it, move, step, backward = parts.batches, parts.move, parts.step, parts.backward
+            optimizer_step, publish = parts.optimizer_step, parts.publish
+            batch_start, batch_end = parts.batch_start_hooks, parts.batch_end_hooks
         forward_context = precision.forward_context
         checked = self.global_step > 0
         before_backward, after_backward = hooks.any("on_before_backward"), hooks.any("on_after_backward")
@@ -219,18 +228,18 @@ class FitLoop:
                     scaled = loss / window if window != 1 else loss
                     if before_backward:
                         hooks.call("on_before_backward", scaled)
-                    precision.backward(scaled)
+                    backward(scaled)
                     if after_backward:
                         hooks.call("on_after_backward")
             if not manual:
                 pending += 1
                 if window_end:
                     pending = 0
-                    optim.step()
+                    optimizer_step()
                     self.global_step += 1
                     optim.step_schedulers("step", self.global_step)
                     if log_every and self.global_step % log_every == 0:
-                        t._publish(
+                        publish(
                             results.read_step(), results.flags(), step=self.global_step
                         )  # host read: log interval
             self.batches_done = batch_idx = batch_idx + 1

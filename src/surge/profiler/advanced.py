@@ -1,0 +1,65 @@
+"""`profiler="advanced"`: the simple profiler's phases, plus cProfile inside each phase, so the
+report names the Python functions that cost the most in each."""
+
+from __future__ import annotations
+
+import cProfile
+import io
+import pstats
+from collections.abc import Callable
+from typing import Any
+
+from .base import LoopParts
+from .simple import SimpleProfiler
+
+
+class AdvancedProfiler(SimpleProfiler):
+    """`top`: how many functions to list per phase (by cumulative time)."""
+
+    name = "advanced"
+
+    def __init__(self, top: int = 8, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.top = top
+        self.profiles: dict[str, cProfile.Profile] = {}
+
+    def _profiled(self, phase: str, fn: Callable[..., Any] | None) -> Callable[..., Any] | None:
+        if fn is None:
+            return None
+        profile = self.profiles.setdefault(phase, cProfile.Profile())
+
+        def run(*args: Any, **kwargs: Any) -> Any:
+            profile.enable()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                profile.disable()
+
+        return run
+
+    def instrument(self, parts: LoopParts) -> LoopParts:
+        p = self._profiled
+        profiled = LoopParts(
+            batches=parts.batches, move=p("transfer", parts.move), step=p("forward", parts.step),
+            backward=p("backward", parts.backward), optimizer_step=p("optimizer", parts.optimizer_step),
+            batch_start_hooks=parts.batch_start_hooks, batch_end_hooks=parts.batch_end_hooks,
+            publish=p("logging", parts.publish),
+        )  # fmt: skip
+        return super().instrument(profiled)
+
+    def function_tables(self) -> dict[str, str]:
+        """Per phase, the `top` functions by cumulative time (pstats' table)."""
+        tables = {}
+        for phase, profile in self.profiles.items():
+            if not profile.getstats():
+                continue  # the phase never ran (e.g. no log interval was reached)
+            out = io.StringIO()
+            pstats.Stats(profile, stream=out).sort_stats("cumulative").print_stats(self.top)
+            tables[phase] = out.getvalue()
+        return tables
+
+    def finish(self, trainer: Any) -> dict[str, Any] | None:
+        report = super().finish(trainer)
+        if report is not None:
+            report["functions"] = self.function_tables()
+        return report

@@ -1,0 +1,140 @@
+"""The step profiler and the doctor: phases add up, and three workloads built to be data-bound,
+sync-bound and compute-bound are each named correctly."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+import surge
+from helpers import TinyModel
+from surge.profiler import AdvancedProfiler, SimpleProfiler
+
+
+class SlowSamples(Dataset):
+    """Each sample takes 3 ms to produce (sleep: parallel workers help even on a busy machine)."""
+
+    def __len__(self) -> int:
+        return 192
+
+    def __getitem__(self, i):
+        time.sleep(0.003)
+        return torch.randn(4), i % 2
+
+
+class Syncing(TinyModel):
+    def training_step(self, batch, batch_idx):
+        loss = super().training_step(batch, batch_idx)
+        for _ in range(30):
+            loss.item()  # the habit the doctor must name
+        return loss
+
+
+class Wide(TinyModel):
+    def __init__(self) -> None:
+        super().__init__(hidden=1024)
+
+
+def _cheap(n: int = 2048) -> DataLoader:
+    """Ready-made batches of 64: fetching one costs next to nothing."""
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(n, 4, generator=g), torch.randint(0, 2, (n,), generator=g)
+    return DataLoader(list(zip(x.split(64), y.split(64))), batch_size=None)
+
+
+def _fit(tmp_path, model, loader, profiler="simple", **kwargs) -> surge.Trainer:
+    trainer = surge.Trainer(
+        max_epochs=1, profiler=profiler, default_root_dir=tmp_path, enable_progress_bar=False,
+        enable_checkpointing=False, enable_model_summary=False, **kwargs,
+    )  # fmt: skip
+    trainer.fit(model, loader)
+    return trainer
+
+
+def test_data_bound_is_named_with_the_measured_worker_gain(tmp_path):
+    trainer = _fit(tmp_path, TinyModel(), DataLoader(SlowSamples(), batch_size=8))
+    report = trainer.profiler.report
+    assert report["bottleneck"] == "data"
+    finding = report["findings"][0]
+    assert finding["numbers"]["share"] > 0.5 and finding["numbers"]["num_workers"] == 0
+    assert "num_workers=2 measured" in finding["message"] and finding["numbers"]["speedup"] >= 1.2
+
+
+def test_sync_bound_is_named_with_the_count(tmp_path):
+    trainer = _fit(tmp_path, Syncing(), _cheap(), profiler=SimpleProfiler(measure_workers=False))
+    report = trainer.profiler.report
+    assert report["bottleneck"] == "sync"
+    assert report["host_reads_per_step"] == 30
+    assert "forces 30 host syncs per step (item x30)" in report["findings"][0]["message"]
+
+
+def test_compute_bound_is_named(tmp_path):
+    trainer = _fit(tmp_path, Wide(), _cheap(), profiler=SimpleProfiler(measure_workers=False))
+    report = trainer.profiler.report
+    assert report["bottleneck"] == "compute" and report["host_reads_per_step"] == 0
+    assert report["summary"]["shares"]["data"] < 0.3
+
+
+def test_phases_add_up_and_the_report_is_written(tmp_path):
+    trainer = _fit(tmp_path, TinyModel(), _cheap(), profiler=SimpleProfiler(measure_workers=False))
+    summary = trainer.profiler.report["summary"]
+    assert summary["steps"] >= 20
+    assert sum(summary["shares"].values()) == pytest.approx(1.0, abs=0.02)
+    assert all(summary["phases"][p] > 0 for p in ("data", "forward", "backward", "optimizer"))
+    written = json.loads((trainer.log_dir / "doctor.json").read_text())
+    assert written["bottleneck"] == trainer.profiler.report["bottleneck"]
+    assert (trainer.log_dir / "doctor.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_advanced_names_the_functions_of_each_phase(tmp_path):
+    trainer = _fit(tmp_path, TinyModel(), _cheap(256), profiler=AdvancedProfiler(measure_workers=False))
+    tables = trainer.profiler.report["functions"]
+    assert "training_step" in tables["forward"] and "backward" in tables["backward"]
+
+
+def test_pytorch_profiler_writes_a_trace(tmp_path):
+    trainer = _fit(tmp_path, TinyModel(), _cheap(512), profiler="pytorch")
+    traces = list((trainer.log_dir / "profiler").glob("*.json"))
+    assert traces and json.loads(traces[0].read_text())["traceEvents"]
+
+
+def test_no_profiler_means_no_wrapping(tmp_path):
+    trainer = _fit(tmp_path, TinyModel(), _cheap(256), profiler=None)
+    assert trainer.profiler is None and "timed_validation" not in repr(trainer._run_validation)
+
+
+def test_surge_doctor_runs_a_script_profiled(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import sys, torch\n"
+        f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+        "import surge\nfrom helpers import TinyModel\nfrom torch.utils.data import DataLoader, TensorDataset\n"
+        "data = TensorDataset(torch.randn(4096, 4), torch.randint(0, 2, (4096,)))\n"
+        "surge.Trainer(max_epochs=5, enable_progress_bar=False).fit(TinyModel(), DataLoader(data, batch_size=8))\n"
+    )
+    src = Path(__file__).resolve().parents[1] / "src"
+    proc = subprocess.run(
+        [sys.executable, "-m", "surge", "doctor", "--steps", "40", str(script)], capture_output=True, text=True,
+        timeout=120, cwd=tmp_path, env={"PYTHONPATH": str(src), "PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, output[-2000:]
+    assert "surge doctor: 38 steps" in output and "bottleneck:" in output  # 40 steps, 2 warm-up skipped
+
+
+def test_surge_plot_draws_the_curves(tmp_path):
+    from surge.errors import MisconfigurationError
+    from surge.plotting import plot_run
+
+    trainer = _fit(tmp_path, TinyModel(), _cheap(512), profiler=None, log_every_n_steps=2)
+    out = plot_run(trainer.log_dir)
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 5000
+    with pytest.raises(MisconfigurationError, match="no metrics.csv"):
+        plot_run(tmp_path / "nothing")
