@@ -135,6 +135,16 @@ def _unsafe_env(tmp):
         del os.environ["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"]
 
 
+class _Corrupt(torch.utils.data.Dataset):
+    def __len__(self) -> int:
+        return 12
+
+    def __getitem__(self, i):
+        if i == 5:
+            raise ValueError(f"sample {i} is corrupt")
+        return torch.randn(4), 0
+
+
 _EMPTY = DataLoader(TensorDataset(torch.zeros(0, 4), torch.zeros(0, dtype=torch.long)), batch_size=2)
 
 ROWS = [
@@ -245,6 +255,12 @@ ROWS = [
         _fit(TinyModel(), DataLoader([(torch.randn(4), 0)] * 3 + [None], batch_size=2)),
         TypeError,
         ["fetching batch 1 of epoch 0"],
+    ),  # fmt: skip
+    (
+        "sample-getitem-raises",
+        _fit(TinyModel(), DataLoader(_Corrupt(), batch_size=4)),
+        ValueError,
+        ["sample 5 is corrupt", "fetching batch 1 of epoch 0", "dataset[5]"],
     ),  # fmt: skip
     # checkpoints
     (

@@ -295,8 +295,25 @@ def _explain_fetch_error(err: BaseException, epoch: int, batch_idx: int, loader:
     workers = getattr(loader, "num_workers", 0)
     where = f"in one of its {workers} worker processes" if workers else "in this process"
     note = f"surge: the train dataloader failed {where} while fetching batch {batch_idx} of epoch {epoch}"
+    index = _failing_index(err)
+    if index is not None:
+        note += f"; the sample that raised is dataset[{index!r}]"
+    elif workers:
+        note += "; with num_workers=0 surge also names the sample's index"
     if hasattr(err, "add_note"):  # Python >= 3.11
         err.add_note(note)
+
+
+def _failing_index(err: BaseException) -> Any:
+    """The index being fetched when the dataset raised (in-process loading): torch's map-style
+    fetcher holds it in a local of the frame that called `dataset[idx]`."""
+    tb, index = err.__traceback__, None
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code.co_filename.endswith(("_utils/fetch.py", "_utils\\fetch.py")) and "idx" in tb.tb_frame.f_locals:
+            index = tb.tb_frame.f_locals["idx"]
+        tb = tb.tb_next
+    return index
 
 
 def _loss_from(out: Any, batch_idx: int) -> Tensor:
