@@ -35,6 +35,15 @@ class FailingOnce(Net):
         return super().training_step(batch, batch_idx)
 
 
+class StartStep(surge.callbacks.Callback):
+    """Where training started: 0, or the step a resumed run continued from."""
+
+    step = -1
+
+    def on_train_start(self, trainer, module):
+        self.step = trainer.global_step
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--devices", default="1", help="a number of processes per node, or 'auto'")
@@ -51,6 +60,9 @@ def main() -> None:
         "--rank0-late-on-restart", type=float, default=0.0,
         help="seconds rank 0 waits before joining on a restarted attempt (the others join first)",
     )  # fmt: skip
+    p.add_argument(
+        "--checkpoint-every", type=int, default=None, help="save every N steps; resume with 'auto'"
+    )
     args = p.parse_args()
     if os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") != "0" and os.environ.get("RANK") == "0":
         time.sleep(args.rank0_late_on_restart)
@@ -60,19 +72,26 @@ def main() -> None:
     dataset = data(args.samples)
     train = DataLoader(dataset, batch_size=args.batch_size)
     val = DataLoader(dataset, batch_size=3)
+    start = StartStep()
+    callbacks = [start]
+    if args.checkpoint_every:
+        callbacks.append(
+            surge.callbacks.ModelCheckpoint(every_n_train_steps=args.checkpoint_every, save_last=True)
+        )
     trainer = surge.Trainer(
         accelerator="cpu", devices=devices, num_nodes=args.num_nodes, max_epochs=args.epochs,
         max_steps=args.max_steps, default_root_dir=args.root, enable_progress_bar=False,
-        enable_model_summary=False, num_sanity_val_steps=0, log_every_n_steps=1,
+        enable_model_summary=False, num_sanity_val_steps=0, log_every_n_steps=1, callbacks=callbacks,
     )  # fmt: skip
     model = Net() if args.fail_once_at_step is None else FailingOnce(args.fail_once_at_step)
-    trainer.fit(model, train, val)
+    trainer.fit(model, train, val, ckpt_path="auto" if args.checkpoint_every else None)
     validated = trainer.validate(model, dataloaders=val)[0]
     place = {
         "global_rank": trainer.global_rank, "local_rank": trainer.local_rank, "node_rank": trainer.node_rank,
         "world_size": trainer.world_size, "source": getattr(getattr(trainer.strategy, "env", None), "source", "single"),
         "group_rank_env": os.environ.get("GROUP_RANK"),
         "restart_count": os.environ.get("TORCHELASTIC_RESTART_COUNT"), "pid": os.getpid(),
+        "start_step": start.step,
     }  # fmt: skip
     Path(args.ranks_dir).mkdir(parents=True, exist_ok=True)
     (Path(args.ranks_dir) / f"rank{trainer.global_rank}.json").write_text(json.dumps(place))

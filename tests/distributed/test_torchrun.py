@@ -138,16 +138,19 @@ def test_two_agents_as_two_nodes_train_one_model(tmp_path, reference, launcher, 
 # On the restarted attempt rank 0 joins 3 s late, so the other rank reads whatever the store holds from
 # the dead attempt first: with a store that outlives the attempt (torchrun's static rendezvous, or c10d
 # sharing its store with the workers) that is rank 0's old gloo address, "Connection refused" or a hang.
-RESTART = ["--fail-once-at-step", "5", "--rank0-late-on-restart", "3"]
+# The job checkpoints every 2 steps and fits with ckpt_path="auto", so the restarted group resumes
+# from step 4 by itself and must still end with the uninterrupted run's weights.
+RESTART = ["--fail-once-at-step", "5", "--rank0-late-on-restart", "3", "--checkpoint-every", "2"]
 
 
 def _restarted(tmp_path: Path, reference: dict, code: int, log: str, out: Path) -> None:
     assert code == 0, log[-4000:]
     ranks = [json.loads(p.read_text()) for p in sorted((tmp_path / "ranks").glob("rank*.json"))]
     assert [r["restart_count"] for r in ranks] == ["1", "1"]  # the second attempt finished the job
+    assert [r["start_step"] for r in ranks] == [4, 4]  # ...resuming from its last checkpoint
     job = torch.load(out, weights_only=True)
     assert job["world_size"] == 2 and job["global_step"] == 20
-    assert_same_weights(reference["state_dict"], job["state_dict"])  # it trained from scratch again
+    assert_same_weights(reference["state_dict"], job["state_dict"])
 
 
 def test_torchrun_restart_with_c10d_and_an_unshared_store(tmp_path, reference):

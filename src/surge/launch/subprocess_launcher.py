@@ -50,6 +50,7 @@ class SubprocessLauncher:
     def __init__(self, processes: int) -> None:
         self.processes = processes
         self.children: list[subprocess.Popen] = []
+        self._stopping = False  # set when this process stops the children itself
 
     def launch(self) -> None:
         port = free_port()
@@ -68,10 +69,10 @@ class SubprocessLauncher:
         threading.Thread(target=self._watch, name="surge-launcher-watchdog", daemon=True).start()
 
     def _watch(self) -> None:
-        while True:
+        while not self._stopping:
             for rank, child in enumerate(self.children, start=1):
                 code = child.poll()
-                if code not in (None, 0):
+                if code not in (None, 0) and not self._stopping:
                     log.error(f"surge: rank {rank} exited with code {code}; stopping the other ranks")
                     self.terminate()
                     os._exit(code if code > 0 else 1)
@@ -80,6 +81,9 @@ class SubprocessLauncher:
             time.sleep(0.2)
 
     def terminate(self, children: Sequence[subprocess.Popen] | None = None) -> None:
+        # The watchdog must not take the children's deaths for a failure and exit before this
+        # process reports the error that made it stop them.
+        self._stopping = True
         for child in children or self.children:
             if child.poll() is None:
                 child.terminate()
