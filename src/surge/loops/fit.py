@@ -310,7 +310,10 @@ def _failing_index(err: BaseException) -> Any:
     tb, index = err.__traceback__, None
     while tb is not None:
         code = tb.tb_frame.f_code
-        if code.co_filename.endswith(("_utils/fetch.py", "_utils\\fetch.py")) and "idx" in tb.tb_frame.f_locals:
+        if (
+            code.co_filename.endswith(("_utils/fetch.py", "_utils\\fetch.py"))
+            and "idx" in tb.tb_frame.f_locals
+        ):
             index = tb.tb_frame.f_locals["idx"]
         tb = tb.tb_next
     return index
