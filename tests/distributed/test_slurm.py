@@ -234,10 +234,17 @@ def test_sigusr1_requeues_the_job_and_it_resumes_to_the_same_weights(cluster, tm
     while "Restarts=1" not in cluster.run(["scontrol", "-o", "show", "job", job_id]).stdout:
         assert time.monotonic() < deadline, f"the job was not requeued:\n{output_of(tmp_path, job_id)}"
         time.sleep(0.2)
-    # slurmctld holds a requeued job back for a while (BeginTime); let it start again now.
-    cluster.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"])
-    state = wait_for(cluster, job_id, 40)
-    log = output_of(tmp_path, job_id)
+    # slurmctld holds a requeued job back for a while (BeginTime); let it start again now. Until the
+    # requeue has gone through, the job can still show the first attempt's end (FAILED, exit 143), so
+    # a terminal state only counts once the second attempt has started.
+    deadline = time.monotonic() + 60
+    while True:
+        cluster.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"])
+        state = wait_for(cluster, job_id, 40)
+        log = output_of(tmp_path, job_id)
+        if "attempt 1" in log or time.monotonic() > deadline:
+            break
+        time.sleep(1)
     assert state == "COMPLETED", f"{state}\n{log}"
     assert "attempt 0" in log and "attempt 1" in log and "SIGUSR1: saved" in log, log
     # (surge's "SLURM job N requeued" line is not asserted: `scontrol requeue` has the step killed
