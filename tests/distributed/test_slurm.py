@@ -204,6 +204,48 @@ def test_python_without_srun_in_a_batch_script_does_not_hang(cluster, tmp_path, 
 PREEMPT_SCRIPT = TRAIN_SCRIPT.parents[1] / "faults" / "preempt_script.py"
 
 
+def _preempt_and_requeue(cluster, work: Path, job_env) -> tuple[str, str, str]:
+    """Start the job, USR1 it at step 5, let its requeued attempt run; (final state, output, details)."""
+    work.mkdir()
+    marker = work / "marker"
+    command = " ".join(
+        [sys.executable, str(PREEMPT_SCRIPT), str(work / "run"), str(work / "run.pt"), str(marker)]
+    )
+    job_id = submit(
+        cluster, work, job_env, f'echo "attempt ${{SLURM_RESTART_COUNT:-0}}"\nsrun {command}', ntasks=1,
+        extra=("--requeue", "--open-mode=append"),
+    )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while not marker.exists():  # the job is at step 5 of 90
+        assert time.monotonic() < deadline, f"the job never reached step 5:\n{output_of(work, job_id)}"
+        time.sleep(0.02)
+    signalled = cluster.run(["scancel", "--signal=USR1", job_id])  # to the job's steps, as --signal does
+    assert signalled.returncode == 0, signalled.stderr
+    deadline = time.monotonic() + 30
+    while "Restarts=1" not in cluster.run(["scontrol", "-o", "show", "job", job_id]).stdout:
+        assert time.monotonic() < deadline, f"the job was not requeued:\n{output_of(work, job_id)}"
+        time.sleep(0.2)
+    # slurmctld holds a requeued job back for a while (BeginTime); let it start again now, once the
+    # requeue has put it back to PENDING.
+    deadline = time.monotonic() + 30
+    while (
+        cluster.job_state(job_id) in ("RUNNING", "COMPLETING", "CONFIGURING") and time.monotonic() < deadline
+    ):
+        time.sleep(0.2)  # the first attempt is still ending; an update now can race the requeue
+    # slurmd refuses a job credential issued in the same second as the revocation that ended the
+    # first attempt ("Job credential revoked"); a real cluster's requeue delay is far longer.
+    time.sleep(2.5)
+    cluster.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"])
+    state = wait_for(cluster, job_id, 40)
+    log = output_of(work, job_id)
+    details = cluster.run(["scontrol", "-o", "show", "job", job_id]).stdout
+    for name in ("slurmctld.log", "slurmd.log"):  # what the daemons said about this job
+        path = cluster.workdir / name
+        lines = [ln for ln in path.read_text().splitlines() if job_id in ln] if path.exists() else []
+        details += f"\n--- {name}:\n" + "\n".join(lines[-25:])
+    return state, log, details
+
+
 def test_sigusr1_requeues_the_job_and_it_resumes_to_the_same_weights(cluster, tmp_path, job_env):
     """What `surge slurm` scripts rely on (`--signal=USR1@90 --requeue`), with the signal sent at once.
 
@@ -216,41 +258,14 @@ def test_sigusr1_requeues_the_job_and_it_resumes_to_the_same_weights(cluster, tm
         env=clean_env(), cwd=tmp_path, timeout=60,
     )  # fmt: skip
     assert full[0][0] == 0, full[0][1]
-    marker = tmp_path / "marker"
-    command = " ".join(
-        [sys.executable, str(PREEMPT_SCRIPT), str(tmp_path / "run"), str(tmp_path / "run.pt"), str(marker)]
-    )
-    job_id = submit(
-        cluster, tmp_path, job_env, f'echo "attempt ${{SLURM_RESTART_COUNT:-0}}"\nsrun {command}', ntasks=1,
-        extra=("--requeue", "--open-mode=append"),
-    )  # fmt: skip
-    deadline = time.monotonic() + 30
-    while not marker.exists():  # the job is at step 5 of 90
-        assert time.monotonic() < deadline, f"the job never reached step 5:\n{output_of(tmp_path, job_id)}"
-        time.sleep(0.02)
-    signalled = cluster.run(["scancel", "--signal=USR1", job_id])  # to the job's steps, as --signal does
-    assert signalled.returncode == 0, signalled.stderr
-    deadline = time.monotonic() + 30
-    while "Restarts=1" not in cluster.run(["scontrol", "-o", "show", "job", job_id]).stdout:
-        assert time.monotonic() < deadline, f"the job was not requeued:\n{output_of(tmp_path, job_id)}"
-        time.sleep(0.2)
-    # slurmctld holds a requeued job back for a while (BeginTime); let it start again now. Until the
-    # requeue has gone through, the job can still show the first attempt's end (FAILED, exit 143), so
-    # a terminal state only counts once the second attempt has started.
-    deadline = time.monotonic() + 60
-    while True:
-        cluster.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"])
-        state = wait_for(cluster, job_id, 40)
-        log = output_of(tmp_path, job_id)
-        if "attempt 1" in log or time.monotonic() > deadline:
-            break
-        time.sleep(1)
-    assert state == "COMPLETED", f"{state}\n{log}"
+    work = tmp_path / "job"
+    state, log, details = _preempt_and_requeue(cluster, work, job_env)
+    assert state == "COMPLETED", f"{state}\n{log}\n{details}"
     assert "attempt 0" in log and "attempt 1" in log and "SIGUSR1: saved" in log, log
     # (surge's "SLURM job N requeued" line is not asserted: `scontrol requeue` has the step killed
     # before the line is written.)
     a, b = (
         torch.load(tmp_path / "full.pt", weights_only=True),
-        torch.load(tmp_path / "run.pt", weights_only=True),
+        torch.load(work / "run.pt", weights_only=True),
     )
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
