@@ -21,6 +21,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
+from .checkpoint import process_alive
 from .errors import CheckpointError, MisconfigurationError, bad_value
 from .rank_zero import global_rank, info
 
@@ -224,19 +225,9 @@ def _remove_stale(path: Path) -> None:
     for stale in path.parent.glob(f".{path.name}.*-*"):
         parts = stale.name.rsplit("-", 2)
         pid = int(parts[1]) if len(parts) == 3 and parts[1].isdigit() else None
-        if pid is not None and _alive(pid):
+        if pid is not None and process_alive(pid):
             continue  # another process is building right now
         shutil.rmtree(stale, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 # -- matching ----------------------------------------------------------------------------------

@@ -174,13 +174,14 @@ def remove_stale_temporaries(directory: str | Path) -> list[Path]:
         return removed
     for entry in directory.iterdir():
         match = _TMP_RE.match(entry.name)
-        if match and not _alive(int(match.group(1))):
+        if match and not process_alive(int(match.group(1))):
             entry.unlink(missing_ok=True)
             removed.append(entry)
     return removed
 
 
-def _alive(pid: int) -> bool:
+def process_alive(pid: int) -> bool:
+    """Whether process `pid` exists (this one included): a writer whose temporaries must be left alone."""
     if pid == os.getpid():
         return True
     try:

@@ -151,6 +151,7 @@ class Optimization:
         self.skipped = False
         self.guard = guard if guard is not None else NonFiniteGuard(None, optimizers, False)
         self._where = where
+        self._allow = self.guard.allow if self.guard.mode in ("raise", "skip") else None
 
     def _clip_fn(self, opt: Optimizer, value: float | None, algorithm: str) -> Callable[[], None] | None:
         if value is None:
@@ -172,7 +173,7 @@ class Optimization:
 
     def step(self, grad_scale: float | None = None) -> None:
         """One optimizer step for every optimizer, then `zero_grad(set_to_none=True)`."""
-        stepped = True
+        stepped, allow = True, self._allow
         for opt, clip in zip(self.optimizers, self._clips):
             if grad_scale is not None:
                 grads = [p.grad for g in opt.param_groups for p in g["params"] if p.grad is not None]
@@ -181,7 +182,7 @@ class Optimization:
             if self._before_step:
                 self._precision.unscale_gradients(opt)  # hooks see true-scale gradients
                 self._hooks.call("on_before_optimizer_step", opt)
-            if self.guard.active and not self.guard.allow(opt, self._where):
+            if allow is not None and not allow(opt, self._where):
                 stepped = False  # on_nonfinite="skip": this window's gradients are dropped
             else:
                 stepped &= self._precision.optimizer_step(opt, clip)

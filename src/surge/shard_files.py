@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from .checkpoint import _alive, load_checkpoint
+from .checkpoint import load_checkpoint, process_alive
 from .errors import CheckpointError
 
 SHARDS = "sharded"
@@ -79,7 +79,7 @@ def remove_orphan_shards(directory: str | Path) -> list[Path]:
     named = referenced_folders(directory)
     removed = []
     for entry in candidates:
-        if entry.name not in named and not _alive(int(_SHARD_DIR_RE.match(entry.name)["pid"])):
+        if entry.name not in named and not process_alive(int(_SHARD_DIR_RE.match(entry.name)["pid"])):
             shutil.rmtree(entry, ignore_errors=True)
             removed.append(entry)
     return removed

@@ -60,6 +60,20 @@ def _fit(tmp_path, model, **kwargs) -> surge.Trainer:
     return trainer
 
 
+@pytest.fixture
+def item_reads(monkeypatch) -> dict[str, int]:
+    """Counts `Tensor.item` calls (host reads) while the test runs."""
+    reads = {"n": 0}
+    real = torch.Tensor.item
+
+    def item(self):
+        reads["n"] += 1
+        return real(self)
+
+    monkeypatch.setattr(torch.Tensor, "item", item)
+    return reads
+
+
 def test_raise_stops_at_the_step_before_applying_it(tmp_path):
     model = Poisoned(bad={3})
     with pytest.raises(NonFiniteError, match=r"step 4 \(epoch 0, batch 3\).*not applied"):
@@ -87,15 +101,8 @@ def test_skip_drops_the_bad_steps_and_counts_them(tmp_path, where):
     assert torch.equal(model.lin.weight, reference.lin.weight)
 
 
-def test_warn_says_so_at_the_epoch_end_without_a_per_step_read(tmp_path, monkeypatch):
-    reads = {"n": 0}
-    real = torch.Tensor.item
-
-    def item(self):
-        reads["n"] += 1
-        return real(self)
-
-    monkeypatch.setattr(torch.Tensor, "item", item)
+def test_warn_says_so_at_the_epoch_end_without_a_per_step_read(tmp_path, item_reads):
+    reads = item_reads
     _fit(tmp_path, Poisoned(bad={4}), on_nonfinite=None)
     unchecked, reads["n"] = reads["n"], 0
     with pytest.warns(UserWarning, match="non-finite loss"):
@@ -103,15 +110,8 @@ def test_warn_says_so_at_the_epoch_end_without_a_per_step_read(tmp_path, monkeyp
     assert reads["n"] == unchecked  # the guard adds no .item() (its one read per epoch is a tolist)
 
 
-def test_a_fused_optimizer_skips_on_the_device(tmp_path, monkeypatch):
-    reads = {"n": 0}
-    real = torch.Tensor.item
-
-    def item(self):
-        reads["n"] += 1
-        return real(self)
-
-    monkeypatch.setattr(torch.Tensor, "item", item)
+def test_a_fused_optimizer_skips_on_the_device(tmp_path, item_reads):
+    reads = item_reads
     _fit(tmp_path, Poisoned(fused=True), on_nonfinite=None)
     unchecked, reads["n"] = reads["n"], 0
     model = Poisoned(bad={1, 2}, fused=True)

@@ -16,28 +16,6 @@ sys.path.insert(0, str(HERE.parent / "distributed"))
 from jobs import TRAIN_SCRIPT, clean_env  # noqa: E402
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("rank", [0, 1])
-def test_one_rank_raising_ends_every_rank(tmp_path, rank):
-    before = {p.pid for p in psutil.process_iter()}
-    cmd = [sys.executable, str(TRAIN_SCRIPT), "--devices", "2", "--epochs", "50", "--root", str(tmp_path),
-           "--out", str(tmp_path / "out.pt"), "--fail-rank", str(rank), "--fail-step", "3"]  # fmt: skip
-    t0 = time.monotonic()
-    proc = subprocess.run(cmd, env=clean_env(), capture_output=True, text=True, timeout=60, cwd=tmp_path)
-    elapsed = time.monotonic() - t0
-    output = proc.stdout + proc.stderr
-    assert proc.returncode != 0, output[-2000:]
-    assert elapsed < 30, f"took {elapsed:.0f} s"
-    assert output.count(f"RuntimeError: boom on rank {rank} at step 3") == 1, output[-3000:]
-    time.sleep(0.5)
-    left = [
-        p for p in psutil.process_iter(["pid", "cmdline"])
-        if p.info["pid"] not in before and str(TRAIN_SCRIPT) in " ".join(p.info["cmdline"] or [])
-    ]  # fmt: skip
-    assert not left, f"orphaned ranks: {left}"
-    assert not (tmp_path / "out.pt").exists()
-
-
 def _job(tmp_path, *args, timeout=90):
     cmd = [sys.executable, str(TRAIN_SCRIPT), "--devices", "2", "--root", str(tmp_path), "--out",
            str(tmp_path / "out.pt"), *args]  # fmt: skip
@@ -46,12 +24,25 @@ def _job(tmp_path, *args, timeout=90):
     return proc, time.monotonic() - t0
 
 
-def _no_ranks_left(before):
+def _ranks_left(before):
     time.sleep(0.5)
     return [
         p for p in psutil.process_iter(["pid", "cmdline"])
         if p.info["pid"] not in before and str(TRAIN_SCRIPT) in " ".join(p.info["cmdline"] or [])
     ]  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("rank", [0, 1])
+def test_one_rank_raising_ends_every_rank(tmp_path, rank):
+    before = {p.pid for p in psutil.process_iter()}
+    proc, elapsed = _job(tmp_path, "--epochs", "50", "--fail-rank", str(rank), "--fail-step", "3", timeout=60)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode != 0, output[-2000:]
+    assert elapsed < 30, f"took {elapsed:.0f} s"
+    assert output.count(f"RuntimeError: boom on rank {rank} at step 3") == 1, output[-3000:]
+    assert not _ranks_left(before), "orphaned ranks"
+    assert not (tmp_path / "out.pt").exists()
 
 
 @pytest.mark.slow
@@ -65,7 +56,7 @@ def test_a_hung_rank_hits_the_collective_timeout_and_is_stopped(tmp_path):
     assert 15 <= elapsed < 45, f"took {elapsed:.0f} s"
     assert "rank 0 waited more than the process group timeout (15 s)" in output, output[-3000:]
     assert "rank 1 stopped answering" in output
-    assert not _no_ranks_left(before), "the hung rank was left running"
+    assert not _ranks_left(before), "the hung rank was left running"
 
 
 @pytest.mark.slow
@@ -80,4 +71,4 @@ def test_a_nan_on_one_rank_stops_every_rank_before_the_step(tmp_path):
     # NaN itself) stops at that step, before applying it; whichever reports first ends the job.
     pattern = r"\[rank[01]\]: surge.nonfinite.NonFiniteError: non-finite loss or gradients at step 4"
     assert re.search(pattern, output), output[-3000:]
-    assert not _no_ranks_left(before)
+    assert not _ranks_left(before)

@@ -80,7 +80,7 @@ class DataParallelStrategy(Strategy):
             raise MisconfigurationError("strategy='dp' needs CUDA devices; use strategy='ddp' on CPU.")
         self.device_ids = list(device_ids)
         self.wrapped: nn.DataParallel | None = None
-        self._weights: dict[int, Tensor] = {}
+        self._weights: dict[tuple[int, ...], Tensor] = {}
 
     def setup_environment(self, device: torch.device) -> None:
         self.device = torch.device("cuda", self.device_ids[0])
@@ -117,11 +117,11 @@ class DataParallelStrategy(Strategy):
         return self._weighted(out, sizes)
 
     def _weighted(self, losses: Tensor, sizes: list[int]) -> Tensor:
-        weights = self._weights.get(sum(sizes))
-        if weights is None or len(weights) != len(sizes):
+        key = tuple(sizes)
+        weights = self._weights.get(key)
+        if weights is None:  # one small tensor per batch size seen, not one per step
             total = sum(sizes)
-            weights = torch.tensor([n / total for n in sizes], device=losses.device, dtype=torch.float32)
-            self._weights[total] = weights
+            weights = self._weights[key] = torch.tensor([n / total for n in sizes], device=losses.device)
         return (losses.float() * weights).sum().to(losses.dtype)
 
 
