@@ -20,7 +20,7 @@ from torch.utils.data import (
 )
 
 from .errors import MisconfigurationError, SurgeTypeError
-from .rank_zero import warn
+from .rank_zero import info, warn
 from .seed import seeding_workers, worker_init_fn
 
 
@@ -133,25 +133,27 @@ def data_wait_advice(loader: Iterable, wait_s: float, total_s: float, steps: int
 class _SkipFirst:
     """A batch sampler that yields its inner sampler's batches after the first `skip` (indices only).
 
-    `torch_rng`, when set before the first iteration, is the torch RNG state the inner sampler
-    draws its permutation from (the state it had at that point of the interrupted run).
+    `rng`, when set before the first iteration, is the RNG state (python, numpy, torch) the inner
+    sampler draws from: the state it had at that point of the interrupted run.
     """
 
     def __init__(self, batch_sampler: Any, skip: int) -> None:
         self.batch_sampler, self.skip = batch_sampler, skip
-        self.torch_rng: Tensor | None = None
+        self.rng: dict[str, Any] | None = None
         self.started = False
 
     def __iter__(self) -> Iterator[Any]:
+        from .seed import rng_state, set_rng_state
+
         self.started = True
         current = None
-        if self.torch_rng is not None:
-            current = torch.get_rng_state()
-            torch.set_rng_state(self.torch_rng)
+        if self.rng is not None:
+            current = rng_state()
+            set_rng_state(self.rng)
         it = iter(self.batch_sampler)
         exhausted = any(next(it, None) is None for _ in range(self.skip))
         if current is not None:
-            torch.set_rng_state(current)
+            set_rng_state(current)
         if not exhausted:
             yield from it
 
@@ -162,31 +164,86 @@ class _SkipFirst:
 def resume_iterator(loader: Iterable, skip: int, epoch_start_rng: dict[str, Any] | None) -> Iterator[Any]:
     """An iterator over `loader` that continues after `skip` batches of an interrupted epoch.
 
-    With the RNG state from the epoch's start, the sampler draws the same permutation (and the
-    workers the same seeds) as the interrupted run: the DataLoader draws its workers' base seed,
-    then the sampler its permutation, in that order. Map-style DataLoaders skip at the index
-    level: the dataset's `__getitem__` is never called for the skipped samples.
+    With the RNG state from the epoch's start (global RNGs and the loader's own generators), the
+    sampler draws the same permutation (and the workers the same seeds) as the interrupted run:
+    the DataLoader draws its workers' base seed, then the sampler its permutation, in that order.
+    Map-style DataLoaders skip at the index level: the dataset's `__getitem__` is never called for
+    the skipped samples. Where skipping would change what later samples are (an IterableDataset's
+    stream, or random augmentation drawn in worker processes), the skipped batches are loaded again
+    and dropped, so the data continues exactly.
     """
+    from .loader_state import restore_epoch_start
     from .seed import rng_state, set_rng_state
 
     now = rng_state()
     if epoch_start_rng is not None:
         set_rng_state(epoch_start_rng)
-    if isinstance(loader, DataLoader) and loader.batch_sampler is not None and skip:
-        skipper = _SkipFirst(loader.batch_sampler, skip)
-        it = iter(clone_loader(loader, batch_sampler=skipper))
+        restore_epoch_start(loader, epoch_start_rng)
+    how = _resume_mode(loader, skip)
+    if how == "skip":
+        skipper = _SkipFirst(loader.batch_sampler, skip)  # type: ignore[attr-defined]
+        it = iter(clone_loader(loader, batch_sampler=skipper))  # type: ignore[arg-type]
         if not skipper.started:  # single-process loading: the sampler starts at the first next()
-            skipper.torch_rng = torch.get_rng_state()
+            skipper.rng = rng_state()
     else:
         it = iter(loader)
         if skip:
-            warn(
-                f"resuming inside an epoch of a {type(loader).__name__} without a batch sampler: replaying {skip} batches"
-            )
+            info(f"resuming inside an epoch: loading the {skip} batches already trained on again ({how})")
             for _ in range(skip):
                 next(it, None)
     set_rng_state(now)
     return it
+
+
+def _resume_mode(loader: Iterable, skip: int) -> str:
+    """ "skip" (by index, nothing loaded) or why the skipped batches must be loaded again."""
+    if not skip:
+        return "replay"
+    if not isinstance(loader, DataLoader) or loader.batch_sampler is None:
+        return f"a {type(loader).__name__} has no batch sampler to skip by index"
+    if isinstance(loader.dataset, IterableDataset):
+        return "an IterableDataset's stream can only be read in order"
+    if loader.num_workers > 0 and draws_random_numbers(loader.dataset):
+        return (
+            "the dataset draws random numbers in its worker processes, whose streams must advance as before"
+        )
+    return "skip"
+
+
+def draws_random_numbers(dataset: Any) -> bool:
+    """Whether loading one sample draws from python's, numpy's or torch's global RNG.
+
+    Loads `dataset[0]` once in this process with the RNG states put back afterwards.
+    """
+    from .seed import rng_state, set_rng_state
+
+    if not hasattr(dataset, "__getitem__") or not _has_items(dataset):
+        return False
+    before = rng_state()
+    try:
+        dataset[0]
+    except Exception:  # noqa: BLE001 - a dataset that cannot load index 0 here: assume it may draw
+        return True
+    finally:
+        after = rng_state()
+        set_rng_state(before)
+    return not _same_rng(before, after)
+
+
+def _has_items(dataset: Any) -> bool:
+    try:
+        return len(dataset) > 0
+    except TypeError:
+        return True
+
+
+def _same_rng(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    return (
+        a["python"] == b["python"]
+        and torch.equal(a["numpy"]["keys"], b["numpy"]["keys"])
+        and a["numpy"]["pos"] == b["numpy"]["pos"]
+        and torch.equal(a["torch"], b["torch"])
+    )
 
 
 def clone_loader(loader: DataLoader, **overrides: Any) -> DataLoader:

@@ -31,6 +31,8 @@ def checkpoint_state(trainer: Trainer, weights_only: bool = False) -> dict[str, 
     if weights_only:
         return state
     state["loop"] = loop.state_dict()
+    if loop.inside_window():
+        _save_window(trainer, state["loop"])
     if trainer._optim is not None:
         state.update(trainer._optim.state_dict())
         state["optimizer_states"] = trainer._strategy.optimizer_states(module, trainer._optim.optimizers)
@@ -38,7 +40,7 @@ def checkpoint_state(trainer: Trainer, weights_only: bool = False) -> dict[str, 
     state["callbacks"] = {cb.state_key: cb.state_dict() for cb in trainer.callbacks}
     if trainer.datamodule is not None:
         state["datamodule"] = trainer.datamodule.state_dict()
-    state["rng"] = rng_state()
+    state["rng"] = trainer.training_rng or rng_state()
     trainer._hooks.module("on_save_checkpoint", state)
     trainer._hooks.callbacks("on_save_checkpoint", state)
     return state
@@ -56,7 +58,12 @@ def restore_state(trainer: Trainer, path: Path) -> dict[str, Any] | None:
         warn(f"{path}: strict_loading=False, loaded the weights that match; " + "; ".join(problems))
     trainer._optim.load_state_dict(ckpt, lambda opts: strategy.restore_optimizers(module, opts, ckpt, path))
     trainer._precision.load_state_dict(ckpt.get("precision", {}))
-    trainer.fit_loop.load_state_dict(ckpt["loop"])
+    loop = trainer.fit_loop
+    _check_loop_state(ckpt["loop"], path, trainer.num_training_batches)
+    loop.load_state_dict(ckpt["loop"])
+    if ckpt["loop"].get("window_gradients") is not None:
+        strategy.restore_window_gradients(module, ckpt["loop"]["window_gradients"], path)
+        loop._keep_grads = True
     saved = ckpt.get("callbacks", {})
     for cb in trainer.callbacks:
         if cb.state_key in saved:
@@ -67,6 +74,45 @@ def restore_state(trainer: Trainer, path: Path) -> dict[str, Any] | None:
     trainer._hooks.callbacks("on_load_checkpoint", ckpt)
     info(f"Resuming from {path} at epoch {trainer.current_epoch}, step {trainer.global_step}")
     return ckpt.get("rng")
+
+
+def _save_window(trainer: Trainer, loop_state: dict[str, Any]) -> None:
+    """A checkpoint between micro-batches keeps the window's gradients so far, so the window goes on
+    exactly; where the strategy cannot give them, the window restarts at its first micro-batch."""
+    grads = trainer._strategy.window_gradients(trainer._module)
+    if grads is not None:
+        loop_state["window_gradients"] = grads
+        return
+    last = loop_state["batches_done"] - 1
+    loop_state["batches_done"] = last - last % trainer._cfg.accumulate_grad_batches
+    warn(
+        f"checkpoint written inside a gradient accumulation window (batch {last + 1} of the epoch) with "
+        f"strategy={trainer._strategy.name!r}, which cannot save the window's gradients: a resume restarts the "
+        f"window at batch {loop_state['batches_done']}, and random draws in those steps (e.g. dropout) will differ. "
+        "Checkpoints written at optimizer steps (ModelCheckpoint's) resume exactly."
+    )
+
+
+_LOOP_KEYS = {"epoch": int, "global_step": int, "batches_done": int, "epoch_done": bool}
+
+
+def _check_loop_state(loop: Any, path: Path, batches_per_epoch: int | float) -> None:
+    """A damaged or foreign `loop` entry is refused by name, before any state is changed."""
+    if not isinstance(loop, dict):
+        raise CheckpointError(
+            f"{path}: its 'loop' entry is a {type(loop).__name__}, not the training position"
+        )
+    for key, kind in _LOOP_KEYS.items():
+        value = loop.get(key)
+        if isinstance(value, bool) is not (kind is bool) or not isinstance(value, kind):
+            raise CheckpointError(f"{path}: loop[{key!r}] is {value!r}; expected a {kind.__name__}")
+        if kind is int and value < 0:
+            raise CheckpointError(f"{path}: loop[{key!r}] is {value}; expected >= 0")
+    if loop["batches_done"] > batches_per_epoch:
+        raise CheckpointError(
+            f"{path} stopped after batch {loop['batches_done']} of epoch {loop['epoch']}, but this run's epoch has "
+            f"{batches_per_epoch} batches: resume with the dataloader (and limit_train_batches) it was saved with"
+        )
 
 
 def find_checkpoint(trainer: Trainer, ckpt_path: str | Path) -> Path | None:

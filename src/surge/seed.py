@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -73,3 +75,14 @@ def set_rng_state(state: dict[str, Any]) -> None:
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
+
+
+@contextlib.contextmanager
+def rng_untouched() -> Iterator[dict[str, Any]]:
+    """Run a block, then put every global RNG (python, numpy, torch, CUDA) back as it was; yields
+    the state it will restore."""
+    before = rng_state()
+    try:
+        yield before
+    finally:
+        set_rng_state(before)

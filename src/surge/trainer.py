@@ -31,6 +31,7 @@ from .profiler.doctor import DOCTOR_ENV, doctor_overrides
 from .rank_zero import info, warn
 from .results import Results
 from .run_state import checkpoint_state, find_checkpoint, restore_state
+from .seed import rng_untouched, set_rng_state
 from .signals import Preempted, SignalFlag
 from .strategies import Strategy
 from .tune import setup as tune_setup
@@ -101,6 +102,7 @@ class Trainer:
         self.logged_metrics: dict[str, torch.Tensor] = {}
         self.progress_bar_metrics: dict[str, float] = {}
         self.sanity_checking = False
+        self.training_rng: dict[str, Any] | None = None  # set while validation runs inside fit
         self.state = "initializing"
         self.datamodule: DataModule | None = None
         self._module: Module | None = None
@@ -232,8 +234,6 @@ class Trainer:
                     lg.log_module_graph(self._module, data_mod.move_to_device(example, self._module.device))
         self._sanity_check()
         if pending_rng is not None:
-            from .seed import set_rng_state
-
             set_rng_state(pending_rng)  # the resumed run draws exactly what the uninterrupted one would
         self._module.train()
         hooks.call("on_train_start")
@@ -304,7 +304,7 @@ class Trainer:
         self.sanity_checking = True
         self._hooks.callbacks("on_sanity_check_start")
         try:
-            run_evaluation(self, "validate", self._val_loaders, limits, sanity=True)
+            self._validate_rng_neutral(limits, sanity=True)
         finally:
             self.sanity_checking = False
         self._hooks.callbacks("on_sanity_check_end")
@@ -317,7 +317,17 @@ class Trainer:
         return self._val_enabled() and (epoch + 1) % self._cfg.check_val_every_n_epoch == 0
 
     def _run_validation(self) -> None:
-        run_evaluation(self, "validate", self._val_loaders, self.num_val_batches)
+        # Validation never moves training's random streams: training is the same whether and how
+        # often it validates, and a checkpoint written around a validation resumes exactly.
+        self._validate_rng_neutral(self.num_val_batches)
+
+    def _validate_rng_neutral(self, limits: list[int | float], sanity: bool = False) -> None:
+        with rng_untouched() as training_rng:
+            self.training_rng = training_rng  # what a checkpoint written during validation records
+            try:
+                run_evaluation(self, "validate", self._val_loaders, limits, sanity=sanity)
+            finally:
+                self.training_rng = None
 
     # -- evaluate and predict --------------------------------------------------------------
     def validate(
@@ -389,8 +399,12 @@ class Trainer:
             )
         self._setup(model, stage)
         loaders = [self._prepare_loader(v) for v in loaders]
-        if ckpt_path is not None:
-            path = find_checkpoint(self, ckpt_path)
+        path = find_checkpoint(self, ckpt_path) if ckpt_path is not None else None
+        if ckpt_path == "auto" and path is None:
+            info(
+                f'{stage}(ckpt_path="auto"): no checkpoint under {self.default_root_dir}; using the current weights'
+            )
+        if path is not None:
             ckpt = self._strategy.load_checkpoint(path)
             problems = self._strategy.restore_model(model, ckpt, path, strict=model.strict_loading)
             if problems:

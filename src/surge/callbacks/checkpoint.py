@@ -144,7 +144,7 @@ class ModelCheckpoint(Callback):
         # A run ended by max_steps inside an epoch still leaves its last state behind.
         if (
             trainer.global_step != self._last_saved_step
-            and not trainer.fit_loop.epoch_done
+            and trainer.fit_loop.batches_done > 0
             and trainer.global_step > 0
         ):
             self._save(trainer)

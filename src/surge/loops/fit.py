@@ -18,8 +18,10 @@ from torch import Tensor
 
 from ..data import data_wait_advice, loader_length, resume_iterator
 from ..errors import MisconfigurationError, SurgeRuntimeError
+from ..loader_state import generator_states, set_generator_states
 from ..profiler.base import LoopParts
 from ..rank_zero import info
+from ..seed import rng_state
 from ..signals import EXIT_CODES, Preempted, SignalFlag, requeue_slurm_job
 
 if TYPE_CHECKING:
@@ -34,20 +36,23 @@ class FitLoop:
         self.epoch = 0
         self.global_step = 0
         self.batches_done = 0  # batches trained in the current epoch
-        self.epoch_done = False
+        self.epoch_done = False  # the epoch's batches ran out (not stopped early by max_steps)
+        self.epoch_closed = False  # the epoch's end has run through its schedulers' step
         self._resume_rng: dict[str, Any] | None = None  # RNG at the epoch's start, for a mid-epoch resume
+        self._keep_grads = False  # resumed inside an accumulation window: its gradients were restored
         self.epoch_start_rng: dict[str, Any] | None = None
-        self.data_wait = 0.0
         self._advised = False
 
     # -- state -----------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
+        """Where training stands, exact at any point a checkpoint can be written."""
         return {
             "epoch": self.epoch,
             "global_step": self.global_step,
             "batches_done": self.batches_done,
-            "epoch_done": self.epoch_done,
+            "epoch_done": self.epoch_closed,
             "epoch_start_rng": self.epoch_start_rng,
+            "generators": generator_states(self.trainer._train_loader),
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -57,7 +62,20 @@ class FitLoop:
         else:
             self.epoch, self.batches_done = state["epoch"], state["batches_done"]
             self._resume_rng = state.get("epoch_start_rng")
-        self.epoch_done = False
+        if self.batches_done == 0 and self._resume_rng is None and state.get("generators") is not None:
+            # At an epoch's start the loader's own generators stand where the saved run left them.
+            set_generator_states(self.trainer._train_loader, state["generators"])
+        self.epoch_done = self.epoch_closed = False
+
+    def inside_window(self) -> bool:
+        """True between two micro-batches of one accumulation window (gradients are pending)."""
+        t = self.trainer
+        k, n, b = t._cfg.accumulate_grad_batches, t.num_training_batches, self.batches_done
+        if k == 1 or b == 0 or self.epoch_done or not t._module.automatic_optimization:
+            return False
+        last = b - 1
+        start = last - last % k
+        return last - start != min(k, n - start) - 1
 
     # -- epochs ----------------------------------------------------------------------------
     def done(self) -> bool:
@@ -86,10 +104,11 @@ class FitLoop:
         sampler = getattr(loader, "sampler", None)
         if hasattr(sampler, "set_epoch"):
             sampler.set_epoch(self.epoch)
-        from ..seed import rng_state
-
-        self.epoch_start_rng = rng_state() if self._resume_rng is None else self._resume_rng
-        self.epoch_done = False
+        if self._resume_rng is None:
+            self.epoch_start_rng = {**rng_state(), "generators": generator_states(loader)}
+        else:
+            self.epoch_start_rng = self._resume_rng
+        self.epoch_done = self.epoch_closed = False
         hooks.call("on_train_epoch_start")
         exhausted = self._train_batches(self._iterator(loader))
         self.epoch_done = exhausted or self.batches_done >= t.num_training_batches
@@ -107,6 +126,7 @@ class FitLoop:
         t._optim.guard.report(self.global_step)  # host read: epoch end
         if self.epoch_done:
             t._optim.step_schedulers("epoch", self.epoch + 1)
+            self.epoch_closed = True  # a checkpoint from here on resumes at the next epoch
         hooks.callbacks("on_train_epoch_end")
         t._loggers_save()
         if t.world_size > 1:
@@ -114,6 +134,8 @@ class FitLoop:
         if self.epoch_done:
             self.epoch += 1
             self.batches_done = 0
+            self.epoch_done = self.epoch_closed = False
+            self.epoch_start_rng = None  # the next epoch's start is now: the RNG as it stands
 
     def _iterator(self, loader: Any) -> Iterator[Any]:
         if self.batches_done == 0 and self._resume_rng is None:
@@ -189,7 +211,9 @@ class FitLoop:
         wait, t_epoch = 0.0, clock()
         batch_idx = self.batches_done
         batch: Any = None
-        optim.zero_grad()  # nothing left over from an epoch that ended inside a window
+        if not self._keep_grads:
+            optim.zero_grad()  # nothing left over from an epoch that ended inside a window
+        self._keep_grads = False  # (a resume inside a window restored that window's gradients)
         while batch_idx < n:
             t0 = clock()
             try:
@@ -270,7 +294,6 @@ class FitLoop:
                 t.should_stop and window_end and self.epoch >= cfg.min_epochs
             ):
                 break
-        self.data_wait += wait
         if batch is not _END and batch_idx == n == loader_length(t._train_loader):
             # Let the sampler finish its epoch as a plain `for` loop would: RandomSampler with a
             # user generator draws once more at exhaustion, and later epochs depend on that draw.

@@ -136,6 +136,15 @@ class Strategy:
         for opt, loaded in zip(optimizers, templates):
             set_optimizer_state_dict(module, opt, loaded)
 
+    def window_gradients(self, module: nn.Module) -> Any:
+        """The gradients accumulated so far in an unfinished accumulation window, by parameter name
+        (a checkpoint written between micro-batches carries them, so the window continues exactly)."""
+        return {name: p.grad.detach().clone() for name, p in module.named_parameters() if p.grad is not None}
+
+    def restore_window_gradients(self, module: nn.Module, saved: Any, path: str | Path) -> None:
+        """Put back what `window_gradients` saved."""
+        _set_gradients(module, rank_share(saved, self.global_rank, self.world_size, path), path)
+
     def remove_checkpoint(self, path: str | Path) -> None:
         """Delete a checkpoint this run wrote (rank zero), with its shards if it has any."""
         if self.is_global_zero:
@@ -154,3 +163,32 @@ def _spans_devices(module: nn.Module) -> bool:
     """True when the user already placed parameters on more than one device (model parallelism)."""
     devices = {p.device for p in module.parameters()}
     return len(devices) > 1
+
+
+def rank_share(saved: Any, rank: int, world_size: int, path: str | Path) -> Any:
+    """This rank's part of gradients saved by `world_size` processes (one process saves a plain dict)."""
+    ranks = saved.get("per_rank", [saved]) if isinstance(saved, dict) else None
+    if not isinstance(ranks, list) or len(ranks) != world_size:
+        count = len(ranks) if isinstance(ranks, list) else "an unknown number of"
+        raise CheckpointError(
+            f"{path} was written inside a gradient accumulation window by {count} process(es); it resumes "
+            f"exactly only on as many, not {world_size}. Resume from a checkpoint written at an optimizer step "
+            "(ModelCheckpoint writes those), or with the same number of processes."
+        )
+    return ranks[rank]
+
+
+def _set_gradients(module: nn.Module, grads: dict[str, Tensor], path: str | Path) -> None:
+    params = dict(module.named_parameters())
+    unknown = sorted(set(grads) - set(params)) if isinstance(grads, dict) else ["(not a dict)"]
+    if unknown:
+        raise CheckpointError(
+            f"{path}: the accumulation window's gradients name parameters this model lacks: {unknown[:5]}"
+        )
+    for name, grad in grads.items():
+        param = params[name]
+        if grad.shape != param.shape:
+            raise CheckpointError(
+                f"{path}: the saved gradient of {name} has shape {tuple(grad.shape)}, the parameter {tuple(param.shape)}"
+            )
+        param.grad = grad.to(device=param.device, dtype=param.dtype)

@@ -172,6 +172,10 @@ class FSDPStrategy(ProcessGroupStrategy):
 
         return [get_optimizer_state_dict(module, opt) for opt in optimizers]
 
+    def window_gradients(self, module: nn.Module) -> Any:
+        """None: FSDP accumulates an unfinished window's gradients unsharded, inside its own state."""
+        return None
+
     def save_checkpoint(self, state: dict[str, Any], path: str | Path) -> None:
         from ..sharded import save_sharded
 

@@ -1,0 +1,54 @@
+"""The random state a DataLoader carries of its own: the generators its sampler and workers draw from.
+
+A user's `DataLoader(generator=g)`, `RandomSampler(generator=g)` or `WeightedRandomSampler(...,
+generator=g)` draws from `g`, not from torch's global RNG, so an exact resume must save and
+restore `g` too. Generators are found where torch's loaders keep them; any sampler with a
+`generator` attribute counts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from .errors import CheckpointError
+
+
+def loader_generators(loader: Iterable) -> list[torch.Generator]:
+    """The distinct CPU generators of `loader`, its sampler and its batch sampler's sampler."""
+    holders = [loader, getattr(loader, "sampler", None)]
+    batch_sampler = getattr(loader, "batch_sampler", None)
+    holders += [batch_sampler, getattr(batch_sampler, "sampler", None)]
+    found: dict[int, torch.Generator] = {}
+    for holder in holders:
+        gen = getattr(holder, "generator", None)
+        if isinstance(gen, torch.Generator) and gen.device.type == "cpu":
+            found.setdefault(id(gen), gen)
+    return list(found.values())
+
+
+def generator_states(loader: Iterable | None) -> list[Tensor]:
+    """The states of `loader_generators(loader)`, in that order."""
+    return [g.get_state() for g in loader_generators(loader)] if loader is not None else []
+
+
+def set_generator_states(loader: Iterable, states: list[Tensor]) -> None:
+    """Restore what `generator_states` captured; the loader must have as many generators."""
+    gens = loader_generators(loader)
+    if len(gens) != len(states):
+        raise CheckpointError(
+            f"the checkpoint holds the state of {len(states)} dataloader generator(s), but the train "
+            f"DataLoader has {len(gens)}: resume with a loader built like the one that was saved "
+            "(the same generator= arguments), or the data order will not continue exactly"
+        )
+    for gen, state in zip(gens, states):
+        gen.set_state(state)
+
+
+def restore_epoch_start(loader: Iterable, epoch_start: dict[str, Any] | None) -> None:
+    """Put the loader's generators back where they stood at the start of an interrupted epoch."""
+    if epoch_start is not None and epoch_start.get("generators") is not None:
+        set_generator_states(loader, epoch_start["generators"])
