@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 from torch import Tensor
+from torch.utils.data import DistributedSampler
 
 from .errors import CheckpointError
 
@@ -52,3 +53,17 @@ def restore_epoch_start(loader: Iterable, epoch_start: dict[str, Any] | None) ->
     """Put the loader's generators back where they stood at the start of an interrupted epoch."""
     if epoch_start is not None and epoch_start.get("generators") is not None:
         set_generator_states(loader, epoch_start["generators"])
+
+
+def sampler_seed(loader: Iterable | None) -> int | None:
+    """The seed a DistributedSampler shuffles with (it is taken from `seed_everything` at fit start)."""
+    sampler = getattr(loader, "sampler", None)
+    seed = getattr(sampler, "seed", None) if isinstance(sampler, DistributedSampler) else None
+    return int(seed) if seed is not None else None
+
+
+def set_sampler_seed(loader: Iterable, seed: int | None) -> None:
+    """Shuffle with the saved run's seed, whatever the resumed process was seeded with."""
+    sampler = getattr(loader, "sampler", None)
+    if seed is not None and isinstance(sampler, DistributedSampler):
+        sampler.seed = seed

@@ -133,7 +133,7 @@ class Trainer:
         self._strategy.setup_environment(device)
         if self.world_size > 1 and self._log_dir is None:
             # Rank zero picks the run directory (version_N); every rank uses the same one.
-            mine = str(self.loggers[0].log_dir) if self.loggers and self.is_global_zero else None
+            mine = str(self.log_dir) if self.is_global_zero else None
             shared = self._strategy.broadcast(mine)
             self._log_dir = Path(shared) if shared is not None else None
         if self._cfg.deterministic is not None:

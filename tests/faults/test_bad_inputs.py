@@ -135,6 +135,30 @@ def _unsafe_env(tmp):
         del os.environ["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD"]
 
 
+def _loop_edited(**change):
+    """A checkpoint whose training position was changed (and re-saved with a valid digest)."""
+
+    def run(tmp):
+        from surge.checkpoint import load_checkpoint, save_atomic
+
+        trainer = _quiet(default_root_dir=tmp, max_steps=2)
+        trainer.fit(TinyModel(), loader())
+        path = tmp / "loop.ckpt"
+        trainer.save_checkpoint(path)
+        state = load_checkpoint(path)
+        state["loop"].update(change)
+        save_atomic(state, path)
+        _quiet(default_root_dir=tmp).fit(TinyModel(), loader(), ckpt_path=path)
+
+    return run
+
+
+class DetachesLater(TinyModel):
+    def training_step(self, batch, batch_idx):
+        loss = super().training_step(batch, batch_idx)
+        return loss.detach() if batch_idx == 2 else loss
+
+
 class _Corrupt(torch.utils.data.Dataset):
     def __len__(self) -> int:
         return 12
@@ -210,6 +234,12 @@ ROWS = [
         ["does not require grad"],
     ),
     ("step-returns-string", _fit(Returns(lambda loss: "loss")), ValueError, ["returned str", "batch 0"]),
+    (
+        "step-loss-detached-later",
+        _fit(DetachesLater()),
+        RuntimeError,
+        ["batch 2 of epoch 0", "does not require grad"],
+    ),
     ("optimizers-none", _fit(Optimizers(lambda m: None)), SurgeError, ["configure_optimizers"]),
     ("optimizers-string", _fit(Optimizers(lambda m: "adam")), SurgeError, ["configure_optimizers", "str"]),
     (
@@ -274,6 +304,13 @@ ROWS = [
     ("ckpt-flipped-bit", _flipped, CheckpointError, ["good.ckpt"]),
     ("ckpt-shape-mismatch", _mismatch, CheckpointError, ["m.ckpt", "shape mismatches", "net.0.weight"]),
     ("ckpt-pickle-payload", _pickled, CheckpointError, ["evil.ckpt", "refusing"]),
+    ("ckpt-loop-malformed", _loop_edited(epoch="one"), CheckpointError, ["loop.ckpt", "loop['epoch']", "'one'"]),
+    (
+        "ckpt-loop-beyond-epoch",
+        _loop_edited(batches_done=99),
+        CheckpointError,
+        ["loop.ckpt", "after batch 99", "epoch has 4 batches"],
+    ),
     ("env-unsafe-load", _unsafe_env, CheckpointError, ["TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "refusing"]),
     # the environment
     (

@@ -18,7 +18,7 @@ from torch import Tensor
 
 from ..data import data_wait_advice, loader_length, resume_iterator
 from ..errors import MisconfigurationError, SurgeRuntimeError
-from ..loader_state import generator_states, set_generator_states
+from ..loader_state import generator_states, sampler_seed, set_generator_states, set_sampler_seed
 from ..profiler.base import LoopParts
 from ..rank_zero import info
 from ..seed import rng_state
@@ -53,6 +53,7 @@ class FitLoop:
             "epoch_done": self.epoch_closed,
             "epoch_start_rng": self.epoch_start_rng,
             "generators": generator_states(self.trainer._train_loader),
+            "sampler_seed": sampler_seed(self.trainer._train_loader),
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -65,6 +66,7 @@ class FitLoop:
         if self.batches_done == 0 and self._resume_rng is None and state.get("generators") is not None:
             # At an epoch's start the loader's own generators stand where the saved run left them.
             set_generator_states(self.trainer._train_loader, state["generators"])
+        set_sampler_seed(self.trainer._train_loader, state.get("sampler_seed"))
         self.epoch_done = self.epoch_closed = False
 
     def inside_window(self) -> bool:
@@ -252,7 +254,11 @@ class FitLoop:
                     scaled = loss / window if window != 1 else loss
                     if before_backward:
                         hooks.call("on_before_backward", scaled)
-                    backward(scaled)
+                    try:
+                        backward(scaled)
+                    except RuntimeError as err:
+                        _explain_backward_error(err, loss, self.epoch, batch_idx)
+                        raise
                     if after_backward:
                         hooks.call("on_after_backward")
             if not manual:
@@ -325,6 +331,16 @@ def _explain_fetch_error(err: BaseException, epoch: int, batch_idx: int, loader:
         note += "; with num_workers=0 surge also names the sample's index"
     if hasattr(err, "add_note"):  # Python >= 3.11
         err.add_note(note)
+
+
+def _explain_backward_error(err: RuntimeError, loss: Tensor, epoch: int, batch_idx: int) -> None:
+    """A loss that stopped requiring grad after the first batch gets the clear error the first
+    batch would have given."""
+    if not loss.requires_grad:
+        raise SurgeRuntimeError(
+            f"training_step's loss at batch {batch_idx} of epoch {epoch} does not require grad: it was "
+            "detached, computed under torch.no_grad(), or no trainable parameter took part."
+        ) from err
 
 
 def _failing_index(err: BaseException) -> Any:
