@@ -108,7 +108,7 @@ def _check_loop_state(loop: Any, path: Path, batches_per_epoch: int | float) -> 
             raise CheckpointError(f"{path}: loop[{key!r}] is {value!r}; expected a {kind.__name__}")
         if kind is int and value < 0:
             raise CheckpointError(f"{path}: loop[{key!r}] is {value}; expected >= 0")
-    if loop["batches_done"] > batches_per_epoch:
+    if not loop["epoch_done"] and loop["batches_done"] > batches_per_epoch:
         raise CheckpointError(
             f"{path} stopped after batch {loop['batches_done']} of epoch {loop['epoch']}, but this run's epoch has "
             f"{batches_per_epoch} batches: resume with the dataloader (and limit_train_batches) it was saved with"

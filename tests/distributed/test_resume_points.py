@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from jobs import clean_env
 
 SCRIPT = Path(__file__).with_name("resume_points_script.py")
