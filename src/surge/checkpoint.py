@@ -273,3 +273,49 @@ def _unpickler_reason(err: Exception) -> str:
         line.strip() for line in str(err).splitlines() if "Unsupported" in line or "WeightsUnpickler" in line
     ]
     return (lines[0] if lines else str(err).splitlines()[0])[:300]
+
+
+_LOOP_FIELDS: dict[str, type] = {
+    "epoch": int,
+    "global_step": int,
+    "batches_done": int,
+    "epoch_done": bool,
+}
+
+
+def check_layout(ckpt: Mapping[str, Any], path: str | Path) -> None:
+    """The entries a run reads are there and of the right kind: a malformed checkpoint is refused
+    here, with the file and every problem named, not later with a bare KeyError."""
+    problems = []
+    if "sharded" not in ckpt and not isinstance(ckpt.get("state_dict"), Mapping):
+        problems.append(_kind_problem(ckpt, "state_dict", "a dict (the model weights)"))
+    if "loop" in ckpt:
+        problems += _loop_problems(ckpt["loop"])
+        for key in ("optimizer_states", "lr_schedulers"):
+            if not isinstance(ckpt.get(key), list):
+                problems.append(_kind_problem(ckpt, key, "a list (needed to resume a fit)"))
+    if problems:
+        raise CheckpointError(
+            f"checkpoint {path} is malformed: {'; '.join(problems)} (its entries: {sorted(map(str, ckpt))})"
+        )
+
+
+def _kind_problem(ckpt: Mapping[str, Any], key: str, wanted: str) -> str:
+    if key not in ckpt:
+        return f"it has no {key!r} entry, which must be {wanted}"
+    return f"its {key!r} entry is a {type(ckpt[key]).__name__}, which must be {wanted}"
+
+
+def _loop_problems(loop: Any) -> list[str]:
+    if not isinstance(loop, Mapping):
+        return [f"its 'loop' entry is a {type(loop).__name__}, which must be a dict of the loop's counters"]
+    missing = [key for key in _LOOP_FIELDS if key not in loop]
+    problems = [f"its 'loop' entry lacks {missing}"] if missing else []
+    for key, kind in _LOOP_FIELDS.items():
+        value = loop.get(key)
+        if key in missing:
+            continue
+        if not isinstance(value, kind) or (kind is int and (isinstance(value, bool) or value < 0)):
+            wanted = "True or False" if kind is bool else "an int >= 0"
+            problems.append(f"its 'loop' entry has {key}={value!r}, which must be {wanted}")
+    return problems

@@ -11,6 +11,7 @@ from typing import Any
 import torch
 
 from .errors import MisconfigurationError, SurgeTypeError, bad_value
+from .paths import user_dir
 from .profiler.base import Profiler
 
 PRECISION_ALIASES: dict[str, str] = {
@@ -143,7 +144,7 @@ class TrainerConfig:
         root = self.default_root_dir
         if root is not None and not isinstance(root, str | os.PathLike):
             raise bad_value("default_root_dir", root, "None (the current directory), a str or a path")
-        self.default_root_dir = Path(root) if root is not None else Path.cwd()
+        self.default_root_dir = user_dir("default_root_dir", root) if root is not None else Path.cwd()
 
     def _check_speed_options(self) -> None:
         if self.benchmark not in (None, True, False):

@@ -6,6 +6,8 @@ import inspect
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from .errors import CheckpointError
+
 
 class AttributeDict(dict):
     """A dict whose keys are also attributes: `hparams.lr` and `hparams["lr"]`."""
@@ -77,3 +79,37 @@ def plain(value: Any) -> Any:
     if hasattr(value, "tolist") and callable(value.tolist):
         return value.tolist()
     return repr(value)
+
+
+def init_kwargs(cls: type, saved: Any, overrides: Mapping[str, Any], source: str) -> dict[str, Any]:
+    """The saved hyper-parameters with `overrides` on top, checked against `cls.__init__`: a
+    checkpoint of another class or version is refused with what differs, not a bare TypeError."""
+    where = f"{cls.__name__}.load_from_checkpoint({source!r})"
+    if not isinstance(saved, Mapping):
+        raise CheckpointError(
+            f"{where}: the checkpoint's 'hyper_parameters' is a {type(saved).__name__}, not a dict of "
+            f"{cls.__name__}.__init__ arguments."
+        )
+    kwargs = {**saved, **overrides}
+    params = [p for name, p in inspect.signature(cls.__init__).parameters.items() if name != "self"]
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
+    named = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    unknown = [] if takes_any else sorted(set(kwargs) - named)
+    missing = [
+        p.name
+        for p in params
+        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+        and p.default is p.empty
+        and p.name not in kwargs
+    ]
+    if unknown or missing:
+        problems = [f"unknown arguments {unknown}"] * bool(unknown) + [f"missing arguments {missing}"] * bool(
+            missing
+        )
+        raise CheckpointError(
+            f"{where}: the checkpoint's hyper_parameters do not fit {cls.__name__}.__init__ "
+            f"({'; '.join(problems)}; it takes {sorted(named)}). The checkpoint was saved by another class or "
+            f"version: pass missing values as keyword arguments, or build the model yourself and load its "
+            "'state_dict'."
+        )
+    return kwargs

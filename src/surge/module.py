@@ -10,7 +10,7 @@ import torch
 from torch import Tensor, nn
 
 from .errors import SurgeRuntimeError
-from .hparams import HyperparametersMixin
+from .hparams import HyperparametersMixin, init_kwargs
 from .rank_zero import warn
 
 if TYPE_CHECKING:
@@ -121,16 +121,18 @@ class Module(nn.Module, HyperparametersMixin):
 
         `strict=False` loads the keys that match and warns with what it left out.
         """
-        from .checkpoint import apply_model_state, load_checkpoint
+        from .checkpoint import apply_model_state, check_layout, load_checkpoint
 
         ckpt = load_checkpoint(checkpoint_path)
+        check_layout(ckpt, checkpoint_path)
+        kwargs = init_kwargs(cls, ckpt.get("hyper_parameters", {}), hparams, str(checkpoint_path))
         if "sharded" in ckpt:
             from .sharded import read_weights
 
             weights = read_weights(checkpoint_path)
         else:
             weights = ckpt["state_dict"]
-        model = cls(**{**ckpt.get("hyper_parameters", {}), **hparams})
+        model = cls(**kwargs)
         strict = cls.strict_loading if strict is None else strict
         problems = apply_model_state(model, weights, strict=strict, source=str(checkpoint_path))
         if problems:

@@ -24,7 +24,7 @@ import torch
 from torch import Tensor
 from torch.optim import Optimizer
 
-from .errors import SurgeRuntimeError
+from .errors import MisconfigurationError, SurgeRuntimeError
 from .rank_zero import info, warn
 
 MODES = ("raise", "skip", "warn")
@@ -32,6 +32,16 @@ MODES = ("raise", "skip", "warn")
 
 class NonFiniteError(SurgeRuntimeError):
     """A loss or gradient was inf/NaN under `on_nonfinite="raise"`."""
+
+
+def _accumulator(loss: Tensor) -> Tensor:
+    """The running sum for losses like the first one, which must be a real number."""
+    if loss.is_complex():
+        raise MisconfigurationError(
+            f"training_step returned a complex loss (dtype {loss.dtype}); it must be real. Reduce it to a "
+            "real number, e.g. loss.abs() or loss.real."
+        )
+    return torch.zeros((), device=loss.device)
 
 
 class NonFiniteGuard:
@@ -62,8 +72,8 @@ class NonFiniteGuard:
         """Add a micro-batch's loss to a running sum on the device: one in-place add per step, and
         an inf/NaN anywhere makes the sum non-finite (no read here)."""
         if self._loss_bad is None:
-            self._loss_bad = torch.zeros((), device=loss.device)
-        self._loss_bad.add_(loss.detach())
+            self._loss_bad = _accumulator(loss)
+        self._loss_bad.add_(loss.detach().reshape(()))  # a view: a shape (1,) loss counts as a scalar
 
     def allow(self, opt: Optimizer, where: Callable[[], tuple[int, int, int]]) -> bool:
         """Whether `opt` may step now ("skip"/"raise"); with a fused optimizer the step is handed the

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 from torch.optim import Optimizer
 
-from .errors import MisconfigurationError
+from .errors import CheckpointError, MisconfigurationError
 from .nonfinite import NonFiniteGuard
 
 
@@ -223,16 +223,27 @@ class Optimization:
         }
 
     def load_state_dict(
-        self, state: Mapping[str, Any], load_optimizers: Callable[[list[Optimizer]], None] | None = None
+        self,
+        state: Mapping[str, Any],
+        load_optimizers: Callable[[list[Optimizer]], None] | None = None,
+        source: str = "the checkpoint",
     ) -> None:
         """Restore optimizers (through `load_optimizers` when the strategy keeps their state itself,
-        e.g. sharded) and schedulers, after checking the counts agree."""
+        e.g. sharded) and schedulers, after checking the counts and the optimizers' kinds agree."""
         saved_opts, saved_scheds = state["optimizer_states"], state["lr_schedulers"]
         if len(saved_opts) != len(self.optimizers) or len(saved_scheds) != len(self.schedulers):
             raise MisconfigurationError(
-                f"the checkpoint has {len(saved_opts)} optimizers and {len(saved_scheds)} schedulers, but "
+                f"{source} has {len(saved_opts)} optimizers and {len(saved_scheds)} schedulers, but "
                 f"configure_optimizers() returned {len(self.optimizers)} and {len(self.schedulers)}."
             )
+        for i, (opt, saved) in enumerate(zip(self.optimizers, saved_opts)):
+            problem = _optimizer_mismatch(opt, saved)
+            if problem:
+                raise CheckpointError(
+                    f"{source} cannot restore optimizer {i} ({type(opt).__name__}): {problem}. Resume with the "
+                    "optimizer the run was saved with, or start a new fit from the weights only "
+                    "(Module.load_from_checkpoint)."
+                )
         if load_optimizers is not None:
             load_optimizers(self.optimizers)
         else:
@@ -240,3 +251,29 @@ class Optimization:
                 opt.load_state_dict(saved)
         for config, saved in zip(self.schedulers, saved_scheds):
             config.scheduler.load_state_dict(saved)
+
+
+_GROUP_BOOKKEEPING = {"params", "param_names", "initial_lr"}
+
+
+def _optimizer_mismatch(opt: Optimizer, saved: Any) -> str | None:
+    """Why `saved` (an optimizer state dict) cannot go into `opt`, or None: another optimizer class
+    (its settings differ both ways, e.g. Adam's betas against SGD's momentum) or other groups."""
+    groups = saved.get("param_groups") if isinstance(saved, Mapping) else None
+    if not isinstance(groups, list) or not all(isinstance(g, Mapping) for g in groups):
+        return None  # held elsewhere (sharded) or in a layout torch itself checks
+    if len(groups) != len(opt.param_groups):
+        return f"it saved {len(groups)} parameter groups, this optimizer has {len(opt.param_groups)}"
+    for i, (group, own) in enumerate(zip(groups, opt.param_groups)):
+        theirs, ours = set(group) - _GROUP_BOOKKEEPING, set(own) - _GROUP_BOOKKEEPING
+        if theirs - ours and ours - theirs:
+            return (
+                f"it was saved from another optimizer class: its settings {sorted(theirs - ours)} are not "
+                f"{type(opt).__name__}'s, which needs {sorted(ours - theirs)}"
+            )
+        if len(group.get("params", ())) != len(own["params"]):
+            return (
+                f"its parameter group {i} holds {len(group.get('params', ()))} parameters, this optimizer's "
+                f"{len(own['params'])}"
+            )
+    return None

@@ -56,7 +56,9 @@ def restore_state(trainer: Trainer, path: Path) -> dict[str, Any] | None:
     problems = strategy.restore_model(module, ckpt, path, strict=module.strict_loading)
     if problems:
         warn(f"{path}: strict_loading=False, loaded the weights that match; " + "; ".join(problems))
-    trainer._optim.load_state_dict(ckpt, lambda opts: strategy.restore_optimizers(module, opts, ckpt, path))
+    trainer._optim.load_state_dict(
+        ckpt, lambda opts: strategy.restore_optimizers(module, opts, ckpt, path), source=str(path)
+    )
     trainer._precision.load_state_dict(ckpt.get("precision", {}))
     loop = trainer.fit_loop
     _check_loop_state(ckpt["loop"], path, trainer.num_training_batches)

@@ -25,6 +25,7 @@ from .loops.hooks import Hooks
 from .module import Module
 from .nonfinite import NonFiniteGuard
 from .optim import Optimization, parse_optimizers
+from .paths import writable_dir
 from .precision import Precision, precision_plugin
 from .profiler import Profiler, build_profiler
 from .profiler.doctor import DOCTOR_ENV, doctor_overrides
@@ -162,6 +163,8 @@ class Trainer:
         ckpt_path: str | Path | None = None,
     ) -> None:
         """Train `model`; resume from `ckpt_path` (a path, "last", "best" or "auto") if given."""
+        if self._cfg.logger is True:  # the default logger writes there: fail now, not at a log point
+            writable_dir(self.default_root_dir, f"default_root_dir={str(self.default_root_dir)!r}")
         if isinstance(train_dataloaders, DataModule):
             datamodule, train_dataloaders = train_dataloaders, None
         self.datamodule = datamodule

@@ -6,8 +6,10 @@ A row: an id (also in the docs), what is tried, the error type, and words the me
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,8 @@ from torch.utils.data import DataLoader, TensorDataset
 
 import surge
 from helpers import TinyModel, make_loaders
+from surge.callbacks import ModelCheckpoint
+from surge.checkpoint import load_checkpoint, save_atomic
 from surge.errors import CheckpointError, SurgeError
 
 
@@ -169,6 +173,82 @@ class _Corrupt(torch.utils.data.Dataset):
         return torch.randn(4), 0
 
 
+def _saved(tmp, change, model=None, name="edited.ckpt"):
+    """A checkpoint of a short real fit, re-saved after `change(state)` edits it (checksum redone)."""
+    trainer = _quiet(default_root_dir=tmp, max_steps=2)
+    trainer.fit(model if model is not None else TinyModel(), loader())
+    trainer.save_checkpoint(tmp / "good.ckpt")
+    state = load_checkpoint(tmp / "good.ckpt")
+    del state["surge"]
+    change(state)
+    save_atomic(state, tmp / name)
+    return tmp / name
+
+
+def _resume_edited(change, model=None, name="edited.ckpt"):
+    def run(tmp):
+        path = _saved(tmp, change, model, name)
+        _quiet(default_root_dir=tmp, max_steps=4).fit(TinyModel(), loader(), ckpt_path=path)
+
+    return run
+
+
+def _load_edited(change, name="edited.ckpt"):
+    return lambda tmp: TinyModel.load_from_checkpoint(_saved(tmp, change, name=name))
+
+
+class AdamModel(TinyModel):
+    def configure_optimizers(self):
+        return torch.optim.Adam(self.parameters(), lr=1e-3)
+
+
+@contextlib.contextmanager
+def _read_only_dir(path: Path, stale: bool):
+    """A real read-only tmpfs at `path` (needs root; skips where it cannot mount), holding a writer's
+    leftover temporary when `stale` (its pid above pid_max, so no such process)."""
+    path.mkdir()
+    if subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(path)], capture_output=True
+    ).returncode:
+        pytest.skip("cannot mount a tmpfs here")
+    try:
+        if stale:
+            (path / ".epoch=0-step=4.ckpt.tmp-4194399-0123abcd").write_bytes(b"half a checkpoint")
+        subprocess.run(["mount", "-o", "remount,ro", str(path)], check=True)
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+def _ckpt_dir_read_only(tmp):
+    with _read_only_dir(tmp / "ro", stale=True) as ro:
+        _quiet(default_root_dir=tmp, enable_checkpointing=True, callbacks=[ModelCheckpoint(dirpath=ro)]).fit(
+            TinyModel(), loader()
+        )
+
+
+def _root_dir_read_only(tmp):
+    with _read_only_dir(tmp / "ro", stale=False) as ro:
+        _quiet(default_root_dir=ro, logger=True).fit(TinyModel(), loader())
+
+
+def _a_file(tmp):
+    (tmp / "a_file").write_text("not a directory")
+    return tmp / "a_file"
+
+
+def _dangling(tmp):
+    (tmp / "gone").symlink_to(tmp / "nowhere")
+    return tmp / "gone"
+
+
+def _checkpoint_to(filename=None, dirpath=None, **kwargs):
+    return lambda tmp: _quiet(
+        default_root_dir=tmp, enable_checkpointing=True,
+        callbacks=[ModelCheckpoint(dirpath=dirpath(tmp) if dirpath else tmp / "ck", filename=filename, **kwargs)],
+    ).fit(TinyModel(), loader())  # fmt: skip
+
+
 _EMPTY = DataLoader(TensorDataset(torch.zeros(0, 4), torch.zeros(0, dtype=torch.long)), batch_size=2)
 
 ROWS = [
@@ -319,6 +399,101 @@ ROWS = [
         ValueError,
         ["devices=2", "WORLD_SIZE=3"],
     ),  # fmt: skip
+    # checkpoints that do not fit the run
+    (
+        "ckpt-hparams-mismatch",
+        _load_edited(lambda s: s["hyper_parameters"].update(dropout=0.1), "hp.ckpt"),
+        CheckpointError,
+        ["hp.ckpt", "hyper_parameters", "unknown arguments ['dropout']", "hidden"],
+    ),
+    (
+        "ckpt-no-state-dict",
+        _resume_edited(lambda s: s.pop("state_dict"), name="nosd.ckpt"),
+        CheckpointError,
+        ["nosd.ckpt", "no 'state_dict' entry"],
+    ),
+    (
+        "ckpt-load-no-state-dict",
+        _load_edited(lambda s: s.pop("state_dict"), "nosd.ckpt"),
+        CheckpointError,
+        ["nosd.ckpt", "no 'state_dict' entry"],
+    ),
+    (
+        "ckpt-loop-malformed",
+        _resume_edited(lambda s: s.update(loop={"epoch": 0, "global_step": "2"}), name="loop.ckpt"),
+        CheckpointError,
+        ["loop.ckpt", "'loop' entry lacks ['batches_done', 'epoch_done']", "global_step='2'"],
+    ),
+    (
+        "ckpt-other-optimizer",
+        _resume_edited(lambda s: None, AdamModel(), "adam.ckpt"),
+        CheckpointError,
+        ["adam.ckpt", "optimizer 0 (SGD)", "betas", "momentum"],
+    ),
+    # directories
+    (
+        "ckpt-dirpath-read-only",
+        _ckpt_dir_read_only,
+        ValueError,
+        ["ModelCheckpoint(dirpath=", "not writable", "EROFS"],
+    ),
+    ("root-dir-read-only", _root_dir_read_only, ValueError, ["default_root_dir=", "not writable", "EROFS"]),
+    (
+        "root-dir-is-file",
+        lambda tmp: _quiet(default_root_dir=_a_file(tmp)),
+        ValueError,
+        ["default_root_dir=", "a_file", "existing file"],
+    ),
+    (
+        "ckpt-dirpath-is-file",
+        lambda tmp: ModelCheckpoint(dirpath=_a_file(tmp)),
+        ValueError,
+        ["ModelCheckpoint(dirpath)=", "a_file", "existing file"],
+    ),
+    (
+        "root-dir-dangling-link",
+        lambda tmp: _quiet(default_root_dir=_dangling(tmp)),
+        ValueError,
+        ["default_root_dir=", "gone", "symlink", "does not exist"],
+    ),
+    (
+        "ckpt-dirpath-dangling-link",
+        lambda tmp: ModelCheckpoint(dirpath=_dangling(tmp)),
+        ValueError,
+        ["ModelCheckpoint(dirpath)=", "gone", "symlink"],
+    ),
+    # checkpoint file names
+    (
+        "ckpt-filename-brace",
+        lambda tmp: ModelCheckpoint(filename="{epoch"),
+        ValueError,
+        ["filename='{epoch'", "braces"],
+    ),
+    (
+        "ckpt-filename-spec",
+        lambda tmp: ModelCheckpoint(filename="{epoch}-{val_loss:d}"),
+        ValueError,
+        ["{val_loss}", "'d'", "float"],
+    ),
+    (
+        "ckpt-filename-last",
+        lambda tmp: ModelCheckpoint(filename="last", save_last=True),
+        ValueError,
+        ["filename='last'", "save_last", "last.ckpt"],
+    ),
+    (
+        "ckpt-filename-unlogged",
+        _checkpoint_to(filename="{epoch}-{val_acc}"),
+        ValueError,
+        ["{val_acc}", "not logged", "epoch 0, step 4", "self.log('val_acc'"],
+    ),
+    # what training_step returns, again
+    (
+        "step-loss-complex",
+        _fit(Returns(lambda loss: loss * (1 + 0j))),
+        ValueError,
+        ["complex loss", "complex64", "real"],
+    ),
 ]
 
 

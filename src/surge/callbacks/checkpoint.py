@@ -5,12 +5,14 @@ from __future__ import annotations
 import datetime
 import math
 import re
+import string
 import time
 from pathlib import Path
 from typing import Any
 
 from ..checkpoint import link_atomic, remove_stale_temporaries
 from ..errors import MisconfigurationError, bad_value
+from ..paths import user_dir, writable_dir
 from ..rank_zero import warn
 from ..shard_files import remove_orphan_shards
 from .base import Callback
@@ -74,7 +76,10 @@ class ModelCheckpoint(Callback):
             )
         self.train_time_interval = train_time_interval
         self._timer = time.monotonic()
-        self.dirpath = Path(dirpath) if dirpath is not None else None
+        self.dirpath = user_dir("ModelCheckpoint(dirpath)", dirpath) if dirpath is not None else None
+        self._dirpath_given = dirpath is not None
+        if filename is not None:
+            _check_filename(filename, save_last)
         self.filename = filename
         self.monitor, self.mode, self.save_top_k, self.save_last = monitor, mode, save_top_k, save_last
         self.every_n_train_steps = every_n_train_steps or 0
@@ -105,6 +110,13 @@ class ModelCheckpoint(Callback):
     def setup(self, trainer: Any, module: Any, stage: str) -> None:
         if self.dirpath is None:
             self.dirpath = Path(trainer.log_dir) / "checkpoints"
+        # Before the cleanup below, whose own EROFS/EACCES would hide the cause, and before any training.
+        where = (
+            f"ModelCheckpoint(dirpath={str(self.dirpath)!r})"
+            if self._dirpath_given
+            else f"the checkpoint directory {str(self.dirpath)!r} (under default_root_dir={str(trainer.default_root_dir)!r})"
+        )
+        writable_dir(self.dirpath, where)
         if trainer.is_global_zero:
             remove_stale_temporaries(self.dirpath)
             remove_orphan_shards(self.dirpath)
@@ -239,8 +251,9 @@ class ModelCheckpoint(Callback):
             name, spec = match.group(1), match.group(2)
             if name not in values:
                 raise MisconfigurationError(
-                    f"ModelCheckpoint(filename={template!r}) uses {{{name}}}, which was not logged; "
-                    f"available: {sorted(values)}"
+                    f"ModelCheckpoint(filename={template!r}) uses {{{name}}}, which was not logged by the save at "
+                    f"epoch {epoch}, step {step}; log it with self.log({name!r}, ...) or take it out of the filename. "
+                    f"Available: {sorted(values)}"
                 )
             text = format(values[name], spec[1:] if spec.startswith(":") else "")
             return f"{name}={text}" if self.auto_insert_metric_name else text
@@ -272,3 +285,44 @@ class ModelCheckpoint(Callback):
             state["last_model_path"],
         )
         self._recent = list(state["recent"])
+
+
+def _check_filename(template: Any, save_last: bool | None) -> None:
+    """What can be known before any save: a str template whose fields are names with a format spec
+    that fits their value (an int for `epoch`/`step`, a float for metrics), and no clash with last.ckpt."""
+    arg = f"ModelCheckpoint(filename={template!r})"
+    if not isinstance(template, str) or not template:
+        raise bad_value(
+            "ModelCheckpoint(filename)", template, 'None or a non-empty str like "{epoch}-{val_loss:.3f}"'
+        )
+    try:
+        fields = [
+            (name, spec, conv)
+            for _, name, spec, conv in string.Formatter().parse(template)
+            if name is not None
+        ]
+    except ValueError as err:
+        raise MisconfigurationError(
+            f'{arg} is not valid: {err}; braces must pair up around a name, as in "{{epoch}}-{{val_loss:.3f}}".'
+        ) from err
+    if "{{" in template or "}}" in template:
+        raise MisconfigurationError(f"{arg} is not valid: literal braces ({{{{ or }}}}) are not supported.")
+    for name, spec, conv in fields:
+        if not name or conv is not None or "{" in spec:
+            raise MisconfigurationError(
+                f"{arg} is not valid: each field must be a name with an optional format spec, like {{epoch}} or "
+                "{val_loss:.3f} (no empty {}, !r conversions or nested fields)."
+            )
+        sample = 0 if name in ("epoch", "step") else 1.0
+        try:
+            format(sample, spec)
+        except ValueError as err:
+            kind = "an int" if name in ("epoch", "step") else "a float metric"
+            raise MisconfigurationError(
+                f"{arg} is not valid: the format spec {spec!r} of {{{name}}} does not fit {kind} ({err})."
+            ) from err
+    if save_last and not fields and template.replace("/", "_") == "last":
+        raise MisconfigurationError(
+            f"{arg} with save_last=True is not valid: the top-k files would be written as last.ckpt, the file "
+            "save_last keeps; choose another filename."
+        )

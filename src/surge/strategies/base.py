@@ -11,7 +11,7 @@ import torch
 from torch import Tensor, nn
 from torch.optim import Optimizer
 
-from ..checkpoint import apply_model_state, bare_state_dict, load_checkpoint, save_atomic
+from ..checkpoint import apply_model_state, bare_state_dict, check_layout, load_checkpoint, save_atomic
 from ..errors import CheckpointError
 from ..results import Reducer
 
@@ -96,6 +96,7 @@ class Strategy:
     def load_checkpoint(self, path: str | Path) -> dict[str, Any]:
         """Read and verify a checkpoint (a sharded one's shard files too) before any state is used."""
         ckpt = load_checkpoint(path)
+        check_layout(ckpt, path)
         if "sharded" in ckpt:
             problems = self._shard_problems(ckpt, path)
             if problems:
