@@ -95,21 +95,9 @@ def _save_window(trainer: Trainer, loop_state: dict[str, Any]) -> None:
     )
 
 
-_LOOP_KEYS = {"epoch": int, "global_step": int, "batches_done": int, "epoch_done": bool}
-
-
 def _check_loop_state(loop: Any, path: Path, batches_per_epoch: int | float) -> None:
-    """A damaged or foreign `loop` entry is refused by name, before any state is changed."""
-    if not isinstance(loop, dict):
-        raise CheckpointError(
-            f"{path}: its 'loop' entry is a {type(loop).__name__}, not the training position"
-        )
-    for key, kind in _LOOP_KEYS.items():
-        value = loop.get(key)
-        if isinstance(value, bool) is not (kind is bool) or not isinstance(value, kind):
-            raise CheckpointError(f"{path}: loop[{key!r}] is {value!r}; expected a {kind.__name__}")
-        if kind is int and value < 0:
-            raise CheckpointError(f"{path}: loop[{key!r}] is {value}; expected >= 0")
+    """A position this run's epoch cannot hold is refused before any state is changed (the entry's
+    layout is checked when the file is read)."""
     if not loop["epoch_done"] and loop["batches_done"] > batches_per_epoch:
         raise CheckpointError(
             f"{path} stopped after batch {loop['batches_done']} of epoch {loop['epoch']}, but this run's epoch has "

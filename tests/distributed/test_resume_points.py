@@ -28,7 +28,9 @@ def test_ddp_resumes_exactly_from_every_save_point(tmp_path):
     out = torch.load(tmp_path / "points.pt", weights_only=True)
     assert out["steps"] == 3 * 3  # 7 batches a rank in windows of 3: 3 optimizer steps an epoch
     report = out["report"]
-    assert {"hook:batch_end-e0-b1", "hook:batch_end-e1-b4", "hook:validation_end-e0", "after_fit"} <= set(report)
+    assert {"hook:batch_end-e0-b1", "hook:batch_end-e1-b4", "hook:validation_end-e0", "after_fit"} <= set(
+        report
+    )
     assert sum(name.startswith("epoch_end:") for name in report) == 3
     assert {name: problems for name, problems in report.items() if problems} == {}
 

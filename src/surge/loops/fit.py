@@ -381,6 +381,10 @@ def _check_loss(loss: Any) -> None:
         raise MisconfigurationError(
             f"training_step's loss is a {type(loss).__name__}; it must be a scalar torch.Tensor."
         )
+    if loss.is_complex():
+        raise MisconfigurationError(
+            f"training_step returned a complex loss ({loss.dtype}); return a real scalar, e.g. loss.abs() or loss.real."
+        )
     if loss.numel() != 1:
         raise MisconfigurationError(
             f"training_step returned a loss of shape {tuple(loss.shape)}; it must be a scalar. Reduce it, e.g. loss.mean()."
