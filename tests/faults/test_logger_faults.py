@@ -1,0 +1,183 @@
+"""Loggers under faults: a full disk, runs started together, temporaries of killed writers.
+
+A logger that cannot write warns once and training goes on; nothing already written is lost.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+import surge
+from helpers import fast_trainer, fill_disk, small_filesystem
+from surge.loggers import CSVLogger
+from surge.rank_zero import SurgeWarning
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+STEPS, FLUSH, FILL_AT, NEW_KEY_AT, FREE_AT = 150, 25, 30, 60, 90
+
+
+class Wide(surge.Module):
+    """Logs 10 wide metrics a step (a flush of 25 rows is more than a page), and "late" from step 60."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 1)
+
+    def training_step(self, batch, batch_idx):
+        (x,) = batch
+        loss = self.lin(x).pow(2).mean()
+        for i in range(10):
+            self.log(f"metric_with_a_long_name_{i}", loss + i)
+        if self.global_step >= NEW_KEY_AT:
+            self.log("late", loss)
+        return loss
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.01)
+
+
+class FillThenFree(surge.callbacks.Callback):
+    """Fills the disk after step FILL_AT and frees it after FREE_AT, recording metrics.csv just before."""
+
+    def __init__(self, filler: Path, metrics: Path) -> None:
+        self.filler, self.metrics = filler, metrics
+        self.while_full: list[dict[str, str]] | None = None
+
+    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
+        if trainer.global_step == FILL_AT:
+            fill_disk(self.filler)
+        elif trainer.global_step == FREE_AT:
+            self.while_full = read_rows(self.metrics)[1]
+            self.filler.unlink()
+
+
+def read_rows(path: Path) -> tuple[list[str], list[dict[str, str]]]:
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f)
+        rows = list(reader)
+    return list(reader.fieldnames or []), rows
+
+
+def test_a_full_disk_while_logging_warns_once_and_loses_no_row(tmp_path):
+    with small_filesystem(tmp_path / "disk", "128k") as disk:
+        logger = CSVLogger(disk, flush_every=FLUSH)
+        filler = FillThenFree(disk / "filler", logger.metrics_path)
+        trainer = fast_trainer(max_steps=STEPS, logger=logger, log_every_n_steps=1, callbacks=[filler])
+        loader = DataLoader(TensorDataset(torch.randn(STEPS, 4)), batch_size=1)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            trainer.fit(Wide(), loader)
+        assert trainer.global_step == STEPS  # the run went on through the full disk
+        ours = [w for w in caught if issubclass(w.category, SurgeWarning) and "CSVLogger" in str(w.message)]
+        assert len(ours) == 1, [str(w.message) for w in ours]
+        assert "No space left" in str(ours[0].message) and "Training continues" in str(ours[0].message)
+        # while the disk was full, metrics.csv kept its header and the rows written before the fill
+        assert [int(r["step"]) for r in filler.while_full] == list(range(1, FILL_AT // FLUSH * FLUSH + 1))
+        header, rows = read_rows(logger.metrics_path)
+        assert header[0] == "step" and "late" in header and "metric_with_a_long_name_9" in header
+        assert [int(r["step"]) for r in rows] == list(range(1, STEPS + 1))  # none lost, none twice
+        assert all(None not in r and None not in r.values() for r in rows)  # every row whole
+        assert all(r["late"] == "" for r in rows[: NEW_KEY_AT - 1]) and all(r["late"] for r in rows[NEW_KEY_AT:])
+        assert sorted(p.name for p in logger.log_dir.iterdir()) == ["metrics.csv"]  # no temporary left
+
+
+def test_rows_a_failed_run_could_not_write_are_named_in_a_last_warning(tmp_path):
+    with small_filesystem(tmp_path / "disk", "64k") as disk:
+        logger = CSVLogger(disk, flush_every=1000)
+        logger.log_metrics({"a": 1.0}, step=1)
+        logger.save()
+        fill_disk(disk / "filler")
+        logger.log_metrics({"b": 2.0}, step=2)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            logger.save()
+            logger.finalize("success")
+        messages = [str(w.message) for w in caught if issubclass(w.category, SurgeWarning)]
+        assert len(messages) == 2 and "could not write 1 metric rows" in messages[1]
+        assert read_rows(logger.metrics_path) == (["step", "a"], [{"step": "1", "a": "1.0"}])
+
+
+RESOLVE = """
+import sys, time
+from surge.loggers import CSVLogger, TensorBoardLogger
+print("ready", flush=True)
+start = float(sys.stdin.readline())
+for trial, root in enumerate(sys.argv[1:]):
+    time.sleep(max(0.0, start + 0.2 * trial - time.time()))  # every process resolves at the same moment
+    cls = CSVLogger if trial % 2 else TensorBoardLogger
+    print(cls(root).log_dir, flush=True)
+"""
+
+
+def test_processes_started_together_get_distinct_versions(tmp_path):
+    roots = [str(tmp_path / f"trial{i}") for i in range(8)]
+    env = {**os.environ, "PYTHONPATH": str(SRC), "OMP_NUM_THREADS": "1"}
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", RESOLVE, *roots],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(3)
+    ]
+    try:
+        assert all(p.stdout.readline().strip() == "ready" for p in procs)  # imports done
+        start = time.time() + 0.2
+        outs = [p.communicate(f"{start}\n", timeout=60)[0].split() for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+    assert all(p.returncode == 0 for p in procs)
+    for trial, root in enumerate(roots):
+        names = sorted(Path(out[trial]).relative_to(root).as_posix() for out in outs)
+        assert names == ["surge_logs/version_0", "surge_logs/version_1", "surge_logs/version_2"]
+
+
+def test_many_threads_claiming_at_once_get_distinct_versions(tmp_path):
+    import threading
+
+    barrier, found = threading.Barrier(8), []
+
+    def claim() -> None:
+        barrier.wait()
+        found.append(CSVLogger(tmp_path).log_dir)
+
+    threads = [threading.Thread(target=claim) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(p.name for p in found) == sorted(f"version_{i}" for i in range(8))
+
+
+def test_temporaries_of_killed_writers_in_old_runs_are_removed(tmp_path):
+    base = tmp_path / "surge_logs"
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True)
+    pid = int(dead.stdout)  # a process that has exited
+    old = time.time() - 3600
+    stale = [
+        base / "version_0" / "checkpoints" / f".last.ckpt.tmp-{pid}-0123abcd",
+        base / "version_0" / f".metrics.csv.tmp-{pid}-89abcdef",
+    ]
+    recent = base / "version_1" / "checkpoints" / f".last.ckpt.tmp-{pid}-deadbeef"  # perhaps another host's
+    mine = base / "version_1" / f".metrics.csv.tmp-{os.getpid()}-00000000"  # a live writer's
+    for path in [*stale, recent, mine]:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch()  # 0 bytes: killed right after opening it
+    for path in [*stale, mine]:
+        os.utime(path, (old, old))
+    logger = CSVLogger(tmp_path)
+    assert logger.version == 2
+    assert not any(p.exists() for p in stale)
+    assert recent.exists() and mine.exists()
