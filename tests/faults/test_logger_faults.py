@@ -6,13 +6,16 @@ A logger that cannot write warns once and training goes on; nothing already writ
 from __future__ import annotations
 
 import csv
+import multiprocessing
 import os
 import subprocess
 import sys
 import time
 import warnings
 from pathlib import Path
+from typing import Any
 
+import pytest
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
@@ -106,59 +109,24 @@ def test_rows_a_failed_run_could_not_write_are_named_in_a_last_warning(tmp_path)
         assert read_rows(logger.metrics_path) == (["step", "a"], [{"step": "1", "a": "1.0"}])
 
 
-RESOLVE = """
-import sys, time
-from surge.loggers import CSVLogger, TensorBoardLogger
-print("ready", flush=True)
-start = float(sys.stdin.readline())
-for trial, root in enumerate(sys.argv[1:]):
-    time.sleep(max(0.0, start + 0.2 * trial - time.time()))  # every process resolves at the same moment
-    cls = CSVLogger if trial % 2 else TensorBoardLogger
-    print(cls(root).log_dir, flush=True)
-"""
+def resolve_after(barrier: Any, root: str, cls: str, out: Any) -> None:
+    barrier.wait()  # every process resolves at the same moment
+    out.put(str(getattr(surge.loggers, cls)(root).log_dir))
 
 
-def test_processes_started_together_get_distinct_versions(tmp_path):
-    roots = [str(tmp_path / f"trial{i}") for i in range(8)]
-    env = {**os.environ, "PYTHONPATH": str(SRC), "OMP_NUM_THREADS": "1"}
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", RESOLVE, *roots],
-            env=env,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        for _ in range(3)
-    ]
-    try:
-        assert all(p.stdout.readline().strip() == "ready" for p in procs)  # imports done
-        start = time.time() + 0.2
-        outs = [p.communicate(f"{start}\n", timeout=60)[0].split() for p in procs]
-    finally:
+@pytest.mark.parametrize("cls", ["CSVLogger", "TensorBoardLogger"])
+def test_processes_started_together_get_distinct_versions(tmp_path, cls):
+    ctx = multiprocessing.get_context("fork")  # forked after the imports: they start in step
+    for trial in range(10):
+        root, barrier, out = str(tmp_path / f"trial{trial}"), ctx.Barrier(4), ctx.Queue()
+        procs = [ctx.Process(target=resolve_after, args=(barrier, root, cls, out)) for _ in range(4)]
         for p in procs:
-            p.kill()
-    assert all(p.returncode == 0 for p in procs)
-    for trial, root in enumerate(roots):
-        names = sorted(Path(out[trial]).relative_to(root).as_posix() for out in outs)
-        assert names == ["surge_logs/version_0", "surge_logs/version_1", "surge_logs/version_2"]
-
-
-def test_many_threads_claiming_at_once_get_distinct_versions(tmp_path):
-    import threading
-
-    barrier, found = threading.Barrier(8), []
-
-    def claim() -> None:
-        barrier.wait()
-        found.append(CSVLogger(tmp_path).log_dir)
-
-    threads = [threading.Thread(target=claim) for _ in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert sorted(p.name for p in found) == sorted(f"version_{i}" for i in range(8))
+            p.start()
+        dirs = sorted(Path(out.get(timeout=30)).name for _ in procs)
+        for p in procs:
+            p.join(timeout=30)
+        assert [p.exitcode for p in procs] == [0] * 4
+        assert dirs == ["version_0", "version_1", "version_2", "version_3"], f"trial {trial}: {dirs}"
 
 
 def test_temporaries_of_killed_writers_in_old_runs_are_removed(tmp_path):
