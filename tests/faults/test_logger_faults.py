@@ -51,7 +51,7 @@ class Wide(surge.Module):
 class FillThenFree(surge.callbacks.Callback):
     """Fills the disk after step FILL_AT and frees it after FREE_AT, recording metrics.csv just before."""
 
-    def __init__(self, filler: Path, metrics: Path) -> None:
+    def __init__(self, filler: Path, metrics: Path | None) -> None:
         self.filler, self.metrics = filler, metrics
         self.while_full: list[dict[str, str]] | None = None
 
@@ -59,7 +59,8 @@ class FillThenFree(surge.callbacks.Callback):
         if trainer.global_step == FILL_AT:
             fill_disk(self.filler)
         elif trainer.global_step == FREE_AT:
-            self.while_full = read_rows(self.metrics)[1]
+            if self.metrics is not None:
+                self.while_full = read_rows(self.metrics)[1]
             self.filler.unlink()
 
 
@@ -149,3 +150,72 @@ def test_temporaries_of_killed_writers_in_old_runs_are_removed(tmp_path):
     assert logger.version == 2
     assert not any(p.exists() for p in stale)
     assert recent.exists() and mine.exists()
+
+
+class Steps(surge.Module):
+    """Logs its step's loss as "loss" every step, with hyper-parameters."""
+
+    def __init__(self, lr: float = 0.01) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        self.lin = torch.nn.Linear(4, 1)
+
+    def training_step(self, batch, batch_idx):
+        (x,) = batch
+        loss = self.lin(x).pow(2).mean()
+        self.log("loss", loss)
+        return loss
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=self.hparams.lr)
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")  # tensorboard's writer thread
+def test_a_full_disk_under_tensorboard_warns_once_and_training_goes_on(tmp_path):
+    pytest.importorskip("tensorboard", reason="the tensorboard package is an optional extra")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    with small_filesystem(tmp_path / "disk", "128k") as disk:
+        logger = surge.loggers.TensorBoardLogger(disk)
+        filler = FillThenFree(disk / "filler", None)
+        trainer = fast_trainer(max_steps=STEPS, logger=logger, log_every_n_steps=1, callbacks=[filler])
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            trainer.fit(Steps(), DataLoader(TensorDataset(torch.randn(STEPS, 4)), batch_size=1))
+        assert trainer.global_step == STEPS
+        ours = [w for w in caught if issubclass(w.category, SurgeWarning) and "TensorBoard" in str(w.message)]
+        assert len(ours) == 1, [str(w.message) for w in ours]
+        assert "No space left" in str(ours[0].message)
+        files = list(logger.log_dir.glob("events.out.tfevents.*"))
+        assert len(files) >= 2 and all(p.stat().st_size > 0 for p in files)  # a new file after the failure
+        events = EventAccumulator(str(logger.log_dir))
+        events.Reload()
+        steps = [e.step for e in events.Scalars("loss")]
+        assert len(steps) == len(set(steps))  # none twice
+        assert set(range(1, FILL_AT + 1)) <= set(steps)  # before the fill
+        assert set(range(FREE_AT, STEPS + 1)) <= set(steps)  # after it
+        assert len(set(range(1, STEPS + 1)) - set(steps)) <= 11  # at most what tensorboard's queue held
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_tensorboard_keeps_what_a_full_disk_refused_and_writes_it_later(tmp_path):
+    pytest.importorskip("tensorboard", reason="the tensorboard package is an optional extra")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    with small_filesystem(tmp_path / "disk", "64k") as disk:
+        logger = surge.loggers.TensorBoardLogger(disk)
+        fill_disk(disk / "filler")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            logger.log_hyperparams({"lr": 0.5})
+            logger.log_metrics({"loss": 1.0, "epoch": 0}, step=1)
+            logger.save()
+            (disk / "filler").unlink()
+            logger.log_metrics({"loss": 2.0, "epoch": 0}, step=2)
+            logger.finalize("success")
+        assert len([w for w in caught if issubclass(w.category, SurgeWarning)]) == 1
+        assert all(p.stat().st_size > 0 for p in logger.log_dir.iterdir())  # no empty event file left
+        events = EventAccumulator(str(logger.log_dir))
+        events.Reload()
+        assert [(e.step, e.value) for e in events.Scalars("loss")] == [(1, 1.0), (2, 2.0)]
+        assert "_hparams_/experiment" in events.PluginTagToContent("hparams")
