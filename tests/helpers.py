@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, TensorDataset

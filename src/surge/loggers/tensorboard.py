@@ -134,9 +134,8 @@ class TensorBoardLogger(Logger):
 
     def _lost(self, err: OSError) -> None:
         """A write failed: warn (once), and drop the writer, whose event file may end in a torn record."""
-        self._failures.failed(
-            self.log_dir, err, "scalars from now on are kept in memory and written to a new event file when it can"
-        )
+        kept = "scalars from now on are kept in memory and written to a new event file when it can"
+        self._failures.failed(self.log_dir, err, kept)
         self._retry_at = len(self._pending) + RETRY_EVERY
         writer, self._writer = self._writer, None
         if writer is not None:
