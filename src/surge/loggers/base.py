@@ -71,6 +71,11 @@ class RunDir:
         return self._resolve()
 
     @property
+    def where(self) -> Path:
+        """The run directory if made, else the folder it will be made in (for messages)."""
+        return self._path if self._path is not None else self.root / self.name
+
+    @property
     def version(self) -> int | str | None:
         self._resolve()
         return self._version

@@ -74,9 +74,10 @@ class CSVLogger(Logger):
         self.save()
 
     def save(self) -> None:
-        path = self.log_dir / "hparams.yaml"
+        path = self._run.where
         try:
             if self._hparams is not None:
+                path = self.log_dir / "hparams.yaml"
                 write_atomic(path, self._hparams)
                 self._hparams = None
             path = self.metrics_path
@@ -93,7 +94,7 @@ class CSVLogger(Logger):
         if self._rows or self._hparams is not None:
             warn(
                 f"CSVLogger could not write {len(self._rows)} metric rows"
-                f"{' and hparams.yaml' if self._hparams is not None else ''} to {self.log_dir} "
+                f"{' and hparams.yaml' if self._hparams is not None else ''} to {self._run.where} "
                 f"at the end of the run ({self._failures.error}); they are lost."
             )
 

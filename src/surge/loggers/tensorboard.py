@@ -99,7 +99,7 @@ class TensorBoardLogger(Logger):
         except OSError as err:
             self._lost(err)
             return
-        self._failures.recovered(self.log_dir)
+        self._failures.recovered(self._run.where)
 
     def finalize(self, status: str) -> None:
         self.save()
@@ -112,7 +112,7 @@ class TensorBoardLogger(Logger):
         if self._pending or self._hparams is not None:
             warn(
                 f"TensorBoardLogger could not write {len(self._pending)} scalars"
-                f"{' and the hyper-parameters' if self._hparams is not None else ''} to {self.log_dir} "
+                f"{' and the hyper-parameters' if self._hparams is not None else ''} to {self._run.where} "
                 f"at the end of the run ({self._failures.error}); they are lost."
             )
 
@@ -135,7 +135,7 @@ class TensorBoardLogger(Logger):
     def _lost(self, err: OSError) -> None:
         """A write failed: warn (once), and drop the writer, whose event file may end in a torn record."""
         kept = "scalars from now on are kept in memory and written to a new event file when it can"
-        self._failures.failed(self.log_dir, err, kept)
+        self._failures.failed(self._run.where, err, kept)
         self._retry_at = len(self._pending) + RETRY_EVERY
         writer, self._writer = self._writer, None
         if writer is not None:
@@ -146,7 +146,7 @@ class TensorBoardLogger(Logger):
     def _remove_empty_event_files(self) -> None:
         """Event files of this process that a failed writer left empty."""
         pid = str(os.getpid())
-        for path in self.log_dir.glob("events.out.tfevents.*"):
+        for path in self._run.where.glob("events.out.tfevents.*"):
             with contextlib.suppress(OSError):
                 if path.name.split(".")[-2] == pid and path.stat().st_size == 0:
                     path.unlink()
