@@ -118,6 +118,8 @@ class TensorBoardLogger(Logger):
 
     def _write(self) -> bool:
         """Hand what is pending to the writer; False (the writer dropped) when the disk refused."""
+        if not self._pending and self._hparams is None:
+            return True
         try:
             writer = self.experiment
             if self._hparams is not None:
