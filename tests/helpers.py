@@ -5,9 +5,13 @@ Import them with `from helpers import ...` (conftest.py puts this folder on sys.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import subprocess
+from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
+import pytest
 import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, TensorDataset
@@ -147,3 +151,28 @@ def params_of(module: torch.nn.Module) -> dict[str, torch.Tensor]:
 
 def same_params(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
     return a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+@contextlib.contextmanager
+def small_filesystem(path: Path, size: str) -> Iterator[Path]:
+    """A real tmpfs of `size` at `path` (needs root, as on CI); skips the test where it cannot mount."""
+    path.mkdir()
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True
+    )
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+def fill_disk(path: Path) -> None:
+    """Write `path` until the filesystem under it has no room left."""
+    with open(path, "wb", buffering=0) as f:
+        try:
+            while True:
+                f.write(b"\0" * 4096)
+        except OSError:
+            pass

@@ -194,3 +194,16 @@ def test_metrics_are_on_disk_after_a_failed_run(tmp_path):
         fit(lg, model=FailsLate(), epochs=2, log_every_n_steps=1)
     _, rows = read_csv(lg.metrics_path)
     assert [int(r["step"]) for r in rows if r["train_loss"]] == [1, 2, 3, 4, 5, 6]
+
+
+def test_a_second_logger_in_the_same_version_keeps_the_rows_and_columns_there(tmp_path):
+    first = CSVLogger(tmp_path, version=0)
+    first.log_metrics({"a": 1.0}, step=1)
+    first.finalize("success")
+    again = CSVLogger(tmp_path, version=0)  # e.g. a resumed run pointed at its old directory
+    again.log_metrics({"b": 2.0}, step=2)
+    again.finalize("success")
+    header, rows = read_csv(again.metrics_path)
+    assert header == ["step", "a", "b"]
+    assert rows == [{"step": "1", "a": "1.0", "b": ""}, {"step": "2", "a": "", "b": "2.0"}]
+    assert sorted(p.name for p in again.log_dir.iterdir()) == ["metrics.csv"]  # no temporary left

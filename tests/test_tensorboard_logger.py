@@ -48,3 +48,10 @@ def test_scalars_hparams_and_graph_are_read_back_at_their_steps(tmp_path):
         assert value == pytest.approx(model.losses[step - 1], rel=1e-6)  # the step's own loss
     assert events.Graph() is not None
     assert logger.log_dir == trainer.log_dir and logger.log_dir.name == "version_0"
+
+
+def test_a_logger_that_never_logs_writes_nothing(tmp_path):
+    logger = surge.loggers.TensorBoardLogger(tmp_path)
+    logger.save()
+    logger.finalize("success")
+    assert list(tmp_path.iterdir()) == []

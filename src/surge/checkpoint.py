@@ -10,6 +10,7 @@ import hashlib
 import os
 import pickle
 import re
+import time
 import uuid
 import zipfile
 from collections.abc import Mapping
@@ -166,17 +167,28 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def remove_stale_temporaries(directory: str | Path) -> list[Path]:
-    """Delete temporary files that a killed writer left behind (its process no longer exists)."""
+def remove_stale_temporaries(directory: str | Path, older_than: float = 0.0) -> list[Path]:
+    """Delete temporary files that a killed writer left behind (its process no longer exists).
+
+    `older_than` (seconds) also spares files modified more recently: a writer on another host
+    sharing the filesystem has a pid this host cannot see.
+    """
     removed = []
     directory = Path(directory)
     if not directory.is_dir():
         return removed
+    now = time.time()
     for entry in directory.iterdir():
         match = _TMP_RE.match(entry.name)
-        if match and not process_alive(int(match.group(1))):
-            entry.unlink(missing_ok=True)
-            removed.append(entry)
+        if not match or process_alive(int(match.group(1))):
+            continue
+        try:
+            if not entry.is_file() or (older_than and now - entry.stat().st_mtime < older_than):
+                continue
+            entry.unlink()
+        except FileNotFoundError:
+            continue
+        removed.append(entry)
     return removed
 
 

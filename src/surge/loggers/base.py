@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -39,7 +40,12 @@ class Logger:
 
 class RunDir:
     """`save_dir/name/version_N`: the next free N unless a version is given; made on first use
-    (so a Trainer that never logs creates nothing)."""
+    (so a Trainer that never logs creates nothing).
+
+    A new N is claimed with `mkdir` (which only one process can win), so runs started together
+    never share a directory. Temporaries that killed writers left in earlier runs' directories
+    are removed then.
+    """
 
     def __init__(self, save_dir: str | Path, name: str, version: int | str | None) -> None:
         self.root, self.name, self._requested = Path(save_dir), name, version
@@ -49,13 +55,15 @@ class RunDir:
     def _resolve(self) -> Path:
         if self._path is None:
             base = self.root / self.name
+            base.mkdir(parents=True, exist_ok=True)
             version = self._requested
             if version is None:
-                taken = [int(p.name[8:]) for p in base.glob("version_*") if p.name[8:].isdigit()]
-                version = max(taken, default=-1) + 1
-            self._path = base / (version if isinstance(version, str) else f"version_{version}")
-            self._path.mkdir(parents=True, exist_ok=True)
-            self._version = version
+                self._version, self._path = claim_version(base)
+            else:
+                self._path = base / (version if isinstance(version, str) else f"version_{version}")
+                self._path.mkdir(exist_ok=True)
+                self._version = version
+            remove_stale_run_temporaries(base)
         return self._path
 
     @property
@@ -63,6 +71,48 @@ class RunDir:
         return self._resolve()
 
     @property
+    def where(self) -> Path:
+        """The run directory if made, else the folder it will be made in (for messages)."""
+        return self._path if self._path is not None else self.root / self.name
+
+    @property
     def version(self) -> int | str | None:
         self._resolve()
         return self._version
+
+
+def claim_version(base: Path) -> tuple[int, Path]:
+    """Make `base/version_N` for the lowest N above those taken; a directory another process made
+    first moves this one on to N + 1."""
+    taken = [int(p.name[8:]) for p in base.glob("version_*") if p.name[8:].isdigit()]
+    n = max(taken, default=-1) + 1
+    while True:
+        path = base / f"version_{n}"
+        try:
+            path.mkdir()
+        except FileExistsError:
+            n += 1
+            continue
+        return n, path
+
+
+STALE_AFTER_S = 600.0
+
+
+def remove_stale_run_temporaries(base: Path) -> list[Path]:
+    """Remove temporaries of dead writers (a checkpoint or metrics file being written when its
+    process was killed) from every run directory under `base` and their subdirectories.
+
+    Only files untouched for `STALE_AFTER_S`: a writer on another host has a pid this host cannot see.
+    """
+    from ..checkpoint import remove_stale_temporaries
+
+    removed: list[Path] = []
+    for run in base.iterdir():
+        with contextlib.suppress(OSError):  # best effort: a directory removed meanwhile, no permission
+            if run.is_dir():
+                removed += remove_stale_temporaries(run, older_than=STALE_AFTER_S)
+                for sub in run.iterdir():
+                    if sub.is_dir():
+                        removed += remove_stale_temporaries(sub, older_than=STALE_AFTER_S)
+    return removed

@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 import csv
+import io
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from ..hparams import plain
+from ..rank_zero import warn
 from .base import Logger, RunDir
+from .files import WriteFailures, append_whole, write_atomic
 
 
 class CSVLogger(Logger):
     """Writes one row per logging call to `save_dir/name/version_N/metrics.csv`.
 
-    Calls at the same step with different metric names share a row. Rows are buffered and appended on `save()` (at most every `flush_every` rows); when a new
-    metric name appears the file is rewritten with the wider header.
+    Calls at the same step with different metric names share a row. Rows are buffered and appended
+    on `save()` (at most every `flush_every` rows); when a new metric name appears the file is
+    replaced, atomically, by one with the wider header. A write that fails (a full disk) is reported
+    once and training goes on: the rows stay buffered and are written by a later `save()`.
     """
 
     def __init__(
@@ -27,8 +32,12 @@ class CSVLogger(Logger):
     ) -> None:
         self._run = RunDir(save_dir, name, version)
         self._rows: list[dict[str, Any]] = []
-        self._columns: list[str] = []
+        self._columns: list[str] = []  # the header of metrics.csv as written
+        self._size: int | None = None  # bytes of metrics.csv known whole; None before the first write
+        self._hparams: bytes | None = None  # hparams.yaml still to write
         self._flush_every = flush_every
+        self._flush_at = flush_every
+        self._failures = WriteFailures("CSVLogger")
 
     @property
     def name(self) -> str:
@@ -55,31 +64,74 @@ class CSVLogger(Logger):
             self._rows[-1].update(metrics)  # one row per step
         else:
             self._rows.append({"step": step, **metrics})
-        if len(self._rows) >= self._flush_every:
+        if len(self._rows) >= self._flush_at:
             self.save()
 
     def log_hyperparams(self, params: Mapping[str, Any]) -> None:
         import yaml
 
-        with open(self.log_dir / "hparams.yaml", "w") as f:
-            yaml.safe_dump(plain(dict(params)), f, sort_keys=False)
+        self._hparams = yaml.safe_dump(plain(dict(params)), sort_keys=False).encode()
+        self.save()
 
     def save(self) -> None:
+        path = self._run.where
+        try:
+            if self._hparams is not None:
+                path = self.log_dir / "hparams.yaml"
+                write_atomic(path, self._hparams)
+                self._hparams = None
+            path = self.metrics_path
+            self._write_rows(path)
+        except OSError as err:
+            self._flush_at = len(self._rows) + self._flush_every  # not on every call while it fails
+            self._failures.failed(path, err, "the metrics are kept in memory and written when it can")
+            return
+        self._flush_at = self._flush_every
+        self._failures.recovered(path)
+
+    def finalize(self, status: str) -> None:
+        self.save()
+        if self._rows or self._hparams is not None:
+            warn(
+                f"CSVLogger could not write {len(self._rows)} metric rows"
+                f"{' and hparams.yaml' if self._hparams is not None else ''} to {self._run.where} "
+                f"at the end of the run ({self._failures.error}); they are lost."
+            )
+
+    def _write_rows(self, path: Path) -> None:
         if not self._rows:
             return
         new = [k for row in self._rows for k in row if k not in self._columns]
-        path = self.metrics_path
-        if new or not path.exists():
-            old_rows: list[dict[str, Any]] = []
-            if path.exists():
-                with open(path, newline="") as f:
-                    old_rows = list(csv.DictReader(f))
-            self._columns += list(dict.fromkeys(new))
-            with open(path, "w", newline="") as f:
-                writer = csv.DictWriter(f, fieldnames=self._columns)
-                writer.writeheader()
-                writer.writerows(old_rows + self._rows)
+        if new or self._size is None or not path.exists():
+            self._rewrite(path)
         else:
-            with open(path, "a", newline="") as f:
-                csv.DictWriter(f, fieldnames=self._columns).writerows(self._rows)
+            self._size = append_whole(path, _encode(self._columns, self._rows, header=False), self._size)
         self._rows = []
+
+    def _rewrite(self, path: Path) -> None:
+        """Replace metrics.csv by one with the rows written so far, the buffered rows and a header
+        wide enough for all of them."""
+        header, old = self._written(path)
+        columns = list(dict.fromkeys([*header, *self._columns, *(k for r in self._rows for k in r)]))
+        data = _encode(columns, old + self._rows, header=True)
+        write_atomic(path, data)
+        self._columns, self._size = columns, len(data)
+
+    def _written(self, path: Path) -> tuple[list[str], list[dict[str, Any]]]:
+        """The header and rows already in metrics.csv (only its whole part, if a tail was torn)."""
+        if not path.exists():
+            return [], []
+        with open(path, "rb") as f:
+            data = f.read() if self._size is None else f.read(self._size)
+        reader = csv.DictReader(io.StringIO(data.decode(), newline=""))
+        rows = [{k: v for k, v in row.items() if k is not None} for row in reader]  # no cells past the header
+        return list(reader.fieldnames or []), rows
+
+
+def _encode(columns: list[str], rows: list[dict[str, Any]], header: bool) -> bytes:
+    out = io.StringIO(newline="")
+    writer = csv.DictWriter(out, fieldnames=columns)
+    if header:
+        writer.writeheader()
+    writer.writerows(rows)
+    return out.getvalue().encode()

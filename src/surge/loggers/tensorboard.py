@@ -1,17 +1,26 @@
 """`TensorBoardLogger`: scalars and hyper-parameters as TensorBoard event files (rank zero writes).
 
 The tensorboard package is imported when the first event is written, not by `import surge`.
+Event files are only appended to. When the disk refuses a write, the logger warns once, keeps the
+scalars in memory and writes them to a new event file when writing works again; training goes on.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+from collections import deque
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from ..errors import SurgeRuntimeError
 from ..hparams import plain
+from ..rank_zero import warn
 from .base import Logger, RunDir
+from .files import WriteFailures
+
+RETRY_EVERY = 100  # scalars kept while writing fails, between two attempts
 
 
 class TensorBoardLogger(Logger):
@@ -31,6 +40,10 @@ class TensorBoardLogger(Logger):
         self._writer: Any = None
         self.log_graph = log_graph
         self._flush_secs = flush_secs
+        self._pending: deque[tuple[str, float, int]] = deque()  # scalars not yet handed to a writer
+        self._hparams: dict[str, Any] | None = None
+        self._retry_at = 0
+        self._failures = WriteFailures("TensorBoardLogger")
 
     @property
     def name(self) -> str:
@@ -58,30 +71,84 @@ class TensorBoardLogger(Logger):
         return self._writer
 
     def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
-        writer = self.experiment
-        for key, value in metrics.items():
-            if key != "epoch":
-                writer.add_scalar(key, value, global_step=step)
+        self._pending.extend((k, v, step) for k, v in metrics.items() if k != "epoch")
         if "epoch" in metrics:
-            writer.add_scalar("epoch", metrics["epoch"], global_step=step)
+            self._pending.append(("epoch", metrics["epoch"], step))
+        if not self._failures.failing or len(self._pending) >= self._retry_at:
+            self._write()
 
     def log_hyperparams(self, params: Mapping[str, Any]) -> None:
-        values = {
+        self._hparams = {
             k: v if isinstance(v, int | float | str | bool) else str(v)
             for k, v in plain(dict(params)).items()
         }
-        self.experiment.add_hparams(values, {}, run_name=".")
+        self._write()
 
     def log_module_graph(self, module: Any, example: Any) -> None:
-        """Record the module's graph from one example input."""
-        self.experiment.add_graph(module, example)
+        """Record the module's graph from one example input (not kept if the disk refuses it)."""
+        try:
+            self.experiment.add_graph(module, example)
+        except OSError as err:
+            self._lost(err)
 
     def save(self) -> None:
-        if self._writer is not None:
+        if not self._write() or self._writer is None:
+            return
+        try:
             self._writer.flush()
+        except OSError as err:
+            self._lost(err)
+            return
+        self._failures.recovered(self._run.where)
 
     def finalize(self, status: str) -> None:
-        if self._writer is not None:
-            self._writer.flush()
-            self._writer.close()
-            self._writer = None
+        self.save()
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            try:
+                writer.close()
+            except OSError as err:
+                self._lost(err)
+        if self._pending or self._hparams is not None:
+            warn(
+                f"TensorBoardLogger could not write {len(self._pending)} scalars"
+                f"{' and the hyper-parameters' if self._hparams is not None else ''} to {self._run.where} "
+                f"at the end of the run ({self._failures.error}); they are lost."
+            )
+
+    def _write(self) -> bool:
+        """Hand what is pending to the writer; False (the writer dropped) when the disk refused."""
+        if not self._pending and self._hparams is None:
+            return True
+        try:
+            writer = self.experiment
+            if self._hparams is not None:
+                writer.add_hparams(self._hparams, {}, run_name=".")
+                self._hparams = None
+            while self._pending:
+                tag, value, step = self._pending[0]
+                writer.add_scalar(tag, value, global_step=step)
+                self._pending.popleft()
+        except OSError as err:
+            self._lost(err)
+            return False
+        return True
+
+    def _lost(self, err: OSError) -> None:
+        """A write failed: warn (once), and drop the writer, whose event file may end in a torn record."""
+        kept = "scalars from now on are kept in memory and written to a new event file when it can"
+        self._failures.failed(self._run.where, err, kept)
+        self._retry_at = len(self._pending) + RETRY_EVERY
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            with contextlib.suppress(OSError):
+                writer.close()
+        self._remove_empty_event_files()
+
+    def _remove_empty_event_files(self) -> None:
+        """Event files of this process that a failed writer left empty."""
+        pid = str(os.getpid())
+        for path in self._run.where.glob("events.out.tfevents.*"):
+            with contextlib.suppress(OSError):
+                if path.name.split(".")[-2] == pid and path.stat().st_size == 0:
+                    path.unlink()

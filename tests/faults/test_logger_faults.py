@@ -1,0 +1,223 @@
+"""Loggers under faults: a full disk, runs started together, temporaries of killed writers.
+
+A logger that cannot write warns once and training goes on; nothing already written is lost.
+"""
+
+from __future__ import annotations
+
+import csv
+import multiprocessing
+import os
+import subprocess
+import sys
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+import surge
+from helpers import fast_trainer, fill_disk, small_filesystem
+from surge.loggers import CSVLogger
+from surge.rank_zero import SurgeWarning
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+STEPS, FLUSH, FILL_AT, NEW_KEY_AT, FREE_AT = 150, 25, 30, 60, 90
+
+
+class Wide(surge.Module):
+    """Logs 10 wide metrics a step (a flush of 25 rows is more than a page), and "late" from step 60."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 1)
+
+    def training_step(self, batch, batch_idx):
+        (x,) = batch
+        loss = self.lin(x).pow(2).mean()
+        for i in range(10):
+            self.log(f"metric_with_a_long_name_{i}", loss + i)
+        if self.global_step >= NEW_KEY_AT:
+            self.log("late", loss)
+        return loss
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.01)
+
+
+class FillThenFree(surge.callbacks.Callback):
+    """Fills the disk after step FILL_AT and frees it after FREE_AT, recording metrics.csv just before."""
+
+    def __init__(self, filler: Path, metrics: Path | None) -> None:
+        self.filler, self.metrics = filler, metrics
+        self.while_full: list[dict[str, str]] | None = None
+
+    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
+        if trainer.global_step == FILL_AT:
+            fill_disk(self.filler)
+        elif trainer.global_step == FREE_AT:
+            if self.metrics is not None:
+                self.while_full = read_rows(self.metrics)[1]
+            self.filler.unlink()
+
+
+def read_rows(path: Path) -> tuple[list[str], list[dict[str, str]]]:
+    with open(path, newline="") as f:
+        reader = csv.DictReader(f)
+        rows = list(reader)
+    return list(reader.fieldnames or []), rows
+
+
+def test_a_full_disk_while_logging_warns_once_and_loses_no_row(tmp_path):
+    with small_filesystem(tmp_path / "disk", "128k") as disk:
+        logger = CSVLogger(disk, flush_every=FLUSH)
+        filler = FillThenFree(disk / "filler", logger.metrics_path)
+        trainer = fast_trainer(max_steps=STEPS, logger=logger, log_every_n_steps=1, callbacks=[filler])
+        loader = DataLoader(TensorDataset(torch.randn(STEPS, 4)), batch_size=1)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            trainer.fit(Wide(), loader)
+        assert trainer.global_step == STEPS  # the run went on through the full disk
+        ours = [w for w in caught if issubclass(w.category, SurgeWarning) and "CSVLogger" in str(w.message)]
+        assert len(ours) == 1, [str(w.message) for w in ours]
+        assert "No space left" in str(ours[0].message) and "Training continues" in str(ours[0].message)
+        # while the disk was full, metrics.csv kept its header and the rows written before the fill
+        assert [int(r["step"]) for r in filler.while_full] == list(range(1, FILL_AT // FLUSH * FLUSH + 1))
+        header, rows = read_rows(logger.metrics_path)
+        assert header[0] == "step" and "late" in header and "metric_with_a_long_name_9" in header
+        assert [int(r["step"]) for r in rows] == list(range(1, STEPS + 1))  # none lost, none twice
+        assert all(None not in r and None not in r.values() for r in rows)  # every row whole
+        assert all(r["late"] == "" for r in rows[: NEW_KEY_AT - 1])
+        assert all(r["late"] for r in rows[NEW_KEY_AT:])
+        assert sorted(p.name for p in logger.log_dir.iterdir()) == ["metrics.csv"]  # no temporary left
+
+
+def test_rows_a_failed_run_could_not_write_are_named_in_a_last_warning(tmp_path):
+    with small_filesystem(tmp_path / "disk", "64k") as disk:
+        logger = CSVLogger(disk, flush_every=1000)
+        logger.log_metrics({"a": 1.0}, step=1)
+        logger.save()
+        fill_disk(disk / "filler")
+        logger.log_metrics({"b": 2.0}, step=2)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            logger.save()
+            logger.finalize("success")
+        messages = [str(w.message) for w in caught if issubclass(w.category, SurgeWarning)]
+        assert len(messages) == 2 and "could not write 1 metric rows" in messages[1]
+        assert read_rows(logger.metrics_path) == (["step", "a"], [{"step": "1", "a": "1.0"}])
+
+
+def resolve_after(barrier: Any, root: str, cls: str, out: Any) -> None:
+    barrier.wait()  # every process resolves at the same moment
+    out.put(str(getattr(surge.loggers, cls)(root).log_dir))
+
+
+@pytest.mark.parametrize("cls", ["CSVLogger", "TensorBoardLogger"])
+def test_processes_started_together_get_distinct_versions(tmp_path, cls):
+    ctx = multiprocessing.get_context("fork")  # forked after the imports: they start in step
+    for trial in range(10):
+        root, barrier, out = str(tmp_path / f"trial{trial}"), ctx.Barrier(4), ctx.Queue()
+        procs = [ctx.Process(target=resolve_after, args=(barrier, root, cls, out)) for _ in range(4)]
+        for p in procs:
+            p.start()
+        dirs = sorted(Path(out.get(timeout=30)).name for _ in procs)
+        for p in procs:
+            p.join(timeout=30)
+        assert [p.exitcode for p in procs] == [0] * 4
+        assert dirs == ["version_0", "version_1", "version_2", "version_3"], f"trial {trial}: {dirs}"
+
+
+def test_temporaries_of_killed_writers_in_old_runs_are_removed(tmp_path):
+    base = tmp_path / "surge_logs"
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True)
+    pid = int(dead.stdout)  # a process that has exited
+    old = time.time() - 3600
+    stale = [
+        base / "version_0" / "checkpoints" / f".last.ckpt.tmp-{pid}-0123abcd",
+        base / "version_0" / f".metrics.csv.tmp-{pid}-89abcdef",
+    ]
+    recent = base / "version_1" / "checkpoints" / f".last.ckpt.tmp-{pid}-deadbeef"  # perhaps another host's
+    mine = base / "version_1" / f".metrics.csv.tmp-{os.getpid()}-00000000"  # a live writer's
+    for path in [*stale, recent, mine]:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch()  # 0 bytes: killed right after opening it
+    for path in [*stale, mine]:
+        os.utime(path, (old, old))
+    logger = CSVLogger(tmp_path)
+    assert logger.version == 2
+    assert not any(p.exists() for p in stale)
+    assert recent.exists() and mine.exists()
+
+
+class Steps(surge.Module):
+    """Logs its step's loss as "loss" every step, with hyper-parameters."""
+
+    def __init__(self, lr: float = 0.01) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        self.lin = torch.nn.Linear(4, 1)
+
+    def training_step(self, batch, batch_idx):
+        (x,) = batch
+        loss = self.lin(x).pow(2).mean()
+        self.log("loss", loss)
+        return loss
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=self.hparams.lr)
+
+
+# tensorboard's writer thread lets its OSError escape the thread; pytest reports that as a warning
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_a_full_disk_under_tensorboard_warns_once_and_training_goes_on(tmp_path):
+    pytest.importorskip("tensorboard", reason="the tensorboard package is an optional extra")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    with small_filesystem(tmp_path / "disk", "128k") as disk:
+        logger = surge.loggers.TensorBoardLogger(disk)
+        filler = FillThenFree(disk / "filler", None)
+        trainer = fast_trainer(max_steps=STEPS, logger=logger, log_every_n_steps=1, callbacks=[filler])
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            trainer.fit(Steps(), DataLoader(TensorDataset(torch.randn(STEPS, 4)), batch_size=1))
+        assert trainer.global_step == STEPS
+        ours = [w for w in caught if issubclass(w.category, SurgeWarning) and "TensorBoard" in str(w.message)]
+        assert len(ours) == 1, [str(w.message) for w in ours]
+        assert "No space left" in str(ours[0].message)
+        files = list(logger.log_dir.glob("events.out.tfevents.*"))
+        assert len(files) >= 2 and all(p.stat().st_size > 0 for p in files)  # a new file after the failure
+        events = EventAccumulator(str(logger.log_dir))
+        events.Reload()
+        steps = [e.step for e in events.Scalars("loss")]
+        assert len(steps) == len(set(steps))  # none twice
+        assert set(range(1, FILL_AT + 1)) <= set(steps)  # before the fill
+        assert set(range(FREE_AT, STEPS + 1)) <= set(steps)  # after it
+        assert len(set(range(1, STEPS + 1)) - set(steps)) <= 11  # at most what tensorboard's queue held
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_tensorboard_keeps_what_a_full_disk_refused_and_writes_it_later(tmp_path):
+    pytest.importorskip("tensorboard", reason="the tensorboard package is an optional extra")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    with small_filesystem(tmp_path / "disk", "64k") as disk:
+        logger = surge.loggers.TensorBoardLogger(disk)
+        fill_disk(disk / "filler")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            logger.log_hyperparams({"lr": 0.5})
+            logger.log_metrics({"loss": 1.0, "epoch": 0}, step=1)
+            logger.save()
+            (disk / "filler").unlink()
+            logger.log_metrics({"loss": 2.0, "epoch": 0}, step=2)
+            logger.finalize("success")
+        assert len([w for w in caught if issubclass(w.category, SurgeWarning)]) == 1
+        assert all(p.stat().st_size > 0 for p in logger.log_dir.iterdir())  # no empty event file left
+        events = EventAccumulator(str(logger.log_dir))
+        events.Reload()
+        assert [(e.step, e.value) for e in events.Scalars("loss")] == [(1, 1.0), (2, 2.0)]
+        assert "_hparams_/experiment" in events.PluginTagToContent("hparams")
