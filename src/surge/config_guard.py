@@ -9,6 +9,7 @@ imports anything it names) and refuses YAML whose aliases expand past `MAX_YAML_
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -18,6 +19,7 @@ from typing import Any
 from .errors import MisconfigurationError
 
 MAX_YAML_NODES = 100_000  # expanded values in one YAML document; real configs hold a few hundred
+MAX_YAML_DEPTH = 100  # nested flow brackets; real configs use fewer than ten
 YAML_MODE = "surge_yaml"  # the jsonargparse parser mode whose loader guards the YAML
 
 
@@ -130,13 +132,15 @@ def _load_yaml(text: str, path: str = "") -> Any:
     from jsonargparse import get_loader
 
     source = str(path) if path else "a YAML value (a flag's, or a nested config's)"
-    for node in yaml.compose_all(text, Loader=yaml.SafeLoader):
-        size = _expanded_size(node, {})
-        if size > MAX_YAML_NODES:
-            raise ConfigRefused(
-                f"{source}: refused, its YAML aliases expand to {size} values, over the limit of "
-                f"{MAX_YAML_NODES} (an alias bomb, or a config far larger than any real one)"
-            )
+    if _too_deep(text):  # YAML parsers take time quadratic in the depth (and libyaml can crash)
+        raise ConfigRefused(
+            f"{source}: refused, its YAML nests brackets more than {MAX_YAML_DEPTH} deep (no real config does)"
+        )
+    try:
+        for node in yaml.compose_all(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+            _check_size(node, source)
+    except RecursionError:
+        raise ConfigRefused(f"{source}: refused, its YAML is nested deeper than any real config") from None
     value = get_loader("yaml")(text)
     policy = _POLICY.get()
     if policy is not None:
@@ -146,17 +150,41 @@ def _load_yaml(text: str, path: str = "") -> Any:
     return value
 
 
+def _too_deep(text: str) -> bool:
+    """Whether `[`/`{` nest deeper than `MAX_YAML_DEPTH` (brackets inside strings count too)."""
+    depth = 0
+    for match in re.finditer(r"[\[\]{}]", text):
+        depth += 1 if match.group() in "[{" else -1
+        if depth > MAX_YAML_DEPTH:
+            return True
+    return False
+
+
+def _check_size(node: Any, source: str) -> None:
+    size = _expanded_size(node, {})
+    if size < 0:
+        raise ConfigRefused(f"{source}: refused, a YAML alias sits inside its own anchor (it expands without end)")
+    if size > MAX_YAML_NODES:
+        raise ConfigRefused(
+            f"{source}: refused, its YAML aliases expand to more than {MAX_YAML_NODES} values (an alias "
+            "bomb, or a config far larger than any real one); it was not expanded"
+        )
+
+
 def _expanded_size(node: Any, seen: dict[int, int]) -> int:
-    """The number of values `node` becomes once every alias is expanded, in time linear in the
-    composed graph (an alias is the same node object as its anchor, so it is counted once)."""
+    """The number of values `node` becomes once every alias is expanded (-1: without end), in time
+    linear in the composed graph: an alias is the same node object as its anchor, counted once."""
     if id(node) in seen:
         return seen[id(node)]
-    seen[id(node)] = MAX_YAML_NODES + 1  # until counted: an alias inside its own anchor never ends
+    seen[id(node)] = -1  # until counted: meeting it again means an alias inside its own anchor
     size = 1
     if isinstance(node.value, list):
         for item in node.value:
-            pair = item if isinstance(item, tuple) else (item,)
-            size += sum(_expanded_size(n, seen) for n in pair)
+            for child in item if isinstance(item, tuple) else (item,):
+                child_size = _expanded_size(child, seen)
+                if child_size < 0:
+                    return -1
+                size += child_size
             if size > MAX_YAML_NODES:
                 break
     seen[id(node)] = size
