@@ -176,7 +176,9 @@ def test_a_command_line_override_outside_the_allowlist_is_refused(tmp_path, caps
 
 def test_an_allowed_name_that_re_exports_another_module_is_refused(tmp_path, capsys):
     # surge.demo does `from torch.utils.data import DataLoader`: the name is under the prefix, the class is not
-    config = write_config(tmp_path, trainer={**TINY["trainer"], "callbacks": [{"class_path": "surge.demo.DataLoader"}]})
+    config = write_config(
+        tmp_path, trainer={**TINY["trainer"], "callbacks": [{"class_path": "surge.demo.DataLoader"}]}
+    )
     err = refused(capsys, ["fit", "--config", config, "--allow_class_paths", "surge.demo"])
     assert "surge.demo.DataLoader" in err and "torch.utils.data.dataloader.DataLoader" in err
 

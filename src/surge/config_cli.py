@@ -237,7 +237,9 @@ def _take_flag(args: list[str], flag: str) -> tuple[list[str], str | None]:
     while i < len(args):
         if args[i] == flag:
             if i + 1 == len(args):
-                raise config_guard.ConfigRefused(f"{flag} needs a value: module prefixes, e.g. torch.optim,mypkg")
+                raise config_guard.ConfigRefused(
+                    f"{flag} needs a value: module prefixes, e.g. torch.optim,mypkg"
+                )
             values.append(args[i + 1])
             i += 2
             continue

@@ -163,7 +163,9 @@ def _too_deep(text: str) -> bool:
 def _check_size(node: Any, source: str) -> None:
     size = _expanded_size(node, {})
     if size < 0:
-        raise ConfigRefused(f"{source}: refused, a YAML alias sits inside its own anchor (it expands without end)")
+        raise ConfigRefused(
+            f"{source}: refused, a YAML alias sits inside its own anchor (it expands without end)"
+        )
     if size > MAX_YAML_NODES:
         raise ConfigRefused(
             f"{source}: refused, its YAML aliases expand to more than {MAX_YAML_NODES} values (an alias "

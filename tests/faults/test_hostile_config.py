@@ -14,7 +14,7 @@ import yaml
 
 from surge.config_cli import SurgeCLI, run_cli
 
-HOSTILE_MODULE = '''
+HOSTILE_MODULE = """
 from typing import Any, Optional
 
 from surge.demo import DigitsCNN
@@ -24,7 +24,7 @@ class Model(DigitsCNN):
     def __init__(self, extra: Any = None, other: Optional[object] = None, **kwargs) -> None:
         super().__init__(**kwargs)
         self.extra, self.other = extra, other
-'''
+"""
 
 
 @pytest.fixture
@@ -40,7 +40,11 @@ def hostile(tmp_path, monkeypatch):
 
 def payload(tmp: Path, kind: str) -> tuple[str, dict, Path]:
     if kind == "popen":
-        return "extra", {"class_path": "subprocess.Popen", "init_args": {"args": str(tmp / "script.sh")}}, tmp / "RAN"
+        return (
+            "extra",
+            {"class_path": "subprocess.Popen", "init_args": {"args": str(tmp / "script.sh")}},
+            tmp / "RAN",
+        )
     handler = {"class_path": "logging.FileHandler", "init_args": {"filename": str(tmp / "CREATED")}}
     return "other", handler, tmp / "CREATED"
 
@@ -55,7 +59,13 @@ def hostile_config(tmp: Path, key: str, spec: dict) -> str:
 @pytest.mark.parametrize("kind", ["popen", "file-handler"])
 def test_a_class_path_outside_the_allowlist_never_runs(hostile, capsys, kind):
     key, spec, mark = payload(hostile, kind)
-    args = ["fit", "--config", hostile_config(hostile, key, spec), "--allow_class_paths", "surge,hostile_model"]
+    args = [
+        "fit",
+        "--config",
+        hostile_config(hostile, key, spec),
+        "--allow_class_paths",
+        "surge,hostile_model",
+    ]
     assert run_cli(args) == 2
     err = capsys.readouterr().err
     assert f"class_path {spec['class_path']!r}" in err and f"model.init_args.{key}" in err
@@ -80,7 +90,11 @@ def _bomb(levels: int) -> str:
     """`levels` lists of 9 aliases of the one below: 9**levels values once expanded."""
     lines = ['  l0: &l0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
     lines += [f"  l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9)}]" for i in range(1, levels)]
-    return "x:\n" + "\n".join(lines) + f"\nmodel:\n  class_path: surge.demo.DigitsCNN\n  init_args:\n    channels: *l{levels - 1}\n"
+    return (
+        "x:\n"
+        + "\n".join(lines)
+        + f"\nmodel:\n  class_path: surge.demo.DigitsCNN\n  init_args:\n    channels: *l{levels - 1}\n"
+    )
 
 
 @pytest.mark.parametrize(
@@ -121,3 +135,13 @@ def test_seed_everything_out_of_range_is_a_config_error(tmp_path, capsys, value,
     assert run_cli(["fit", "--config", str(path), *flag]) == 2
     err = capsys.readouterr().err
     assert f"seed_everything={value}" in err and "[0, 2**32)" in err and "Traceback" not in err
+
+
+def test_a_refused_class_path_in_a_file_is_never_imported(hostile, capsys):
+    (hostile / "marks_on_import.py").write_text(
+        f"open({str(hostile / 'IMPORTED')!r}, 'w').close()\nclass X: ...\n"
+    )
+    config = hostile_config(hostile, "extra", {"class_path": "marks_on_import.X"})
+    assert run_cli(["fit", "--config", config, "--allow_class_paths", "surge,hostile_model"]) == 2
+    assert "'marks_on_import.X'" in capsys.readouterr().err
+    assert not (hostile / "IMPORTED").exists()  # checked as the file was read, before jsonargparse imports
