@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -12,7 +13,7 @@ import yaml
 
 from surge.callbacks import EarlyStopping
 from surge.cli import main
-from surge.config_cli import SurgeCLI
+from surge.config_cli import SurgeCLI, run_cli
 from surge.demo import DigitsCNN, DigitsData
 from surge.loggers import CSVLogger
 
@@ -130,3 +131,80 @@ def test_the_surge_command_exits_non_zero_on_a_bad_config(tmp_path):
     cmd = [sys.executable, "-m", "surge", "fit", "--config", config]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     assert proc.returncode == 2 and "max_epoch" in proc.stderr and "Traceback" not in proc.stderr
+
+
+# -- the class_path allowlist (a config is code; --allow_class_paths limits what it may name) ----
+LOGGER = {"class_path": "surge.loggers.CSVLogger", "init_args": {"save_dir": "logs"}}
+STOPPER = {"class_path": "surge.callbacks.EarlyStopping", "init_args": {"monitor": "val_acc", "mode": "max"}}
+
+
+def refused(capsys, args, **kwargs) -> str:
+    assert run_cli(args, **kwargs) == 2
+    err = capsys.readouterr().err
+    assert "not allowed" in err and "Traceback" not in err
+    return err
+
+
+def test_allowed_class_paths_still_build(tmp_path):
+    config = write_config(tmp_path, trainer={**TINY["trainer"], "callbacks": [STOPPER], "logger": LOGGER})
+    args = ["fit", "--config", config, "--allow_class_paths", "surge.demo,surge.callbacks,surge.loggers"]
+    cli = SurgeCLI(args=args, run=False)
+    assert isinstance(cli.model, DigitsCNN) and isinstance(cli.trainer.early_stopping_callback, EarlyStopping)
+    assert isinstance(cli.trainer.logger, CSVLogger)
+    assert cli.class_path_policy.prefixes == ("surge.demo", "surge.callbacks", "surge.loggers")
+
+
+def test_a_nested_class_path_outside_the_allowlist_is_refused_naming_where(tmp_path, capsys):
+    config = write_config(tmp_path, trainer={**TINY["trainer"], "callbacks": [STOPPER]})
+    err = refused(capsys, ["fit", "--config", config, "--allow_class_paths=surge.demo"])
+    assert "'surge.callbacks.EarlyStopping'" in err and "trainer.callbacks[0]" in err
+    assert "run.yaml" in err and "['surge.demo']" in err
+
+
+@pytest.mark.parametrize(
+    "override",
+    [["--trainer.logger", "surge.loggers.CSVLogger"], ["--trainer.logger", "CSVLogger"],
+     ["--trainer.logger", json.dumps(LOGGER)], ["--trainer.logger.class_path", "surge.loggers.CSVLogger"]],
+    ids=["class-path", "bare-name", "inline-yaml", "dotted-class-path"],
+)  # fmt: skip
+def test_a_command_line_override_outside_the_allowlist_is_refused(tmp_path, capsys, override):
+    args = ["fit", "--config", write_config(tmp_path), "--allow_class_paths", "surge.demo", *override]
+    err = refused(capsys, args)
+    assert "'surge.loggers.CSVLogger'" in err and "['surge.demo']" in err
+    assert not (tmp_path / "logs").exists()
+
+
+def test_an_allowed_name_that_re_exports_another_module_is_refused(tmp_path, capsys):
+    # surge.demo does `from torch.utils.data import DataLoader`: the name is under the prefix, the class is not
+    config = write_config(
+        tmp_path, trainer={**TINY["trainer"], "callbacks": [{"class_path": "surge.demo.DataLoader"}]}
+    )
+    err = refused(capsys, ["fit", "--config", config, "--allow_class_paths", "surge.demo"])
+    assert "surge.demo.DataLoader" in err and "torch.utils.data.dataloader.DataLoader" in err
+
+
+def test_the_constructor_and_the_flag_must_both_allow(tmp_path, capsys):
+    config = write_config(tmp_path, trainer={**TINY["trainer"], "callbacks": [STOPPER]})
+    args = ["fit", "--config", config]
+    assert SurgeCLI(args=args, allow_class_paths=["surge"], run=False).trainer.early_stopping_callback
+    refused(capsys, [*args, "--allow_class_paths", "surge.demo"], allow_class_paths=["surge"])  # narrows
+    refused(capsys, [*args, "--allow_class_paths", "surge"], allow_class_paths="surge.demo")  # never widens
+
+
+def test_a_config_cannot_set_its_own_allowlist(tmp_path, capsys):
+    config = write_config(tmp_path, allow_class_paths=["subprocess"])
+    assert run_cli(["fit", "--config", config]) == 2
+    assert "allow_class_paths" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("value", ["torch optim", "torch..optim"])
+def test_a_malformed_allowlist_is_refused_by_name(tmp_path, capsys, value):
+    assert run_cli(["fit", "--config", write_config(tmp_path), "--allow_class_paths", value]) == 2
+    err = capsys.readouterr().err
+    assert "allow_class_paths" in err and repr(value.split(",")[0]) in err
+
+
+def test_help_says_a_config_is_code(capsys):
+    assert main(["fit", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "A config file is code" in text and "--allow_class_paths PREFIX" in text

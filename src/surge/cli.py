@@ -78,7 +78,13 @@ def _config_command(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="surge", description="surge: train PyTorch models fast and right.")
+    parser = argparse.ArgumentParser(
+        prog="surge",
+        description="surge: train PyTorch models fast and right.",
+        epilog="fit/validate/test/predict --config: a config file is code (each class_path in it is "
+        "imported and called); run only configs you trust, or restrict them with --allow_class_paths "
+        "(see `surge fit --help`).",
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     demo = sub.add_parser("demo", help="train the digits example (python -m surge.demo)", add_help=False)

@@ -10,6 +10,9 @@ plus `ckpt_path` and `seed_everything`. Dotted flags override it (`--trainer.max
 --model.init_args.lr 0.01`), `--print_config` prints the merged result as YAML (a config that
 reproduces the run), and a fit saves that YAML as `config.yaml` in the run directory.
 A script gets the same command line with `SurgeCLI(MyModel, MyData)`.
+
+A config is code: each `class_path` is imported and called. `--allow_class_paths torch.optim,mypkg`
+(or `SurgeCLI(allow_class_paths=[...])`) refuses any other before anything is built (config_guard.py).
 """
 
 from __future__ import annotations
@@ -19,9 +22,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from . import config_guard
 from .callbacks.base import Callback
 from .datamodule import DataModule
-from .errors import SurgeError
+from .errors import SurgeError, bad_value
 from .module import Module
 from .rank_zero import info
 from .trainer import Trainer
@@ -33,6 +37,14 @@ COMMANDS = {
     "predict": "run predict_step over the predict data (weights from --ckpt_path)",
 }
 CONFIG_ERROR, RUN_ERROR = 2, 1  # exit codes: the config was refused / the run failed
+ALLOW_FLAG = "--allow_class_paths"
+CONFIG_IS_CODE = (
+    "A config file is code, like a Python script: every class_path in it (or in a --*.class_path "
+    "flag) names an importable class that is imported and called with its init_args. Run only "
+    "configs you trust, or pass --allow_class_paths PREFIX[,PREFIX...] (e.g. "
+    "--allow_class_paths surge,torch.optim,mypkg) to refuse every class_path outside those modules "
+    "before anything is built. That flag is read from the command line only, never from a config."
+)
 
 
 class SaveConfig(Callback):
@@ -56,6 +68,8 @@ class SurgeCLI:
     `subclass_mode_model`/`subclass_mode_data` ask for `class_path` (subclasses of the given one).
     A refused config or a failed run exits with a message on stderr (status 2 or 1), no traceback.
     `run=False` only builds: `cli.model`, `cli.datamodule`, `cli.trainer`, `cli.config`.
+    `allow_class_paths=["torch.optim", "mypkg"]` refuses any `class_path` outside those module
+    prefixes (as `--allow_class_paths` does; given both, a class_path must pass both).
     """
 
     def __init__(
@@ -69,13 +83,16 @@ class SurgeCLI:
         save_config: bool = True,
         run: bool = True,
         prog: str | None = None,
+        allow_class_paths: Sequence[str] | None = None,
     ) -> None:
         self._model_class = model_class
         self._data_class = datamodule_class
         self._model_subclass = model_class is None or subclass_mode_model
         self._data_subclass = datamodule_class is None or subclass_mode_data
         self.parser = self._root_parser(prog)
-        self.subcommand, self.config = self._parse(list(sys.argv[1:] if args is None else args))
+        args = list(sys.argv[1:] if args is None else args)
+        args, self.class_path_policy = self._policy(args, allow_class_paths)
+        self.subcommand, self.config = self._parse(args)
         self.model, self.datamodule, self.trainer = self._instantiate(save_config)
         self.result: Any = self._run() if run else None
 
@@ -91,7 +108,7 @@ class SurgeCLI:
     def _command_parser(self, command: str) -> Any:
         from jsonargparse import ActionConfigFile
 
-        parser = _new_parser(description=COMMANDS[command])
+        parser = _new_parser(description=f"{COMMANDS[command]}.\n\n{CONFIG_IS_CODE}")
         parser.add_argument(
             "--config", action=ActionConfigFile, help="a YAML config (several merge in order)"
         )
@@ -117,23 +134,41 @@ class SurgeCLI:
             )
         return parser
 
+    def _policy(
+        self, args: list[str], allowed: Sequence[str] | None
+    ) -> tuple[list[str], config_guard.ClassPathPolicy | None]:
+        """Take `--allow_class_paths` out of the arguments (jsonargparse would also accept it from
+        a config, which must not widen its own allowlist); combine it with the constructor's."""
+        command = args[0] if args and args[0] in COMMANDS else None
+        try:
+            args, flagged = _take_flag(args, ALLOW_FLAG)
+            given = None if allowed is None else config_guard.ClassPathPolicy(allowed)
+            from_flag = None if flagged is None else config_guard.ClassPathPolicy(flagged)
+        except SurgeError as err:
+            _fail(self.parser.prog, command, str(err), CONFIG_ERROR)
+        return args, (given.combine(from_flag) if given is not None else from_flag)
+
     def _parse(self, args: list[str]) -> tuple[str, Any]:
         from jsonargparse import ArgumentError
 
         command = args[0] if args and args[0] in COMMANDS else None
         try:
-            cfg = self.parser.parse_args(args)
-        except ArgumentError as err:
+            with config_guard.applying(self.class_path_policy):
+                cfg = self.parser.parse_args(args)
+            if self.class_path_policy is not None:  # also catches bare names and dotted flags
+                config_guard.check_namespace(cfg[cfg.subcommand], self.class_path_policy)
+        except config_guard.ConfigRefused as err:
             _fail(self.parser.prog, command, str(err), CONFIG_ERROR)
+        except ArgumentError as err:
+            refused = _refusal(err)
+            _fail(self.parser.prog, command, str(refused or err), CONFIG_ERROR)
         return cfg.subcommand, cfg[cfg.subcommand]
 
     def _instantiate(self, save_config: bool) -> tuple[Module, DataModule | None, Trainer]:
         parser = self._parsers[self.subcommand]
         cfg = self.config
         if cfg.seed_everything is not None:
-            from .seed import seed_everything
-
-            seed_everything(cfg.seed_everything)
+            _seed(cfg.seed_everything, self.parser.prog, self.subcommand)
         instantiate = getattr(parser, "instantiate", None) or parser.instantiate_classes
         try:
             built = instantiate(cfg)
@@ -190,7 +225,48 @@ def _new_parser(**kwargs: Any) -> Any:
             "surge fit/validate/test/predict need jsonargparse: pip install surge[cli]"
         ) from None
     # No abbreviations: a misspelt key must be refused, not silently expanded to a real one.
-    return ArgumentParser(exit_on_error=False, allow_abbrev=False, **kwargs)
+    # The guarded YAML mode refuses alias bombs (and, under an allowlist, class paths) as it loads.
+    return ArgumentParser(
+        exit_on_error=False, allow_abbrev=False, parser_mode=config_guard.yaml_mode(), **kwargs
+    )
+
+
+def _take_flag(args: list[str], flag: str) -> tuple[list[str], str | None]:
+    """Remove every `flag VALUE` / `flag=VALUE` from `args`; the values joined by commas (or None)."""
+    rest, values, i = [], [], 0
+    while i < len(args):
+        if args[i] == flag:
+            if i + 1 == len(args):
+                raise config_guard.ConfigRefused(
+                    f"{flag} needs a value: module prefixes, e.g. torch.optim,mypkg"
+                )
+            values.append(args[i + 1])
+            i += 2
+            continue
+        if args[i].startswith(flag + "="):
+            values.append(args[i].split("=", 1)[1])
+        else:
+            rest.append(args[i])
+        i += 1
+    return rest, (None if not values else ",".join(values))
+
+
+def _refusal(err: BaseException) -> config_guard.ConfigRefused | None:
+    """The guard's refusal, if jsonargparse wrapped one into its own error."""
+    while err is not None:
+        if isinstance(err, config_guard.ConfigRefused):
+            return err
+        err = err.__cause__ or err.__context__
+    return None
+
+
+def _seed(value: int, prog: str | None, command: str) -> None:
+    from .seed import seed_everything
+
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**32:
+        err = bad_value("seed_everything", value, "an int in [0, 2**32), or null to leave the seed alone")
+        _fail(prog, command, str(err), CONFIG_ERROR)
+    seed_everything(value)
 
 
 def _dump(parser: Any, cfg: Any) -> str:
