@@ -238,6 +238,18 @@ def load_checkpoint(path: str | Path, verify: bool = True) -> dict[str, Any]:
     return state
 
 
+def is_surge_checkpoint(path: str | Path) -> bool:
+    """Whether `path` is a checkpoint file surge wrote (its marks are there; the digest is not checked)."""
+    path = Path(path)
+    try:
+        if _digest_record(path) is not None:
+            return True
+        state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception:
+        return False
+    return isinstance(state, dict) and _legacy_meta(state.get("surge"))
+
+
 def _check_readable(path: Path) -> None:
     if not path.is_file():
         raise CheckpointError(f"checkpoint {path} does not exist")
