@@ -1,7 +1,8 @@
 """Checkpoint files: written atomically, loaded without running code, verified by a checksum.
 
-A checkpoint is an ordinary `torch.save` file (so `torch.load(path, weights_only=True)` reads it),
-whose dict carries `"surge"`: the format version and a digest of its whole content.
+A checkpoint is an ordinary `torch.save` file (so `torch.load(path, weights_only=True)` reads it)
+whose dict carries `"surge"` (the format version), plus one zip record that torch ignores: the
+digest of the whole dict. Either mark makes a file a surge checkpoint that must verify.
 """
 
 from __future__ import annotations
