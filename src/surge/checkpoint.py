@@ -28,6 +28,7 @@ FORMAT_VERSION = 2
 # mark a surge file, so damage that hides one still leaves the other, and the load refuses.
 _DIGEST_RECORD = ".data/surge_digest"
 _DIGEST_PREFIX = "blake2b-160:"
+_DIGEST_MAX = 64  # bytes: a record any larger is damaged (and never read into memory)
 _DIGEST_RE = re.compile(rb"^blake2b-160:([0-9a-f]{40})$")
 _PREFIXES = ("module.", "_orig_mod.")
 _TMP_RE = re.compile(r"^\..+\.tmp-(\d+)-[0-9a-f]{8}$")
@@ -243,6 +244,7 @@ def is_surge_checkpoint(path: str | Path) -> bool:
     """Whether `path` is a checkpoint file surge wrote (its marks are there; the digest is not checked)."""
     path = Path(path)
     try:
+        _check_readable(path)  # never a torch.load while TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD is set
         if _digest_record(path) is not None:
             return True
         state = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
@@ -277,6 +279,8 @@ def _digest_record(path: Path) -> bytes | None:
             names = [n for n in archive.namelist() if n.endswith(f"/{_DIGEST_RECORD}")]
             if len(names) > 1:
                 raise CheckpointError(f"checkpoint {path} is corrupt: it has {len(names)} digest records")
+            if names and archive.getinfo(names[0]).file_size > _DIGEST_MAX:
+                raise CheckpointError(f"checkpoint {path} is corrupt: its digest record is damaged")
             return archive.read(names[0]) if names else None
     except CheckpointError:
         raise
