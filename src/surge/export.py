@@ -19,7 +19,7 @@ import torch
 from torch import Tensor
 
 from .checkpoint import bare_state_dict, clean_state_dict, load_checkpoint
-from .errors import CheckpointError, SurgeTypeError
+from .errors import CheckpointError, SurgeTypeError, bad_value
 
 Source = str | os.PathLike | Mapping[str, Any] | torch.nn.Module
 
@@ -32,11 +32,27 @@ def export_safetensors(ckpt_or_state: Source, path: str | os.PathLike) -> Path:
     Returns the path written.
     """
     save_file = _safetensors_save_file()
-    tensors = portable_tensors(weights_of(ckpt_or_state))
     path = Path(path)
+    if isinstance(ckpt_or_state, str | os.PathLike) and _same_file(Path(ckpt_or_state), path):
+        raise bad_value(
+            "export_safetensors(path) (--to)",
+            str(path),
+            f"a file other than the checkpoint {ckpt_or_state} itself, which writing there would destroy",
+        )
+    tensors = portable_tensors(weights_of(ckpt_or_state))
     path.parent.mkdir(parents=True, exist_ok=True)
     save_file(tensors, str(path), metadata={"format": "pt"})
     return path
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """Whether `a` and `b` resolve to one file (links and hard links included)."""
+    if a.resolve() == b.resolve():
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def weights_of(source: Source) -> dict[str, Any]:

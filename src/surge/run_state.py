@@ -145,4 +145,13 @@ def newest_checkpoints(trainer: Trainer) -> list[Path]:
     if cb is not None and cb.dirpath is not None:
         roots.add(Path(cb.dirpath))
     found = {p for root in roots if root.is_dir() for p in root.rglob("*.ckpt") if p.is_file()}
-    return sorted(found, key=lambda p: (p.stat().st_mtime_ns, p.name == "last.ckpt"), reverse=True)
+    keyed = [(key, p) for p in found if (key := _newness(p)) is not None]
+    return [p for _, p in sorted(keyed, key=lambda kp: kp[0], reverse=True)]
+
+
+def _newness(path: Path) -> tuple[int, bool] | None:
+    """The sort key of a found checkpoint; None when it vanished (another run's top-k removed it)."""
+    try:
+        return path.stat().st_mtime_ns, path.name == "last.ckpt"
+    except FileNotFoundError:
+        return None

@@ -27,7 +27,45 @@ def is_sharded(ckpt: Mapping[str, Any]) -> bool:
 
 
 def shard_dir(ckpt: Mapping[str, Any], path: str | Path) -> Path:
-    return Path(path).parent / ckpt[SHARDS]["dir"]
+    """The shard folder a sharded checkpoint names: a folder beside it, never anywhere else."""
+    name = _shard_entry(ckpt, path).get("dir")
+    folder = Path(path).parent / str(name)
+    if not (isinstance(name, str) and _SHARD_DIR_RE.match(name) and _plain_name(name)) or not _inside(
+        folder, Path(path).parent
+    ):
+        raise CheckpointError(
+            f"checkpoint {path} names the shard folder {name!r}; it must be a folder beside the checkpoint "
+            "named NAME.shards-PID-ID (surge writes no other), so it is refused"
+        )
+    return folder
+
+
+def shard_files(ckpt: Mapping[str, Any], path: str | Path) -> dict[str, str]:
+    """The shard folder's file names and digests, each a plain name inside the folder."""
+    files = _shard_entry(ckpt, path).get("files")
+    if not isinstance(files, Mapping) or not all(
+        isinstance(n, str) and _plain_name(n) and isinstance(d, str) for n, d in files.items()
+    ):
+        raise CheckpointError(
+            f"checkpoint {path} lists its shard files wrongly (each must be a plain file name with its digest)"
+        )
+    return dict(files)
+
+
+def _shard_entry(ckpt: Mapping[str, Any], path: str | Path) -> Mapping[str, Any]:
+    entry = ckpt[SHARDS]
+    if not isinstance(entry, Mapping):
+        raise CheckpointError(f"checkpoint {path} has a malformed {SHARDS!r} entry ({type(entry).__name__})")
+    return entry
+
+
+def _plain_name(name: str) -> bool:
+    return name not in ("", ".", "..") and "/" not in name and "\\" not in name and "\0" not in name
+
+
+def _inside(path: Path, folder: Path) -> bool:
+    """Whether `path`, links resolved, is `folder` itself or lies inside it."""
+    return path.resolve().is_relative_to(folder.resolve())
 
 
 def file_digest(path: Path) -> str:
@@ -44,9 +82,9 @@ def _named_folder(path: Path) -> str | None:
         return None
     try:
         ckpt = load_checkpoint(path, verify=False)
+        return shard_dir(ckpt, path).name if is_sharded(ckpt) else None
     except CheckpointError:
-        return None
-    return ckpt[SHARDS]["dir"] if is_sharded(ckpt) else None
+        return None  # unreadable, or naming a folder that is not its own: nothing to remove
 
 
 def referenced_folders(directory: Path) -> set[str]:
@@ -90,13 +128,13 @@ def verify_shards(ckpt: Mapping[str, Any], path: str | Path, rank: int = 0, worl
     folder = shard_dir(ckpt, path)
     if not folder.is_dir():
         return [f"its shard folder {folder} is missing"]
-    expected: dict[str, str] = ckpt[SHARDS]["files"]
+    expected = shard_files(ckpt, path)
     names = sorted(expected)
     problems = []
     for name in names[rank::world_size]:
         file = folder / name
-        if not file.is_file():
-            problems.append(f"shard {file} is missing")
+        if not file.is_file() or not _inside(file, folder):
+            problems.append(f"shard {file} is missing (or not a file of its own inside {folder})")
         elif file_digest(file) != expected[name]:
             problems.append(f"shard {file} failed its checksum (corrupt or changed after it was written)")
     return problems

@@ -14,6 +14,7 @@ unpickler that only builds DCP's own metadata classes, so a hostile checkpoint c
 from __future__ import annotations
 
 import io
+import math
 import os
 import pickle
 import shutil
@@ -28,7 +29,12 @@ import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint import DefaultLoadPlanner, FileSystemReader
 from torch.distributed.checkpoint.api import CheckpointException
-from torch.distributed.checkpoint.metadata import BytesStorageMetadata, StorageMeta, TensorStorageMetadata
+from torch.distributed.checkpoint.metadata import (
+    BytesStorageMetadata,
+    Metadata,
+    StorageMeta,
+    TensorStorageMetadata,
+)
 
 from .checkpoint import clean_state_dict, load_checkpoint, save_atomic
 from .errors import CheckpointError
@@ -36,6 +42,7 @@ from .shard_files import (
     SHARDS,
     TENSOR_KEYS,
     _named_folder,
+    _plain_name,
     _remove_if_unreferenced,
     file_digest,
     is_sharded,
@@ -149,10 +156,24 @@ def saved_model_shapes(ckpt: Mapping[str, Any], path: str | Path) -> dict[str, t
     }
 
 
-class _SafeUnpickler(pickle.Unpickler):
-    """Builds DCP metadata and nothing else: any other global in the pickle is refused."""
+class _Refused(pickle.UnpicklingError):
+    """A global outside the metadata allowlist: the file could run code (not merely damaged)."""
 
-    _MODULES = ("torch.distributed.checkpoint.metadata", "torch.distributed.checkpoint.filesystem")
+
+class _SafeUnpickler(pickle.Unpickler):
+    """Builds DCP metadata and nothing else: any other global in the pickle is refused.
+
+    Only classes that do no work when built are allowed (the metadata dataclasses, an enum, dtypes,
+    `torch.Size`, paths): nothing whose constructor allocates memory sized by the file's numbers.
+    """
+
+    _CLASSES = {
+        "torch.distributed.checkpoint.metadata": {
+            "Metadata", "TensorStorageMetadata", "BytesStorageMetadata", "ChunkStorageMetadata",
+            "TensorProperties", "MetadataIndex", "StorageMeta", "_MEM_FORMAT_ENCODING",
+        },
+        "torch.distributed.checkpoint.filesystem": {"_StorageInfo", "_StoragePrefix"},
+    }  # fmt: skip
     _NAMES = {
         ("torch", "Size"), ("torch.serialization", "_get_layout"), ("pathlib", "PosixPath"),
         ("pathlib", "WindowsPath"), ("pathlib", "PurePosixPath"), ("collections", "OrderedDict"),
@@ -160,11 +181,11 @@ class _SafeUnpickler(pickle.Unpickler):
     }  # fmt: skip
 
     def find_class(self, module: str, name: str) -> Any:
-        if module in self._MODULES and not name.startswith("__"):
+        if name in self._CLASSES.get(module, ()):
             import importlib
 
             obj = getattr(importlib.import_module(module), name, None)
-            if isinstance(obj, type):
+            if isinstance(obj, type) and obj.__module__ == module:
                 return obj
         if (module, name) in self._NAMES:
             return super().find_class(module, name)
@@ -172,7 +193,7 @@ class _SafeUnpickler(pickle.Unpickler):
             getattr(torch, name, None), (torch.dtype, torch.memory_format, torch.layout)
         ):
             return getattr(torch, name)
-        raise pickle.UnpicklingError(f"global {module}.{name} is not allowed in a checkpoint's metadata")
+        raise _Refused(f"global {module}.{name} is not allowed in a checkpoint's metadata")
 
 
 class _SafeReader(FileSystemReader):
@@ -184,10 +205,13 @@ class _SafeReader(FileSystemReader):
             raise CheckpointError(f"{self.path} has no .metadata: not a complete sharded checkpoint")
         try:
             metadata = _SafeUnpickler(io.BytesIO(path.read_bytes())).load()
-        except pickle.UnpicklingError as err:
+        except _Refused as err:
             raise CheckpointError(f"refusing to load {path}: it could run code when loaded ({err})") from err
         except Exception as err:
-            raise CheckpointError(f"{path} is corrupt: {type(err).__name__}: {err}") from err
+            raise CheckpointError(
+                f"{path} is truncated or corrupt and cannot be read: {type(err).__name__}: {err}"
+            ) from err
+        _check_metadata(metadata, path)
         if _old_torch() and _has_bytes(metadata):
             raise CheckpointError(
                 f"{self.path} holds pickled entries that torch {torch.__version__} would load without "
@@ -197,6 +221,39 @@ class _SafeReader(FileSystemReader):
             metadata.storage_meta = StorageMeta()
         metadata.storage_meta.load_id = getattr(self, "load_id", None)
         return metadata
+
+
+def _check_metadata(metadata: Any, path: Path) -> None:
+    """DCP metadata whose tensors are no larger than the shard files hold and whose data lies in
+    files of this folder (DCP joins the names it gives to the folder)."""
+    if not isinstance(metadata, Metadata) or not isinstance(metadata.state_dict_metadata, Mapping):
+        raise CheckpointError(f"{path} is corrupt: it does not hold DCP metadata ({type(metadata).__name__})")
+    for info in (metadata.storage_data or {}).values():
+        name = getattr(info, "relative_path", None)
+        if not isinstance(name, str) or not _plain_name(name):
+            raise CheckpointError(
+                f"{path} names the data file {name!r}; only files of its own folder are read"
+            )
+    room = sum(p.stat().st_size for p in path.parent.iterdir() if p.is_file())
+    for key, info in metadata.state_dict_metadata.items():
+        if isinstance(info, TensorStorageMetadata):
+            size = _tensor_bytes(info)
+            if size is None or size > room:
+                raise CheckpointError(
+                    f"{path} is corrupt: it gives {key!r} the size {tuple(info.size)}, "
+                    f"more than the {room} bytes of its shard files hold"
+                )
+
+
+def _tensor_bytes(info: TensorStorageMetadata) -> int | None:
+    try:
+        dims = [int(d) for d in info.size]
+        itemsize = info.properties.dtype.itemsize
+    except Exception:
+        return None
+    if any(d < 0 for d in dims):
+        return None
+    return math.prod(dims) * itemsize
 
 
 def _old_torch() -> bool:

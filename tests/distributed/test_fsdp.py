@@ -160,7 +160,7 @@ def test_a_hostile_dcp_metadata_never_runs(two_process_run, tmp_path):
     from surge.shard_files import file_digest
 
     state["sharded"]["files"][".metadata"] = file_digest(folder / ".metadata")
-    del state["surge"]["digest"]
+    state["surge"].pop("digest", None)
     surge.checkpoint.save_atomic(state, path)
     strategy = surge.strategies.SingleDeviceStrategy()
     with pytest.raises(CheckpointError, match="could run code"):

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..checkpoint import link_atomic, remove_stale_temporaries
+from ..checkpoint import is_surge_checkpoint, link_atomic, remove_stale_temporaries
 from ..errors import MisconfigurationError, bad_value
 from ..paths import user_dir, writable_dir
 from ..rank_zero import warn
@@ -278,13 +278,38 @@ class ModelCheckpoint(Callback):
     def _apply_restored(self, state: dict[str, Any]) -> None:
         if state.get("dirpath") != str(self.dirpath):
             return  # a new run directory: the earlier run's files are not ours to rank or delete
-        self.best_model_path, self.best_model_score = state["best_model_path"], state["best_model_score"]
-        self.best_k_models = dict(state["best_k_models"])
-        self.kth_best_model_path, self.last_model_path = (
-            state["kth_best_model_path"],
-            state["last_model_path"],
-        )
-        self._recent = list(state["recent"])
+        recent = state.get("recent") if isinstance(state.get("recent"), list) else []
+        scores = state.get("best_k_models") if isinstance(state.get("best_k_models"), dict) else {}
+        named = [*recent, *scores, *(state.get(k) for k in _PATH_KEYS)]
+        own = {p for p in named if self._is_own_checkpoint(p)}
+        dropped = sorted({repr(p) for p in named if p not in own and p not in ("", None)})
+        if dropped:
+            warn(
+                f"ModelCheckpoint: the checkpoint being resumed names files that are not surge checkpoints in "
+                f"{self.dirpath}: {', '.join(dropped)}; they are dropped from its lists (never read or deleted)"
+            )
+        self._recent = [p for p in recent if p in own]
+        self.best_k_models = {p: float(v) for p, v in scores.items() if p in own and _is_score(v)}
+        for key in _PATH_KEYS:
+            setattr(self, key, state[key] if state.get(key) in own else "")
+        score = state.get("best_model_score")
+        self.best_model_score = float(score) if self.best_model_path and _is_score(score) else None
+
+    def _is_own_checkpoint(self, value: Any) -> bool:
+        """Whether `value` names a surge checkpoint file directly inside this callback's `dirpath`."""
+        if not isinstance(value, str) or not value:
+            return False
+        path = Path(value)
+        if path.suffix != self.FILE_EXTENSION or path.resolve().parent != Path(self.dirpath).resolve():
+            return False
+        return path.is_file() and is_surge_checkpoint(path)
+
+
+_PATH_KEYS = ("best_model_path", "kth_best_model_path", "last_model_path")
+
+
+def _is_score(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def _check_filename(template: Any, save_last: bool | None) -> None:
