@@ -97,9 +97,10 @@ class WorkerSignals:
 
 def guard_workers(loader: Iterable) -> None:
     """Wrap a DataLoader's `worker_init_fn` in `WorkerSignals` (once; loaders without workers are left)."""
-    if isinstance(loader, DataLoader) and loader.num_workers > 0:
-        if not isinstance(loader.worker_init_fn, WorkerSignals):
-            loader.worker_init_fn = WorkerSignals(loader.worker_init_fn)
+    if not isinstance(loader, DataLoader) or loader.num_workers == 0:
+        return
+    if not isinstance(loader.worker_init_fn, WorkerSignals):
+        loader.worker_init_fn = WorkerSignals(loader.worker_init_fn)
 
 
 def leave_signals_to_parent() -> None:
