@@ -84,3 +84,56 @@ def test_signal_saves_at_a_step_boundary_and_resume_matches(
         return
     weights = torch.load(tmp_path / "run.pt")
     assert all(torch.equal(uninterrupted[k], weights[k]) for k in uninterrupted)
+
+
+def _record_pid(folder: Path, worker_id: int) -> None:
+    (folder / f"worker{worker_id}").write_text(str(os.getpid()))
+
+
+def test_workers_ignore_signals_from_others_obey_their_parent_and_run_the_users_init(tmp_path):
+    from functools import partial
+
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from surge.signals import guard_workers
+
+    loader = DataLoader(TensorDataset(torch.arange(8.0)), batch_size=2, num_workers=2, persistent_workers=True,
+                        worker_init_fn=partial(_record_pid, tmp_path))  # fmt: skip
+    guard_workers(loader)
+    guard_workers(loader)  # wrapped once
+    assert loader.worker_init_fn.user_fn.func is _record_pid
+    assert [b.tolist() for (b,) in loader] == [[0, 1], [2, 3], [4, 5], [6, 7]]
+    pids = [int((tmp_path / f"worker{i}").read_text()) for i in range(2)]  # the user's function ran
+    for sig in ("TERM", "INT", "USR1"):  # from another process, as from SLURM or a terminal
+        subprocess.run(["kill", f"-{sig}", *map(str, pids)], check=True)
+    time.sleep(0.3)
+    assert [b.tolist() for (b,) in loader] == [[0, 1], [2, 3], [4, 5], [6, 7]]  # the same workers
+    os.kill(pids[0], signal.SIGTERM)  # from the parent, as the DataLoader's own shutdown sends it
+    deadline = time.monotonic() + 10
+    while os.waitid(os.P_PID, pids[0], os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
+        assert time.monotonic() < deadline, "the worker ignored its parent's SIGTERM"
+        time.sleep(0.02)
+    assert os.waitid(os.P_PID, pids[0], os.WEXITED | os.WNOHANG | os.WNOWAIT).si_status == 0
+    del loader  # the DataLoader shuts down (and reaps) both
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
+GLOBAL_PERSISTENT = """
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+from surge.signals import guard_workers
+loader = DataLoader(TensorDataset(torch.arange(8.0)), batch_size=2, num_workers=2, persistent_workers=True)
+guard_workers(loader)
+for _ in loader:
+    pass
+"""
+
+
+def test_persistent_workers_alive_at_interpreter_exit_still_end(tmp_path):
+    # multiprocessing ends them at exit with SIGTERM from the parent; ignoring it would hang here
+    env = {**os.environ, "PYTHONPATH": str(SRC), "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-c", GLOBAL_PERSISTENT], env=env, capture_output=True, text=True,
+                          timeout=60, start_new_session=True)  # fmt: skip
+    assert done.returncode == 0 and done.stderr == "", done.stderr
