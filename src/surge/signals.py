@@ -3,16 +3,24 @@
 The handler only records the signal (never saves from inside a handler). At the next step
 boundary the loop writes a checkpoint, under SLURM requeues the job on SIGUSR1 (sent by
 `--signal=USR1@90`), and exits with 143 (SIGTERM) or 130 (SIGINT). A second SIGINT aborts at once.
+
+SLURM, container runtimes and Ctrl-C signal the whole process group, DataLoader workers too; a
+worker that dies of it fails the main process before it can save. `guard_workers` makes each
+worker leave these signals to the main process (`WorkerSignals`).
 """
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import signal
 import subprocess
 import threading
+from collections.abc import Callable, Iterable
 from types import FrameType
 from typing import Any
+
+from torch.utils.data import DataLoader
 
 from .rank_zero import info, warn
 
@@ -65,3 +73,48 @@ def requeue_slurm_job() -> bool:
         warn(f"scontrol requeue {job} failed: {done.stderr.strip()}")
         return False
     return True
+
+
+class WorkerSignals:
+    """A DataLoader `worker_init_fn`: the worker leaves SIGTERM/SIGINT/SIGUSR1 to the main process,
+    then the user's own `worker_init_fn` (if any) runs.
+
+    SIGINT and SIGUSR1 are ignored. SIGTERM is obeyed only from the process that started the worker
+    (the DataLoader's shutdown, multiprocessing's at exit): it is blocked, and a thread waits for it
+    with `sigwaitinfo`, which names the sender. From the parent it ends the worker with exit code 0,
+    as torch's own worker handler does, so the main process reports nothing; from anyone else it is
+    dropped. Processes a worker starts inherit the ignored and blocked signals.
+    """
+
+    def __init__(self, user_fn: Callable[[int], None] | None) -> None:
+        self.user_fn = user_fn
+
+    def __call__(self, worker_id: int) -> None:
+        leave_signals_to_parent()
+        if self.user_fn is not None:
+            self.user_fn(worker_id)
+
+
+def guard_workers(loader: Iterable) -> None:
+    """Wrap a DataLoader's `worker_init_fn` in `WorkerSignals` (once; loaders without workers are left)."""
+    if not isinstance(loader, DataLoader) or loader.num_workers == 0:
+        return
+    if not isinstance(loader.worker_init_fn, WorkerSignals):
+        loader.worker_init_fn = WorkerSignals(loader.worker_init_fn)
+
+
+def leave_signals_to_parent() -> None:
+    """In a worker process: ignore SIGINT/SIGUSR1, and SIGTERM from anyone but the parent."""
+    for sig in (signal.SIGINT, signal.SIGUSR1):
+        signal.signal(sig, signal.SIG_IGN)
+    if not hasattr(signal, "sigwaitinfo"):  # macOS: the sender cannot be told; SIGTERM stays fatal
+        return
+    parent = getattr(multiprocessing.parent_process(), "pid", None) or os.getppid()
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})  # threads started later inherit it
+    threading.Thread(target=_obey_parent, args=(parent,), name="surge-sigterm", daemon=True).start()
+
+
+def _obey_parent(parent: int) -> None:
+    while True:
+        if signal.sigwaitinfo({signal.SIGTERM}).si_pid == parent:
+            os._exit(0)

@@ -33,7 +33,7 @@ from .rank_zero import info, warn
 from .results import Results
 from .run_state import checkpoint_state, find_checkpoint, restore_state
 from .seed import rng_untouched, set_rng_state
-from .signals import Preempted, SignalFlag
+from .signals import Preempted, SignalFlag, guard_workers
 from .strategies import Strategy
 from .tune import setup as tune_setup
 
@@ -209,6 +209,7 @@ class Trainer:
 
     def _prepare_loader(self, loader: Iterable, train: bool = False) -> Iterable:
         loader = data_mod.prepare_loader(loader, self._accelerator.pin_memory)
+        guard_workers(loader)  # workers leave preemption signals to this process
         if self.world_size == 1 or not self._cfg.use_distributed_sampler:
             return loader
         if train:

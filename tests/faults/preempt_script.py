@@ -1,4 +1,7 @@
-"""Trains 3 epochs of 30 steps, slowly enough to be signalled mid-run; writes the weights at the end."""
+"""Trains 3 epochs of 30 steps, slowly enough to be signalled mid-run; writes the weights at the end.
+
+Arguments: root, out, marker[, num_workers[, persistent_workers (0/1)]].
+"""
 
 from __future__ import annotations
 
@@ -30,11 +33,13 @@ class Slow(surge.Module):
         return torch.optim.SGD(self.parameters(), lr=0.05)
 
 
-def main(root: str, out: str, marker: str) -> None:
+def main(root: str, out: str, marker: str, workers: str = "0", persistent: str = "0") -> None:
     surge.seed_everything(0)
     g = torch.Generator().manual_seed(0)
     x = torch.randn(120, 4, generator=g)
-    loader = DataLoader(TensorDataset(x, x.sum(1, keepdim=True)), batch_size=4, shuffle=True)
+    extra = {"persistent_workers": persistent == "1"} if int(workers) else {}
+    data = TensorDataset(x, x.sum(1, keepdim=True))
+    loader = DataLoader(data, batch_size=4, shuffle=True, num_workers=int(workers), **extra)
     trainer = surge.Trainer(
         max_epochs=3,
         default_root_dir=root,
@@ -47,5 +52,19 @@ def main(root: str, out: str, marker: str) -> None:
     torch.save({k: v.clone() for k, v in model.state_dict().items()}, out)
 
 
+def group_processes(pgid: int) -> list[str]:
+    """The live processes of process group `pgid` ("pid command"), read from /proc; zombies left out."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:  # it ended while we looked
+            continue
+        state, _ppid, group = text[text.rindex(")") + 2 :].split()[:3]
+        if int(group) == pgid and state != "Z":
+            found.append(f"{stat.parent.name} {text[text.index('(') + 1 : text.rindex(')')]}")
+    return found
+
+
 if __name__ == "__main__":
-    main(*sys.argv[1:4])
+    main(*sys.argv[1:])
