@@ -1,6 +1,6 @@
 """A resume from any save point ends where the uninterrupted run ends: weights, momentum, scheduler,
 step count and the per-step logs (`torch.equal`, nothing logged twice or missed). One process here;
-tests/distributed/test_resume_points.py runs the same on two."""
+tests/distributed/test_ddp_resume_points.py runs the same on two."""
 
 from __future__ import annotations
 
