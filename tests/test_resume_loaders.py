@@ -80,6 +80,11 @@ def _loader(kind: str) -> DataLoader:
         return DataLoader(Noisy(), batch_size=BATCH, shuffle=True, num_workers=2)
     if kind == "iterable":
         return DataLoader(Stream(), batch_size=BATCH)
+    if kind == "persistent_workers":
+        g = torch.Generator().manual_seed(7)
+        return DataLoader(
+            ds, batch_size=BATCH, shuffle=True, generator=g, num_workers=2, persistent_workers=True
+        )
     raise AssertionError(kind)
 
 
@@ -105,7 +110,14 @@ def _fit(root, kind: str, seed: int, ckpt=None, **kw) -> tuple[Net, surge.Traine
     return model, trainer
 
 
-KINDS = ["user_generator", "weighted_sampler", "python_random_sampler", "worker_augmentation", "iterable"]
+KINDS = [
+    "user_generator",
+    "weighted_sampler",
+    "python_random_sampler",
+    "worker_augmentation",
+    "iterable",
+    "persistent_workers",
+]
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -125,3 +137,12 @@ def test_a_loader_built_without_the_saved_generator_is_refused(tmp_path):
     first.save_checkpoint(tmp_path / "g.ckpt")
     with pytest.raises(surge.errors.CheckpointError, match="1 dataloader generator"):
         _fit(tmp_path / "resumed", "python_random_sampler", seed=1, ckpt=tmp_path / "g.ckpt")
+
+
+def test_random_draws_in_persistent_workers_are_named_at_save_time(tmp_path):
+    surge.seed_everything(1)
+    trainer = surge.Trainer(default_root_dir=tmp_path, logger=False, enable_progress_bar=False,
+                            enable_model_summary=False, enable_checkpointing=False, max_steps=3)  # fmt: skip
+    trainer.fit(Net(), DataLoader(Noisy(), batch_size=BATCH, num_workers=2, persistent_workers=True))
+    with pytest.warns(UserWarning, match="persistent worker processes"):
+        trainer.save_checkpoint(tmp_path / "p.ckpt")

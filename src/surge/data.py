@@ -161,7 +161,9 @@ class _SkipFirst:
         return max(0, len(self.batch_sampler) - self.skip)
 
 
-def resume_iterator(loader: Iterable, skip: int, epoch_start_rng: dict[str, Any] | None) -> Iterator[Any]:
+def resume_iterator(
+    loader: Iterable, skip: int, epoch_start_rng: dict[str, Any] | None, later_epoch: bool = False
+) -> Iterator[Any]:
     """An iterator over `loader` that continues after `skip` batches of an interrupted epoch.
 
     With the RNG state from the epoch's start (global RNGs and the loader's own generators), the
@@ -186,7 +188,7 @@ def resume_iterator(loader: Iterable, skip: int, epoch_start_rng: dict[str, Any]
         if not skipper.started:  # single-process loading: the sampler starts at the first next()
             skipper.rng = rng_state()
     else:
-        it = iter(loader)
+        it = iter_without_worker_seed_draw(loader) if later_epoch and starts_workers(loader) else iter(loader)
         if skip:
             info(f"resuming inside an epoch: loading the {skip} batches already trained on again ({how})")
             for _ in range(skip):
@@ -203,11 +205,40 @@ def _resume_mode(loader: Iterable, skip: int) -> str:
         return f"a {type(loader).__name__} has no batch sampler to skip by index"
     if isinstance(loader.dataset, IterableDataset):
         return "an IterableDataset's stream can only be read in order"
+    if loader.num_workers > 0 and loader.persistent_workers:
+        return "persistent workers serve the later epochs too, so the loader itself must be used"
     if loader.num_workers > 0 and draws_random_numbers(loader.dataset):
         return (
             "the dataset draws random numbers in its worker processes, whose streams must advance as before"
         )
     return "skip"
+
+
+def starts_workers(loader: Iterable) -> bool:
+    """Whether iterating `loader` now starts persistent workers (they are not running yet)."""
+    return (
+        isinstance(loader, DataLoader)
+        and loader.num_workers > 0
+        and loader.persistent_workers
+        and getattr(loader, "_iterator", None) is None
+    )
+
+
+def iter_without_worker_seed_draw(loader: DataLoader) -> Iterator[Any]:
+    """Start `loader`'s persistent workers without drawing their base seed from the run's RNG.
+
+    An uninterrupted run drew that seed once, in its first epoch; later epochs only reset the
+    workers. A run resumed in a later epoch must not draw it again, or the sampler's draws that
+    follow (from the global RNG or the loader's generator) would shift. The seed is drawn from a
+    throwaway generator instead, so worker-side random streams differ from the interrupted run's
+    (surge says so when such a checkpoint is written).
+    """
+    own = loader.generator
+    loader.generator = torch.Generator().manual_seed(0)
+    try:
+        return iter(loader)
+    finally:
+        loader.generator = own
 
 
 def draws_random_numbers(dataset: Any) -> bool:

@@ -67,3 +67,20 @@ def set_sampler_seed(loader: Iterable, seed: int | None) -> None:
     sampler = getattr(loader, "sampler", None)
     if seed is not None and isinstance(sampler, DistributedSampler):
         sampler.seed = seed
+
+
+def inexact_resume_reason(loader: Iterable | None) -> str | None:
+    """Why a checkpoint of a run on `loader` cannot resume its data exactly, or None when it can."""
+    from torch.utils.data import DataLoader
+
+    from .data import draws_random_numbers
+
+    if not isinstance(loader, DataLoader) or not (loader.num_workers > 0 and loader.persistent_workers):
+        return None
+    if not draws_random_numbers(loader.dataset):
+        return None
+    return (
+        "the train dataset draws random numbers in persistent worker processes, whose random streams run on "
+        "across epochs and are not part of a checkpoint: after a resume, the random draws in the workers (e.g. "
+        "augmentation) differ from the uninterrupted run's. Without persistent_workers, surge resumes them exactly."
+    )

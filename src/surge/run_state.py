@@ -9,6 +9,7 @@ import torch
 
 from .errors import CheckpointError, MisconfigurationError
 from .hparams import plain
+from .loader_state import inexact_resume_reason
 from .rank_zero import info, warn
 from .seed import rng_state
 
@@ -31,6 +32,7 @@ def checkpoint_state(trainer: Trainer, weights_only: bool = False) -> dict[str, 
     if weights_only:
         return state
     state["loop"] = loop.state_dict()
+    _say_if_inexact(trainer)
     if loop.inside_window():
         _save_window(trainer, state["loop"])
     if trainer._optim is not None:
@@ -76,6 +78,15 @@ def restore_state(trainer: Trainer, path: Path) -> dict[str, Any] | None:
     trainer._hooks.callbacks("on_load_checkpoint", ckpt)
     info(f"Resuming from {path} at epoch {trainer.current_epoch}, step {trainer.global_step}")
     return ckpt.get("rng")
+
+
+def _say_if_inexact(trainer: Trainer) -> None:
+    """Once a fit: a checkpoint that cannot resume the data exactly says so when it is written."""
+    loop = trainer.fit_loop
+    if loop.inexact_said is None:
+        loop.inexact_said = inexact_resume_reason(trainer._train_loader) or ""
+        if loop.inexact_said:
+            warn(f"this checkpoint will not resume exactly: {loop.inexact_said}")
 
 
 def _save_window(trainer: Trainer, loop_state: dict[str, Any]) -> None:

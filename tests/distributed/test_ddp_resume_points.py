@@ -1,5 +1,6 @@
 """The resume-point property (tests/test_resume_points.py) on DDP-2: every save point, including one
-inside an accumulation window (each rank's unsynchronised gradients are saved) and SIGTERM."""
+inside an accumulation window (each rank's unsynchronised gradients are saved) and SIGTERM; and the
+loaders of tests/test_resume_loaders.py, stopped inside an epoch."""
 
 from __future__ import annotations
 
@@ -39,3 +40,17 @@ def test_ddp_resumes_exactly_from_every_save_point(tmp_path):
     resumed = _run(tmp_path, "resume")
     assert resumed.returncode == 0, resumed.stdout[-3000:] + resumed.stderr[-3000:]
     assert torch.load(tmp_path / "resume.pt", weights_only=True)["report"] == {"sigterm": []}
+
+
+@pytest.mark.slow
+def test_ddp_resumes_the_loaders_users_write_exactly(tmp_path):
+    script = Path(__file__).with_name("resume_loaders_script.py")
+    proc = subprocess.run(
+        [sys.executable, str(script), str(tmp_path / "job"), str(tmp_path / "out.pt")],
+        env=clean_env(), capture_output=True, text=True, timeout=600, cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    report = torch.load(tmp_path / "out.pt", weights_only=True)
+    assert set(report) == {"user_generator", "weighted_sampler", "python_random_sampler",
+                           "worker_augmentation", "iterable", "persistent_workers"}  # fmt: skip
+    assert {kind: diff for kind, diff in report.items() if diff} == {}

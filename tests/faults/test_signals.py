@@ -40,12 +40,16 @@ def _wait_for(marker: Path, proc: subprocess.Popen, timeout: float = 60) -> None
 
 
 @pytest.fixture(scope="module")
-def uninterrupted(tmp_path_factory) -> dict[str, torch.Tensor]:
-    """The weights of the run that is never signalled (workers change nothing: the order is the sampler's)."""
+def uninterrupted(tmp_path_factory) -> dict[bool, dict[str, torch.Tensor]]:
+    """The weights of the runs that are never signalled, without and with persistent workers (other
+    workers change nothing: the order is the sampler's; persistent workers draw their seed only once)."""
     tmp = tmp_path_factory.mktemp("full")
-    full = _start(tmp / "run", tmp / "full.pt", tmp / "marker")
-    assert full.wait(timeout=120) == 0, full.stdout.read()
-    return torch.load(tmp / "full.pt")
+    runs = {
+        p: _start(tmp / f"run{p}", tmp / f"full{p}.pt", tmp / f"marker{p}", 2 * p, p) for p in (False, True)
+    }
+    for proc in runs.values():
+        assert proc.wait(timeout=180) == 0, proc.stdout.read()
+    return {p: torch.load(tmp / f"full{p}.pt") for p in runs}
 
 
 @pytest.mark.parametrize(
@@ -78,12 +82,8 @@ def test_signal_saves_at_a_step_boundary_and_resume_matches(
     resumed = _start(tmp_path / "run", tmp_path / "run.pt", tmp_path / "m2", workers, persistent)
     assert resumed.wait(timeout=120) == 0, resumed.stdout.read()
     assert group_processes(resumed.pid) == []
-    if persistent:
-        # Known gap (resume, not signals): a persistent-workers epoch resumed mid-way draws the
-        # workers' base seed once more than the uninterrupted run, so later epochs shuffle differently.
-        return
-    weights = torch.load(tmp_path / "run.pt")
-    assert all(torch.equal(uninterrupted[k], weights[k]) for k in uninterrupted)
+    weights, reference = torch.load(tmp_path / "run.pt"), uninterrupted[persistent]
+    assert all(torch.equal(reference[k], weights[k]) for k in reference)
 
 
 def _record_pid(folder: Path, worker_id: int) -> None:

@@ -16,7 +16,13 @@ from typing import TYPE_CHECKING, Any
 
 from torch import Tensor
 
-from ..data import data_wait_advice, loader_length, resume_iterator
+from ..data import (
+    data_wait_advice,
+    iter_without_worker_seed_draw,
+    loader_length,
+    resume_iterator,
+    starts_workers,
+)
 from ..errors import MisconfigurationError, SurgeRuntimeError
 from ..loader_state import generator_states, sampler_seed, set_generator_states, set_sampler_seed
 from ..profiler.base import LoopParts
@@ -42,6 +48,9 @@ class FitLoop:
         self._keep_grads = False  # resumed inside an accumulation window: its gradients were restored
         self.epoch_start_rng: dict[str, Any] | None = None
         self._advised = False
+        self.inexact_said: str | None = (
+            None  # why this run's checkpoints cannot resume exactly ("" : they can)
+        )
 
     # -- state -----------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
@@ -140,9 +149,12 @@ class FitLoop:
             self.epoch_start_rng = None  # the next epoch's start is now: the RNG as it stands
 
     def _iterator(self, loader: Any) -> Iterator[Any]:
+        # Persistent workers are started in a run's first epoch; a run resumed later starts them
+        # without the draw an uninterrupted run made back then.
+        later = self.epoch > 0
         if self.batches_done == 0 and self._resume_rng is None:
-            return iter(loader)
-        it = resume_iterator(loader, self.batches_done, self._resume_rng)
+            return iter_without_worker_seed_draw(loader) if later and starts_workers(loader) else iter(loader)
+        it = resume_iterator(loader, self.batches_done, self._resume_rng, later_epoch=later)
         self._resume_rng = None
         return it
 
