@@ -35,6 +35,8 @@ class Net(surge.Module):
         x, y = batch
         loss = F.cross_entropy(self.net(x), y)
         self.log("train_loss", loss)
+        self.log("train_x", x.sum(1).mean(), on_step=False, on_epoch=True)  # epoch means, weighted
+        self.log("train_max", loss, on_step=False, on_epoch=True, reduce_fx="max")
         return loss
 
     def validation_step(self, batch, batch_idx):
@@ -66,6 +68,9 @@ class Recorder(Logger):
 
     def log_metrics(self, metrics, step: int) -> None:
         self.rows += [(step, k, v) for k, v in metrics.items() if k != "epoch"]
+
+    def rows_at(self, step: int) -> dict[tuple[int, str], float]:
+        return {(s, k): v for s, k, v in self.rows if s == step}
 
 
 class SaveAt(surge.callbacks.Callback):
@@ -174,8 +179,22 @@ def step_logs(t: surge.Trainer) -> dict[int, float]:
 
 
 def log_problems(full: surge.Trainer, resumed: surge.Trainer, ckpt: Path) -> list[str]:
-    """The resumed run logs exactly the steps after the checkpoint's, with the same values."""
+    """The resumed run logs what the uninterrupted one logged after the checkpoint's step, with the
+    same values (step and epoch metrics; an epoch's metrics cover the whole epoch); at the
+    checkpoint's own step it may log only what the uninterrupted run logged there (an epoch end
+    that had not run when the checkpoint was written)."""
     saved_step = torch.load(ckpt, weights_only=True)["global_step"]
-    want = {s: v for s, v in step_logs(full).items() if s > saved_step}
-    got = step_logs(resumed)
-    return [] if got == want else [f"step logs after step {saved_step}: {sorted(got)} != {sorted(want)}"]
+    step_logs(resumed)
+    want = {(s, k): v for s, k, v in full.logger.rows if s > saved_step}
+    got = {(s, k): v for s, k, v in resumed.logger.rows if s > saved_step}
+    problems = [] if got == want else [f"logs after step {saved_step}: {_diff(got, want)}"]
+    at = {(s, k): v for s, k, v in full.logger.rows if s == saved_step}
+    extra = {key: v for key, v in resumed.logger.rows_at(saved_step).items() if at.get(key) != v}
+    problems += [f"logged at step {saved_step} what the uninterrupted run did not: {extra}"] if extra else []
+    early = [s for s, _, _ in resumed.logger.rows if s < saved_step]
+    return problems + ([f"logged steps before the checkpoint's: {sorted(set(early))}"] if early else [])
+
+
+def _diff(got: dict, want: dict) -> str:
+    keys = sorted(set(got) | set(want))
+    return str([(k, got.get(k), want.get(k)) for k in keys if got.get(k) != want.get(k)][:6])

@@ -181,6 +181,29 @@ class Results:
                 slot.metric.reset()
                 slot.metric = None
 
+    def state_dict(self) -> dict[str, Any]:
+        """The epoch aggregates so far, so that a run resumed inside the epoch reports the whole epoch.
+        A logged torchmetrics Metric keeps its own state and is not included."""
+        return {
+            s.name: {
+                "options": [s.on_step, s.on_epoch, s.prog_bar, s.logger, s.reduce_fx, s.sync_dist],
+                "total": s.total.detach().cpu() if isinstance(s.total, Tensor) else s.total,
+                "weight": s.weight,
+            }
+            for s in self.slots.values()
+            if s.total is not None and s.metric is None
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any], device: torch.device) -> None:
+        """Continue the epoch aggregates `state_dict` saved, on `device`."""
+        for name, saved in state.items():
+            slot = self.slots.get(name)
+            if slot is None:
+                slot = self.slots[name] = Slot(name, *saved["options"])
+            total = saved["total"]
+            slot.total = total.to(device) if isinstance(total, Tensor) else total
+            slot.weight = saved["weight"]
+
     def _key(self, slot: Slot, step: bool) -> str:
         if slot.on_step and slot.on_epoch:
             return f"{slot.name}_step" if step else f"{slot.name}_epoch"

@@ -33,6 +33,8 @@ def checkpoint_state(trainer: Trainer, weights_only: bool = False) -> dict[str, 
         return state
     state["loop"] = loop.state_dict()
     _say_if_inexact(trainer)
+    if loop.batches_done and not loop.epoch_closed:  # inside the epoch: its metrics so far, every rank's
+        state["loop"]["results"] = trainer._strategy.all_gather_object(trainer._train_results.state_dict())
     if loop.inside_window():
         _save_window(trainer, state["loop"])
     if trainer._optim is not None:
@@ -98,6 +100,7 @@ def _save_window(trainer: Trainer, loop_state: dict[str, Any]) -> None:
         return
     last = loop_state["batches_done"] - 1
     loop_state["batches_done"] = last - last % trainer._cfg.accumulate_grad_batches
+    loop_state.pop("results", None)  # the restarted window's micro-batches will be counted again
     warn(
         f"checkpoint written inside a gradient accumulation window (batch {last + 1} of the epoch) with "
         f"strategy={trainer._strategy.name!r}, which cannot save the window's gradients: a resume restarts the "

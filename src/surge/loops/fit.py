@@ -26,7 +26,7 @@ from ..data import (
 from ..errors import MisconfigurationError, SurgeRuntimeError
 from ..loader_state import generator_states, sampler_seed, set_generator_states, set_sampler_seed
 from ..profiler.base import LoopParts
-from ..rank_zero import info
+from ..rank_zero import info, warn
 from ..seed import rng_state
 from ..signals import EXIT_CODES, Preempted, SignalFlag, requeue_slurm_job
 
@@ -46,6 +46,7 @@ class FitLoop:
         self.epoch_closed = False  # the epoch's end has run through its schedulers' step
         self._resume_rng: dict[str, Any] | None = None  # RNG at the epoch's start, for a mid-epoch resume
         self._keep_grads = False  # resumed inside an accumulation window: its gradients were restored
+        self._resume_results: dict[str, Any] | None = None  # the resumed epoch's metrics so far
         self.epoch_start_rng: dict[str, Any] | None = None
         self._advised = False
         self.inexact_said: str | None = (
@@ -63,6 +64,7 @@ class FitLoop:
             "epoch_start_rng": self.epoch_start_rng,
             "generators": generator_states(self.trainer._train_loader),
             "sampler_seed": sampler_seed(self.trainer._train_loader),
+            "world_size": self.trainer.world_size,
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -72,11 +74,24 @@ class FitLoop:
         else:
             self.epoch, self.batches_done = state["epoch"], state["batches_done"]
             self._resume_rng = state.get("epoch_start_rng")
+            self._resume_results = self._own_results(state)
         if self.batches_done == 0 and self._resume_rng is None and state.get("generators") is not None:
             # At an epoch's start the loader's own generators stand where the saved run left them.
             set_generator_states(self.trainer._train_loader, state["generators"])
         set_sampler_seed(self.trainer._train_loader, state.get("sampler_seed"))
         self.epoch_done = self.epoch_closed = False
+
+    def _own_results(self, state: Mapping[str, Any]) -> dict[str, Any] | None:
+        """This rank's epoch metrics so far, from a checkpoint written inside the epoch."""
+        saved, world = state.get("results"), self.trainer.world_size
+        if self.batches_done and state.get("world_size", world) != world:
+            warn(
+                f"resuming inside epoch {self.epoch} on {world} processes from a checkpoint of "
+                f"{state['world_size']}: the rest of this epoch is sharded differently (samples may be "
+                "seen twice or missed until it ends), and its epoch metrics start from the resume"
+            )
+            return None
+        return saved[self.trainer.global_rank] if isinstance(saved, list) and len(saved) == world else None
 
     def inside_window(self) -> bool:
         """True between two micro-batches of one accumulation window (gradients are pending)."""
@@ -110,6 +125,9 @@ class FitLoop:
         t = self.trainer
         hooks, results = t._hooks, t._train_results
         results.reset()
+        if self._resume_results is not None:  # resumed inside this epoch: its metrics so far
+            results.load_state_dict(self._resume_results, t._module.device)
+            self._resume_results = None
         t._module._results = results
         loader = t._train_loader
         sampler = getattr(loader, "sampler", None)

@@ -74,6 +74,10 @@ class Strategy:
     def all_reduce(self, tensor: Tensor, op: str = "sum") -> Tensor:
         return tensor
 
+    def all_gather_object(self, obj: Any) -> list[Any]:
+        """Every process's `obj`, by rank."""
+        return [obj]
+
     def average_gradients(self, module: nn.Module) -> None:
         """Average `.grad` over processes by hand (after micro-batches that skipped the sync)."""
 
@@ -140,7 +144,8 @@ class Strategy:
     def window_gradients(self, module: nn.Module) -> Any:
         """The gradients accumulated so far in an unfinished accumulation window, by parameter name
         (a checkpoint written between micro-batches carries them, so the window continues exactly)."""
-        return {name: p.grad.detach().clone() for name, p in module.named_parameters() if p.grad is not None}
+        mine = {name: p.grad.detach().cpu() for name, p in module.named_parameters() if p.grad is not None}
+        return {"per_rank": self.all_gather_object(mine)}  # each rank's own, unsynchronised ones
 
     def restore_window_gradients(self, module: nn.Module, saved: Any, path: str | Path) -> None:
         """Put back what `window_gradients` saved."""

@@ -136,11 +136,6 @@ class ProcessGroupStrategy(Strategy):
         dist.all_gather_object(out, obj)
         return out
 
-    def window_gradients(self, module: nn.Module) -> Any:
-        # Between micro-batches each rank holds its own unsynchronised gradients: keep every rank's.
-        mine = {k: v.cpu() for k, v in super().window_gradients(module).items()}
-        return {"per_rank": self.all_gather_object(mine)}
-
     def _shard_problems(self, ckpt: dict[str, Any], path: str | Path) -> list[str]:
         # Each rank checks its share of the shard files; every rank learns every problem, so all
         # of them refuse together.
