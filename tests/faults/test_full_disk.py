@@ -3,31 +3,14 @@
 from __future__ import annotations
 
 import contextlib
-import subprocess
-from pathlib import Path
 
 import pytest
 import torch
 
 import surge
-from helpers import TinyModel, fast_trainer, make_loaders
+from helpers import TinyModel, fast_trainer, make_loaders, small_filesystem
 from surge.checkpoint import load_checkpoint
 from surge.errors import CheckpointError
-
-
-@contextlib.contextmanager
-def small_filesystem(path: Path, size: str):
-    """A real tmpfs of `size` at `path` (needs root, as on CI); skips the test where it cannot mount."""
-    path.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True
-    )
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.decode().strip()}")
-    try:
-        yield path
-    finally:
-        subprocess.run(["umount", "-l", str(path)], check=False)
 
 
 class Wide(TinyModel):
