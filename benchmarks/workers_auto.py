@@ -5,7 +5,9 @@ fixed setting, at three job lengths.
 
 The dataset's `__getitem__` costs about 0.5 ms of pure-Python CPU work per sample (see
 `workers.py`); the model is a small MLP, so loading dominates. Each length trains the same
-2,560-sample dataset for more epochs (seconds, about a minute, several minutes at 0 workers).
+2,560-sample dataset for more epochs: as many as make its loading take ~2.5 s, ~60 s and
+~180 s at 0 workers, from the `__getitem__` time measured when the run starts (the machine is
+shared, so a busy machine gets fewer epochs rather than a longer run).
 Every contestant is a fresh `Trainer(num_workers=...)` fit timed from `fit()` to its return;
 contestants run one after another (auto first, then 0, 1, 2), and the median over repeats is
 reported with the best fixed setting in hindsight. Writes benchmarks/results/workers_auto.json.
@@ -29,7 +31,7 @@ from workers import MLP, Decoded
 import surge
 
 RESULTS = Path(__file__).resolve().parent / "results"
-LENGTHS = {"seconds": 2, "about a minute": 48, "several minutes": 144}  # epochs of 2,560 samples
+LENGTHS = {"seconds": 2.5, "about a minute": 60.0, "several minutes": 180.0}  # loading time at 0 workers
 FIXED = (0, 1, 2)
 
 
@@ -118,7 +120,8 @@ def main() -> None:
     results = {}
     for name in args.only.split(","):
         repeats = args.repeats if name == "seconds" else args.long_repeats
-        results[name] = run_length(dataset, args, name, LENGTHS[name], repeats)
+        epochs = max(1, round(LENGTHS[name] / (args.samples * ms / 1e3)))
+        results[name] = run_length(dataset, args, name, epochs, repeats)
     print(
         f"\n{os.cpu_count()} CPUs, torch {torch.__version__}, load average {load:.2f} before, "
         f"__getitem__ {ms:.2f} ms, {args.samples} samples, batch {args.batch_size}\n"
