@@ -16,6 +16,7 @@ reported with the best fixed setting in hindsight. Writes benchmarks/results/wor
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import logging
 import os
@@ -62,7 +63,10 @@ def fit_seconds(dataset: Decoded, batch_size: int, epochs: int, setting: int | s
     loader = DataLoader(dataset, batch_size=batch_size, shuffle=True)
     start = time.perf_counter()
     trainer.fit(MLP(), loader)
-    return time.perf_counter() - start, trainer._train_loader.num_workers
+    seconds, count = time.perf_counter() - start, trainer._train_loader.num_workers
+    del trainer, loader
+    gc.collect()  # the fit's persistent workers end here, not inside the next fit's forked workers
+    return seconds, count
 
 
 def sample_ms(dataset: Decoded, n: int = 200) -> float:

@@ -117,15 +117,16 @@ def test_a_short_job_keeps_its_setting_and_says_so(trainer_factory, caplog):
 
 
 def test_the_measurement_is_bounded_by_the_fits_loading_time():
-    # ~600 batches x 16 ms = ~10 s of loading: 5% is ~0.5 s, far less than timing 50 batches at each count.
+    # ~600 batches x 16 ms = ~10 s of loading: 5% is ~0.5 s; timing 200 batches at 1 and 2 workers is ~5 s.
     loader = DataLoader(Sleepy(4800), batch_size=8, shuffle=True)
     start = time.perf_counter()
-    result = surge.tune.plan_num_workers(loader, fit_batches=600, max_workers=2, batches=50)
+    result = surge.tune.plan_num_workers(loader, fit_batches=600, max_workers=2, batches=200)
     wall = time.perf_counter() - start
     assert not result.kept and len(result.throughput) >= 2  # it measured, within its budget
     assert result.expected_s == pytest.approx(600 * 0.016, rel=0.5)
-    # Over by at most one count's start-up and two rounds of batches (a deadline is checked per round).
-    assert wall <= 0.05 * result.expected_s + 0.2, (wall, result)
+    # Over by at most one count's start-up and two rounds of batches (a deadline is checked per round);
+    # 0.4 s covers a slow start-up on a busy machine.
+    assert wall <= 0.05 * result.expected_s + 0.4, (wall, result)
     assert result.spent_s == pytest.approx(wall, abs=0.01)
 
 
