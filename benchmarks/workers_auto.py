@@ -6,11 +6,12 @@ fixed setting, at three job lengths.
 The dataset's `__getitem__` costs about 0.5 ms of pure-Python CPU work per sample (see
 `workers.py`); the model is a small MLP, so loading dominates. Each length trains the same
 2,560-sample dataset for more epochs: as many as make its loading take ~2.5 s, ~60 s and
-~180 s at 0 workers, from the `__getitem__` time measured when the run starts (the machine is
+~150 s at 0 workers, from the `__getitem__` time measured when the run starts (the machine is
 shared, so a busy machine gets fewer epochs rather than a longer run).
 Every contestant is a fresh `Trainer(num_workers=...)` fit timed from `fit()` to its return;
 contestants run one after another (auto first, then 0, 1, 2), and the median over repeats is
-reported with the best fixed setting in hindsight. Writes benchmarks/results/workers_auto.json.
+reported with the best fixed setting in hindsight. Writes benchmarks/results/workers_auto.json
+(after each length, so a long run that is stopped keeps what it measured).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from workers import MLP, Decoded
 import surge
 
 RESULTS = Path(__file__).resolve().parent / "results"
-LENGTHS = {"seconds": 2.5, "about a minute": 60.0, "several minutes": 180.0}  # loading time at 0 workers
+LENGTHS = {"seconds": 2.5, "about a minute": 60.0, "several minutes": 150.0}  # loading time at 0 workers
 FIXED = (0, 1, 2)
 
 
@@ -86,6 +87,7 @@ def run_length(dataset: Decoded, args: argparse.Namespace, name: str, epochs: in
         seconds, count = fit_seconds(dataset, args.batch_size, epochs, "auto")
         times["auto"].append(seconds)
         chosen.append(count)
+        print(said.lines[-1] if said.lines else "(auto said nothing)", file=sys.stderr)
         for n in FIXED:
             times[str(n)].append(fit_seconds(dataset, args.batch_size, epochs, n)[0])
         print(
@@ -115,6 +117,7 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=2560)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--work", type=int, default=8_000, help="loop iterations per sample (~0.5 ms)")
+    parser.add_argument("--out", default="workers_auto.json", help="file name under benchmarks/results/")
     parser.add_argument("--only", default=",".join(LENGTHS), help="comma-separated lengths to run")
     args = parser.parse_args()
     torch.set_num_threads(1)
@@ -122,10 +125,13 @@ def main() -> None:
     ms = sample_ms(dataset)
     load = os.getloadavg()[0]
     results = {}
+    meta = {"args": vars(args), "cpus": os.cpu_count(), "load_before": load, "sample_ms": ms}
+    RESULTS.mkdir(exist_ok=True)
     for name in args.only.split(","):
         repeats = args.repeats if name == "seconds" else args.long_repeats
         epochs = max(1, round(LENGTHS[name] / (args.samples * ms / 1e3)))
         results[name] = run_length(dataset, args, name, epochs, repeats)
+        (RESULTS / args.out).write_text(json.dumps({**meta, "lengths": results}, indent=1))
     print(
         f"\n{os.cpu_count()} CPUs, torch {torch.__version__}, load average {load:.2f} before, "
         f"__getitem__ {ms:.2f} ms, {args.samples} samples, batch {args.batch_size}\n"
@@ -143,9 +149,6 @@ def main() -> None:
         )
     for name, r in results.items():
         print(f"\n{name}: " + " / ".join(r["said"][:1]))
-    RESULTS.mkdir(exist_ok=True)
-    meta = {"args": vars(args), "cpus": os.cpu_count(), "load_before": load, "sample_ms": ms}
-    (RESULTS / "workers_auto.json").write_text(json.dumps({**meta, "lengths": results}, indent=1))
 
 
 if __name__ == "__main__":
