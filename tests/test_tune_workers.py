@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 
 import pytest
@@ -9,6 +10,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 import surge
+import surge.tune.setup
 from surge.tune import WorkersResult, measure_num_workers
 
 
@@ -74,3 +76,106 @@ def test_trainer_num_workers_auto_says_what_it_chose(trainer_factory, tiny_model
         trainer.fit(tiny_model(), train, val)
     assert "num_workers='auto'" in caplog.text
     assert trainer._train_loader.num_workers == 0  # a tiny in-memory dataset
+
+
+# -- num_workers="auto" pays for itself: the measurement is bounded by the fit it serves ------------
+
+
+class Sleepy(Dataset):
+    """`ms` per sample, sleeping (workers overlap even on a busy machine); deterministic samples."""
+
+    def __init__(self, n: int, ms: float = 2.0) -> None:
+        self.n, self.ms = n, ms
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int):
+        time.sleep(self.ms / 1e3)
+        x = torch.full((4,), float(i % 7)) / 7
+        return x, torch.tensor([float(i % 3)])
+
+
+def test_a_job_of_few_batches_keeps_its_setting_without_measuring():
+    loader = DataLoader(Sleepy(40), batch_size=8)
+    start = time.perf_counter()
+    result = surge.tune.plan_num_workers(loader, fit_batches=5, max_workers=2)
+    assert time.perf_counter() - start < 0.01  # not one batch loaded
+    assert result.num_workers == 0 and "only 5 batches" in result.kept and result.throughput == {}
+
+
+def test_a_short_job_keeps_its_setting_and_says_so(trainer_factory, caplog):
+    # 40 batches of ~16 ms: ~0.6 s of loading; 5% of it cannot pay for starting workers and timing them.
+    loader = DataLoader(Sleepy(320), batch_size=8, num_workers=1)
+    trainer = trainer_factory(num_workers="auto", max_epochs=1)
+    with caplog.at_level("INFO", logger="surge"):
+        trainer.fit(Dropped(), loader)
+    lines = [r.getMessage() for r in caplog.records if "num_workers='auto'" in r.getMessage()]
+    assert len(lines) == 1 and "the loader keeps num_workers=1" in lines[0], lines
+    assert "40 batches" in lines[0]
+    assert trainer._train_loader.num_workers == 1 and not trainer._train_loader.persistent_workers
+
+
+def test_the_measurement_is_bounded_by_the_fits_loading_time():
+    # ~600 batches x 16 ms = ~10 s of loading: 5% is ~0.5 s; timing 200 batches at 1 and 2 workers is ~5 s.
+    loader = DataLoader(Sleepy(4800), batch_size=8, shuffle=True)
+    start = time.perf_counter()
+    result = surge.tune.plan_num_workers(loader, fit_batches=600, max_workers=2, batches=200)
+    wall = time.perf_counter() - start
+    assert not result.kept and len(result.throughput) >= 2  # it measured, within its budget
+    assert result.expected_s == pytest.approx(600 * 0.016, rel=0.5)
+    # Over by at most one count's start-up and two rounds of batches (a deadline is checked per round);
+    # 0.4 s covers a slow start-up on a busy machine.
+    assert wall <= 0.05 * result.expected_s + 0.4, (wall, result)
+    assert result.spent_s == pytest.approx(wall, abs=0.01)
+
+
+def test_a_data_bound_long_job_gets_workers():
+    loader = DataLoader(Sleepy(400), batch_size=8)
+    result = surge.tune.plan_num_workers(loader, fit_batches=100_000, max_workers=2, batches=8)
+    assert not result.kept and result.num_workers >= 1 and result.speedup > 1.3
+    assert "measured in" in result.describe()
+
+
+def test_auto_trains_the_same_weights_as_the_fixed_count_it_chose(trainer_factory, monkeypatch, caplog):
+    # A larger share than the default, so this 60-batch fit is measured and the test stays short.
+    monkeypatch.setattr(surge.tune.setup, "AUTO_BUDGET", 0.5)
+
+    def fit(setting):
+        torch.manual_seed(3)
+        model = Dropped()
+        loader = DataLoader(Sleepy(480, ms=1.0), batch_size=8, shuffle=True)  # the global RNG shuffles
+        trainer = trainer_factory(num_workers=setting, max_epochs=1)
+        trainer.fit(model, loader)
+        return model, trainer._train_loader.num_workers
+
+    with caplog.at_level("INFO", logger="surge"):
+        auto, chosen = fit("auto")
+    assert "the train and val loaders use" in caplog.text  # measured, not kept
+    fixed, _ = fit(chosen)
+    for (name, a), (_, b) in zip(auto.state_dict().items(), fixed.state_dict().items()):
+        assert torch.equal(a, b), name
+
+
+def test_fit_batches_counts_what_the_fit_will_load(trainer_factory):
+    loader = DataLoader(Sleepy(100), batch_size=10)  # 10 batches an epoch
+    fit_batches = surge.tune.setup.fit_batches
+    assert fit_batches(trainer_factory(max_epochs=3), loader) == 30
+    assert fit_batches(trainer_factory(max_epochs=3, limit_train_batches=0.5), loader) == 15
+    assert fit_batches(trainer_factory(max_steps=4, accumulate_grad_batches=2), loader) == 8
+    assert fit_batches(trainer_factory(max_epochs=-1), loader) == math.inf
+
+
+class Dropped(surge.Module):
+    """A linear model behind dropout, so the weights depend on the global RNG during training too."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 1)
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        return torch.nn.functional.mse_loss(self.lin(torch.nn.functional.dropout(x, 0.3)), y)
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .batch_size import find_batch_size
 from .lr_finder import LRFinderResult, lr_find
-from .workers import WorkersResult, find_num_workers, measure_num_workers
+from .workers import WorkersResult, find_num_workers, measure_num_workers, plan_num_workers
 
 __all__ = [
     "LRFinderResult",
@@ -13,4 +13,5 @@ __all__ = [
     "find_num_workers",
     "lr_find",
     "measure_num_workers",
+    "plan_num_workers",
 ]

@@ -12,17 +12,19 @@ from typing import TYPE_CHECKING, Any
 from torch.optim import Optimizer
 from torch.utils.data import DataLoader
 
+from ..data import loader_length
 from ..errors import MisconfigurationError
 from ..module import Module
 from ..rank_zero import info
 from .batch_size import find_batch_size
 from .loaders import loader_batch_size, with_batch_size, with_workers
-from .workers import cpu_count, measure_num_workers
+from .workers import cpu_count, plan_num_workers
 
 if TYPE_CHECKING:
     from ..optim import SchedulerConfig
     from ..trainer import Trainer
 
+AUTO_BUDGET = 0.05  # num_workers="auto" measures for at most this share of the fit's loading time
 _LR_KEYS = ("lr", "initial_lr", "max_lr", "min_lr")  # OneCycleLR keeps its range in the param groups
 
 
@@ -76,7 +78,15 @@ def _set_workers(
         )
     if setting == "auto":
         processes = max(1, len(trainer._devices)) if trainer.world_size > 1 else 1
-        result = measure_num_workers(train, max_workers=max(1, cpu_count() // processes))
+        result = plan_num_workers(
+            train,
+            fit_batches(trainer, train),
+            max_workers=max(1, cpu_count() // processes),
+            budget=AUTO_BUDGET,
+        )
+        if result.kept:
+            info(f"num_workers='auto': {result.describe()}")
+            return train, vals
         count = result.num_workers
         info(f"num_workers='auto': {result.describe()}; the train and val loaders use {count}")
     else:
@@ -88,6 +98,28 @@ def _set_workers(
         for v in vals
     ]
     return train, vals
+
+
+def fit_batches(trainer: Trainer, loader: DataLoader) -> int | float:
+    """Train batches this process will load in the fit (math.inf when unbounded or unknown).
+
+    From the loader's length (its share under a distributed sampler), `limit_train_batches`,
+    `max_epochs` and `max_steps` x accumulation; a resumed fit loads fewer.
+    """
+    cfg, world = trainer._cfg, trainer.world_size
+    length = loader_length(loader)
+    if length is not None and world > 1 and cfg.use_distributed_sampler:
+        length = math.ceil(length / world)
+    limit = cfg.limit_train_batches
+    if isinstance(limit, int):
+        per_epoch = limit if length is None else min(limit, length)
+    else:
+        per_epoch = math.inf if length is None else int(length * limit)
+    epochs = cfg.max_epochs if cfg.max_epochs >= 0 else math.inf
+    total = per_epoch * epochs if per_epoch else 0
+    if cfg.max_steps >= 0:
+        total = min(total, cfg.max_steps * cfg.accumulate_grad_batches)
+    return total
 
 
 def scale_learning_rates(

@@ -1,8 +1,10 @@
-"""How many DataLoader workers: measure the loader's throughput at 0, 1, 2, ... workers, take the fewest near the best."""
+"""How many DataLoader workers: measure the loader's throughput at 0 workers and a few worker
+counts, take the fewest near the best; `plan_num_workers` bounds that measurement by the fit it serves."""
 
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import time
 from collections.abc import Iterator
@@ -18,14 +20,23 @@ from ..rank_zero import info
 from ..seed import rng_state, set_rng_state
 from .loaders import with_workers
 
+STARTUP_S = 0.05  # a guess at starting a worker count's processes, until one start-up is measured
+
 
 @dataclass
 class WorkersResult:
-    """What `measure_num_workers` found: the chosen count and the samples/s measured per count."""
+    """What the finder found: the chosen count and the samples/s measured per count.
+
+    From `plan_num_workers` also the fit's estimated loading time, what the measurement cost,
+    and `kept`: why nothing was measured and the loader keeps its own setting ("" when measured).
+    """
 
     num_workers: int
     throughput: dict[int, float] = field(default_factory=dict)
-    batches: int = 0  # batches timed per count
+    batches: int = 0  # batches timed per count, at most
+    expected_s: float | None = None  # the fit's loading time at 0 workers, estimated
+    spent_s: float = 0.0
+    kept: str = ""
 
     @property
     def speedup(self) -> float:
@@ -35,10 +46,15 @@ class WorkersResult:
         return best / base if base else 1.0
 
     def describe(self) -> str:
+        if self.kept:
+            return f"num_workers={self.num_workers} kept: {self.kept}"
         rates = ", ".join(f"{n}: {rate:,.0f}" for n, rate in sorted(self.throughput.items()))
-        return (
+        text = (
             f"num_workers={self.num_workers} ({self.speedup:.2f}x the speed of 0 workers; samples/s {rates})"
         )
+        if self.expected_s is not None and math.isfinite(self.expected_s):
+            text += f"; measured in {self.spent_s:.2f} s for a fit loading ~{self.expected_s:.1f} s of data"
+        return text
 
 
 def cpu_count() -> int:
@@ -56,30 +72,66 @@ def measure_num_workers(
     tolerance: float = 0.05,
     pin_memory: bool | None = None,
 ) -> WorkersResult:
-    """Time `batches` batches of `loader` for each worker count from 0 to `max_workers`.
+    """Time up to `batches` batches of `loader` at 0 workers, then at `max_workers`, half that, ... 1.
 
     `max_workers` defaults to the CPUs this process may use. Each count gets a fresh loader
-    (the same dataset, sampler, collate_fn, `prefetch_factor`; `persistent_workers=True`;
-    `pin_memory` on CUDA unless given). The clock starts once the workers are up and their
-    prefetch queue has filled (worker start-up is paid once per fit with persistent workers), so
-    the number is the steady rate. The choice is the smallest count within `tolerance` of the best.
-    Counting stops early when two counts in a row are slower than the best by more than `tolerance`.
+    (the same dataset, sampler and collate_fn; `persistent_workers=True`, `prefetch_factor=1`;
+    `pin_memory` on CUDA unless given). The clock starts once every worker has delivered its
+    first batch (worker start-up is paid once per fit with persistent workers), so the number is
+    the steady rate. Counting stops at the first count slower than the best by more than
+    `tolerance` (fewer workers are slower still); the choice is the fewest within `tolerance` of the best.
     """
     _check(loader, max_workers, batches, tolerance)
-    top = cpu_count() if max_workers is None else max_workers
-    pin = torch.cuda.is_available() if pin_memory is None else pin_memory
     result = WorkersResult(num_workers=0, batches=batches)
-    worse = 0
+    start = time.perf_counter()
     with _rng_kept(loader):
-        for count in range(top + 1):
-            trial = with_workers(loader, count, pin_memory=pin, persistent_workers=count > 0)
-            result.throughput[count] = rate = _throughput(trial, batches)
-            best = max(result.throughput.values())
-            worse = worse + 1 if rate < (1 - tolerance) * best else 0
-            if worse == 2:
-                break
-    best = max(result.throughput.values())
-    result.num_workers = min(n for n, r in result.throughput.items() if r >= (1 - tolerance) * best)
+        pin = torch.cuda.is_available() if pin_memory is None else pin_memory
+        result.throughput[0], _ = _throughput(with_workers(loader, 0, pin_memory=pin), batches)
+        _measure(loader, _counts(_top(max_workers)), result, tolerance, pin, math.inf)
+    result.spent_s = time.perf_counter() - start
+    return result
+
+
+def plan_num_workers(
+    loader: DataLoader,
+    fit_batches: int | float,
+    max_workers: int | None = None,
+    budget: float = 0.05,
+    batches: int = 50,
+    tolerance: float = 0.05,
+    pin_memory: bool | None = None,
+) -> WorkersResult:
+    """`measure_num_workers` for a fit that will load `fit_batches` batches, costing at most
+    about `budget` of the time those batches take to load in the main process.
+
+    A few batches at 0 workers give the time per batch, and so the fit's loading time (a lower
+    bound of the fit's time; no worker count can save more than it). The worker counts are
+    timed within `budget` of that; when not even one count fits, nothing more is measured and
+    the result keeps the loader's own `num_workers`, with `kept` saying why.
+    """
+    _check(loader, max_workers, batches, tolerance)
+    _check_plan(fit_batches, budget)
+    own = loader.num_workers
+    if fit_batches * budget < 1:
+        return WorkersResult(own, kept=f"the fit loads only {fit_batches} batches, too few to measure")
+    start = time.perf_counter()
+    result = WorkersResult(num_workers=own, batches=batches)
+    with _rng_kept(loader):
+        pin = torch.cuda.is_available() if pin_memory is None else pin_memory
+        probe = max(1, min(batches, int(min(5, fit_batches * budget / 4))))  # <= a quarter of the budget
+        result.throughput[0], per_batch = _throughput(with_workers(loader, 0, pin_memory=pin), probe)
+        result.expected_s = per_batch * fit_batches
+        deadline = start + budget * result.expected_s
+        _measure(loader, _counts(_top(max_workers)), result, tolerance, pin, deadline, per_batch)
+    if len(result.throughput) == 1:  # not even one worker count fitted the budget
+        need = STARTUP_S + 2 * per_batch  # start-up, the first round, one timed round
+        result.num_workers = own
+        result.kept = (
+            "max_workers=0 leaves no count to try"
+            if _top(max_workers) == 0
+            else _too_short(fit_batches, per_batch, result.expected_s, need, budget, own)
+        )
+    result.spent_s = time.perf_counter() - start
     return result
 
 
@@ -97,24 +149,88 @@ def find_num_workers(
     return result.num_workers
 
 
-def _throughput(loader: DataLoader, batches: int) -> float:
-    """Samples (or batches, without a batch size) per second, once the prefetch queue is full.
+def _measure(
+    loader: DataLoader,
+    counts: list[int],
+    result: WorkersResult,
+    tolerance: float,
+    pin: bool,
+    deadline: float,
+    per_batch: float = 0.0,
+) -> None:
+    """Time `counts` in turn into `result.throughput` until one is clearly slower or time runs out."""
+    startup = STARTUP_S
+    for i, count in enumerate(counts):
+        left = deadline - time.perf_counter()
+        if left < startup + 2 * per_batch:
+            break
+        began = time.perf_counter()
+        trial = with_workers(loader, count, pin_memory=pin, persistent_workers=True, prefetch_factor=1)
+        share = began + max(left / (len(counts) - i), startup + 2 * per_batch)
+        rate, first = _throughput(trial, result.batches, min(deadline, share))
+        del trial  # shuts its workers down before the next count starts its own
+        startup = max(first - per_batch, 0.0)
+        if rate == 0.0:
+            break
+        result.throughput[count] = rate
+        if rate < (1 - tolerance) * max(result.throughput.values()):
+            break
+    best = max(result.throughput.values())
+    result.num_workers = min(n for n, r in result.throughput.items() if r >= (1 - tolerance) * best)
 
-    Short loaders are cycled (their persistent workers stay up between passes) until `batches` are timed.
+
+def _throughput(loader: DataLoader, batches: int, deadline: float = math.inf) -> tuple[float, float]:
+    """Samples (or batches, without a batch size) per second once every worker has delivered a
+    batch, and the seconds that first round took (start-up included); 0 workers: the seconds per batch.
+
+    Whole rounds (one batch per worker) are timed, up to `batches` or until `deadline` has passed.
+    With `prefetch_factor=1` a worker gets its next batch only once its last was taken, so batches
+    made while this process was not running cannot pile up and inflate the rate.
+    Short loaders are cycled (their persistent workers stay up between passes).
     """
-    warmup = 1 + loader.num_workers * (loader.prefetch_factor or 0)
     if loader_length(loader) == 0:
-        return 0.0
-    it, samples, start = _cycle(loader), 0, 0.0
+        return 0.0, 0.0
+    rounds = max(1, loader.num_workers)
+    target = math.ceil(batches / rounds) * rounds
+    it, samples, timed = _cycle(loader), 0, 0
     try:
-        for i in range(warmup + batches):
-            if i == warmup:
-                samples, start = 0, time.perf_counter()
+        begin = time.perf_counter()
+        for _ in range(loader.num_workers):
+            next(it)
+        start = time.perf_counter()
+        while timed < target:
             samples += _size(next(it))
+            timed += 1
+            if timed % rounds == 0 and time.perf_counter() >= deadline:
+                break
         elapsed = time.perf_counter() - start
     finally:
         it.close()
-    return samples / elapsed if elapsed > 0 and samples else 0.0
+    rate = samples / elapsed if elapsed > 0 and samples else 0.0
+    return rate, (start - begin if loader.num_workers else elapsed / max(timed, 1))
+
+
+def _too_short(
+    batches: float, per_batch: float, expected: float, need: float, budget: float, own: int
+) -> str:
+    return (
+        f"the fit loads about {batches:,.0f} batches at {per_batch * 1e3:.1f} ms each in the main process "
+        f"(~{expected:.2f} s); measuring worker counts takes at least ~{need:.2f} s, more than {budget:.0%} "
+        f"of that, so the loader keeps num_workers={own}"
+    )
+
+
+def _top(max_workers: int | None) -> int:
+    return cpu_count() if max_workers is None else max_workers
+
+
+def _counts(top: int) -> list[int]:
+    """top, top/2, top/4, ..., 1: the most workers first, so a slower count ends the search."""
+    counts = []
+    while top >= 1:
+        counts.append(top)
+        top //= 2
+    return counts
 
 
 def _cycle(loader: DataLoader) -> Iterator[Any]:
@@ -159,3 +275,10 @@ def _check(loader: Any, max_workers: Any, batches: Any, tolerance: Any) -> None:
         raise bad_value("batches", batches, "an int >= 1")
     if not isinstance(tolerance, int | float) or not 0 <= tolerance < 1:
         raise bad_value("tolerance", tolerance, "a number in [0, 1)")
+
+
+def _check_plan(fit_batches: Any, budget: Any) -> None:
+    if isinstance(fit_batches, bool) or not isinstance(fit_batches, int | float) or not fit_batches >= 0:
+        raise bad_value("fit_batches", fit_batches, "an int >= 0 or math.inf")
+    if isinstance(budget, bool) or not isinstance(budget, int | float) or not 0 < budget <= 1:
+        raise bad_value("budget", budget, "a fraction in (0, 1]")
