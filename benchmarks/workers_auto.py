@@ -9,7 +9,8 @@ The dataset's `__getitem__` costs about 0.5 ms of pure-Python CPU work per sampl
 ~150 s at 0 workers, from the `__getitem__` time measured when the run starts (the machine is
 shared, so a busy machine gets fewer epochs rather than a longer run).
 Every contestant is a fresh `Trainer(num_workers=...)` fit timed from `fit()` to its return;
-contestants run one after another (auto first, then 0, 1, 2), and the median over repeats is
+contestants run one after another, each repeat starting with the next one (auto, 0, 1, 2, then
+0, 1, 2, auto, ...), and the median over repeats is
 reported with the best fixed setting in hindsight. Writes benchmarks/results/workers_auto.json
 (after each length, so a long run that is stopped keeps what it measured).
 """
@@ -83,13 +84,14 @@ def run_length(dataset: Decoded, args: argparse.Namespace, name: str, epochs: in
     logging.getLogger("surge").setLevel(logging.INFO)
     times: dict[str, list[float]] = {"auto": [], **{str(n): [] for n in FIXED}}
     chosen: list[int] = []
+    order: list[int | str] = ["auto", *FIXED]
     for r in range(repeats):
-        seconds, count = fit_seconds(dataset, args.batch_size, epochs, "auto")
-        times["auto"].append(seconds)
-        chosen.append(count)
-        print(said.lines[-1] if said.lines else "(auto said nothing)", file=sys.stderr)
-        for n in FIXED:
-            times[str(n)].append(fit_seconds(dataset, args.batch_size, epochs, n)[0])
+        for setting in order[r % len(order) :] + order[: r % len(order)]:  # each repeat starts elsewhere
+            seconds, count = fit_seconds(dataset, args.batch_size, epochs, setting)
+            times[str(setting)].append(seconds)
+            if setting == "auto":
+                chosen.append(count)
+                print(said.lines[-1] if said.lines else "(auto said nothing)", file=sys.stderr)
         print(
             f"{name} repeat {r + 1}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in times.items()),
             file=sys.stderr,
