@@ -179,3 +179,14 @@ class Dropped(surge.Module):
 
     def configure_optimizers(self):
         return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "words"),
+    [({"fit_batches": -1}, ["fit_batches", "-1"]), ({"fit_batches": 100, "budget": 0}, ["budget", "0"])],
+)
+def test_plan_num_workers_refuses_bad_arguments_by_name(kwargs, words):
+    loader = DataLoader(torch.zeros(8, 2), batch_size=2)
+    with pytest.raises(ValueError) as err:
+        surge.tune.plan_num_workers(loader, **kwargs)
+    assert all(word in str(err.value) for word in words), str(err.value)
