@@ -205,7 +205,7 @@ class Trainer:
             where=lambda: (self.global_step + 1, self.current_epoch, self.fit_loop.batches_done),
         )
         pending_rng = restore_state(self, resume) if resume is not None else None
-        self._run_stage("fit", lambda: self._fit_body(pending_rng))
+        self._run_stage("fit", lambda: self._fit_body(pending_rng), [self._train_loader, *self._val_loaders])
 
     def _prepare_loader(self, loader: Iterable, train: bool = False) -> Iterable:
         loader = data_mod.prepare_loader(loader, self._accelerator.pin_memory)
@@ -256,7 +256,7 @@ class Trainer:
         hooks.call("on_fit_end")
         hooks.callbacks("teardown", "fit")
 
-    def _run_stage(self, stage: str, body: Any) -> Any:
+    def _run_stage(self, stage: str, body: Any, loaders: Iterable[Any] = ()) -> Any:
         status = "success"
         try:
             return body()
@@ -272,6 +272,7 @@ class Trainer:
             self.state = "finished" if status == "success" else status
             if self._module is not None:
                 self._module._results = None
+            data_mod.stop_persistent_workers(loaders)
 
     def _plan_batches(self) -> None:
         cfg = self._cfg
@@ -367,7 +368,7 @@ class Trainer:
             data_mod.limit_batches(v, self._cfg.limit_predict_batches, "limit_predict_batches")
             for v in loaders
         ]
-        return self._run_stage("predict", lambda: run_prediction(self, loaders, limits))
+        return self._run_stage("predict", lambda: run_prediction(self, loaders, limits), loaders)
 
     def _evaluate(
         self, stage: str, model: Module | None, dataloaders: Any, ckpt_path: Any, datamodule: Any
@@ -377,7 +378,7 @@ class Trainer:
         limit = self._cfg.limit_val_batches if stage == "validate" else self._cfg.limit_test_batches
         arg = "limit_val_batches" if stage == "validate" else "limit_test_batches"
         limits = [data_mod.limit_batches(v, limit, arg) for v in loaders]
-        return self._run_stage(stage, lambda: run_evaluation(self, stage, loaders, limits))
+        return self._run_stage(stage, lambda: run_evaluation(self, stage, loaders, limits), loaders)
 
     def _eval_setup(
         self, stage: str, model: Module | None, dataloaders: Any, ckpt_path: Any, datamodule: Any
