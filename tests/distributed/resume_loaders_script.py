@@ -1,4 +1,4 @@
-"""The loaders of tests/test_resume_loaders.py on two gloo processes: `python resume_loaders_script.py ROOT OUT`.
+"""The loaders of tests/faults/test_resume_loaders.py on two gloo processes: `python resume_loaders_script.py ROOT OUT`.
 
 For each kind of loader: the uninterrupted run, a run stopped inside an epoch (max_steps) and
 saved after fit() returned, and its resume with the caller reseeded; rank zero writes
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "faults"))  # tests/faults/: test_resume_loaders
 
 import test_resume_loaders as loaders  # noqa: E402
 

@@ -1,6 +1,6 @@
 """The resume-point property (tests/test_resume_points.py) on DDP-2: every save point, including one
 inside an accumulation window (each rank's unsynchronised gradients are saved) and SIGTERM; and the
-loaders of tests/test_resume_loaders.py, stopped inside an epoch."""
+loaders of tests/faults/test_resume_loaders.py, stopped inside an epoch."""
 
 from __future__ import annotations
 
