@@ -13,10 +13,11 @@ from helpers import TinyModel
 
 class RecordWorkers(surge.callbacks.Callback):
     def __init__(self) -> None:
+        self.before = {p.pid for p in psutil.Process().children()}  # other tests' processes, if any
         self.pids: set[int] = set()
 
     def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
-        self.pids |= {p.pid for p in psutil.Process().children()}
+        self.pids |= {p.pid for p in psutil.Process().children()} - self.before
 
 
 def test_fit_stops_the_persistent_workers_it_started(tmp_path):
