@@ -18,6 +18,7 @@ import test_resume_loaders as loaders  # noqa: E402
 
 
 def main(root: Path, out: Path) -> None:
+    loaders._WORKERS = "forkserver"
     report = {}
     ddp = {"accelerator": "cpu", "devices": 2}
     for kind in loaders.KINDS:

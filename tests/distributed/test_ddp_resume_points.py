@@ -47,7 +47,7 @@ def test_ddp_resumes_the_loaders_users_write_exactly(tmp_path):
     script = Path(__file__).with_name("resume_loaders_script.py")
     proc = subprocess.run(
         [sys.executable, str(script), str(tmp_path / "job"), str(tmp_path / "out.pt")],
-        env=clean_env(), capture_output=True, text=True, timeout=600, cwd=tmp_path,
+        env=clean_env(), capture_output=True, text=True, timeout=300, cwd=tmp_path,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     report = torch.load(tmp_path / "out.pt", weights_only=True)

@@ -66,6 +66,12 @@ class Stream(IterableDataset):
             yield self.x[i], self.y[i]
 
 
+# How workers start (None: the platform's default, fork here). The DDP run uses a forkserver: forking a
+# rank can deadlock in CPython 3.11 when a thread (the previous loader's queue feeder) is exiting at
+# that moment (seen once there).
+_WORKERS: str | None = None
+
+
 def _loader(kind: str) -> DataLoader:
     ds = TensorDataset(*_data())
     if kind == "user_generator":
@@ -77,13 +83,21 @@ def _loader(kind: str) -> DataLoader:
     if kind == "python_random_sampler":
         return DataLoader(ds, batch_size=BATCH, sampler=PythonShuffle())
     if kind == "worker_augmentation":
-        return DataLoader(Noisy(), batch_size=BATCH, shuffle=True, num_workers=2)
+        return DataLoader(
+            Noisy(), batch_size=BATCH, shuffle=True, num_workers=2, multiprocessing_context=_WORKERS
+        )
     if kind == "iterable":
         return DataLoader(Stream(), batch_size=BATCH)
     if kind == "persistent_workers":
         g = torch.Generator().manual_seed(7)
         return DataLoader(
-            ds, batch_size=BATCH, shuffle=True, generator=g, num_workers=2, persistent_workers=True
+            ds,
+            batch_size=BATCH,
+            shuffle=True,
+            generator=g,
+            num_workers=2,
+            persistent_workers=True,
+            multiprocessing_context=_WORKERS,
         )
     raise AssertionError(kind)
 
@@ -143,6 +157,9 @@ def test_random_draws_in_persistent_workers_are_named_at_save_time(tmp_path):
     surge.seed_everything(1)
     trainer = surge.Trainer(default_root_dir=tmp_path, logger=False, enable_progress_bar=False,
                             enable_model_summary=False, enable_checkpointing=False, max_steps=3)  # fmt: skip
-    trainer.fit(Net(), DataLoader(Noisy(), batch_size=BATCH, num_workers=2, persistent_workers=True))
+    loader = DataLoader(
+        Noisy(), batch_size=BATCH, num_workers=2, persistent_workers=True, multiprocessing_context=_WORKERS
+    )
+    trainer.fit(Net(), loader)
     with pytest.warns(UserWarning, match="persistent worker processes"):
         trainer.save_checkpoint(tmp_path / "p.ckpt")
