@@ -16,8 +16,9 @@ from torch.utils.data import DataLoader
 
 from ..data import loader_length
 from ..errors import SurgeTypeError, bad_value
+from ..loader_state import generator_states, set_generator_states
 from ..rank_zero import info
-from ..seed import rng_state, set_rng_state
+from ..seed import rng_untouched
 from .loaders import with_workers
 
 STARTUP_S = 0.05  # a guess at starting a worker count's processes, until one start-up is measured
@@ -241,17 +242,12 @@ def _cycle(loader: DataLoader) -> Iterator[Any]:
 @contextlib.contextmanager
 def _rng_kept(loader: DataLoader) -> Iterator[None]:
     """The measurement draws from the global RNGs and the loader's generators; put them back."""
-    generators = {
-        id(g): g for g in (loader.generator, getattr(loader.sampler, "generator", None)) if g is not None
-    }
-    states = {key: g.get_state() for key, g in generators.items()}
-    saved = rng_state()
-    try:
-        yield
-    finally:
-        set_rng_state(saved)
-        for key, g in generators.items():
-            g.set_state(states[key])
+    generators = generator_states(loader)
+    with rng_untouched():
+        try:
+            yield
+        finally:
+            set_generator_states(loader, generators)
 
 
 def _size(batch: Any) -> int:
