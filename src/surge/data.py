@@ -162,7 +162,11 @@ class _SkipFirst:
 
 
 def resume_iterator(
-    loader: Iterable, skip: int, epoch_start_rng: dict[str, Any] | None, later_epoch: bool = False
+    loader: Iterable,
+    skip: int,
+    epoch_start_rng: dict[str, Any] | None,
+    later_epoch: bool = False,
+    by_index: bool = False,
 ) -> Iterator[Any]:
     """An iterator over `loader` that continues after `skip` batches of an interrupted epoch.
 
@@ -172,7 +176,8 @@ def resume_iterator(
     Map-style DataLoaders skip at the index level: the dataset's `__getitem__` is never called for
     the skipped samples. Where skipping would change what later samples are (an IterableDataset's
     stream, or random augmentation drawn in worker processes), the skipped batches are loaded again
-    and dropped, so the data continues exactly.
+    and dropped, so the data continues exactly. `by_index` skips by index wherever a batch sampler
+    allows, for a loader whose workers' random streams need not continue a previous run's.
     """
     from .loader_state import restore_epoch_start
     from .seed import rng_state, set_rng_state
@@ -181,7 +186,7 @@ def resume_iterator(
     if epoch_start_rng is not None:
         set_rng_state(epoch_start_rng)
         restore_epoch_start(loader, epoch_start_rng)
-    how = _resume_mode(loader, skip)
+    how = "skip" if by_index and skip and _by_index(loader) else _resume_mode(loader, skip)
     if how == "skip":
         skipper = _SkipFirst(loader.batch_sampler, skip)  # type: ignore[attr-defined]
         it = iter(clone_loader(loader, batch_sampler=skipper))  # type: ignore[arg-type]
@@ -195,6 +200,15 @@ def resume_iterator(
                 next(it, None)
     set_rng_state(now)
     return it
+
+
+def _by_index(loader: Iterable) -> bool:
+    return (
+        isinstance(loader, DataLoader)
+        and loader.batch_sampler is not None
+        and not isinstance(loader.dataset, IterableDataset)
+        and not (loader.num_workers > 0 and loader.persistent_workers)
+    )
 
 
 def _resume_mode(loader: Iterable, skip: int) -> str:

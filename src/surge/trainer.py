@@ -182,10 +182,15 @@ class Trainer:
         vals = self._loaders(val_dataloaders, "val_dataloader", model, "val_dataloaders")
         self._setup(model, "fit")
         cfg = self._cfg
+        auto_workers = None
         if cfg.effective_batch_size is not None or cfg.num_workers is not None:
-            train[0], vals = tune_setup.tune_loaders(self, model, train[0], vals)
+            train[0], vals, auto_workers = tune_setup.tune_loaders(self, model, train[0], vals)
         self._train_loader = self._prepare_loader(train[0], train=True)
         self._val_loaders = [self._prepare_loader(v) for v in vals]
+        if auto_workers is not None:
+            self.fit_loop.auto_workers = auto_workers(
+                self._train_loader, self._val_loaders, prepare=self._adjust_loader
+            )
         self._plan_batches()
         resume = find_checkpoint(self, ckpt_path) if ckpt_path is not None else None
         optimizers, schedulers = parse_optimizers(model.configure_optimizers())
@@ -205,11 +210,17 @@ class Trainer:
             where=lambda: (self.global_step + 1, self.current_epoch, self.fit_loop.batches_done),
         )
         pending_rng = restore_state(self, resume) if resume is not None else None
-        self._run_stage("fit", lambda: self._fit_body(pending_rng), [self._train_loader, *self._val_loaders])
+        self._run_stage(
+            "fit", lambda: self._fit_body(pending_rng), lambda: [self._train_loader, *self._val_loaders]
+        )
 
-    def _prepare_loader(self, loader: Iterable, train: bool = False) -> Iterable:
+    def _adjust_loader(self, loader: Any) -> Any:
         loader = data_mod.prepare_loader(loader, self._accelerator.pin_memory)
         guard_workers(loader)  # workers leave preemption signals to this process
+        return loader
+
+    def _prepare_loader(self, loader: Iterable, train: bool = False) -> Iterable:
+        loader = self._adjust_loader(loader)
         if self.world_size == 1 or not self._cfg.use_distributed_sampler:
             return loader
         if train:
@@ -256,7 +267,7 @@ class Trainer:
         hooks.call("on_fit_end")
         hooks.callbacks("teardown", "fit")
 
-    def _run_stage(self, stage: str, body: Any, loaders: Iterable[Any] = ()) -> Any:
+    def _run_stage(self, stage: str, body: Any, loaders: Any = ()) -> Any:
         status = "success"
         try:
             return body()
@@ -272,7 +283,7 @@ class Trainer:
             self.state = "finished" if status == "success" else status
             if self._module is not None:
                 self._module._results = None
-            data_mod.stop_persistent_workers(loaders)
+            data_mod.stop_persistent_workers(loaders() if callable(loaders) else loaders)
 
     def _plan_batches(self) -> None:
         cfg = self._cfg

@@ -32,6 +32,7 @@ from ..signals import EXIT_CODES, Preempted, SignalFlag, requeue_slurm_job
 
 if TYPE_CHECKING:
     from ..trainer import Trainer
+    from ..tune.auto_workers import AutoWorkers
 
 
 class FitLoop:
@@ -49,6 +50,7 @@ class FitLoop:
         self._resume_results: dict[str, Any] | None = None  # the resumed epoch's metrics so far
         self.epoch_start_rng: dict[str, Any] | None = None
         self._advised = False
+        self.auto_workers: AutoWorkers | None = None  # num_workers="auto", until its first epoch ends
         self.inexact_said: str | None = (
             None  # why this run's checkpoints cannot resume exactly ("" : they can)
         )
@@ -140,6 +142,9 @@ class FitLoop:
         self.epoch_done = self.epoch_closed = False
         hooks.call("on_train_epoch_start")
         exhausted = self._train_batches(self._iterator(loader))
+        if self.auto_workers is not None:  # the worker count is decided: the loaders for later epochs
+            t._train_loader, t._val_loaders = self.auto_workers.settled()
+            self.auto_workers = None
         self.epoch_done = exhausted or self.batches_done >= t.num_training_batches
         if self.epoch_done and t._should_validate(self.epoch, end_of_epoch=True):
             t._run_validation()
@@ -171,9 +176,13 @@ class FitLoop:
         # without the draw an uninterrupted run made back then.
         later = self.epoch > 0
         if self.batches_done == 0 and self._resume_rng is None:
-            return iter_without_worker_seed_draw(loader) if later and starts_workers(loader) else iter(loader)
-        it = resume_iterator(loader, self.batches_done, self._resume_rng, later_epoch=later)
-        self._resume_rng = None
+            it = iter_without_worker_seed_draw(loader) if later and starts_workers(loader) else iter(loader)
+        else:
+            it = resume_iterator(loader, self.batches_done, self._resume_rng, later_epoch=later)
+            self._resume_rng = None
+        if self.auto_workers is not None:
+            it = self.auto_workers.watch(it, self.batches_done, self.epoch_start_rng)
+            self._advised = True  # the advice to load in workers is what auto acts on
         return it
 
     # -- preemption ------------------------------------------------------------------------

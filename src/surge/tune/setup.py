@@ -6,7 +6,8 @@ Called by `Trainer.fit` before the first step; each says what it chose (rank zer
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from torch.optim import Optimizer
@@ -16,28 +17,35 @@ from ..data import loader_length
 from ..errors import MisconfigurationError
 from ..module import Module
 from ..rank_zero import info
+from .auto_workers import AutoWorkers, too_short
 from .batch_size import find_batch_size
 from .loaders import loader_batch_size, with_batch_size, with_workers
-from .workers import cpu_count, plan_num_workers
+from .workers import cpu_count
 
 if TYPE_CHECKING:
     from ..optim import SchedulerConfig
     from ..trainer import Trainer
 
-AUTO_BUDGET = 0.05  # num_workers="auto" measures for at most this share of the fit's loading time
 _LR_KEYS = ("lr", "initial_lr", "max_lr", "min_lr")  # OneCycleLR keeps its range in the param groups
 
 
 def tune_loaders(
     trainer: Trainer, model: Module, train: Iterable, vals: list[Iterable]
-) -> tuple[Iterable, list[Iterable]]:
-    """Apply `effective_batch_size` (micro-batch and accumulation) and `num_workers` to the loaders."""
+) -> tuple[Iterable, list[Iterable], Callable[..., AutoWorkers] | None]:
+    """Apply `effective_batch_size` (micro-batch and accumulation) and `num_workers` to the loaders.
+
+    For `num_workers="auto"` also what builds the `AutoWorkers` that decides the count while the fit
+    trains (from the prepared loaders), or None.
+    """
     cfg = trainer._cfg
+    auto = None
     if cfg.effective_batch_size is not None:
         train = plan_effective_batch(trainer, model, train, cfg.effective_batch_size)
-    if cfg.num_workers is not None:
-        train, vals = _set_workers(trainer, train, vals, cfg.num_workers)
-    return train, vals
+    if cfg.num_workers == "auto":
+        train, auto = _auto_workers(trainer, train)
+    elif cfg.num_workers is not None:
+        train, vals = _set_workers(train, vals, cfg.num_workers)
+    return train, vals, auto
 
 
 def plan_effective_batch(trainer: Trainer, model: Module, loader: Any, effective: int) -> DataLoader:
@@ -68,29 +76,22 @@ def plan_effective_batch(trainer: Trainer, model: Module, loader: Any, effective
     return loader if micro == current else with_batch_size(loader, micro)
 
 
-def _set_workers(
-    trainer: Trainer, train: Any, vals: list[Iterable], setting: int | str
-) -> tuple[Iterable, list[Iterable]]:
-    if not isinstance(train, DataLoader):
-        raise MisconfigurationError(
-            f"num_workers={setting!r} re-creates the train DataLoader, but it is a {type(train).__name__}; "
-            "pass a torch DataLoader or leave num_workers=None."
+def _auto_workers(trainer: Trainer, train: Any) -> tuple[Iterable, Callable[..., AutoWorkers] | None]:
+    _need_dataloader(train, "auto")
+    batches = fit_batches(trainer, train)
+    if too_short(batches):
+        info(
+            f"num_workers='auto': the fit loads only {batches} batches, too few to time; "
+            f"the loader keeps num_workers={train.num_workers}"
         )
-    if setting == "auto":
-        processes = max(1, len(trainer._devices)) if trainer.world_size > 1 else 1
-        result = plan_num_workers(
-            train,
-            fit_batches(trainer, train),
-            max_workers=max(1, cpu_count() // processes),
-            budget=AUTO_BUDGET,
-        )
-        if result.kept:
-            info(f"num_workers='auto': {result.describe()}")
-            return train, vals
-        count = result.num_workers
-        info(f"num_workers='auto': {result.describe()}; the train and val loaders use {count}")
-    else:
-        count = setting
+        return train, None
+    processes = max(1, len(trainer._devices)) if trainer.world_size > 1 else 1
+    cpus = max(1, cpu_count() // processes)
+    return AutoWorkers.start_loader(train), partial(AutoWorkers, fit_batches=batches, max_workers=cpus)
+
+
+def _set_workers(train: Any, vals: list[Iterable], count: int) -> tuple[Iterable, list[Iterable]]:
+    _need_dataloader(train, count)
     persistent = count > 0
     train = with_workers(train, count, persistent_workers=persistent)
     vals = [
@@ -98,6 +99,14 @@ def _set_workers(
         for v in vals
     ]
     return train, vals
+
+
+def _need_dataloader(train: Any, setting: int | str) -> None:
+    if not isinstance(train, DataLoader):
+        raise MisconfigurationError(
+            f"num_workers={setting!r} re-creates the train DataLoader, but it is a {type(train).__name__}; "
+            "pass a torch DataLoader or leave num_workers=None."
+        )
 
 
 def fit_batches(trainer: Trainer, loader: DataLoader) -> int | float:
