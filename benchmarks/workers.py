@@ -107,7 +107,7 @@ def main() -> None:
             runs["0 workers"].append(rate)
             rate, trainer = train(dataset, args.batch_size, args.epochs, num_workers="auto")
             runs["num_workers='auto'"].append(rate)
-            chosen.append(trainer._train_loader.num_workers)
+            chosen.append(trainer.train_dataloader.num_workers)
             t0 = time.perf_counter()
             cached = surge.data.cache(dataset, Path(tmp) / f"c{r}", progress=False)
             build.append(time.perf_counter() - t0)

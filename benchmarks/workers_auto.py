@@ -65,7 +65,7 @@ def fit_seconds(dataset: Decoded, batch_size: int, epochs: int, setting: int | s
     loader = DataLoader(dataset, batch_size=batch_size, shuffle=True)
     start = time.perf_counter()
     trainer.fit(MLP(), loader)
-    seconds, count = time.perf_counter() - start, trainer._train_loader.num_workers
+    seconds, count = time.perf_counter() - start, trainer.train_dataloader.num_workers
     del trainer, loader
     gc.collect()  # the fit's persistent workers end here, not inside the next fit's forked workers
     return seconds, count

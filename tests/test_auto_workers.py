@@ -64,8 +64,8 @@ def test_a_switch_mid_epoch_trains_what_the_chosen_count_trains(trainer_factory,
         auto, trainer = fit(trainer_factory, "auto", Sleepy(240))
     lines = auto_lines(caplog)
     assert len(lines) == 1 and "switched at batch 6" in lines[0], lines
-    chosen = trainer._train_loader.num_workers
-    assert chosen >= 1 and trainer._train_loader.persistent_workers
+    chosen = trainer.train_dataloader.num_workers
+    assert chosen >= 1 and trainer.train_dataloader.persistent_workers
     fixed, _ = fit(trainer_factory, chosen, Sleepy(240))
     assert auto.seen == fixed.seen  # the same samples in the same order, both epochs
     for (name, a), (_, b) in zip(auto.state_dict().items(), fixed.state_dict().items()):
@@ -78,7 +78,7 @@ def test_a_count_that_proves_slower_hands_loading_back(trainer_factory, caplog):
         auto, trainer = fit(trainer_factory, "auto", Sleepy(240, ms=1.0, worker_ms=12.0))
     lines = auto_lines(caplog)
     assert len(lines) == 1 and "went back to this process" in lines[0], lines
-    assert trainer._train_loader.num_workers == 0
+    assert trainer.train_dataloader.num_workers == 0
     fixed, _ = fit(trainer_factory, 0, Sleepy(240))
     assert auto.seen == fixed.seen
     for (name, a), (_, b) in zip(auto.state_dict().items(), fixed.state_dict().items()):
@@ -101,7 +101,7 @@ def test_cheap_loading_stays_in_process_and_says_why(trainer_factory, caplog):
         _, trainer = fit(trainer_factory, "auto", Cheap(), epochs=1)
     lines = auto_lines(caplog)
     assert len(lines) == 1 and "workers would save under 10%" in lines[0], lines
-    assert trainer._train_loader.num_workers == 0
+    assert trainer.train_dataloader.num_workers == 0
 
 
 class Stream(IterableDataset):
@@ -122,7 +122,7 @@ def test_an_iterable_dataset_switches_at_the_next_epoch(trainer_factory, caplog)
     assert len(lines) == 1 and "used from the next epoch" in lines[0], lines
     assert model.seen[:96] == list(range(96))  # the first epoch ran in-process, in order
     assert sorted(model.seen[96:]) == list(range(96))  # the second in workers, each sample once
-    assert trainer._train_loader.num_workers >= 1
+    assert trainer.train_dataloader.num_workers >= 1
 
 
 def test_the_prediction_is_bounded_by_the_step_the_loading_and_the_cores():

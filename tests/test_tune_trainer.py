@@ -30,7 +30,7 @@ def test_effective_batch_size_matches_the_plain_large_batch(
     with caplog.at_level("INFO", logger="surge"):
         small, trainer = _fit(loader_batch, effective_batch_size=effective)
     assert trainer.accumulate_grad_batches == accumulate
-    assert trainer._train_loader.batch_size == micro
+    assert trainer.train_dataloader.batch_size == micro
     assert (
         f"effective_batch_size={effective}: micro-batch {micro} fits, so {accumulate} accumulation"
         in caplog.text
@@ -43,7 +43,7 @@ def test_micro_batch_is_evened_out_to_the_closest_effective_batch(caplog):
     with caplog.at_level("INFO", logger="surge"):
         _, trainer = _fit(12, effective_batch_size=32)
     # 12 fits -> ceil(32 / 12) = 3 steps -> micro-batch ceil(32 / 3) = 11: 33 samples per step.
-    assert (trainer._train_loader.batch_size, trainer.accumulate_grad_batches) == (11, 3)
+    assert (trainer.train_dataloader.batch_size, trainer.accumulate_grad_batches) == (11, 3)
     assert "effective batch 33" in caplog.text
 
 

@@ -64,9 +64,9 @@ def test_trainer_num_workers_recreates_train_and_val_loaders(trainer_factory, ti
     train, val = loaders(n_train=32, n_val=16, batch_size=8)
     trainer = trainer_factory(num_workers=1)
     trainer.fit(tiny_model(), train, val)
-    assert trainer._train_loader.num_workers == 1 and trainer._train_loader.persistent_workers
-    assert trainer._val_loaders[0].num_workers == 1
-    assert trainer._train_loader.batch_size == 8 and train.num_workers == 0  # the user's loader is kept
+    assert trainer.train_dataloader.num_workers == 1 and trainer.train_dataloader.persistent_workers
+    assert trainer.val_dataloaders[0].num_workers == 1
+    assert trainer.train_dataloader.batch_size == 8 and train.num_workers == 0  # the user's loader is kept
 
 
 def test_trainer_num_workers_auto_says_what_it_chose(trainer_factory, tiny_model, loaders, caplog):
@@ -75,7 +75,7 @@ def test_trainer_num_workers_auto_says_what_it_chose(trainer_factory, tiny_model
     with caplog.at_level("INFO", logger="surge"):
         trainer.fit(tiny_model(), train, val)
     assert "num_workers='auto'" in caplog.text
-    assert trainer._train_loader.num_workers == 0  # a tiny in-memory dataset
+    assert trainer.train_dataloader.num_workers == 0  # a tiny in-memory dataset
 
 
 # -- num_workers="auto" pays for itself: the measurement is bounded by the fit it serves ------------
@@ -113,7 +113,7 @@ def test_a_short_job_keeps_its_setting_and_says_so(trainer_factory, caplog):
     lines = [r.getMessage() for r in caplog.records if "num_workers='auto'" in r.getMessage()]
     assert len(lines) == 1 and "the loader keeps num_workers=1" in lines[0], lines
     assert "6 batches" in lines[0]
-    assert trainer._train_loader.num_workers == 1 and not trainer._train_loader.persistent_workers
+    assert trainer.train_dataloader.num_workers == 1 and not trainer.train_dataloader.persistent_workers
 
 
 def test_the_measurement_is_bounded_by_the_fits_loading_time():
@@ -144,7 +144,7 @@ def test_auto_trains_the_same_weights_as_the_fixed_count_it_chose(trainer_factor
         loader = DataLoader(Sleepy(480, ms=1.0), batch_size=8, shuffle=True)  # the global RNG shuffles
         trainer = trainer_factory(num_workers=setting, max_epochs=1)
         trainer.fit(model, loader)
-        return model, trainer._train_loader.num_workers
+        return model, trainer.train_dataloader.num_workers
 
     with caplog.at_level("INFO", logger="surge"):
         auto, chosen = fit("auto")
@@ -156,11 +156,14 @@ def test_auto_trains_the_same_weights_as_the_fixed_count_it_chose(trainer_factor
 
 def test_fit_batches_counts_what_the_fit_will_load(trainer_factory):
     loader = DataLoader(Sleepy(100), batch_size=10)  # 10 batches an epoch
-    fit_batches = surge.tune.setup.fit_batches
-    assert fit_batches(trainer_factory(max_epochs=3), loader) == 30
-    assert fit_batches(trainer_factory(max_epochs=3, limit_train_batches=0.5), loader) == 15
-    assert fit_batches(trainer_factory(max_steps=4, accumulate_grad_batches=2), loader) == 8
-    assert fit_batches(trainer_factory(max_epochs=-1), loader) == math.inf
+
+    def fit_batches(trainer):
+        return surge.tune.setup.fit_batches(loader, trainer._cfg, trainer.world_size)
+
+    assert fit_batches(trainer_factory(max_epochs=3)) == 30
+    assert fit_batches(trainer_factory(max_epochs=3, limit_train_batches=0.5)) == 15
+    assert fit_batches(trainer_factory(max_steps=4, accumulate_grad_batches=2)) == 8
+    assert fit_batches(trainer_factory(max_epochs=-1)) == math.inf
 
 
 class Dropped(surge.Module):

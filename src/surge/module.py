@@ -187,7 +187,7 @@ class Module(nn.Module, HyperparametersMixin):
 
     def manual_backward(self, loss: Tensor) -> None:
         """Backward with the Trainer's precision (loss scaling); use with automatic_optimization=False."""
-        self.trainer._precision.backward(loss)
+        self.trainer.precision_plugin.backward(loss)
 
     def print(self, *args: Any) -> None:
         """Print from rank zero only."""

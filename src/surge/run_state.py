@@ -99,7 +99,7 @@ def _save_window(trainer: Trainer, loop_state: dict[str, Any]) -> None:
         loop_state["window_gradients"] = grads
         return
     last = loop_state["batches_done"] - 1
-    loop_state["batches_done"] = last - last % trainer._cfg.accumulate_grad_batches
+    loop_state["batches_done"] = last - last % trainer.accumulate_grad_batches
     loop_state.pop("results", None)  # the restarted window's micro-batches will be counted again
     warn(
         f"checkpoint written inside a gradient accumulation window (batch {last + 1} of the epoch) with "

@@ -19,9 +19,12 @@ from .config import TrainerConfig
 from .datamodule import DataModule
 from .errors import MisconfigurationError, SurgeTypeError
 from .loggers.base import Logger
-from .loops.evaluate import run_evaluation, run_prediction
+from .loops.context import FitContext, FitSettings, RunParts
+from .loops.evaluate import run_evaluation
 from .loops.fit import FitLoop
 from .loops.hooks import Hooks
+from .loops.predict import run_prediction
+from .loops.validation import BatchPlan, Validation, plan_batches
 from .module import Module
 from .nonfinite import NonFiniteGuard
 from .optim import Optimization, parse_optimizers
@@ -29,10 +32,11 @@ from .paths import writable_dir
 from .precision import Precision, precision_plugin
 from .profiler import Profiler, build_profiler
 from .profiler.doctor import DOCTOR_ENV, doctor_overrides
+from .publisher import MetricsPublisher
 from .rank_zero import info, warn
 from .results import Results
 from .run_state import checkpoint_state, find_checkpoint, restore_state
-from .seed import rng_untouched, set_rng_state
+from .seed import set_rng_state
 from .signals import Preempted, SignalFlag, guard_workers
 from .strategies import Strategy
 from .tune import setup as tune_setup
@@ -97,26 +101,22 @@ class Trainer:
         self.profiler: Profiler | None = build_profiler(cfg.profiler)
         self.loggers: list[Logger] = build_loggers(cfg.logger, cfg.default_root_dir)
         self.callbacks: list[Callback] = build_callbacks(cfg)
-        self.fit_loop = FitLoop(self)
+        self.fit_loop = FitLoop()
         self.should_stop = False
-        self.callback_metrics: dict[str, torch.Tensor] = {}
-        self.logged_metrics: dict[str, torch.Tensor] = {}
-        self.progress_bar_metrics: dict[str, float] = {}
         self.sanity_checking = False
-        self.training_rng: dict[str, Any] | None = None  # set while validation runs inside fit
         self.state = "initializing"
         self.datamodule: DataModule | None = None
+        self._publisher = MetricsPublisher(
+            self.loggers, lambda: self.is_global_zero, lambda: self.current_epoch
+        )
         self._module: Module | None = None
+        self._parts: RunParts | None = None
         self._optim: Optimization | None = None
-        self._train_loader: Iterable | None = None
-        self._val_loaders: list[Iterable] = []
-        self.num_training_batches: int | float = 0
-        self.num_val_batches: list[int | float] = []
-        self._val_every_n_batches = 0
-        self._batch_mover: Any = None
+        self._validation: Validation | None = None
+        self._plan = BatchPlan(0, [], 0)
+        self._accumulate = cfg.accumulate_grad_batches  # a tuner may decide another
         self._train_results = Results("train", self._strategy.reducer)
         self._log_dir: Path | None = None
-        self._signals = SignalFlag()
 
     # -- assembly --------------------------------------------------------------------------
     def _setup(self, model: Module, stage: str) -> None:
@@ -127,9 +127,7 @@ class Trainer:
         model._trainer = self
         if self.datamodule is not None:
             self.datamodule.trainer = self
-        local = self._strategy.local_rank
-        index = self._devices[local] if local < len(self._devices) else local
-        device = self._accelerator.device(index)
+        device = self.root_device
         self._accelerator.setup_device(device)
         self._strategy.setup_environment(device)
         if self.world_size > 1 and self._log_dir is None:
@@ -150,8 +148,10 @@ class Trainer:
             model._surge_compiled = True
         model._device = _first_param_device(model, self._strategy.device)
         speed.tensor_core_hint(model._device, self._precision.name)
-        self._batch_mover = batch_mover(model, self._precision, cfg.channels_last)
-        self._hooks = Hooks(self, model, self.callbacks)
+        hooks = Hooks(self, model, [*self.callbacks, *(self.profiler.callbacks() if self.profiler else ())])
+        self._hooks = hooks
+        move = batch_mover(model, self._precision, cfg.channels_last)
+        self._parts = RunParts(model, self._strategy, self._precision, hooks, move, self._publisher)
 
     # -- fit -------------------------------------------------------------------------------
     def fit(
@@ -182,21 +182,57 @@ class Trainer:
         vals = self._loaders(val_dataloaders, "val_dataloader", model, "val_dataloaders")
         self._setup(model, "fit")
         cfg = self._cfg
-        auto_workers = None
-        if cfg.effective_batch_size is not None or cfg.num_workers is not None:
-            train[0], vals, auto_workers = tune_setup.tune_loaders(self, model, train[0], vals)
-        self._train_loader = self._prepare_loader(train[0], train=True)
-        self._val_loaders = [self._prepare_loader(v) for v in vals]
-        if auto_workers is not None:
-            self.fit_loop.auto_workers = auto_workers(
-                self._train_loader, self._val_loaders, prepare=self._adjust_loader
-            )
-        self._plan_batches()
+        tuned = tune_setup.tune_loaders(self._tuning(), model, train[0], vals)
+        self._accumulate = tuned.accumulate_grad_batches
+        train_loader = self._prepare_loader(tuned.train, train=True)
+        val_loaders = [self._prepare_loader(v) for v in tuned.vals]
+        self._plan = plan_batches(
+            train_loader, val_loaders, cfg.limit_train_batches, cfg.limit_val_batches, cfg.val_check_interval
+        )
         resume = find_checkpoint(self, ckpt_path) if ckpt_path is not None else None
         optimizers, schedulers = parse_optimizers(model.configure_optimizers())
         if cfg.scale_lr is not None:
-            tune_setup.scale_learning_rates(self, optimizers, schedulers)
-        self._optim = Optimization(
+            tune_setup.scale_learning_rates(
+                optimizers, schedulers, train_loader, self._accumulate * self.world_size, cfg
+            )
+        self._optim = self._optimization(optimizers, schedulers)
+        self._validation = Validation(
+            lambda loaders, limits, sanity: run_evaluation(
+                self._parts, "validate", loaders, limits, self.global_step, sanity
+            ),
+            val_loaders,
+            self._plan,
+            cfg.check_val_every_n_epoch,
+            has_step=type(model).validation_step is not Module.validation_step,
+        )
+        self.fit_loop.bind(self._fit_context(), train_loader)
+        if tuned.auto_workers is not None:
+            self.fit_loop.auto_workers = tuned.auto_workers(
+                train_loader, val_loaders, prepare=self._adjust_loader
+            )
+        pending_rng = restore_state(self, resume) if resume is not None else None
+        self._run_stage(
+            "fit", lambda: self._fit_body(pending_rng), lambda: [self.train_dataloader, *self.val_dataloaders]
+        )
+
+    def _tuning(self) -> tune_setup.Tuning:
+        cfg = self._cfg
+        processes = max(1, len(self._devices)) if self.world_size > 1 else 1
+        return tune_setup.Tuning(
+            effective_batch_size=cfg.effective_batch_size,
+            num_workers=cfg.num_workers,
+            accumulate_grad_batches=cfg.accumulate_grad_batches,
+            fit_batches=lambda loader: tune_setup.fit_batches(loader, cfg, self.world_size),
+            strategy=self._strategy,
+            cuda=self._accelerator.name == "cuda",
+            processes_per_node=processes,
+            trainer=self,
+        )
+
+    def _optimization(self, optimizers: list[Any], schedulers: list[Any]) -> Optimization:
+        cfg = self._cfg
+        has_scaler = getattr(self._precision, "scaler", None) is not None
+        return Optimization(
             optimizers,
             schedulers,
             self._precision,
@@ -204,14 +240,23 @@ class Trainer:
             cfg.gradient_clip_val,
             cfg.gradient_clip_algorithm,
             lambda: self.callback_metrics,
-            guard=NonFiniteGuard(
-                self._cfg.on_nonfinite, optimizers, getattr(self._precision, "scaler", None) is not None
-            ),
+            guard=NonFiniteGuard(cfg.on_nonfinite, optimizers, has_scaler),
             where=lambda: (self.global_step + 1, self.current_epoch, self.fit_loop.batches_done),
         )
-        pending_rng = restore_state(self, resume) if resume is not None else None
-        self._run_stage(
-            "fit", lambda: self._fit_body(pending_rng), lambda: [self._train_loader, *self._val_loaders]
+
+    def _fit_context(self) -> FitContext:
+        cfg = self._cfg
+        settings = FitSettings(
+            accumulate_grad_batches=self._accumulate,
+            max_epochs=cfg.max_epochs,
+            min_epochs=cfg.min_epochs,
+            max_steps=cfg.max_steps,
+            log_every_n_steps=cfg.log_every_n_steps,
+            batches_per_epoch=self._plan.train,
+        )
+        signals = SignalFlag(forward_to=getattr(self._strategy, "launcher", None))
+        return FitContext(
+            self._parts, settings, self._optim, self._train_results, self._validation, signals, self.profiler
         )
 
     def _adjust_loader(self, loader: Any) -> Any:
@@ -229,12 +274,12 @@ class Trainer:
         return data_mod.distribute_eval_loader(loader, self.global_rank, self.world_size)
 
     def _fit_body(self, pending_rng: dict[str, Any] | None) -> None:
-        self._signals = SignalFlag(forward_to=getattr(self._strategy, "launcher", None))
-        self._signals.install()
+        signals = self.fit_loop.ctx.signals
+        signals.install()
         try:
             self._fit_stages(pending_rng)
         finally:
-            self._signals.restore()
+            signals.restore()
 
     def _fit_stages(self, pending_rng: dict[str, Any] | None) -> None:
         hooks = self._hooks
@@ -285,65 +330,17 @@ class Trainer:
                 self._module._results = None
             data_mod.stop_persistent_workers(loaders() if callable(loaders) else loaders)
 
-    def _plan_batches(self) -> None:
-        cfg = self._cfg
-        length = data_mod.loader_length(self._train_loader)
-        if length == 0:
-            raise MisconfigurationError(
-                "the train dataloader is empty (0 batches): check the dataset and batch_size."
-            )
-        self.num_training_batches = data_mod.limit_batches(
-            self._train_loader, cfg.limit_train_batches, "limit_train_batches"
-        )
-        self.num_val_batches = [
-            data_mod.limit_batches(v, cfg.limit_val_batches, "limit_val_batches") for v in self._val_loaders
-        ]
-        n, interval = self.num_training_batches, cfg.val_check_interval
-        if isinstance(interval, float):
-            if interval < 1.0 and n == math.inf:
-                raise MisconfigurationError(
-                    f"val_check_interval={interval} is a fraction, but the train dataloader has no length; use an int."
-                )
-            self._val_every_n_batches = 0 if interval == 1.0 else max(1, int(n * interval))
-        else:
-            if interval > n:
-                raise MisconfigurationError(
-                    f"val_check_interval={interval} is more than the {n} training batches per epoch; use <= {n} or a fraction."
-                )
-            self._val_every_n_batches = interval
-
     def _sanity_check(self) -> None:
-        steps = self._cfg.num_sanity_val_steps
-        if steps == 0 or not self._val_enabled():
+        limits = self._validation.sanity_limits(self._cfg.num_sanity_val_steps)
+        if not limits:
             return
-        limits = [n if steps == -1 else min(n, steps) for n in self.num_val_batches]
         self.sanity_checking = True
         self._hooks.callbacks("on_sanity_check_start")
         try:
-            self._validate_rng_neutral(limits, sanity=True)
+            self._validation.run(limits, sanity=True)
         finally:
             self.sanity_checking = False
         self._hooks.callbacks("on_sanity_check_end")
-
-    def _val_enabled(self) -> bool:
-        overridden = type(self._module).validation_step is not Module.validation_step
-        return overridden and bool(self._val_loaders) and sum(self.num_val_batches) > 0
-
-    def _should_validate(self, epoch: int, end_of_epoch: bool) -> bool:
-        return self._val_enabled() and (epoch + 1) % self._cfg.check_val_every_n_epoch == 0
-
-    def _run_validation(self) -> None:
-        # Validation never moves training's random streams: training is the same whether and how
-        # often it validates, and a checkpoint written around a validation resumes exactly.
-        self._validate_rng_neutral(self.num_val_batches)
-
-    def _validate_rng_neutral(self, limits: list[int | float], sanity: bool = False) -> None:
-        with rng_untouched() as training_rng:
-            self.training_rng = training_rng  # what a checkpoint written during validation records
-            try:
-                run_evaluation(self, "validate", self._val_loaders, limits, sanity=sanity)
-            finally:
-                self.training_rng = None
 
     # -- evaluate and predict --------------------------------------------------------------
     def validate(
@@ -379,7 +376,7 @@ class Trainer:
             data_mod.limit_batches(v, self._cfg.limit_predict_batches, "limit_predict_batches")
             for v in loaders
         ]
-        return self._run_stage("predict", lambda: run_prediction(self, loaders, limits), loaders)
+        return self._run_stage("predict", lambda: run_prediction(self._parts, loaders, limits), loaders)
 
     def _evaluate(
         self, stage: str, model: Module | None, dataloaders: Any, ckpt_path: Any, datamodule: Any
@@ -389,7 +386,10 @@ class Trainer:
         limit = self._cfg.limit_val_batches if stage == "validate" else self._cfg.limit_test_batches
         arg = "limit_val_batches" if stage == "validate" else "limit_test_batches"
         limits = [data_mod.limit_batches(v, limit, arg) for v in loaders]
-        return self._run_stage(stage, lambda: run_evaluation(self, stage, loaders, limits), loaders)
+        step = self.global_step
+        return self._run_stage(
+            stage, lambda: run_evaluation(self._parts, stage, loaders, limits, step), loaders
+        )
 
     def _eval_setup(
         self, stage: str, model: Module | None, dataloaders: Any, ckpt_path: Any, datamodule: Any
@@ -453,43 +453,6 @@ class Trainer:
                 f"fit() needs {type(model).__name__}.training_step(batch, batch_idx) to be defined."
             )
 
-    # -- metrics ---------------------------------------------------------------------------
-    def _publish(
-        self,
-        metrics: Mapping[str, float],
-        flags: Mapping[str, tuple[bool, bool, str]],
-        step: int,
-        evaluation: bool = False,
-        to_loggers: bool = True,
-    ) -> None:
-        """Make host metrics visible: callback_metrics, the progress bar, and the loggers."""
-        if not evaluation and self._optim is not None and self._optim.guard.device_skip:
-            self._optim.guard.report(step)  # a fused optimizer skipped on the device: say so promptly
-        logged = {}
-        for key, value in metrics.items():
-            prog_bar, to_logger, name = flags.get(key, (False, True, key))
-            tensor = torch.tensor(value)
-            self.callback_metrics[key] = tensor
-            if name != key and (
-                key.endswith("_epoch") or name not in self.callback_metrics or not evaluation
-            ):
-                self.callback_metrics[name] = tensor
-            if prog_bar:
-                self.progress_bar_metrics[key] = value
-            if to_logger:
-                logged[key] = value
-        if logged and to_loggers:
-            self.logged_metrics.update({k: torch.tensor(v) for k, v in logged.items()})
-            if self.loggers and self.is_global_zero:
-                row = {**logged, "epoch": self.current_epoch}
-                for lg in self.loggers:
-                    lg.log_metrics(row, step)
-
-    def _loggers_save(self) -> None:
-        if self.is_global_zero:
-            for lg in self.loggers:
-                lg.save()
-
     # -- checkpoints -----------------------------------------------------------------------
     def save_checkpoint(self, filepath: str | Path, weights_only: bool = False) -> None:
         """Write the whole training state (or just the weights) to `filepath`, atomically."""
@@ -547,7 +510,73 @@ class Trainer:
 
     @property
     def accumulate_grad_batches(self) -> int:
-        return self._cfg.accumulate_grad_batches
+        """The accumulation in use (`effective_batch_size=` decides it)."""
+        return self._accumulate
+
+    @property
+    def log_every_n_steps(self) -> int:
+        return self._cfg.log_every_n_steps
+
+    @property
+    def enable_validation(self) -> bool:
+        """Whether this fit validates (a validation_step, val data, and batches to run)."""
+        return self._validation is not None and self._validation.enabled
+
+    @property
+    def train_dataloader(self) -> Any:
+        return self.fit_loop.train_loader
+
+    @property
+    def val_dataloaders(self) -> list[Any]:
+        return self._validation.loaders if self._validation is not None else []
+
+    @property
+    def num_training_batches(self) -> int | float:
+        return self._plan.train
+
+    @property
+    def num_val_batches(self) -> list[int | float]:
+        return self._plan.val
+
+    @property
+    def callback_metrics(self) -> dict[str, torch.Tensor]:
+        return self._publisher.callback_metrics
+
+    @property
+    def logged_metrics(self) -> dict[str, torch.Tensor]:
+        return self._publisher.logged_metrics
+
+    @property
+    def progress_bar_metrics(self) -> dict[str, float]:
+        return self._publisher.progress_bar_metrics
+
+    def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
+        """Publish values a callback computed on the host: to `callback_metrics`, `logged_metrics`
+        and the loggers (rank zero), at `step` (default: the current global step)."""
+        flags = {k: (False, True, k) for k in metrics}
+        self._publisher.publish(metrics, flags, step=self.global_step if step is None else step)
+
+    def read_progress_bar_metrics(self) -> dict[str, float]:
+        """The current training step's `prog_bar=True` values, read from the device now (a host
+        read: call it at refresh points, not every step), with the last published ones."""
+        shown = dict(self._train_results.read_step(only_prog_bar=True))
+        shown.update({k: v for k, v in self.progress_bar_metrics.items() if k not in shown})
+        return shown
+
+    @property
+    def training_rng(self) -> dict[str, Any] | None:
+        """Training's RNG state while validation runs inside fit (what a checkpoint then records)."""
+        return self._validation.training_rng if self._validation is not None else None
+
+    @property
+    def root_device(self) -> torch.device:
+        """The device this process trains on."""
+        local = self.local_rank
+        return self._accelerator.device(self._devices[local] if local < len(self._devices) else local)
+
+    @property
+    def _train_loader(self) -> Any:
+        return self.fit_loop.train_loader
 
     @property
     def default_root_dir(self) -> Path:
@@ -617,7 +646,7 @@ class Trainer:
     @property
     def estimated_stepping_batches(self) -> int | float:
         """Optimizer steps this fit will take (for schedulers such as OneCycleLR)."""
-        per_epoch = math.ceil(self.num_training_batches / self._cfg.accumulate_grad_batches)
+        per_epoch = math.ceil(self.num_training_batches / self._accumulate)
         epochs = self._cfg.max_epochs if self._cfg.max_epochs >= 0 else math.inf
         total = per_epoch * epochs
         return min(total, self._cfg.max_steps) if self._cfg.max_steps >= 0 else total

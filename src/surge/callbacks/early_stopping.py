@@ -49,7 +49,7 @@ class EarlyStopping(Callback):
     def _on_train_end_check(self, trainer: Any) -> bool:
         if self.check_on_train_epoch_end is not None:
             return self.check_on_train_epoch_end
-        return not trainer._val_enabled()
+        return not trainer.enable_validation
 
     def on_validation_end(self, trainer: Any, module: Any) -> None:
         if not trainer.sanity_checking and trainer.state == "fit" and not self._on_train_end_check(trainer):

@@ -41,13 +41,12 @@ class LearningRateMonitor(Callback):
         return values
 
     def _log(self, trainer: Any) -> None:
-        values = self._values(trainer)
-        trainer._publish(values, {k: (False, True, k) for k in values}, step=trainer.global_step)
+        trainer.log_metrics(self._values(trainer))
 
     def on_train_batch_end(self, trainer: Any, module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
         if self.logging_interval == "epoch":
             return
-        every = trainer._cfg.log_every_n_steps
+        every = trainer.log_every_n_steps
         if trainer.global_step % every == 0 and trainer.global_step != self._last_step:
             self._last_step = trainer.global_step
             self._log(trainer)

@@ -41,8 +41,7 @@ class ProgressBar(Callback):
 
     def _metrics(self, trainer: Any) -> dict[str, float]:
         # Host read at a refresh, not per step: all values in one transfer.
-        shown = dict(trainer._train_results.read_step(only_prog_bar=True))
-        shown.update({k: v for k, v in trainer.progress_bar_metrics.items() if k not in shown})
+        shown = trainer.read_progress_bar_metrics()
         if trainer.precision_plugin.skipped_steps:
             shown["skipped_steps"] = trainer.precision_plugin.skipped_steps
         return shown

@@ -11,7 +11,7 @@ import torch
 from ..results import Results
 
 if TYPE_CHECKING:
-    from ..trainer import Trainer
+    from .context import RunParts
 
 
 def takes_dataloader_idx(fn: Any) -> bool:
@@ -24,10 +24,11 @@ def takes_dataloader_idx(fn: Any) -> bool:
 
 
 def run_evaluation(
-    trainer: Trainer,
+    parts: RunParts,
     stage: str,
     loaders: Sequence[Iterable],
     limits: Sequence[int | float],
+    global_step: int,
     sanity: bool = False,
 ) -> list[dict[str, float]]:
     """Run `{stage}_step` over each loader; returns one dict of epoch metrics per loader.
@@ -35,15 +36,15 @@ def run_evaluation(
     Metrics are exact weighted means over every sample seen (across processes too). With several
     loaders, names get a `/dataloader_idx_{i}` suffix, as in Lightning.
     """
-    model, hooks, precision = trainer._module, trainer._hooks, trainer._precision
+    model, hooks, precision, strategy = parts.module, parts.hooks, parts.precision, parts.strategy
     hook = "validation" if stage == "validate" else stage
-    step = trainer._strategy.step_fn(model, f"{hook}_step")
+    step = strategy.step_fn(model, f"{hook}_step")
     pass_idx = len(loaders) > 1 and takes_dataloader_idx(getattr(model, f"{hook}_step"))
     was_training = model.training
     previous_results = model._results
     model.eval()
-    all_results = [Results(stage, trainer._strategy.reducer) for _ in loaders]
-    move = trainer._batch_mover
+    all_results = [Results(stage, strategy.reducer) for _ in loaders]
+    move = parts.move
     try:
         with torch.no_grad():
             hooks.call(f"on_{hook}_start")
@@ -62,9 +63,7 @@ def run_evaluation(
                     with precision.forward_context():
                         out = step(batch, batch_idx, *extra)
                     hooks.call(f"on_{hook}_batch_end", out, batch, batch_idx, *extra)
-            model._results = (
-                all_results[0] if len(loaders) == 1 else Results(stage, trainer._strategy.reducer)
-            )
+            model._results = all_results[0] if len(loaders) == 1 else Results(stage, strategy.reducer)
             epoch_end_results = model._results
             hooks.module(f"on_{hook}_epoch_end")
             metrics = _collect(all_results, epoch_end_results)  # host read: evaluation end
@@ -75,7 +74,7 @@ def run_evaluation(
                 for r in [*all_results, epoch_end_results]:
                     flags.update(_suffixed_flags(r, all_results))
                 merged = {k: v for m in metrics for k, v in m.items()}
-                trainer._publish(merged, flags, step=trainer.global_step, evaluation=True)
+                parts.publisher.publish(merged, flags, step=global_step, evaluation=True)
             hooks.callbacks(f"on_{hook}_epoch_end")
             hooks.call(f"on_{hook}_end")
     finally:
@@ -102,63 +101,3 @@ def _suffixed_flags(results: Results, all_results: list[Results]) -> dict[str, t
     return {
         f"{k}/dataloader_idx_{i}": (p, lg, f"{name}/dataloader_idx_{i}") for k, (p, lg, name) in flags.items()
     }
-
-
-def run_prediction(trainer: Trainer, loaders: Sequence[Iterable], limits: Sequence[int | float]) -> list[Any]:
-    """`predict_step` over each loader; a list of outputs (a list of lists with several loaders)."""
-    model, hooks, precision = trainer._module, trainer._hooks, trainer._precision
-    step = trainer._strategy.step_fn(model, "predict_step")
-    pass_idx = len(loaders) > 1 and takes_dataloader_idx(model.predict_step)
-    was_training = model.training
-    model.eval()
-    move = trainer._batch_mover
-    outputs: list[list[Any]] = []
-    try:
-        with torch.inference_mode():
-            hooks.call("on_predict_start")
-            hooks.call("on_predict_epoch_start")
-            for dl_idx, (loader, limit) in enumerate(zip(loaders, limits)):
-                preds: list[Any] = []
-                for batch_idx, batch in enumerate(loader):
-                    if batch_idx >= limit:
-                        break
-                    if move is not None:
-                        batch = move(batch)
-                    extra = (dl_idx,) if pass_idx else ()
-                    hooks.call("on_predict_batch_start", batch, batch_idx, *extra)
-                    with precision.forward_context():
-                        out = step(batch, batch_idx, *extra)
-                    hooks.call("on_predict_batch_end", out, batch, batch_idx, *extra)
-                    preds.append(out)
-                outputs.append(preds)
-            hooks.call("on_predict_epoch_end")
-            hooks.call("on_predict_end")
-    finally:
-        model.train(was_training)
-    if trainer.world_size > 1:
-        outputs = [_gather_in_order(trainer, preds, loader) for preds, loader in zip(outputs, loaders)]
-    return outputs[0] if len(outputs) == 1 else outputs
-
-
-def _gather_in_order(trainer: Trainer, preds: list[Any], loader: Any) -> list[Any]:
-    """On rank zero, every rank's predictions, each sample once and in dataset order, re-batched
-    like the loader; other ranks get []. Needs tensor predictions with the batch as dimension 0."""
-    from ..data import ShardSampler
-
-    gathered = trainer._strategy.all_gather_object(
-        [p.cpu() if isinstance(p, torch.Tensor) else p for p in preds]
-    )
-    if not trainer.is_global_zero:
-        return []
-    sharded = isinstance(getattr(loader, "sampler", None), ShardSampler)
-    if not sharded or not all(isinstance(p, torch.Tensor) for rank in gathered for p in rank):
-        return [p for rank in gathered for p in rank]
-    per_rank = [torch.cat(rank) if rank else None for rank in gathered]
-    total = sum(t.shape[0] for t in per_rank if t is not None)
-    template = next(t for t in per_rank if t is not None)
-    merged = template.new_empty((total, *template.shape[1:]))
-    world = len(per_rank)
-    for rank, tensor in enumerate(per_rank):
-        if tensor is not None:
-            merged[rank::world] = tensor
-    return list(merged.split(loader.batch_size or total))

@@ -31,15 +31,19 @@ from ..seed import rng_state
 from ..signals import EXIT_CODES, Preempted, SignalFlag, requeue_slurm_job
 
 if TYPE_CHECKING:
-    from ..trainer import Trainer
     from ..tune.auto_workers import AutoWorkers
+    from .context import FitContext
 
 
 class FitLoop:
-    """Counters and the epoch/step logic. Its state is what a checkpoint records about progress."""
+    """Counters and the epoch/step logic. Its state is what a checkpoint records about progress.
 
-    def __init__(self, trainer: Trainer) -> None:
-        self.trainer = trainer
+    `bind` hands it the fit's context and train loader before a checkpoint is restored or it runs.
+    """
+
+    def __init__(self) -> None:
+        self.ctx: FitContext | None = None
+        self.train_loader: Any = None
         self.epoch = 0
         self.global_step = 0
         self.batches_done = 0  # batches trained in the current epoch
@@ -55,6 +59,10 @@ class FitLoop:
             None  # why this run's checkpoints cannot resume exactly ("" : they can)
         )
 
+    def bind(self, ctx: FitContext, train_loader: Any) -> None:
+        self.ctx, self.train_loader = ctx, train_loader
+        self.trainer = ctx.parts.hooks.trainer  # what callbacks get; its public `should_stop` they set
+
     # -- state -----------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         """Where training stands, exact at any point a checkpoint can be written."""
@@ -64,9 +72,9 @@ class FitLoop:
             "batches_done": self.batches_done,
             "epoch_done": self.epoch_closed,
             "epoch_start_rng": self.epoch_start_rng,
-            "generators": generator_states(self.trainer._train_loader),
-            "sampler_seed": sampler_seed(self.trainer._train_loader),
-            "world_size": self.trainer.world_size,
+            "generators": generator_states(self.train_loader),
+            "sampler_seed": sampler_seed(self.train_loader),
+            "world_size": self.ctx.parts.strategy.world_size if self.ctx is not None else 1,
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -79,13 +87,14 @@ class FitLoop:
             self._resume_results = self._own_results(state)
         if self.batches_done == 0 and self._resume_rng is None and state.get("generators") is not None:
             # At an epoch's start the loader's own generators stand where the saved run left them.
-            set_generator_states(self.trainer._train_loader, state["generators"])
-        set_sampler_seed(self.trainer._train_loader, state.get("sampler_seed"))
+            set_generator_states(self.train_loader, state["generators"])
+        set_sampler_seed(self.train_loader, state.get("sampler_seed"))
         self.epoch_done = self.epoch_closed = False
 
     def _own_results(self, state: Mapping[str, Any]) -> dict[str, Any] | None:
         """This rank's epoch metrics so far, from a checkpoint written inside the epoch."""
-        saved, world = state.get("results"), self.trainer.world_size
+        strategy = self.ctx.parts.strategy
+        saved, world = state.get("results"), strategy.world_size
         if self.batches_done and state.get("world_size", world) != world:
             warn(
                 f"resuming inside epoch {self.epoch} on {world} processes from a checkpoint of "
@@ -93,13 +102,13 @@ class FitLoop:
                 "seen twice or missed until it ends), and its epoch metrics start from the resume"
             )
             return None
-        return saved[self.trainer.global_rank] if isinstance(saved, list) and len(saved) == world else None
+        return saved[strategy.global_rank] if isinstance(saved, list) and len(saved) == world else None
 
     def inside_window(self) -> bool:
         """True between two micro-batches of one accumulation window (gradients are pending)."""
-        t = self.trainer
-        k, n, b = t._cfg.accumulate_grad_batches, t.num_training_batches, self.batches_done
-        if k == 1 or b == 0 or self.epoch_done or not t._module.automatic_optimization:
+        settings = self.ctx.settings
+        k, n, b = settings.accumulate_grad_batches, settings.batches_per_epoch, self.batches_done
+        if k == 1 or b == 0 or self.epoch_done or not self.ctx.parts.module.automatic_optimization:
             return False
         last = b - 1
         start = last - last % k
@@ -107,31 +116,32 @@ class FitLoop:
 
     # -- epochs ----------------------------------------------------------------------------
     def done(self) -> bool:
-        cfg = self.trainer._cfg
-        if 0 <= cfg.max_steps <= self.global_step:
+        settings = self.ctx.settings
+        if 0 <= settings.max_steps <= self.global_step:
             return True
-        if 0 <= cfg.max_epochs <= self.epoch:
+        if 0 <= settings.max_epochs <= self.epoch:
             return True
-        return self.trainer.should_stop and self.epoch >= cfg.min_epochs
+        return self.trainer.should_stop and self.epoch >= settings.min_epochs
 
     def run(self) -> None:
-        t = self.trainer
-        if t.num_training_batches == 0:
+        t, settings = self.trainer, self.ctx.settings
+        if settings.batches_per_epoch == 0:
             return
         while not self.done():
             self.run_epoch()
-            if t.should_stop and self.epoch < t._cfg.min_epochs:
+            if t.should_stop and self.epoch < settings.min_epochs:
                 t.should_stop = False  # min_epochs overrides early stopping until reached
 
     def run_epoch(self) -> None:
-        t = self.trainer
-        hooks, results = t._hooks, t._train_results
+        t, ctx = self.trainer, self.ctx
+        hooks, results, model = ctx.parts.hooks, ctx.results, ctx.parts.module
+        publish, validation, strategy = ctx.parts.publisher.publish, ctx.validation, ctx.parts.strategy
         results.reset()
         if self._resume_results is not None:  # resumed inside this epoch: its metrics so far
-            results.load_state_dict(self._resume_results, t._module.device)
+            results.load_state_dict(self._resume_results, model.device)
             self._resume_results = None
-        t._module._results = results
-        loader = t._train_loader
+        model._results = results
+        loader = self.train_loader
         sampler = getattr(loader, "sampler", None)
         if hasattr(sampler, "set_epoch"):
             sampler.set_epoch(self.epoch)
@@ -143,28 +153,26 @@ class FitLoop:
         hooks.call("on_train_epoch_start")
         exhausted = self._train_batches(self._iterator(loader))
         if self.auto_workers is not None:  # the worker count is decided: the loaders for later epochs
-            t._train_loader, t._val_loaders = self.auto_workers.settled()
+            self.train_loader, validation.loaders = self.auto_workers.settled()
             self.auto_workers = None
-        self.epoch_done = exhausted or self.batches_done >= t.num_training_batches
-        if self.epoch_done and t._should_validate(self.epoch, end_of_epoch=True):
-            t._run_validation()
-        t._module._results = results
+        self.epoch_done = exhausted or self.batches_done >= ctx.settings.batches_per_epoch
+        if self.epoch_done and validation.due(self.epoch):
+            validation.run()
+        model._results = results
         results.default_on_step, results.default_on_epoch = False, True
         hooks.module("on_train_epoch_end")
         results.default_on_step, results.default_on_epoch = True, False
         flags = results.flags()
-        t._publish(
-            results.read_step(), flags, step=self.global_step, to_loggers=False
-        )  # host read: epoch end
-        t._publish(results.read_epoch(), flags, step=self.global_step)
-        t._optim.guard.report(self.global_step)  # host read: epoch end
+        publish(results.read_step(), flags, step=self.global_step, to_loggers=False)  # host read: epoch end
+        publish(results.read_epoch(), flags, step=self.global_step)
+        ctx.optim.guard.report(self.global_step)  # host read: epoch end
         if self.epoch_done:
-            t._optim.step_schedulers("epoch", self.epoch + 1)
+            ctx.optim.step_schedulers("epoch", self.epoch + 1)
             self.epoch_closed = True  # a checkpoint from here on resumes at the next epoch
         hooks.callbacks("on_train_epoch_end")
-        t._loggers_save()
-        if t.world_size > 1:
-            t.should_stop = t._strategy.reduce_bool(t.should_stop)  # every rank stops at the same epoch
+        ctx.parts.publisher.save_loggers()
+        if strategy.world_size > 1:
+            t.should_stop = strategy.reduce_bool(t.should_stop)  # every rank stops at the same epoch
         if self.epoch_done:
             self.epoch += 1
             self.batches_done = 0
@@ -189,15 +197,15 @@ class FitLoop:
     def _signalled(self, signals: SignalFlag, single: bool) -> bool:
         if single:
             return signals.received is not None
-        if self.global_step % self.trainer._cfg.log_every_n_steps:
+        if self.global_step % self.ctx.settings.log_every_n_steps:
             return False
         # Ranks agree at log intervals (one small collective there), so all stop at the same step.
-        return self.trainer._strategy.reduce_bool(signals.received is not None)
+        return self.ctx.parts.strategy.reduce_bool(signals.received is not None)
 
     def _preempt(self) -> None:
         """Checkpoint at this step boundary, requeue under SLURM on SIGUSR1, and exit."""
         t = self.trainer
-        sig = t._signals.received or signal.SIGTERM
+        sig = self.ctx.signals.received or signal.SIGTERM
         cb = t.checkpoint_callback
         folder = cb.dirpath if cb is not None and cb.dirpath is not None else t.log_dir / "checkpoints"
         path = folder / "last.ckpt"
@@ -208,43 +216,47 @@ class FitLoop:
         raise Preempted(EXIT_CODES.get(sig, 143))
 
     # -- the training step -----------------------------------------------------------------
-    def _train_batches(self, it: Iterator[Any]) -> bool:  # noqa: C901 - the hot loop, kept in one place
+    def _loop_parts(self, batches: Iterator[Any]) -> LoopParts:
+        """The callables the step uses, looked up once per epoch (timed versions under a profiler)."""
+        ctx = self.ctx
+        hooks, precision = ctx.parts.hooks, ctx.parts.precision
+        parts = LoopParts(
+            batches=batches,
+            move=ctx.parts.move,
+            step=ctx.parts.strategy.step_fn(ctx.parts.module, "training_step"),
+            backward=precision.backward,
+            optimizer_step=ctx.optim.step,
+            start_module=hooks.module_fns.get("on_train_batch_start"),
+            start_callbacks=hooks.callback_fns.get("on_train_batch_start", ()),
+            end_module=hooks.module_fns.get("on_train_batch_end"),
+            end_callbacks=hooks.callback_fns.get("on_train_batch_end", ()),
+            publish=ctx.parts.publisher.publish,
+        )
+        return ctx.profiler.instrument(parts) if ctx.profiler is not None else parts
+
+    def _train_batches(self, it: Iterator[Any]) -> bool:
         """Train on the epoch's batches; returns True if the loader ran out."""
-        t, cfg = self.trainer, self.trainer._cfg
-        model, precision, optim, hooks = t._module, t._precision, t._optim, t._hooks
-        results = t._train_results
-        step = t._strategy.step_fn(model, "training_step")
-        move = t._batch_mover
-        n = t.num_training_batches
-        k = cfg.accumulate_grad_batches
-        max_steps = cfg.max_steps if cfg.max_steps >= 0 else math.inf
-        log_every = cfg.log_every_n_steps if t.loggers else 0
-        signals, single = t._signals, t.world_size == 1
-        val_every = t._val_every_n_batches
-        batch_start = (
-            hooks.callback_fns.get("on_train_batch_start", ()),
-            hooks.module_fns.get("on_train_batch_start"),
-        )
-        batch_end = (
-            hooks.callback_fns.get("on_train_batch_end", ()),
-            hooks.module_fns.get("on_train_batch_end"),
-        )
-        wants_outputs = bool(batch_end[0]) or batch_end[1] is not None
+        t, ctx, settings = self.trainer, self.ctx, self.ctx.settings
+        model, optim, hooks, strategy = ctx.parts.module, ctx.optim, ctx.parts.hooks, ctx.parts.strategy
+        results, validation, signals = ctx.results, ctx.validation, ctx.signals
+        p = self._loop_parts(it)
+        batches, move, step, backward, optimizer_step, publish = (
+            p.batches, p.move, p.step, p.backward, p.optimizer_step, p.publish
+        )  # fmt: skip
+        start_module, start_callbacks = p.start_module, p.start_callbacks
+        end_module, end_callbacks = p.end_module, p.end_callbacks
+        wants_outputs = bool(end_callbacks) or end_module is not None
+        n, k = settings.batches_per_epoch, settings.accumulate_grad_batches
+        max_steps = settings.max_steps if settings.max_steps >= 0 else math.inf
+        log_every = settings.log_every_n_steps if ctx.parts.publisher.loggers else 0
+        single = strategy.world_size == 1
         # Without a length the last window is only known when the loader runs out; a strategy that
         # cannot reduce skipped gradients afterwards (FSDP) then syncs every micro-batch.
-        late_ok = n != math.inf or t._strategy.syncs_late
-        no_sync = t._strategy.no_sync if t.world_size > 1 and late_ok else None
+        late_ok = n != math.inf or strategy.syncs_late
+        no_sync = strategy.no_sync if not single and late_ok else None
         manual = not model.automatic_optimization
         watch = optim.guard.watch if optim.guard.active else None
-        backward, optimizer_step, publish = precision.backward, optim.step, t._publish
-        if t.profiler is not None:  # timed versions of the same parts; the loop below is unchanged
-            parts = t.profiler.instrument(
-                LoopParts(it, move, step, backward, optimizer_step, batch_start, batch_end, publish)
-            )
-            it, move, step, backward = parts.batches, parts.move, parts.step, parts.backward
-            optimizer_step, publish = parts.optimizer_step, parts.publish
-            batch_start, batch_end = parts.batch_start_hooks, parts.batch_end_hooks
-        forward_context = precision.forward_context
+        forward_context = ctx.parts.precision.forward_context
         checked = self.global_step > 0
         before_backward, after_backward = hooks.any("on_before_backward"), hooks.any("on_after_backward")
         pending, window = 0, k  # micro-batches since the last optimizer step; the current divisor
@@ -258,9 +270,9 @@ class FitLoop:
         while batch_idx < n:
             t0 = clock()
             try:
-                batch = next(it, _END)
+                batch = next(batches, _END)
             except Exception as err:  # a sample raised, or a worker died or timed out
-                _explain_fetch_error(err, self.epoch, batch_idx, t._train_loader)
+                _explain_fetch_error(err, self.epoch, batch_idx, self.train_loader)
                 raise
             if batch is _END:
                 break
@@ -268,9 +280,9 @@ class FitLoop:
             if move is not None:
                 batch = move(batch)
             results.batch = batch
-            if batch_start[1] is not None and batch_start[1](batch, batch_idx) == -1:
+            if start_module is not None and start_module(batch, batch_idx) == -1:
                 break  # the module asked to end the epoch
-            for fn in batch_start[0]:
+            for fn in start_callbacks:
                 fn(t, model, batch, batch_idx)
             window_start = batch_idx - batch_idx % k
             window = min(k, n - window_start)
@@ -304,50 +316,45 @@ class FitLoop:
                 pending += 1
                 if window_end:
                     pending = 0
-                    optimizer_step()
+                    optimizer_step()  # host read inside with fp16: the scaler's inf check
                     self.global_step += 1
                     optim.step_schedulers("step", self.global_step)
                     if log_every and self.global_step % log_every == 0:
-                        publish(
-                            results.read_step(), results.flags(), step=self.global_step
-                        )  # host read: log interval
+                        if optim.guard.device_skip:
+                            optim.guard.report(self.global_step)  # host read: a fused optimizer's skips
+                        publish(results.read_step(), results.flags(), step=self.global_step)  # host read
             self.batches_done = batch_idx = batch_idx + 1
             if wants_outputs:
                 detached = _detach_outputs(out)
-                if batch_end[1] is not None:
-                    batch_end[1](detached, batch, batch_idx - 1)
-                for fn in batch_end[0]:
+                if end_module is not None:
+                    end_module(detached, batch, batch_idx - 1)
+                for fn in end_callbacks:
                     fn(t, model, detached, batch, batch_idx - 1)
             if (
                 window_end
                 and (signals.received is not None or not single)
                 and self._signalled(signals, single)
             ):
-                self._preempt()
-            if batch_idx == 50 and not self._advised:
+                self._preempt()  # (ranks agree at log intervals: a collective and a host read there)
+            if batch_idx == ADVICE_AFTER_BATCHES and not self._advised:
                 self._advised = True
-                data_wait_advice(t._train_loader, wait, clock() - t_epoch, batch_idx)
-            if (
-                val_every
-                and batch_idx % val_every == 0
-                and batch_idx < n
-                and t._should_validate(self.epoch, end_of_epoch=False)
-            ):
-                t._run_validation()
-                t._module._results = results
+                data_wait_advice(self.train_loader, wait, clock() - t_epoch, batch_idx)
+            if validation.due_inside(self.epoch, batch_idx):
+                validation.run()
+                model._results = results
             if self.global_step >= max_steps or (
-                t.should_stop and window_end and self.epoch >= cfg.min_epochs
+                t.should_stop and window_end and self.epoch >= settings.min_epochs
             ):
                 break
-        if batch is not _END and batch_idx == n == loader_length(t._train_loader):
+        if batch is not _END and batch_idx == n == loader_length(self.train_loader):
             # Let the sampler finish its epoch as a plain `for` loop would: RandomSampler with a
             # user generator draws once more at exhaustion, and later epochs depend on that draw.
-            batch = next(it, _END)
+            batch = next(batches, _END)
         if pending and batch is _END:
             # The loader ran out inside a window (no length to plan by): step what was accumulated,
             # rescaled so it is the mean over the micro-batches actually seen (and, having run under
             # no_sync, averaged over ranks here).
-            t._strategy.average_gradients(model)
+            strategy.average_gradients(model)
             optim.step(grad_scale=window / pending)
             self.global_step += 1
             optim.step_schedulers("step", self.global_step)
@@ -355,6 +362,7 @@ class FitLoop:
 
 
 _END = object()
+ADVICE_AFTER_BATCHES = 50  # when the loop says whether it mostly waited for data
 _NO_CONTEXT = contextlib.nullcontext()
 
 

@@ -7,6 +7,7 @@ import cProfile
 import io
 import pstats
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from .base import LoopParts
@@ -39,10 +40,9 @@ class AdvancedProfiler(SimpleProfiler):
 
     def instrument(self, parts: LoopParts) -> LoopParts:
         p = self._profiled
-        profiled = LoopParts(
-            batches=parts.batches, move=p("transfer", parts.move), step=p("forward", parts.step),
+        profiled = replace(
+            parts, move=p("transfer", parts.move), step=p("forward", parts.step),
             backward=p("backward", parts.backward), optimizer_step=p("optimizer", parts.optimizer_step),
-            batch_start_hooks=parts.batch_start_hooks, batch_end_hooks=parts.batch_end_hooks,
             publish=p("logging", parts.publish),
         )  # fmt: skip
         return super().instrument(profiled)

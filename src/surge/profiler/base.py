@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,8 +16,10 @@ class LoopParts:
     step: Callable[..., Any]
     backward: Callable[[Any], None]
     optimizer_step: Callable[[], None]
-    batch_start_hooks: tuple[Any, ...]
-    batch_end_hooks: tuple[Any, ...]
+    start_module: Callable[..., Any] | None  # the module's on_train_batch_start, if overridden
+    start_callbacks: Sequence[Callable[..., Any]]  # the callbacks' on_train_batch_start
+    end_module: Callable[..., Any] | None
+    end_callbacks: Sequence[Callable[..., Any]]
     publish: Callable[..., None]
 
 
@@ -29,6 +31,10 @@ class Profiler:
 
     def setup(self, trainer: Any) -> None:
         """Called once when fit starts, after the model and optimizers exist."""
+
+    def callbacks(self) -> list[Any]:
+        """Callbacks the profiler needs (e.g. to time validation); not listed in `trainer.callbacks`."""
+        return []
 
     def instrument(self, parts: LoopParts) -> LoopParts:
         return parts

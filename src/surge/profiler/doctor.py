@@ -46,7 +46,7 @@ class Doctor:
     def run(self) -> dict[str, Any]:
         t = self.trainer
         summary = self.profiler.timer.summary()
-        batch_size = _batch_size(t._train_loader)
+        batch_size = _batch_size(t.train_dataloader)
         report: dict[str, Any] = {
             "summary": summary,
             "world_size": t.world_size,
@@ -54,7 +54,7 @@ class Doctor:
             "samples_per_s": (batch_size * t.world_size / summary["step_s"])
             if summary["step_s"] and batch_size
             else None,
-            "peak_memory_bytes": _peak_memory(t._module._device),
+            "peak_memory_bytes": _peak_memory(t.lightning_module.device),
             "host_reads_per_step": self.profiler.syncs.per_step,
             "host_reads": dict(self.profiler.syncs.counts),
         }
@@ -96,7 +96,7 @@ class Doctor:
         if t.strategy.name == "dp":
             out.append({"kind": "strategy", "message": 'strategy="dp" copies the weights to every GPU each step; '
                         'strategy="ddp" is faster (one process per GPU, only gradients travel)', "numbers": {}})  # fmt: skip
-        device = t._module._device
+        device = t.lightning_module.device
         if device.type == "cuda":
             out += self._gpu_findings(device, report)
         if not out or out[0]["kind"] not in ("data", "sync", "communication"):
@@ -112,7 +112,7 @@ class Doctor:
         return out
 
     def _data_bound(self, share: float) -> dict[str, Any]:
-        loader = self.trainer._train_loader
+        loader = self.trainer.train_dataloader
         workers = getattr(loader, "num_workers", 0)
         finding = {"kind": "data", "numbers": {"share": share, "num_workers": workers}}
         base = f"{share:.0%} of each step waits for data with num_workers={workers}"

@@ -43,7 +43,7 @@ class PyTorchProfiler(Profiler):
         folder.mkdir(parents=True, exist_ok=True)
         self.dirpath = folder
         activities = [torch.profiler.ProfilerActivity.CPU]
-        if trainer._module._device.type == "cuda":
+        if trainer.lightning_module.device.type == "cuda":
             activities.append(torch.profiler.ProfilerActivity.CUDA)
         self.profile = torch.profiler.profile(
             activities=activities,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from ..callbacks.base import Callback
 from .base import LoopParts, Profiler
 from .syncs import SyncCounter
 from .timing import PhaseTimer
@@ -25,19 +26,13 @@ class SimpleProfiler(Profiler):
         self.report: dict[str, Any] | None = None
 
     def setup(self, trainer: Any) -> None:
-        self.timer = PhaseTimer(trainer._module._device if trainer._module is not None else None)
+        module = trainer.lightning_module
+        self.timer = PhaseTimer(module.device if module is not None else None)
         self.syncs = SyncCounter()
-        validate = trainer._run_validation
-
-        def timed_validation() -> None:
-            t0 = time.perf_counter()
-            try:
-                validate()
-            finally:
-                self.timer.add_validation(time.perf_counter() - t0)
-
-        trainer._run_validation = timed_validation
         self._hook_communication(trainer)
+
+    def callbacks(self) -> list[Callback]:
+        return [_ValidationTimer(self)]
 
     def _hook_communication(self, trainer: Any) -> None:
         wrapped = getattr(trainer.strategy, "wrapped", None)
@@ -67,14 +62,10 @@ class SimpleProfiler(Profiler):
             step=timer.wrap("forward", self.syncs.wrap(parts.step)),
             backward=timer.wrap("backward", parts.backward),
             optimizer_step=timer.wrap("optimizer", parts.optimizer_step),
-            batch_start_hooks=(
-                timer.wrap_hooks(parts.batch_start_hooks[0]),
-                timer.wrap("callbacks", parts.batch_start_hooks[1]),
-            ),  # fmt: skip
-            batch_end_hooks=(
-                timer.wrap_hooks(parts.batch_end_hooks[0]),
-                timer.wrap("callbacks", parts.batch_end_hooks[1]),
-            ),  # fmt: skip
+            start_module=timer.wrap("callbacks", parts.start_module),
+            start_callbacks=timer.wrap_hooks(parts.start_callbacks),
+            end_module=timer.wrap("callbacks", parts.end_module),
+            end_callbacks=timer.wrap_hooks(parts.end_callbacks),
             publish=timer.wrap("logging", parts.publish),
         )
 
@@ -87,3 +78,18 @@ class SimpleProfiler(Profiler):
 
         self.report = Doctor(trainer, self, measure_workers=self.measure_workers).run()
         return self.report
+
+
+class _ValidationTimer(Callback):
+    """Times each validation inside fit as a whole (the sanity check, before timing starts, is not)."""
+
+    def __init__(self, profiler: SimpleProfiler) -> None:
+        self.profiler, self.started = profiler, 0.0
+
+    def on_validation_start(self, trainer: Any, module: Any) -> None:
+        self.started = time.perf_counter()
+
+    def on_validation_end(self, trainer: Any, module: Any) -> None:
+        timer = self.profiler.timer
+        if timer is not None and trainer.state == "fit" and not trainer.sanity_checking:
+            timer.add_validation(time.perf_counter() - self.started)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -23,33 +24,53 @@ from .loaders import loader_batch_size, with_batch_size, with_workers
 from .workers import cpu_count
 
 if TYPE_CHECKING:
+    from ..config import TrainerConfig
     from ..optim import SchedulerConfig
+    from ..strategies import Strategy
     from ..trainer import Trainer
 
 _LR_KEYS = ("lr", "initial_lr", "max_lr", "min_lr")  # OneCycleLR keeps its range in the param groups
 
 
-def tune_loaders(
-    trainer: Trainer, model: Module, train: Iterable, vals: list[Iterable]
-) -> tuple[Iterable, list[Iterable], Callable[..., AutoWorkers] | None]:
-    """Apply `effective_batch_size` (micro-batch and accumulation) and `num_workers` to the loaders.
+@dataclass(frozen=True)
+class Tuning:
+    """What the tuning arguments need from the Trainer, handed down at fit's setup."""
 
-    For `num_workers="auto"` also what builds the `AutoWorkers` that decides the count while the fit
-    trains (from the prepared loaders), or None.
-    """
-    cfg = trainer._cfg
-    auto = None
-    if cfg.effective_batch_size is not None:
-        train = plan_effective_batch(trainer, model, train, cfg.effective_batch_size)
-    if cfg.num_workers == "auto":
-        train, auto = _auto_workers(trainer, train)
-    elif cfg.num_workers is not None:
-        train, vals = _set_workers(train, vals, cfg.num_workers)
-    return train, vals, auto
+    effective_batch_size: int | None
+    num_workers: int | str | None
+    accumulate_grad_batches: int
+    fit_batches: Callable[[Any], int | float]  # train batches this process loads, for a loader
+    strategy: Strategy
+    cuda: bool
+    processes_per_node: int
+    trainer: Trainer  # for the batch-size search's trial steps (its public device and precision)
 
 
-def plan_effective_batch(trainer: Trainer, model: Module, loader: Any, effective: int) -> DataLoader:
-    """Re-create the train loader with the micro-batch and set `accumulate_grad_batches`.
+@dataclass(frozen=True)
+class Tuned:
+    """The tuners' decisions: the loaders to use, the accumulation, and `num_workers="auto"`'s
+    `AutoWorkers` factory (called with the prepared loaders) or None."""
+
+    train: Iterable
+    vals: list[Iterable]
+    accumulate_grad_batches: int
+    auto_workers: Callable[..., AutoWorkers] | None = None
+
+
+def tune_loaders(tuning: Tuning, model: Module, train: Iterable, vals: list[Iterable]) -> Tuned:
+    """Apply `effective_batch_size` (micro-batch and accumulation) and `num_workers` to the loaders."""
+    accumulate, auto = tuning.accumulate_grad_batches, None
+    if tuning.effective_batch_size is not None:
+        train, accumulate = plan_effective_batch(tuning, model, train, tuning.effective_batch_size)
+    if tuning.num_workers == "auto":
+        train, auto = _auto_workers(tuning, train)
+    elif tuning.num_workers is not None:
+        train, vals = _set_workers(train, vals, tuning.num_workers)
+    return Tuned(train, vals, accumulate, auto)
+
+
+def plan_effective_batch(tuning: Tuning, model: Module, loader: Any, effective: int) -> tuple[Iterable, int]:
+    """The train loader re-created with the micro-batch, and the accumulation that reaches `effective`.
 
     micro = min(largest batch that fits, effective / world_size); accumulation =
     ceil(effective / (micro * world_size)); the micro-batch is then evened out to
@@ -58,35 +79,33 @@ def plan_effective_batch(trainer: Trainer, model: Module, loader: Any, effective
     elsewhere memory is rarely what limits the batch, so the loader's own batch size is the cap.
     """
     current = loader_batch_size(loader, "effective_batch_size's train dataloader")
-    world = trainer.world_size
+    world = tuning.strategy.world_size
     per_rank = math.ceil(effective / world)
     fits = current
-    if trainer._accelerator.name == "cuda":
-        fits = find_batch_size(model, loader, trainer=trainer, max_batch_size=per_rank, verbose=False)
+    if tuning.cuda:
+        fits = find_batch_size(model, loader, trainer=tuning.trainer, max_batch_size=per_rank, verbose=False)
         if world > 1:
-            fits = trainer._strategy.broadcast(fits)
+            fits = tuning.strategy.broadcast(fits)
     accumulate = math.ceil(effective / (min(fits, per_rank) * world))
     micro = math.ceil(effective / (accumulate * world))
-    trainer._cfg.accumulate_grad_batches = accumulate
     on = f" on each of {world} processes" if world > 1 else ""
     actual = micro * accumulate * world
     exact = "" if actual == effective else f" (effective batch {actual}, the closest above {effective})"
     steps = "accumulation step" if accumulate == 1 else "accumulation steps"
     info(f"effective_batch_size={effective}: micro-batch {micro} fits{on}, so {accumulate} {steps}{exact}")
-    return loader if micro == current else with_batch_size(loader, micro)
+    return (loader if micro == current else with_batch_size(loader, micro)), accumulate
 
 
-def _auto_workers(trainer: Trainer, train: Any) -> tuple[Iterable, Callable[..., AutoWorkers] | None]:
+def _auto_workers(tuning: Tuning, train: Any) -> tuple[Iterable, Callable[..., AutoWorkers] | None]:
     _need_dataloader(train, "auto")
-    batches = fit_batches(trainer, train)
+    batches = tuning.fit_batches(train)
     if too_short(batches):
         info(
             f"num_workers='auto': the fit loads only {batches} batches, too few to time; "
             f"the loader keeps num_workers={train.num_workers}"
         )
         return train, None
-    processes = max(1, len(trainer._devices)) if trainer.world_size > 1 else 1
-    cpus = max(1, cpu_count() // processes)
+    cpus = max(1, cpu_count() // tuning.processes_per_node)
     return AutoWorkers.start_loader(train), partial(AutoWorkers, fit_batches=batches, max_workers=cpus)
 
 
@@ -109,16 +128,15 @@ def _need_dataloader(train: Any, setting: int | str) -> None:
         )
 
 
-def fit_batches(trainer: Trainer, loader: DataLoader) -> int | float:
+def fit_batches(loader: Any, cfg: TrainerConfig, world_size: int) -> int | float:
     """Train batches this process will load in the fit (math.inf when unbounded or unknown).
 
     From the loader's length (its share under a distributed sampler), `limit_train_batches`,
     `max_epochs` and `max_steps` x accumulation; a resumed fit loads fewer.
     """
-    cfg, world = trainer._cfg, trainer.world_size
     length = loader_length(loader)
-    if length is not None and world > 1 and cfg.use_distributed_sampler:
-        length = math.ceil(length / world)
+    if length is not None and world_size > 1 and cfg.use_distributed_sampler:
+        length = math.ceil(length / world_size)
     limit = cfg.limit_train_batches
     if isinstance(limit, int):
         per_epoch = limit if length is None else min(limit, length)
@@ -132,12 +150,18 @@ def fit_batches(trainer: Trainer, loader: DataLoader) -> int | float:
 
 
 def scale_learning_rates(
-    trainer: Trainer, optimizers: list[Optimizer], schedulers: list[SchedulerConfig]
+    optimizers: list[Optimizer],
+    schedulers: list[SchedulerConfig],
+    train_loader: Any,
+    micro_batches_per_step: int,
+    cfg: TrainerConfig,
 ) -> float:
-    """Scale every param group's rate (and the schedulers' base rates) by the batch ratio; the factor."""
-    cfg = trainer._cfg
-    micro = loader_batch_size(trainer._train_loader, "scale_lr's train dataloader")
-    effective = micro * cfg.accumulate_grad_batches * trainer.world_size
+    """Scale every param group's rate (and the schedulers' base rates) by the batch ratio; the factor.
+
+    `micro_batches_per_step` is the accumulation times the world size.
+    """
+    micro = loader_batch_size(train_loader, "scale_lr's train dataloader")
+    effective = micro * micro_batches_per_step
     ratio = effective / cfg.reference_batch_size
     factor = ratio if cfg.scale_lr == "linear" else math.sqrt(ratio)
     before = optimizers[0].param_groups[0]["lr"]

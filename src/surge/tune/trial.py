@@ -36,9 +36,8 @@ def default_trainer() -> Trainer:
 
 
 def trial_device(trainer: Trainer) -> torch.device:
-    """The device this process trains on (the same rule as `Trainer._setup`)."""
-    devices, local = trainer._devices, trainer.local_rank
-    return trainer._accelerator.device(devices[local] if local < len(devices) else local)
+    """The device this process trains on."""
+    return trainer.root_device
 
 
 @contextlib.contextmanager
@@ -54,7 +53,7 @@ def preserved(model: Module, trainer: Trainer) -> Iterator[None]:
     devices = {name: t.device for name, t in tensors.items()}
     grads = {name: p.grad.detach().clone() for name, p in model.named_parameters() if p.grad is not None}
     modes = {name: m.training for name, m in model.named_modules()}
-    precision_state = copy.deepcopy(trainer._precision.state_dict())
+    precision_state = copy.deepcopy(trainer.precision_plugin.state_dict())
     rng = rng_state()
     previous = model._trainer, model._results, model._device
     try:
@@ -66,7 +65,7 @@ def preserved(model: Module, trainer: Trainer) -> Iterator[None]:
             p.grad = grads.get(name)
         for name, m in model.named_modules():
             m.training = modes.get(name, m.training)
-        trainer._precision.load_state_dict(precision_state)
+        trainer.precision_plugin.load_state_dict(precision_state)
         set_rng_state(rng)
         model._trainer, model._results, model._device = previous
 
@@ -86,7 +85,7 @@ class TrialSteps:
                 "the tuners run automatic optimization; a module with automatic_optimization=False "
                 "steps its own optimizers, so tune it by hand."
             )
-        self.model, self.precision = model, trainer._precision
+        self.model, self.precision = model, trainer.precision_plugin
         self.device = trial_device(trainer)
         model._trainer, model._results = trainer, None  # self.log drops values silently here
         if model._device != self.device or self.precision.param_dtype is not None:

@@ -1,0 +1,60 @@
+"""What the loops work with: plain objects the Trainer builds at setup and hands down.
+
+Nothing here refers back to the Trainer; the one Trainer a loop sees is the first argument it
+passes to callbacks (`Hooks.trainer`), as their public API promises.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..module import Module
+    from ..optim import Optimization
+    from ..precision import Precision
+    from ..profiler import Profiler
+    from ..publisher import MetricsPublisher
+    from ..results import Results
+    from ..signals import SignalFlag
+    from ..strategies import Strategy
+    from .hooks import Hooks
+    from .validation import Validation
+
+
+@dataclass(frozen=True)
+class RunParts:
+    """The parts every loop uses: the module as set up, how it runs, its hooks, where metrics go."""
+
+    module: Module
+    strategy: Strategy
+    precision: Precision
+    hooks: Hooks
+    move: Callable[[Any], Any] | None  # the batch's way to the device (None: it is there already)
+    publisher: MetricsPublisher
+
+
+@dataclass(frozen=True)
+class FitSettings:
+    """The fit's resolved settings (a tuner's decisions included)."""
+
+    accumulate_grad_batches: int
+    max_epochs: int
+    min_epochs: int
+    max_steps: int
+    log_every_n_steps: int  # 0: nothing logs per step (no loggers)
+    batches_per_epoch: int | float  # after limit_train_batches; math.inf without a length
+
+
+@dataclass(frozen=True)
+class FitContext:
+    """Everything a fit's loop uses besides its own counters."""
+
+    parts: RunParts
+    settings: FitSettings
+    optim: Optimization
+    results: Results  # the training step's logged values, kept on the device
+    validation: Validation
+    signals: SignalFlag
+    profiler: Profiler | None

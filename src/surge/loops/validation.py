@@ -1,0 +1,99 @@
+"""Validation inside fit: how many batches, when it runs, and running it without moving training's
+random streams (so training is the same whether and how often it validates)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..data import limit_batches, loader_length
+from ..errors import MisconfigurationError
+from ..seed import rng_untouched
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """Batches per epoch (train, and each val loader) and validation's interval in train batches."""
+
+    train: int | float
+    val: list[int | float]
+    val_every_n_batches: int  # 0: at the epoch's end only
+
+
+def plan_batches(
+    train: Iterable,
+    vals: Sequence[Iterable],
+    limit_train_batches: int | float,
+    limit_val_batches: int | float,
+    val_check_interval: int | float,
+) -> BatchPlan:
+    """The batches a fit runs per epoch, checked against the loaders before any work."""
+    if loader_length(train) == 0:
+        raise MisconfigurationError(
+            "the train dataloader is empty (0 batches): check the dataset and batch_size."
+        )
+    n = limit_batches(train, limit_train_batches, "limit_train_batches")
+    val = [limit_batches(v, limit_val_batches, "limit_val_batches") for v in vals]
+    interval = val_check_interval
+    if isinstance(interval, float):
+        if interval < 1.0 and n == math.inf:
+            raise MisconfigurationError(
+                f"val_check_interval={interval} is a fraction, but the train dataloader has no length; use an int."
+            )
+        every = 0 if interval == 1.0 else max(1, int(n * interval))
+    else:
+        if interval > n:
+            raise MisconfigurationError(
+                f"val_check_interval={interval} is more than the {n} training batches per epoch; use <= {n} or a fraction."
+            )
+        every = interval
+    return BatchPlan(n, val, every)
+
+
+class Validation:
+    """When fit validates, and the run itself (`evaluate(loaders, limits, sanity)` does the work).
+
+    While it runs, `training_rng` holds training's RNG state: what a checkpoint written during
+    validation records.
+    """
+
+    def __init__(
+        self,
+        evaluate: Callable[[list[Iterable], list[int | float], bool], Any],
+        loaders: list[Iterable],
+        plan: BatchPlan,
+        every_n_epochs: int,
+        has_step: bool,
+    ) -> None:
+        self.evaluate, self.loaders, self.plan = evaluate, loaders, plan
+        self.every_n_epochs = every_n_epochs
+        self.enabled = has_step and bool(loaders) and sum(plan.val) > 0
+        self.training_rng: dict[str, Any] | None = None
+
+    def due(self, epoch: int) -> bool:
+        """Whether epoch `epoch` validates (at its end, and at the interval inside it)."""
+        return self.enabled and (epoch + 1) % self.every_n_epochs == 0
+
+    def due_inside(self, epoch: int, batches_done: int) -> bool:
+        """Whether validation runs now, `batches_done` batches into epoch `epoch` (not its end)."""
+        every = self.plan.val_every_n_batches
+        return (
+            bool(every) and batches_done % every == 0 and batches_done < self.plan.train and self.due(epoch)
+        )
+
+    def sanity_limits(self, steps: int) -> list[int | float]:
+        """Batches per loader for a sanity check of `steps` (-1: all); [] when there is none."""
+        if steps == 0 or not self.enabled:
+            return []
+        return [n if steps == -1 else min(n, steps) for n in self.plan.val]
+
+    def run(self, limits: list[int | float] | None = None, sanity: bool = False) -> None:
+        """Validate on every loader, training's RNG (global and CPU generators) left as it was."""
+        with rng_untouched() as training_rng:
+            self.training_rng = training_rng
+            try:
+                self.evaluate(self.loaders, self.plan.val if limits is None else limits, sanity)
+            finally:
+                self.training_rng = None
