@@ -25,12 +25,12 @@ class Registry:
         self._loaded = False
 
     def add(self, name: str, cls: type, aliases: Iterable[str] = ()) -> None:
-        """Register `cls` under `name` and `aliases`; a string already taken is an error."""
+        """Register `cls` under `name` and `aliases`; a string already taken (by another class) is an error."""
         keys = [name, *aliases]
         for key in keys:
             if not isinstance(key, str) or not key:
                 raise MisconfigurationError(f"{self.argument} names are non-empty strings, not {key!r}.")
-            if key in self._keys:
+            if key in self._keys and self._classes[self._keys[key]] is not cls:
                 taken = self._classes[self._keys[key]].__name__
                 raise MisconfigurationError(
                     f"{self.argument}={key!r} is registered already (for {taken}); pick another name."

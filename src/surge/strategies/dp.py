@@ -89,7 +89,9 @@ class DataParallelStrategy(Strategy):
                 f"strategy='dp' runs in one process on one machine, but num_nodes={layout.num_nodes} and "
                 f"WORLD_SIZE={env.world_size}; use strategy='ddp'."
             )
-        return cls(list(layout.devices))
+        strategy = cls(list(layout.devices))
+        strategy.check_layout(layout)
+        return strategy
 
     def __init__(self, device_ids: list[int]) -> None:
         super().__init__()

@@ -14,10 +14,10 @@ class SingleDeviceStrategy(Strategy):
     name = "single"
 
     @classmethod
-    def from_layout(cls, layout: Layout) -> SingleDeviceStrategy:
+    def from_layout(cls, layout: Layout) -> Strategy:
         if layout.processes > 1:
             raise MisconfigurationError(
                 f"strategy='single' runs one process, but devices={layout.requested_devices!r}, "
                 f"num_nodes={layout.num_nodes} ask for {layout.processes}; use strategy='ddp'."
             )
-        return cls()
+        return super().from_layout(layout)
