@@ -16,48 +16,43 @@ from .accelerators import Accelerator
 from .callbacks.base import Callback
 from .config import TrainerConfig
 from .errors import MisconfigurationError, SurgeTypeError
-from .launch.environment import detect
+from .launch.environment import ClusterEnvironment
 from .loggers.base import Logger
 from .module import Module
 from .precision import Precision
-from .strategies import DataParallelStrategy, DDPStrategy, FSDPStrategy, SingleDeviceStrategy, Strategy
-from .strategies.parallel import ProcessGroupStrategy
+from .registry import STRATEGIES
+from .strategies import Layout, Strategy
 
 
 def build_strategy(
-    strategy: str | Strategy, cfg: TrainerConfig, accelerator: Accelerator, devices: list[int]
+    strategy: str | Strategy,
+    cfg: TrainerConfig,
+    accelerator: Accelerator,
+    devices: list[int],
+    env: ClusterEnvironment,
 ) -> Strategy:
-    """The strategy for `strategy=`, checked against the devices and the launch environment."""
-    env = detect()
+    """The strategy for `strategy=` (a registered name, "auto", or an object), checked against the
+    devices and the launch environment `env`."""
+    layout = strategy_layout(cfg, accelerator, devices, env)
+    if isinstance(strategy, Strategy):
+        strategy.check_layout(layout)
+        return strategy
+    if strategy == "auto":
+        strategy = "single" if layout.processes == 1 and env.world_size == 1 else "ddp"
+    return STRATEGIES.get(strategy).from_layout(layout)
+
+
+def strategy_layout(
+    cfg: TrainerConfig, accelerator: Accelerator, devices: list[int], env: ClusterEnvironment
+) -> Layout:
+    """The processes the Trainer's arguments ask for; under a launcher with `devices="auto"`, its own."""
     per_node, nodes = len(devices), cfg.num_nodes
     if env.world_size > 1 and cfg.devices == "auto" and cfg.num_nodes == 1:
         per_node, nodes = env.local_world_size, env.num_nodes  # the launcher decided
-    if isinstance(strategy, ProcessGroupStrategy):
-        strategy.configure(per_node, nodes)
-    if isinstance(strategy, Strategy):
-        return strategy
-    if strategy == "dp":
-        if accelerator.name != "cuda":
-            raise MisconfigurationError(
-                f"strategy='dp' splits batches over CUDA devices, but accelerator={accelerator.name!r}; "
-                "use strategy='ddp' (faster anyway, and it runs on CPU)."
-            )
-        if nodes > 1 or env.world_size > 1:
-            raise MisconfigurationError(
-                f"strategy='dp' runs in one process on one machine, but num_nodes={nodes} and "
-                f"WORLD_SIZE={env.world_size}; use strategy='ddp'."
-            )
-        return DataParallelStrategy(list(devices))
-    if strategy == "single" or (strategy == "auto" and per_node * nodes == 1 and env.world_size == 1):
-        if per_node * nodes > 1:
-            raise MisconfigurationError(
-                f"strategy='single' runs one process, but devices={cfg.devices!r}, num_nodes={nodes} "
-                f"ask for {per_node * nodes}; use strategy='ddp'."
-            )
-        return SingleDeviceStrategy()
-    group = FSDPStrategy() if strategy == "fsdp" else DDPStrategy()
-    group.configure(per_node, nodes)
-    return group
+    return Layout(
+        accelerator=accelerator, devices=list(devices), requested_devices=cfg.devices,
+        processes_per_node=per_node, num_nodes=nodes, env=env,
+    )  # fmt: skip
 
 
 def build_callbacks(cfg: TrainerConfig) -> list[Callback]:

@@ -13,16 +13,11 @@ import torch
 from .errors import MisconfigurationError, SurgeTypeError, bad_value
 from .paths import user_dir
 from .profiler.base import Profiler
+from .registry import PRECISIONS, STRATEGIES
 
-PRECISION_ALIASES: dict[str, str] = {
-    "32": "32-true", "32-true": "32-true", "64": "64-true", "64-true": "64-true",
-    "16": "16-mixed", "16-mixed": "16-mixed", "bf16": "bf16-mixed", "bf16-mixed": "bf16-mixed",
-    "16-true": "16-true", "bf16-true": "bf16-true",
-}  # fmt: skip
 ACCELERATORS = ("auto", "cpu", "cuda", "gpu", "mps")
 PROFILER_NAMES = ("simple", "advanced", "pytorch")
 NONFINITE_MODES = ("raise", "skip", "warn")
-STRATEGIES = ("auto", "single", "ddp", "dp", "fsdp")
 MATMUL_PRECISIONS = ("highest", "high", "medium")
 
 
@@ -67,7 +62,7 @@ class TrainerConfig:
     accumulate_grad_batches: int = 1
     gradient_clip_val: float | None = None
     gradient_clip_algorithm: str = "norm"
-    precision: str | int = "32-true"
+    precision: Any = "32-true"
     accelerator: str = "auto"
     devices: int | str | list[int] = "auto"
     strategy: Any = "auto"
@@ -122,10 +117,7 @@ class TrainerConfig:
         if self.accelerator not in ACCELERATORS:
             raise bad_value("accelerator", self.accelerator, f"one of {ACCELERATORS}")
         self._check_devices()
-        from .strategies.base import Strategy
-
-        if not isinstance(self.strategy, Strategy) and self.strategy not in STRATEGIES:
-            raise bad_value("strategy", self.strategy, f"one of {STRATEGIES} or a Strategy object")
+        self._check_strategy()
         _check_int("num_nodes", self.num_nodes, 1, "an int >= 1")
         self._check_callbacks()
         for name in (
@@ -228,12 +220,31 @@ class TrainerConfig:
             raise bad_value("gradient_clip_algorithm", self.gradient_clip_algorithm, '"norm" or "value"')
 
     @staticmethod
-    def _normalise_precision(value: Any) -> str:
-        key = str(value) if _is_int(value) or isinstance(value, str) else None
-        if key not in PRECISION_ALIASES:
-            allowed = sorted({*PRECISION_ALIASES.values()})
-            raise bad_value("precision", value, f"one of {allowed} (aliases: 32, 64, 16, '16', 'bf16')")
-        return PRECISION_ALIASES[key]
+    def _normalise_precision(value: Any) -> Any:
+        """A registered name for a name or an alias (ints too: 16 is "16"); a Precision object as it is."""
+        from .precision.base import Precision
+
+        if isinstance(value, Precision):
+            return value
+        name = PRECISIONS.name_of(str(value) if _is_int(value) else value)
+        if name is None:
+            aliases = ", ".join(a if a.isdigit() else repr(a) for a in PRECISIONS.aliases)
+            raise bad_value(
+                "precision",
+                value,
+                f"one of {sorted(PRECISIONS.names)} (aliases: {aliases}) or a surge.precision.Precision",
+            )
+        return name
+
+    def _check_strategy(self) -> None:
+        from .strategies.base import Strategy
+
+        if isinstance(self.strategy, Strategy) or self.strategy == "auto":
+            return
+        if STRATEGIES.name_of(self.strategy) is None:
+            allowed = ("auto", *STRATEGIES.names)
+            raise bad_value("strategy", self.strategy, f"one of {allowed} or a Strategy object")
+        self.strategy = STRATEGIES.name_of(self.strategy)
 
     def _check_devices(self) -> None:
         d = self.devices

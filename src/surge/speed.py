@@ -37,10 +37,10 @@ def apply_backend_flags(benchmark: bool | None, matmul_precision: str | None) ->
         torch.set_float32_matmul_precision(matmul_precision)
 
 
-def tensor_core_hint(device: torch.device, precision_name: str) -> None:
+def tensor_core_hint(device: torch.device, precision: Any) -> None:
     """Say once when fp32 runs on a GPU with tensor cores that bf16 or TF32 would be faster."""
     global _hinted
-    if _hinted or device.type != "cuda" or precision_name != "32-true":
+    if _hinted or device.type != "cuda" or not precision.fp32_matmuls:
         return
     if torch.cuda.get_device_capability(device)[0] >= 8 and torch.get_float32_matmul_precision() == "highest":
         _hinted = True

@@ -18,6 +18,7 @@ from .callbacks.base import Callback
 from .config import TrainerConfig
 from .datamodule import DataModule
 from .errors import MisconfigurationError, SurgeTypeError
+from .launch.environment import detect
 from .loggers.base import Logger
 from .loops.context import FitContext, FitSettings, RunParts
 from .loops.evaluate import run_evaluation
@@ -64,7 +65,7 @@ class Trainer:
         accumulate_grad_batches: int = 1,
         gradient_clip_val: float | None = None,
         gradient_clip_algorithm: str = "norm",
-        precision: str | int = "32-true",
+        precision: str | int | Precision = "32-true",
         accelerator: str = "auto",
         devices: int | str | list[int] = "auto",
         strategy: str | Strategy = "auto",
@@ -95,7 +96,7 @@ class Trainer:
         self._cfg = cfg = TrainerConfig(**{**args, "callbacks": callbacks or []})
         self._accelerator = resolve_accelerator(cfg.accelerator)
         self._devices = resolve_devices(self._accelerator, cfg.devices)
-        self._strategy = build_strategy(cfg.strategy, cfg, self._accelerator, self._devices)
+        self._strategy = build_strategy(cfg.strategy, cfg, self._accelerator, self._devices, detect())
         self._precision: Precision = precision_plugin(cfg.precision, self._accelerator.name)
         self._strategy.connect_precision(self._precision)
         self.profiler: Profiler | None = build_profiler(cfg.profiler)
@@ -147,7 +148,7 @@ class Trainer:
             speed.compile_module(model, cfg.compile)
             model._surge_compiled = True
         model._device = _first_param_device(model, self._strategy.device)
-        speed.tensor_core_hint(model._device, self._precision.name)
+        speed.tensor_core_hint(model._device, self._precision)
         hooks = Hooks(self, model, [*self.callbacks, *(self.profiler.callbacks() if self.profiler else ())])
         self._hooks = hooks
         move = batch_mover(model, self._precision, cfg.channels_last)

@@ -1,9 +1,8 @@
-"""Precision plugins, one family per file, chosen by `precision=`."""
+"""Precision plugins, one family per file, chosen by `precision=`; each file registers its names."""
 
 from __future__ import annotations
 
-import torch
-
+from ..registry import PRECISIONS, register_precision
 from .base import Precision
 from .full import DoublePrecision, FullPrecision
 from .half import HalfPrecision
@@ -16,16 +15,12 @@ __all__ = [
     "MixedPrecision",
     "Precision",
     "precision_plugin",
+    "register_precision",
 ]
 
 
-def precision_plugin(name: str, device_type: str) -> Precision:
-    """The plugin for a normalised precision name (see `config.PRECISION_ALIASES`) on a device type."""
-    if name == "32-true":
-        return FullPrecision()
-    if name == "64-true":
-        return DoublePrecision()
-    dtype = torch.float16 if name.startswith("16") else torch.bfloat16
-    if name.endswith("-mixed"):
-        return MixedPrecision(dtype, device_type)
-    return HalfPrecision(dtype)
+def precision_plugin(precision: str | Precision, device_type: str) -> Precision:
+    """The plugin for a registered precision name on a device type; a plugin object as it is."""
+    if isinstance(precision, Precision):
+        return precision
+    return PRECISIONS.get(precision).from_name(precision, device_type)

@@ -14,11 +14,19 @@ from torch.optim import Optimizer
 class Precision:
     """Full precision of the module's own dtype; the base of every precision plugin.
 
-    A plugin owns all numeric-format decisions: the loops only call these methods.
+    A plugin owns all numeric-format decisions: the loops only call these methods. A subclass
+    registers its name with `surge.precision.register_precision` to be chosen by `precision="..."`,
+    or is passed as an object, `Trainer(precision=MyPrecision())`.
     """
 
-    name = "32-true"
+    name = "custom"  # what messages and `trainer.precision_plugin.name` call it
     param_dtype: torch.dtype | None = None  # set by "-true" plugins that cast the module
+    fp32_matmuls = False  # True when matmuls run in plain fp32 (tensor cores would be faster)
+
+    @classmethod
+    def from_name(cls, name: str, device_type: str) -> Precision:
+        """The plugin for the registered `name` on `device_type` ("cpu", "cuda", "mps")."""
+        return cls()
 
     def forward_context(self) -> contextlib.AbstractContextManager:
         """The context every step hook runs in (autocast for mixed modes)."""
@@ -48,6 +56,13 @@ class Precision:
             clip()
         optimizer.step()
         return True
+
+    def shard_loss_scaling(self) -> None:
+        """Make loss scaling agree across shards (a sharding strategy calls this); nothing to scale here."""
+
+    def sharded_dtypes(self) -> tuple[torch.dtype, torch.dtype] | None:
+        """(parameter dtype, gradient-reduction dtype) for a sharding strategy's gathers; None: as stored."""
+        return None
 
     def after_optimizer_steps(self) -> None:
         """Called once after every optimizer of a step has stepped (the fp16 scaler updates here)."""

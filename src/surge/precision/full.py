@@ -7,15 +7,19 @@ from typing import Any
 import torch
 
 from ..data import cast_floating
+from ..registry import register_precision
 from .base import Precision
 
 
+@register_precision("32-true", aliases=("32",))
 class FullPrecision(Precision):
     """fp32 as the module defines it; nothing to do per step."""
 
     name = "32-true"
+    fp32_matmuls = True
 
 
+@register_precision("64-true", aliases=("64",))
 class DoublePrecision(Precision):
     """float64 parameters and inputs: for numerics checks, not for speed."""
 

@@ -13,15 +13,22 @@ from typing import Any
 import torch
 
 from ..data import cast_floating
+from ..registry import register_precision
 from .base import Precision
 
 
+@register_precision("bf16-true")
+@register_precision("16-true")
 class HalfPrecision(Precision):
     """Parameters, buffers and floating-point inputs in `dtype`."""
 
     def __init__(self, dtype: torch.dtype) -> None:
         self.param_dtype = dtype
         self.name = "16-true" if dtype == torch.float16 else "bf16-true"
+
+    @classmethod
+    def from_name(cls, name: str, device_type: str) -> HalfPrecision:
+        return cls(torch.float16 if name == "16-true" else torch.bfloat16)
 
     def convert_module(self, module: torch.nn.Module) -> torch.nn.Module:
         return module.to(self.param_dtype)

@@ -7,6 +7,7 @@ nowhere else. bf16 has fp32's range and needs none.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -14,9 +15,12 @@ import torch
 from torch import Tensor
 from torch.optim import Optimizer
 
+from ..registry import register_precision
 from .base import Precision
 
 
+@register_precision("bf16-mixed", aliases=("bf16",))
+@register_precision("16-mixed", aliases=("16",))
 class MixedPrecision(Precision):
     """Autocast to `dtype` on `device_type`; with fp16, a dynamic `torch.amp.GradScaler`.
 
@@ -34,6 +38,10 @@ class MixedPrecision(Precision):
         self.scaler = scaler
         self._skipped = 0
         self._unscaled: set[int] = set()
+
+    @classmethod
+    def from_name(cls, name: str, device_type: str) -> MixedPrecision:
+        return cls(torch.float16 if name == "16-mixed" else torch.bfloat16, device_type)
 
     def forward_context(self) -> torch.autocast:
         return torch.autocast(self.device_type, dtype=self.dtype)
@@ -59,6 +67,21 @@ class MixedPrecision(Precision):
         self.scaler.step(optimizer)
         self._skipped += skipped
         return not skipped
+
+    def shard_loss_scaling(self) -> None:
+        """fp16: a `ShardedGradScaler`, so every rank skips the same steps."""
+        if self.scaler is None:
+            return
+        from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
+
+        self.scaler = ShardedGradScaler(self.device_type)
+        # The scaler multiplies sharded gradients by its 1-element scale; torch warns about that
+        # shape on every step, though the result is right.
+        warnings.filterwarnings("ignore", message="Found a non-scalar tensor with numel=1")
+
+    def sharded_dtypes(self) -> tuple[torch.dtype, torch.dtype]:
+        """Gather parameters in 16 bits, reduce gradients in fp32."""
+        return self.dtype, torch.float32
 
     def after_optimizer_steps(self) -> None:
         if self.scaler is not None:

@@ -93,9 +93,9 @@ class Doctor:
                 "(non-final micro-batches skip the allreduce)",
                 "numbers": {"share": comm},
             })  # fmt: skip
-        if t.strategy.name == "dp":
-            out.append({"kind": "strategy", "message": 'strategy="dp" copies the weights to every GPU each step; '
-                        'strategy="ddp" is faster (one process per GPU, only gradients travel)', "numbers": {}})  # fmt: skip
+        advice = t.strategy.speed_advice()
+        if advice:
+            out.append({"kind": "strategy", "message": advice, "numbers": {}})
         device = t.lightning_module.device
         if device.type == "cuda":
             out += self._gpu_findings(device, report)
@@ -143,7 +143,7 @@ class Doctor:
         out = []
         t = self.trainer
         major, _ = torch.cuda.get_device_capability(device)
-        if t.precision_plugin.name == "32-true" and major >= 8:
+        if t.precision_plugin.fp32_matmuls and major >= 8:
             out.append({"kind": "precision", "message": 'fp32 on a GPU with tensor cores: precision="bf16-mixed" '
                         "(about 2x the matmul throughput, half the activation memory)", "numbers": {"capability": major}})  # fmt: skip
         peak, total = report["peak_memory_bytes"], torch.cuda.get_device_properties(device).total_memory

@@ -35,24 +35,22 @@ class SimpleProfiler(Profiler):
         return [_ValidationTimer(self)]
 
     def _hook_communication(self, trainer: Any) -> None:
-        wrapped = getattr(trainer.strategy, "wrapped", None)
-        if trainer.strategy.name != "ddp" or wrapped is None:
-            return
-        from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
-
         timer = self.timer
 
-        def timed_allreduce(state, bucket):  # noqa: ANN001 - DDP checks these annotations, so none
-            t0 = time.perf_counter()
-            fut = allreduce_hook(state, bucket)
+        def timing(allreduce_hook: Any) -> Any:
+            def timed_allreduce(state, bucket):  # noqa: ANN001 - DDP checks these annotations, so none
+                t0 = time.perf_counter()
+                fut = allreduce_hook(state, bucket)
 
-            def done(f: Any) -> Any:
-                timer.add_comm(time.perf_counter() - t0)
-                return f.value()[0] if isinstance(f.value(), list) else f.value()
+                def done(f: Any) -> Any:
+                    timer.add_comm(time.perf_counter() - t0)
+                    return f.value()[0] if isinstance(f.value(), list) else f.value()
 
-            return fut.then(done)
+                return fut.then(done)
 
-        wrapped.register_comm_hook(None, timed_allreduce)
+            return timed_allreduce
+
+        trainer.strategy.wrap_gradient_allreduce(timing)
 
     def instrument(self, parts: LoopParts) -> LoopParts:
         timer = self.timer

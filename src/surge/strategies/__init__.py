@@ -1,9 +1,18 @@
-"""Strategies: how processes, devices and the module are arranged."""
+"""Strategies: how processes, devices and the module are arranged; each file registers its name."""
 
-from .base import Strategy
+from ..registry import register_strategy
+from .base import Layout, Strategy
 from .ddp import DDPStrategy
 from .dp import DataParallelStrategy
 from .fsdp import FSDPStrategy
 from .single import SingleDeviceStrategy
 
-__all__ = ["DataParallelStrategy", "DDPStrategy", "FSDPStrategy", "SingleDeviceStrategy", "Strategy"]
+__all__ = [
+    "DataParallelStrategy",
+    "DDPStrategy",
+    "FSDPStrategy",
+    "Layout",
+    "SingleDeviceStrategy",
+    "Strategy",
+    "register_strategy",
+]

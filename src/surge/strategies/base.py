@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor, nn
@@ -15,9 +16,33 @@ from ..checkpoint import apply_model_state, bare_state_dict, check_layout, load_
 from ..errors import CheckpointError
 from ..results import Reducer
 
+if TYPE_CHECKING:
+    from ..accelerators import Accelerator
+    from ..launch.environment import ClusterEnvironment
+
+
+@dataclass(frozen=True, kw_only=True)
+class Layout:
+    """What a strategy is asked to run on: the Trainer's devices and nodes, and the launch environment."""
+
+    accelerator: Accelerator
+    devices: list[int]  # this node's device indices, resolved
+    requested_devices: Any  # `devices=` as the user gave it (for messages)
+    processes_per_node: int
+    num_nodes: int
+    env: ClusterEnvironment
+
+    @property
+    def processes(self) -> int:
+        return self.processes_per_node * self.num_nodes
+
 
 class Strategy:
-    """One process, one device. Distributed strategies override what differs."""
+    """One process, one device. Distributed strategies override what differs.
+
+    A subclass registers its name with `surge.strategies.register_strategy` to be chosen by
+    `strategy="..."`, or is passed as an object, `Trainer(strategy=MyStrategy())`.
+    """
 
     name = "single"
     syncs_late = True  # gradients skipped under no_sync can be averaged by average_gradients()
@@ -25,6 +50,16 @@ class Strategy:
     def __init__(self) -> None:
         self.device = torch.device("cpu")
         self.module: nn.Module | None = None
+
+    @classmethod
+    def from_layout(cls, layout: Layout) -> Strategy:
+        """The strategy for its registered name on `layout`, after checking it can run there."""
+        strategy = cls()
+        strategy.check_layout(layout)
+        return strategy
+
+    def check_layout(self, layout: Layout) -> None:
+        """Check (and plan for) the devices, nodes and environment; also run for a user's object."""
 
     # -- ranks -----------------------------------------------------------------------------
     global_rank = 0
@@ -160,6 +195,15 @@ class Strategy:
 
     def explain_failure(self, err: BaseException) -> None:
         """Add what the strategy knows about why the run failed (e.g. a collective timeout)."""
+
+    def speed_advice(self) -> str | None:
+        """A known cost of this strategy and what is faster, for the doctor's findings; None: nothing."""
+        return None
+
+    def wrap_gradient_allreduce(self, wrap: Callable[[Callable[..., Any]], Callable[..., Any]]) -> bool:
+        """Run the gradient all-reduce as `wrap(default_hook)` (DDP's comm-hook signature), e.g. to time
+        it; False when this strategy has no such all-reduce."""
+        return False
 
     def teardown(self, failed: bool = False) -> None:
         """Release processes and devices (`failed`: the run raised; don't wait for peers)."""

@@ -13,6 +13,7 @@ from typing import Any
 import torch.distributed as dist
 from torch import nn
 
+from ..registry import register_strategy
 from .base import _spans_devices
 from .parallel import ProcessGroupStrategy
 
@@ -31,6 +32,7 @@ class _TrainingStep(nn.Module):
         return self.module.training_step(*args)
 
 
+@register_strategy("ddp")
 class DDPStrategy(ProcessGroupStrategy):
     """`torch.nn.parallel.DistributedDataParallel` over `world_size` processes."""
 
@@ -73,6 +75,14 @@ class DDPStrategy(ProcessGroupStrategy):
 
     def no_sync(self) -> contextlib.AbstractContextManager:
         return self.wrapped.no_sync() if self.wrapped is not None else contextlib.nullcontext()
+
+    def wrap_gradient_allreduce(self, wrap: Callable[[Callable[..., Any]], Callable[..., Any]]) -> bool:
+        if self.wrapped is None:
+            return False
+        from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+
+        self.wrapped.register_comm_hook(None, wrap(allreduce_hook))
+        return True
 
     def average_gradients(self, module: nn.Module) -> None:
         for p in module.parameters():

@@ -23,8 +23,9 @@ from torch import Tensor, nn
 
 from ..errors import MisconfigurationError
 from ..rank_zero import warn
+from ..registry import register_strategy
 from ..results import infer_batch_size
-from .base import Strategy
+from .base import Layout, Strategy
 
 
 def chunk_sizes(batch_size: int, devices: int) -> list[int]:
@@ -69,10 +70,28 @@ class _ReplicaStep(nn.Module):
         return out, [log]
 
 
+@register_strategy("dp")
 class DataParallelStrategy(Strategy):
     """Split each batch over `device_ids` (CUDA) in one process."""
 
     name = "dp"
+
+    @classmethod
+    def from_layout(cls, layout: Layout) -> DataParallelStrategy:
+        name, env = layout.accelerator.name, layout.env
+        if name != "cuda":
+            raise MisconfigurationError(
+                f"strategy='dp' splits batches over CUDA devices, but accelerator={name!r}; "
+                "use strategy='ddp' (faster anyway, and it runs on CPU)."
+            )
+        if layout.num_nodes > 1 or env.world_size > 1:
+            raise MisconfigurationError(
+                f"strategy='dp' runs in one process on one machine, but num_nodes={layout.num_nodes} and "
+                f"WORLD_SIZE={env.world_size}; use strategy='ddp'."
+            )
+        strategy = cls(list(layout.devices))
+        strategy.check_layout(layout)
+        return strategy
 
     def __init__(self, device_ids: list[int]) -> None:
         super().__init__()
@@ -96,6 +115,12 @@ class DataParallelStrategy(Strategy):
             _ReplicaStep(module), device_ids=self.device_ids, output_device=self.device
         )
         return module
+
+    def speed_advice(self) -> str:
+        return (
+            'strategy="dp" copies the weights to every GPU each step; '
+            'strategy="ddp" is faster (one process per GPU, only gradients travel)'
+        )
 
     def step_fn(self, module: nn.Module, hook: str) -> Callable[..., Any]:
         if hook != "training_step" or self.wrapped is None:

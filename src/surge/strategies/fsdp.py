@@ -14,18 +14,17 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-import warnings
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-import torch
 from torch import nn
 from torch.optim import Optimizer
 
 from ..checkpoint import clean_state_dict
 from ..errors import CheckpointError, MisconfigurationError, SurgeTypeError
-from ..precision import MixedPrecision, Precision
+from ..precision import Precision
+from ..registry import register_strategy
 from .base import _spans_devices
 from .parallel import ProcessGroupStrategy
 
@@ -42,6 +41,7 @@ def _fsdp() -> Any:
     return fsdp
 
 
+@register_strategy("fsdp")
 class FSDPStrategy(ProcessGroupStrategy):
     """Shard the model over `world_size` processes with FSDP2.
 
@@ -89,13 +89,7 @@ class FSDPStrategy(ProcessGroupStrategy):
         """Mixed precision runs through FSDP's policy (16-bit gathers, fp32 gradient reduction);
         fp16's loss scaler must agree across shards on skipped steps."""
         self.precision = precision
-        if isinstance(precision, MixedPrecision) and precision.scaler is not None:
-            from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
-
-            precision.scaler = ShardedGradScaler(precision.device_type)
-            # The scaler multiplies sharded gradients by its 1-element scale; torch warns about
-            # that shape on every step, though the result is right.
-            warnings.filterwarnings("ignore", message="Found a non-scalar tensor with numel=1")
+        precision.shard_loss_scaling()
 
     # -- set-up ----------------------------------------------------------------------------
     def setup_module(self, module: nn.Module) -> nn.Module:
@@ -119,10 +113,9 @@ class FSDPStrategy(ProcessGroupStrategy):
 
     def _shard_options(self, fsdp: Any) -> dict[str, Any]:
         options: dict[str, Any] = {"reshard_after_forward": self.reshard_after_forward}
-        if isinstance(self.precision, MixedPrecision):
-            options["mp_policy"] = fsdp.MixedPrecisionPolicy(
-                param_dtype=self.precision.dtype, reduce_dtype=torch.float32
-            )
+        dtypes = self.precision.sharded_dtypes() if self.precision is not None else None
+        if dtypes is not None:
+            options["mp_policy"] = fsdp.MixedPrecisionPolicy(param_dtype=dtypes[0], reduce_dtype=dtypes[1])
         if self.cpu_offload:
             options["offload_policy"] = fsdp.CPUOffloadPolicy()
         return options

@@ -19,7 +19,7 @@ from torch import Tensor, nn
 from ..errors import MisconfigurationError
 from ..launch.environment import ClusterEnvironment, detect
 from ..launch.subprocess_launcher import SubprocessLauncher
-from .base import Strategy
+from .base import Layout, Strategy
 
 _OPS = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}
 
@@ -63,6 +63,9 @@ class ProcessGroupStrategy(Strategy):
     @property
     def reducer(self) -> ProcessGroupStrategy:
         return self
+
+    def check_layout(self, layout: Layout) -> None:
+        self.configure(layout.processes_per_node, layout.num_nodes)
 
     def configure(self, processes_per_node: int, num_nodes: int) -> None:
         """Check the environment agrees with `devices` and `num_nodes`; plan a launch if alone."""
