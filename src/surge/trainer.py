@@ -29,9 +29,9 @@ from .paths import writable_dir
 from .precision import Precision, precision_plugin
 from .profiler import Profiler, build_profiler
 from .profiler.doctor import DOCTOR_ENV, doctor_overrides
-from .rank_zero import info, warn
+from .rank_zero import info
 from .results import Results
-from .run_state import checkpoint_state, find_checkpoint, restore_state
+from .run_state import checkpoint_state, find_checkpoint, restore_model, restore_state
 from .seed import rng_untouched, set_rng_state
 from .signals import Preempted, SignalFlag, guard_workers
 from .strategies import Strategy
@@ -404,16 +404,13 @@ class Trainer:
             )
         self._setup(model, stage)
         loaders = [self._prepare_loader(v) for v in loaders]
-        path = find_checkpoint(self, ckpt_path) if ckpt_path is not None else None
-        if ckpt_path == "auto" and path is None:
+        found = find_checkpoint(self, ckpt_path) if ckpt_path is not None else None
+        if ckpt_path == "auto" and found is None:
             info(
                 f'{stage}(ckpt_path="auto"): no checkpoint under {self.default_root_dir}; using the current weights'
             )
-        if path is not None:
-            ckpt = self._strategy.load_checkpoint(path)
-            problems = self._strategy.restore_model(model, ckpt, path, strict=model.strict_loading)
-            if problems:
-                warn(f"{path}: strict_loading=False, loaded the weights that match; " + "; ".join(problems))
+        if found is not None:
+            restore_model(self._strategy, model, found.state, found.path)
         return model, loaders
 
     def _loaders(self, given: Any, hook: str, model: Module, arg: str) -> list[Iterable]:
