@@ -22,8 +22,7 @@ from .seed import rng_state
 from .shard_files import is_sharded
 
 if TYPE_CHECKING:
-    from torch import nn
-
+    from .module import Module
     from .strategies.base import Strategy
     from .trainer import Trainer
 
@@ -51,7 +50,7 @@ def state_parts(trainer: Trainer) -> dict[str, Part]:
     """The run's stateful parts by name, in the order they are restored (the optimizers after the
     model, the loop and its window's gradients after the optimizers)."""
     strategy, module = trainer._strategy, trainer._module
-    parts = {
+    return {
         "model": _model_part(strategy, module),
         "optimizers": _optimizers_part(trainer),
         "precision": Part(
@@ -63,7 +62,6 @@ def state_parts(trainer: Trainer) -> dict[str, Part]:
         "datamodule": _datamodule_part(trainer.datamodule),
         "rng": Part(lambda state: state.update(rng=trainer.training_rng or rng_state()), None),
     }
-    return parts
 
 
 def checkpoint_state(trainer: Trainer, weights_only: bool = False) -> dict[str, Any]:
@@ -72,7 +70,8 @@ def checkpoint_state(trainer: Trainer, weights_only: bool = False) -> dict[str, 
 
     loop, parts = trainer.fit_loop, state_parts(trainer)
     state: dict[str, Any] = {"epoch": loop.epoch, "global_step": loop.global_step}
-    parts["model"].save(state)
+    for name in WEIGHTS_ONLY:
+        parts[name].save(state)
     state["surge"] = {"version": __version__, "torch_version": str(torch.__version__)}
     if weights_only:
         return state
@@ -99,7 +98,7 @@ def restore_state(trainer: Trainer, found: Found) -> dict[str, Any] | None:
     return ckpt.get("rng")
 
 
-def restore_model(strategy: Strategy, module: nn.Module, ckpt: Mapping[str, Any], path: Path) -> None:
+def restore_model(strategy: Strategy, module: Module, ckpt: Mapping[str, Any], path: Path) -> None:
     """Load a checkpoint's weights into `module` (a resumed fit and validate/test/predict alike);
     with `module.strict_loading` False, what did not match is left out and named in a warning."""
     problems = strategy.restore_model(module, ckpt, path, strict=module.strict_loading)
@@ -107,7 +106,7 @@ def restore_model(strategy: Strategy, module: nn.Module, ckpt: Mapping[str, Any]
         warn(f"{path}: strict_loading=False, loaded the weights that match; " + "; ".join(problems))
 
 
-def _model_part(strategy: Strategy, module: Any) -> Part:
+def _model_part(strategy: Strategy, module: Module) -> Part:
     def save(state: dict[str, Any]) -> None:
         state["state_dict"] = strategy.model_state_dict(module)
         state["hyper_parameters"] = plain(dict(module.hparams))
