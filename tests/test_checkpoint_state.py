@@ -4,6 +4,7 @@ the checkpoint it chooses once (one verified load, one `torch.load` of the file)
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 
 import pytest
@@ -116,3 +117,40 @@ def test_fit_with_auto_reads_the_checkpoint_it_resumes_from_once(tmp_path, torch
     assert strategy.loads == [damaged, last]
     assert spy.seen.count(last.resolve()) == 1 and spy.seen.count(damaged.resolve()) <= 1, spy.seen
     assert again.global_step == trainer.global_step and same_params(params_of(resumed), params_of(model))
+
+
+class WithBuffer(TinyModel):
+    """TinyModel plus a buffer no checkpoint of TinyModel has; loads what matches."""
+
+    strict_loading = False
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("extra", torch.full((2,), 7.0))
+
+
+def _restore_warnings(run) -> list[str]:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        run()
+    return [str(w.message) for w in caught if "strict_loading" in str(w.message)]
+
+
+def test_a_resumed_fit_and_validate_restore_the_model_the_same_way(tmp_path):
+    train, val = make_loaders()
+    trainer = fast_trainer(max_steps=2, default_root_dir=tmp_path)
+    model = TinyModel()
+    trainer.fit(model, train)
+    path = tmp_path / "m.ckpt"
+    trainer.save_checkpoint(path)
+    resumed, evaluated = WithBuffer(), WithBuffer()
+    fit_says = _restore_warnings(
+        lambda: fast_trainer(max_steps=2, default_root_dir=tmp_path).fit(resumed, train, ckpt_path=path)
+    )
+    eval_says = _restore_warnings(
+        lambda: fast_trainer(default_root_dir=tmp_path).validate(evaluated, val, ckpt_path=path)
+    )
+    assert fit_says == eval_says and len(fit_says) == 1 and "missing keys: ['extra']" in fit_says[0]
+    for restored in (resumed, evaluated):
+        assert torch.equal(restored.net[0].weight, model.net[0].weight)
+        assert torch.equal(restored.extra, torch.full((2,), 7.0))
