@@ -23,6 +23,9 @@ from torch import Tensor
 
 from .errors import CheckpointError
 
+# Model-weight helpers live in `model_state`; these names stay importable from here too.
+from .model_state import apply_model_state, bare_state_dict, clean_state_dict, wrapper_prefixes  # noqa: F401
+
 FORMAT_VERSION = 2
 # Where a checkpoint's digest lives: a zip record of its own beside torch's `data.pkl`, holding the
 # digest of the whole loaded dict ("surge" included). The pickle's "surge" key and this record each
@@ -31,51 +34,7 @@ _DIGEST_RECORD = ".data/surge_digest"
 _DIGEST_PREFIX = "blake2b-160:"
 _DIGEST_MAX = 64  # bytes: a record any larger is damaged (and never read into memory)
 _DIGEST_RE = re.compile(rb"^blake2b-160:([0-9a-f]{40})$")
-_PREFIXES = ("module.", "_orig_mod.")
 _TMP_RE = re.compile(r"^\..+\.tmp-(\d+)-[0-9a-f]{8}$")
-
-
-def clean_state_dict(state_dict: Mapping[str, Any]) -> dict[str, Any]:
-    """Keys without leading `module.` (DataParallel/DDP) and any `_orig_mod.` (torch.compile)."""
-    cleaned = {}
-    for key, value in state_dict.items():
-        while key.startswith(_PREFIXES):
-            key = key.split(".", 1)[1]
-        cleaned[key.replace("._orig_mod.", ".")] = value
-    return cleaned
-
-
-def wrapper_prefixes(module: torch.nn.Module) -> list[tuple[str, str]]:
-    """(wrapped, bare) key prefixes for every DataParallel/DDP/compile wrapper inside `module`."""
-    from torch.nn.parallel import DataParallel, DistributedDataParallel
-
-    pairs = []
-    for name, sub in module.named_modules():
-        attr = "module" if isinstance(sub, DataParallel | DistributedDataParallel) else None
-        if attr is None and type(sub).__name__ == "OptimizedModule" and hasattr(sub, "_orig_mod"):
-            attr = "_orig_mod"
-        if attr is not None:
-            base = f"{name}." if name else ""
-            pairs.append((f"{base}{attr}.", base))
-    return sorted(pairs, key=lambda pair: -len(pair[0]))
-
-
-def bare_key(key: str, prefixes: list[tuple[str, str]]) -> str:
-    """`key` with the wrapper segments of `prefixes` removed (innermost wrapper first)."""
-    changed = True
-    while changed:
-        changed = False
-        for wrapped, bare in prefixes:
-            if key.startswith(wrapped):
-                key, changed = bare + key[len(wrapped) :], True
-                break
-    return key
-
-
-def bare_state_dict(module: torch.nn.Module) -> dict[str, Any]:
-    """The module's state dict as the unwrapped model would name it."""
-    prefixes = wrapper_prefixes(module)
-    return clean_state_dict({bare_key(k, prefixes): v for k, v in module.state_dict().items()})
 
 
 def content_digest(obj: Any, version: int = FORMAT_VERSION) -> str:
@@ -368,37 +327,6 @@ def _corrupt(path: Path, err: BaseException) -> CheckpointError:
     )
 
 
-def apply_model_state(
-    module: torch.nn.Module, state_dict: Mapping[str, Any], strict: bool, source: str
-) -> list[str]:
-    """Load weights, naming every missing, unexpected and mis-shaped key; returns what did not load."""
-    state_dict = clean_state_dict(state_dict)
-    prefixes = wrapper_prefixes(module)
-    raw_state = module.state_dict()
-    raw_names = {clean_state_dict({bare_key(k, prefixes): None}).popitem()[0]: k for k in raw_state}
-    own = {bare: raw_state[raw] for bare, raw in raw_names.items()}
-    missing = [k for k in own if k not in state_dict]
-    unexpected = [k for k in state_dict if k not in own]
-    shapes = [
-        f"{k}: checkpoint {tuple(v.shape)} vs model {tuple(own[k].shape)}"
-        for k, v in state_dict.items()
-        if k in own and isinstance(v, Tensor) and v.shape != own[k].shape
-    ]
-    problems = [f"missing keys: {missing}"] * bool(missing) + [f"unexpected keys: {unexpected}"] * bool(
-        unexpected
-    )
-    problems += [f"shape mismatches: {shapes}"] * bool(shapes)
-    if problems and strict:
-        raise CheckpointError(
-            f"checkpoint {source} does not match {type(module).__name__}: " + "; ".join(problems)
-        )
-    mismatched = {s.split(":")[0] for s in shapes}
-    module.load_state_dict(
-        {raw_names[k]: v for k, v in state_dict.items() if k in own and k not in mismatched}, strict=False
-    )
-    return problems
-
-
 def _refused_global(err: Exception) -> str | None:
     """The global torch's safe unpickler refused (e.g. `posix.system`), if that is why it failed."""
     match = re.search(r"GLOBAL:? ([\w.]+)", str(err))
@@ -409,49 +337,3 @@ def _without_advice(text: str) -> str:
     """torch's error text without its advice to load with weights_only=False (surge never does)."""
     lines = [line.strip() for line in text.splitlines() if line.strip() and "weights_only" not in line]
     return " ".join(lines)[:300]
-
-
-_LOOP_FIELDS: dict[str, type] = {
-    "epoch": int,
-    "global_step": int,
-    "batches_done": int,
-    "epoch_done": bool,
-}
-
-
-def check_layout(ckpt: Mapping[str, Any], path: str | Path) -> None:
-    """The entries a run reads are there and of the right kind: a malformed checkpoint is refused
-    here, with the file and every problem named, not later with a bare KeyError."""
-    problems = []
-    if "sharded" not in ckpt and not isinstance(ckpt.get("state_dict"), Mapping):
-        problems.append(_kind_problem(ckpt, "state_dict", "a dict (the model weights)"))
-    if "loop" in ckpt:
-        problems += _loop_problems(ckpt["loop"])
-        for key in ("optimizer_states", "lr_schedulers"):
-            if not isinstance(ckpt.get(key), list):
-                problems.append(_kind_problem(ckpt, key, "a list (needed to resume a fit)"))
-    if problems:
-        raise CheckpointError(
-            f"checkpoint {path} is malformed: {'; '.join(problems)} (its entries: {sorted(map(str, ckpt))})"
-        )
-
-
-def _kind_problem(ckpt: Mapping[str, Any], key: str, wanted: str) -> str:
-    if key not in ckpt:
-        return f"it has no {key!r} entry, which must be {wanted}"
-    return f"its {key!r} entry is a {type(ckpt[key]).__name__}, which must be {wanted}"
-
-
-def _loop_problems(loop: Any) -> list[str]:
-    if not isinstance(loop, Mapping):
-        return [f"its 'loop' entry is a {type(loop).__name__}, which must be a dict of the loop's counters"]
-    missing = [key for key in _LOOP_FIELDS if key not in loop]
-    problems = [f"its 'loop' entry lacks {missing}"] if missing else []
-    for key, kind in _LOOP_FIELDS.items():
-        value = loop.get(key)
-        if key in missing:
-            continue
-        if not isinstance(value, kind) or (kind is int and (isinstance(value, bool) or value < 0)):
-            wanted = "True or False" if kind is bool else "an int >= 0"
-            problems.append(f"its 'loop' entry has {key}={value!r}, which must be {wanted}")
-    return problems

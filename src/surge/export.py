@@ -18,8 +18,10 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .checkpoint import bare_state_dict, clean_state_dict, load_checkpoint
+from .checkpoint import load_checkpoint
 from .errors import CheckpointError, SurgeTypeError, bad_value
+from .model_state import bare_state_dict, clean_state_dict, model_weights
+from .shard_files import is_sharded
 
 Source = str | os.PathLike | Mapping[str, Any] | torch.nn.Module
 
@@ -61,13 +63,9 @@ def weights_of(source: Source) -> dict[str, Any]:
         return bare_state_dict(source)
     if isinstance(source, str | os.PathLike):
         ckpt = load_checkpoint(source)
-        if "sharded" in ckpt:  # FSDP: the shards consolidated into whole tensors, verified first
-            from .sharded import read_weights
-
-            return read_weights(source)
-        if not isinstance(ckpt.get("state_dict"), Mapping):
+        if not is_sharded(ckpt) and not isinstance(ckpt.get("state_dict"), Mapping):
             raise CheckpointError(f"checkpoint {source} has no 'state_dict' (model weights) to export")
-        return clean_state_dict(ckpt["state_dict"])
+        return model_weights(ckpt, source)  # FSDP: the shards consolidated, verified first
     if isinstance(source, Mapping):
         inner = source.get("state_dict")
         return clean_state_dict(inner if isinstance(inner, Mapping) else source)

@@ -121,17 +121,14 @@ class Module(nn.Module, HyperparametersMixin):
 
         `strict=False` loads the keys that match and warns with what it left out.
         """
-        from .checkpoint import apply_model_state, check_layout, load_checkpoint
+        from .checkpoint import load_checkpoint
+        from .model_state import apply_model_state, model_weights
+        from .run_state import check_layout
 
         ckpt = load_checkpoint(checkpoint_path)
         check_layout(ckpt, checkpoint_path)
         kwargs = init_kwargs(cls, ckpt.get("hyper_parameters", {}), hparams, str(checkpoint_path))
-        if "sharded" in ckpt:
-            from .sharded import read_weights
-
-            weights = read_weights(checkpoint_path)
-        else:
-            weights = ckpt["state_dict"]
+        weights = model_weights(ckpt, checkpoint_path)
         model = cls(**kwargs)
         strict = cls.strict_loading if strict is None else strict
         problems = apply_model_state(model, weights, strict=strict, source=str(checkpoint_path))

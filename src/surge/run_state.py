@@ -1,9 +1,16 @@
-"""The state layout of a checkpoint: what a run saves, how it is restored, and finding one."""
+"""The state layout of a checkpoint: the run's stateful parts by name, the one function that builds
+a checkpoint from them and the one that restores them, the model's restore, and finding a checkpoint.
+
+A new stateful part is one entry in `state_parts`: its `save` writes its entries into the checkpoint
+dict (the on-disk keys stay those of format 2), its `restore` reads them back.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import torch
 
@@ -12,98 +19,206 @@ from .hparams import plain
 from .loader_state import inexact_resume_reason
 from .rank_zero import info, warn
 from .seed import rng_state
+from .shard_files import is_sharded
 
 if TYPE_CHECKING:
-    from .trainer import Trainer
+    from .loops.fit import FitLoop
+    from .loops.hooks import Hooks
+    from .module import Module
+    from .optim import Optimization
+    from .precision import Precision
+    from .results import Results
+    from .strategies.base import Strategy
+
+# The parts a weights-only checkpoint holds (besides the epoch, the step and surge's own entry).
+WEIGHTS_ONLY = ("model",)
 
 
-def checkpoint_state(trainer: Trainer, weights_only: bool = False) -> dict[str, Any]:
+class Part(NamedTuple):
+    """One stateful part of a run: `save` adds its entries to a checkpoint dict, `restore` reads
+    them back from a loaded one (None: what it saved is used elsewhere, e.g. the RNG state)."""
+
+    save: Callable[[dict[str, Any]], None]
+    restore: Callable[[Mapping[str, Any], Path], None] | None
+
+
+@dataclass(frozen=True)
+class Found:
+    """A checkpoint `find_checkpoint` chose, and its state, read and verified once."""
+
+    path: Path
+    state: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class RunObjects:
+    """What a checkpoint is made of and restored into, handed over by the Trainer."""
+
+    module: Module
+    strategy: Strategy
+    precision: Precision
+    hooks: Hooks
+    loop: FitLoop
+    optim: Optimization | None  # None before a fit built the optimizers
+    results: Results  # the training step's metrics of the current epoch
+    callbacks: list[Any]
+    datamodule: Any
+    accumulate_grad_batches: int
+    batches_per_epoch: int | float
+    training_rng: dict[str, Any] | None  # set while validation runs inside fit
+
+
+def state_parts(run: RunObjects) -> dict[str, Part]:
+    """The run's stateful parts by name, in the order they are restored (the optimizers after the
+    model, the loop and its window's gradients after the optimizers)."""
+    precision = run.precision
+    return {
+        "model": _model_part(run.strategy, run.module),
+        "optimizers": _optimizers_part(run),
+        "precision": Part(
+            lambda state: state.update(precision=precision.state_dict()),
+            lambda ckpt, path: precision.load_state_dict(ckpt.get("precision", {})),
+        ),
+        "loop": _loop_part(run),
+        "callbacks": _callbacks_part(run.callbacks),
+        "datamodule": _datamodule_part(run.datamodule),
+        "rng": Part(lambda state: state.update(rng=run.training_rng or rng_state()), None),
+    }
+
+
+def checkpoint_state(run: RunObjects, weights_only: bool = False) -> dict[str, Any]:
     """Everything a resumed run needs, in types that `torch.load(weights_only=True)` accepts."""
     from . import __version__
 
-    module, loop = trainer._module, trainer.fit_loop
-    state: dict[str, Any] = {
-        "epoch": loop.epoch,
-        "global_step": loop.global_step,
-        "state_dict": trainer._strategy.model_state_dict(module),
-        "hyper_parameters": plain(dict(module.hparams)),
-        "surge": {"version": __version__, "torch_version": str(torch.__version__)},
-    }
+    loop, parts = run.loop, state_parts(run)
+    state: dict[str, Any] = {"epoch": loop.epoch, "global_step": loop.global_step}
+    for name in WEIGHTS_ONLY:
+        parts[name].save(state)
+    state["surge"] = {"version": __version__, "torch_version": str(torch.__version__)}
     if weights_only:
         return state
-    state["loop"] = loop.state_dict()
-    _say_if_inexact(trainer)
-    if loop.batches_done and not loop.epoch_closed:  # inside the epoch: its metrics so far, every rank's
-        state["loop"]["results"] = trainer._strategy.all_gather_object(trainer._train_results.state_dict())
-    if loop.inside_window():
-        _save_window(trainer, state["loop"])
-    if trainer._optim is not None:
-        state.update(trainer._optim.state_dict())
-        state["optimizer_states"] = trainer._strategy.optimizer_states(module, trainer._optim.optimizers)
-    state["precision"] = trainer._precision.state_dict()
-    state["callbacks"] = {cb.state_key: cb.state_dict() for cb in trainer.callbacks}
-    if trainer.datamodule is not None:
-        state["datamodule"] = trainer.datamodule.state_dict()
-    state["rng"] = trainer.training_rng or rng_state()
-    trainer._hooks.module("on_save_checkpoint", state)
-    trainer._hooks.callbacks("on_save_checkpoint", state)
+    for name, part in parts.items():
+        if name not in WEIGHTS_ONLY:
+            part.save(state)
+    run.hooks.module("on_save_checkpoint", state)
+    run.hooks.callbacks("on_save_checkpoint", state)
     return state
 
 
-def restore_state(trainer: Trainer, path: Path) -> dict[str, Any] | None:
-    """Load `path` into the model, optimizers, loop and callbacks; returns the RNG state to set
-    when training starts (after the sanity check, so that it cannot disturb the sequence)."""
-    ckpt = trainer._strategy.load_checkpoint(path)
+def restore_state(run: RunObjects, found: Found) -> dict[str, Any] | None:
+    """Load a found checkpoint into every part (model, optimizers, loop, callbacks, ...); returns the
+    RNG state to set when training starts (after the sanity check, so that it cannot disturb the sequence)."""
+    path, ckpt = found.path, found.state
     if "loop" not in ckpt:
         raise CheckpointError(f"{path} holds weights only (no training state); it cannot resume a fit")
-    strategy, module = trainer._strategy, trainer._module
-    problems = strategy.restore_model(module, ckpt, path, strict=module.strict_loading)
-    if problems:
-        warn(f"{path}: strict_loading=False, loaded the weights that match; " + "; ".join(problems))
-    trainer._optim.load_state_dict(
-        ckpt, lambda opts: strategy.restore_optimizers(module, opts, ckpt, path), source=str(path)
-    )
-    trainer._precision.load_state_dict(ckpt.get("precision", {}))
-    loop = trainer.fit_loop
-    _check_loop_state(ckpt["loop"], path, trainer.num_training_batches)
-    loop.load_state_dict(ckpt["loop"])
-    if ckpt["loop"].get("window_gradients") is not None:
-        strategy.restore_window_gradients(module, ckpt["loop"]["window_gradients"], path)
-        loop._keep_grads = True
-    saved = ckpt.get("callbacks", {})
-    for cb in trainer.callbacks:
-        if cb.state_key in saved:
-            cb.load_state_dict(saved[cb.state_key])
-    if trainer.datamodule is not None and "datamodule" in ckpt:
-        trainer.datamodule.load_state_dict(ckpt["datamodule"])
-    trainer._hooks.module("on_load_checkpoint", ckpt)
-    trainer._hooks.callbacks("on_load_checkpoint", ckpt)
-    info(f"Resuming from {path} at epoch {trainer.current_epoch}, step {trainer.global_step}")
+    for part in state_parts(run).values():
+        if part.restore is not None:
+            part.restore(ckpt, path)
+    run.hooks.module("on_load_checkpoint", ckpt)
+    run.hooks.callbacks("on_load_checkpoint", ckpt)
+    info(f"Resuming from {path} at epoch {run.loop.epoch}, step {run.loop.global_step}")
     return ckpt.get("rng")
 
 
-def _say_if_inexact(trainer: Trainer) -> None:
+def restore_model(strategy: Strategy, module: Module, ckpt: Mapping[str, Any], path: Path) -> None:
+    """Load a checkpoint's weights into `module` (a resumed fit and validate/test/predict alike);
+    with `module.strict_loading` False, what did not match is left out and named in a warning."""
+    problems = strategy.restore_model(module, ckpt, path, strict=module.strict_loading)
+    if problems:
+        warn(f"{path}: strict_loading=False, loaded the weights that match; " + "; ".join(problems))
+
+
+def _model_part(strategy: Strategy, module: Module) -> Part:
+    def save(state: dict[str, Any]) -> None:
+        state["state_dict"] = strategy.model_state_dict(module)
+        state["hyper_parameters"] = plain(dict(module.hparams))
+
+    return Part(save, lambda ckpt, path: restore_model(strategy, module, ckpt, path))
+
+
+def _optimizers_part(run: RunObjects) -> Part:
+    strategy, module, optim = run.strategy, run.module, run.optim
+
+    def save(state: dict[str, Any]) -> None:
+        if optim is not None:
+            state.update(optim.state_dict())
+            state["optimizer_states"] = strategy.optimizer_states(module, optim.optimizers)
+
+    def restore(ckpt: Mapping[str, Any], path: Path) -> None:
+        assert optim is not None, "a fit restores after building its optimizers"
+        optim.load_state_dict(
+            ckpt, lambda opts: strategy.restore_optimizers(module, opts, ckpt, path), source=str(path)
+        )
+
+    return Part(save, restore)
+
+
+def _loop_part(run: RunObjects) -> Part:
+    loop, strategy = run.loop, run.strategy
+
+    def save(state: dict[str, Any]) -> None:
+        state["loop"] = loop.state_dict()
+        _say_if_inexact(loop)
+        if loop.batches_done and not loop.epoch_closed:  # inside the epoch: its metrics so far, every rank's
+            state["loop"]["results"] = strategy.all_gather_object(run.results.state_dict())
+        if loop.inside_window():
+            _save_window(run, state["loop"])
+
+    def restore(ckpt: Mapping[str, Any], path: Path) -> None:
+        _check_loop_state(ckpt["loop"], path, run.batches_per_epoch)
+        loop.load_state_dict(ckpt["loop"])
+        if ckpt["loop"].get("window_gradients") is not None:
+            strategy.restore_window_gradients(run.module, ckpt["loop"]["window_gradients"], path)
+            loop.keep_window_gradients()
+
+    return Part(save, restore)
+
+
+def _callbacks_part(callbacks: list[Any]) -> Part:
+    def restore(ckpt: Mapping[str, Any], path: Path) -> None:
+        saved = ckpt.get("callbacks", {})
+        for cb in callbacks:
+            if cb.state_key in saved:
+                cb.load_state_dict(saved[cb.state_key])
+
+    return Part(
+        lambda state: state.update(callbacks={cb.state_key: cb.state_dict() for cb in callbacks}), restore
+    )
+
+
+def _datamodule_part(datamodule: Any) -> Part:
+    def save(state: dict[str, Any]) -> None:
+        if datamodule is not None:
+            state["datamodule"] = datamodule.state_dict()
+
+    def restore(ckpt: Mapping[str, Any], path: Path) -> None:
+        if datamodule is not None and "datamodule" in ckpt:
+            datamodule.load_state_dict(ckpt["datamodule"])
+
+    return Part(save, restore)
+
+
+def _say_if_inexact(loop: FitLoop) -> None:
     """Once a fit: a checkpoint that cannot resume the data exactly says so when it is written."""
-    loop = trainer.fit_loop
     if loop.inexact_said is None:
-        loop.inexact_said = inexact_resume_reason(trainer._train_loader) or ""
+        loop.inexact_said = inexact_resume_reason(loop.train_loader) or ""
         if loop.inexact_said:
             warn(f"this checkpoint will not resume exactly: {loop.inexact_said}")
 
 
-def _save_window(trainer: Trainer, loop_state: dict[str, Any]) -> None:
+def _save_window(run: RunObjects, loop_state: dict[str, Any]) -> None:
     """A checkpoint between micro-batches keeps the window's gradients so far, so the window goes on
     exactly; where the strategy cannot give them, the window restarts at its first micro-batch."""
-    grads = trainer._strategy.window_gradients(trainer._module)
+    grads = run.strategy.window_gradients(run.module)
     if grads is not None:
         loop_state["window_gradients"] = grads
         return
     last = loop_state["batches_done"] - 1
-    loop_state["batches_done"] = last - last % trainer.accumulate_grad_batches
+    loop_state["batches_done"] = last - last % run.accumulate_grad_batches
     loop_state.pop("results", None)  # the restarted window's micro-batches will be counted again
     warn(
         f"checkpoint written inside a gradient accumulation window (batch {last + 1} of the epoch) with "
-        f"strategy={trainer._strategy.name!r}, which cannot save the window's gradients: a resume restarts the "
+        f"strategy={run.strategy.name!r}, which cannot save the window's gradients: a resume restarts the "
         f"window at batch {loop_state['batches_done']}, and random draws in those steps (e.g. dropout) will differ. "
         "Checkpoints written at optimizer steps (ModelCheckpoint's) resume exactly."
     )
@@ -119,43 +234,45 @@ def _check_loop_state(loop: Any, path: Path, batches_per_epoch: int | float) -> 
         )
 
 
-def find_checkpoint(trainer: Trainer, ckpt_path: str | Path) -> Path | None:
-    """A path for `ckpt_path`: itself, "best", "last" (newest under the root dir) or "auto"
+def find_checkpoint(
+    ckpt_path: str | Path, load: Callable[[Path], dict[str, Any]], root_dir: Path, checkpoint_callback: Any
+) -> Found | None:
+    """The checkpoint for `ckpt_path`, read (by `load`) and verified once: itself, "best" (of
+    `checkpoint_callback`), "last" (newest under `root_dir` and the callback's folder) or "auto"
     (like "last", but None when there is none, for a first run; an unreadable newest one is skipped)."""
     if ckpt_path not in ("best", "last", "auto"):
         path = Path(ckpt_path)
         if not path.is_file():
             raise MisconfigurationError(f"ckpt_path={str(ckpt_path)!r} is not valid: no such file.")
-        return path
+        return Found(path, load(path))
     if ckpt_path == "best":
-        cb = trainer.checkpoint_callback
+        cb = checkpoint_callback
         if cb is None or not cb.best_model_path:
             raise MisconfigurationError(
                 'ckpt_path="best" needs a ModelCheckpoint that has saved a checkpoint.'
             )
-        return Path(cb.best_model_path)
-    candidates = newest_checkpoints(trainer)
+        path = Path(cb.best_model_path)
+        return Found(path, load(path))
+    candidates = newest_checkpoints(root_dir, checkpoint_callback)
     if ckpt_path == "last":
         if not candidates:
             raise MisconfigurationError(
-                f'ckpt_path="last": no checkpoint (*.ckpt) found under {trainer.default_root_dir}; use "auto" to '
+                f'ckpt_path="last": no checkpoint (*.ckpt) found under {root_dir}; use "auto" to '
                 "start fresh when there is none."
             )
-        return candidates[0]
+        return Found(candidates[0], load(candidates[0]))
     for path in candidates:
         try:
-            trainer._strategy.load_checkpoint(path)
+            return Found(path, load(path))
         except CheckpointError as err:
             warn(f'ckpt_path="auto": skipping {path}: {err}')
-            continue
-        return path
     return None
 
 
-def newest_checkpoints(trainer: Trainer) -> list[Path]:
-    """Checkpoints under the checkpoint dir and the root dir, newest first."""
-    roots = {Path(trainer.default_root_dir)}
-    cb = trainer.checkpoint_callback
+def newest_checkpoints(root_dir: Path, checkpoint_callback: Any = None) -> list[Path]:
+    """Checkpoints under the checkpoint callback's folder and the root dir, newest first."""
+    roots = {Path(root_dir)}
+    cb = checkpoint_callback
     if cb is not None and cb.dirpath is not None:
         roots.add(Path(cb.dirpath))
     found = {p for root in roots if root.is_dir() for p in root.rglob("*.ckpt") if p.is_file()}
@@ -169,3 +286,49 @@ def _newness(path: Path) -> tuple[int, bool] | None:
         return path.stat().st_mtime_ns, path.name == "last.ckpt"
     except FileNotFoundError:
         return None
+
+
+_LOOP_FIELDS: dict[str, type] = {
+    "epoch": int,
+    "global_step": int,
+    "batches_done": int,
+    "epoch_done": bool,
+}
+
+
+def check_layout(ckpt: Mapping[str, Any], path: str | Path) -> None:
+    """The entries a run reads are there and of the right kind: a malformed checkpoint is refused
+    here, with the file and every problem named, not later with a bare KeyError."""
+    problems = []
+    if not is_sharded(ckpt) and not isinstance(ckpt.get("state_dict"), Mapping):
+        problems.append(_kind_problem(ckpt, "state_dict", "a dict (the model weights)"))
+    if "loop" in ckpt:
+        problems += _loop_problems(ckpt["loop"])
+        for key in ("optimizer_states", "lr_schedulers"):
+            if not isinstance(ckpt.get(key), list):
+                problems.append(_kind_problem(ckpt, key, "a list (needed to resume a fit)"))
+    if problems:
+        raise CheckpointError(
+            f"checkpoint {path} is malformed: {'; '.join(problems)} (its entries: {sorted(map(str, ckpt))})"
+        )
+
+
+def _kind_problem(ckpt: Mapping[str, Any], key: str, wanted: str) -> str:
+    if key not in ckpt:
+        return f"it has no {key!r} entry, which must be {wanted}"
+    return f"its {key!r} entry is a {type(ckpt[key]).__name__}, which must be {wanted}"
+
+
+def _loop_problems(loop: Any) -> list[str]:
+    if not isinstance(loop, Mapping):
+        return [f"its 'loop' entry is a {type(loop).__name__}, which must be a dict of the loop's counters"]
+    missing = [key for key in _LOOP_FIELDS if key not in loop]
+    problems = [f"its 'loop' entry lacks {missing}"] if missing else []
+    for key, kind in _LOOP_FIELDS.items():
+        value = loop.get(key)
+        if key in missing:
+            continue
+        if not isinstance(value, kind) or (kind is int and (isinstance(value, bool) or value < 0)):
+            wanted = "True or False" if kind is bool else "an int >= 0"
+            problems.append(f"its 'loop' entry has {key}={value!r}, which must be {wanted}")
+    return problems

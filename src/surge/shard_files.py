@@ -23,6 +23,8 @@ _CHUNK = 1 << 22
 
 
 def is_sharded(ckpt: Mapping[str, Any]) -> bool:
+    """Whether a loaded checkpoint keeps its model and optimizer states in a shard folder (the one
+    test of it: every reader asks here)."""
     return SHARDS in ckpt
 
 

@@ -36,8 +36,9 @@ from torch.distributed.checkpoint.metadata import (
     TensorStorageMetadata,
 )
 
-from .checkpoint import clean_state_dict, load_checkpoint, save_atomic
+from .checkpoint import load_checkpoint, save_atomic
 from .errors import CheckpointError
+from .model_state import model_weights
 from .shard_files import (
     SHARDS,
     TENSOR_KEYS,
@@ -45,7 +46,6 @@ from .shard_files import (
     _plain_name,
     _remove_if_unreferenced,
     file_digest,
-    is_sharded,
     shard_dir,
 )
 
@@ -92,7 +92,7 @@ def save_sharded(
             "keys": sorted(tensors),
         }
         if "optimizer_states" in tensors:
-            meta["optimizer_states"] = ["sharded"] * len(tensors["optimizer_states"])
+            meta["optimizer_states"] = [SHARDS] * len(tensors["optimizer_states"])
         replaced = _named_folder(path)
         save_atomic(meta, path)
         if replaced is not None and replaced != folder.name:
@@ -267,15 +267,7 @@ def _has_bytes(metadata: Any) -> bool:
 
 def read_weights(path: str | Path) -> dict[str, torch.Tensor]:
     """The bare model weights of any surge checkpoint (one file, or sharded), verified, on CPU."""
-    from .shard_files import verify_shards
-
-    ckpt = load_checkpoint(path)
-    if not is_sharded(ckpt):
-        return clean_state_dict(ckpt["state_dict"])
-    problems = verify_shards(ckpt, path)
-    if problems:
-        raise CheckpointError(f"checkpoint {path} cannot be used: " + "; ".join(problems))
-    return full_model_state(ckpt, path)
+    return model_weights(load_checkpoint(path), path)
 
 
 def consolidate(path: str | Path, out: str | Path) -> Path:
@@ -283,5 +275,5 @@ def consolidate(path: str | Path, out: str | Path) -> Path:
     (loadable by any surge run, or by `torch.load(weights_only=True)`)."""
     ckpt = load_checkpoint(path)
     state = {k: ckpt[k] for k in ("epoch", "global_step", "hyper_parameters") if k in ckpt}
-    state["state_dict"] = read_weights(path)
+    state["state_dict"] = model_weights(ckpt, path)
     return save_atomic(state, out)

@@ -34,9 +34,9 @@ from .precision import Precision, precision_plugin
 from .profiler import Profiler, build_profiler
 from .profiler.doctor import DOCTOR_ENV, doctor_overrides
 from .publisher import MetricsPublisher
-from .rank_zero import info, warn
+from .rank_zero import info
 from .results import Results
-from .run_state import checkpoint_state, find_checkpoint, restore_state
+from .run_state import Found, RunObjects, checkpoint_state, find_checkpoint, restore_model, restore_state
 from .seed import set_rng_state
 from .signals import Preempted, SignalFlag, guard_workers
 from .strategies import Strategy
@@ -190,7 +190,7 @@ class Trainer:
         self._plan = plan_batches(
             train_loader, val_loaders, cfg.limit_train_batches, cfg.limit_val_batches, cfg.val_check_interval
         )
-        resume = find_checkpoint(self, ckpt_path) if ckpt_path is not None else None
+        resume = self._find_checkpoint(ckpt_path)
         optimizers, schedulers = parse_optimizers(model.configure_optimizers())
         if cfg.scale_lr is not None:
             tune_setup.scale_learning_rates(
@@ -211,7 +211,7 @@ class Trainer:
             self.fit_loop.auto_workers = tuned.auto_workers(
                 train_loader, val_loaders, prepare=self._adjust_loader
             )
-        pending_rng = restore_state(self, resume) if resume is not None else None
+        pending_rng = restore_state(self._run_objects(), resume) if resume is not None else None
         self._run_stage(
             "fit", lambda: self._fit_body(pending_rng), lambda: [self.train_dataloader, *self.val_dataloaders]
         )
@@ -416,16 +416,13 @@ class Trainer:
             )
         self._setup(model, stage)
         loaders = [self._prepare_loader(v) for v in loaders]
-        path = find_checkpoint(self, ckpt_path) if ckpt_path is not None else None
-        if ckpt_path == "auto" and path is None:
+        found = self._find_checkpoint(ckpt_path)
+        if ckpt_path == "auto" and found is None:
             info(
                 f'{stage}(ckpt_path="auto"): no checkpoint under {self.default_root_dir}; using the current weights'
             )
-        if path is not None:
-            ckpt = self._strategy.load_checkpoint(path)
-            problems = self._strategy.restore_model(model, ckpt, path, strict=model.strict_loading)
-            if problems:
-                warn(f"{path}: strict_loading=False, loaded the weights that match; " + "; ".join(problems))
+        if found is not None:
+            restore_model(self._strategy, model, found.state, found.path)
         return model, loaders
 
     def _loaders(self, given: Any, hook: str, model: Module, arg: str) -> list[Iterable]:
@@ -459,7 +456,31 @@ class Trainer:
         """Write the whole training state (or just the weights) to `filepath`, atomically."""
         if self._module is None:
             raise MisconfigurationError("save_checkpoint() needs a model: call fit() first.")
-        self._strategy.save_checkpoint(checkpoint_state(self, weights_only), filepath)
+        self._strategy.save_checkpoint(checkpoint_state(self._run_objects(), weights_only), filepath)
+
+    def _run_objects(self) -> RunObjects:
+        validation = self._validation
+        return RunObjects(
+            module=self._module,
+            strategy=self._strategy,
+            precision=self._precision,
+            hooks=self._hooks,
+            loop=self.fit_loop,
+            optim=self._optim,
+            results=self._train_results,
+            callbacks=self.callbacks,
+            datamodule=self.datamodule,
+            accumulate_grad_batches=self._accumulate,
+            batches_per_epoch=self._plan.train,
+            training_rng=validation.training_rng if validation is not None else None,
+        )
+
+    def _find_checkpoint(self, ckpt_path: str | Path | None) -> Found | None:
+        if ckpt_path is None:
+            return None
+        return find_checkpoint(
+            ckpt_path, self._strategy.load_checkpoint, self.default_root_dir, self.checkpoint_callback
+        )
 
     def export(self, path: str | Path) -> Path:
         """Write the model's bare weights to a `.safetensors` file (see `surge.export_safetensors`)."""

@@ -63,6 +63,10 @@ class FitLoop:
         self.ctx, self.train_loader = ctx, train_loader
         self.trainer = ctx.parts.hooks.trainer  # what callbacks get; its public `should_stop` they set
 
+    def keep_window_gradients(self) -> None:
+        """A resume inside an accumulation window restored that window's gradients: keep them."""
+        self._keep_grads = True
+
     # -- state -----------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         """Where training stands, exact at any point a checkpoint can be written."""

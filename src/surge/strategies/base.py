@@ -12,9 +12,12 @@ import torch
 from torch import Tensor, nn
 from torch.optim import Optimizer
 
-from ..checkpoint import apply_model_state, bare_state_dict, check_layout, load_checkpoint, save_atomic
+from ..checkpoint import load_checkpoint, save_atomic
 from ..errors import CheckpointError
+from ..model_state import apply_model_state, bare_state_dict
 from ..results import Reducer
+from ..run_state import check_layout
+from ..shard_files import is_sharded
 
 if TYPE_CHECKING:
     from ..accelerators import Accelerator
@@ -136,7 +139,7 @@ class Strategy:
         """Read and verify a checkpoint (a sharded one's shard files too) before any state is used."""
         ckpt = load_checkpoint(path)
         check_layout(ckpt, path)
-        if "sharded" in ckpt:
+        if is_sharded(ckpt):
             problems = self._shard_problems(ckpt, path)
             if problems:
                 raise CheckpointError(f"checkpoint {path} cannot be used: " + "; ".join(problems))
@@ -151,7 +154,7 @@ class Strategy:
         self, module: nn.Module, ckpt: dict[str, Any], path: str | Path, strict: bool = True
     ) -> list[str]:
         """Load the checkpoint's weights into `module`; returns what did not match (strict: raises)."""
-        if "sharded" in ckpt:
+        if is_sharded(ckpt):
             from ..sharded import full_model_state
 
             state = full_model_state(ckpt, path)
@@ -162,7 +165,7 @@ class Strategy:
     def restore_optimizers(
         self, module: nn.Module, optimizers: list[Optimizer], ckpt: dict[str, Any], path: str | Path
     ) -> None:
-        if "sharded" not in ckpt:
+        if not is_sharded(ckpt):
             for opt, saved in zip(optimizers, ckpt["optimizer_states"]):
                 opt.load_state_dict(saved)
             return

@@ -21,10 +21,11 @@ from typing import Any
 from torch import nn
 from torch.optim import Optimizer
 
-from ..checkpoint import clean_state_dict
 from ..errors import CheckpointError, MisconfigurationError, SurgeTypeError
+from ..model_state import clean_state_dict
 from ..precision import Precision
 from ..registry import register_strategy
+from ..shard_files import is_sharded
 from .base import _spans_devices
 from .parallel import ProcessGroupStrategy
 
@@ -187,7 +188,7 @@ class FSDPStrategy(ProcessGroupStrategy):
         )
 
         template = get_model_state_dict(module)
-        if "sharded" in ckpt:
+        if is_sharded(ckpt):
             from ..sharded import load_into, saved_model_shapes
 
             problems, keep = _compare(template, saved_model_shapes(ckpt, path), strict, path, module)
@@ -210,7 +211,7 @@ class FSDPStrategy(ProcessGroupStrategy):
     def restore_optimizers(
         self, module: nn.Module, optimizers: list[Optimizer], ckpt: dict[str, Any], path: str | Path
     ) -> None:
-        if "sharded" in ckpt:
+        if is_sharded(ckpt):
             super().restore_optimizers(module, optimizers, ckpt, path)
             return
         from torch.distributed.checkpoint.state_dict import StateDictOptions, set_optimizer_state_dict
