@@ -12,6 +12,7 @@ from .hparams import plain
 from .loader_state import inexact_resume_reason
 from .rank_zero import info, warn
 from .seed import rng_state
+from .version import __version__
 
 if TYPE_CHECKING:
     from .trainer import Trainer
@@ -19,8 +20,6 @@ if TYPE_CHECKING:
 
 def checkpoint_state(trainer: Trainer, weights_only: bool = False) -> dict[str, Any]:
     """Everything a resumed run needs, in types that `torch.load(weights_only=True)` accepts."""
-    from . import __version__
-
     module, loop = trainer._module, trainer.fit_loop
     state: dict[str, Any] = {
         "epoch": loop.epoch,
