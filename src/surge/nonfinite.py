@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
-from typing import Any
 
 import torch
 from torch import Tensor
@@ -158,6 +157,3 @@ class NonFiniteGuard:
                 f"a non-finite loss was seen between step {since} and {step}; the weights may be ruined. "
                 'on_nonfinite="skip" skips such steps, "raise" stops at the first.'
             )
-
-    def state(self) -> dict[str, Any]:
-        return {"skipped_nonfinite_steps": self.skipped}
