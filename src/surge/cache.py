@@ -161,7 +161,7 @@ def _build(dataset: Dataset, path: Path, fingerprint: str, num_workers: int | No
 def _write_fields(loader: DataLoader, tmp: Path, n: int, progress: bool, path: Path) -> dict[str, Any]:
     from tqdm.auto import tqdm
 
-    arrays: dict[str, np.ndarray] = {}
+    arrays: dict[str, np.memmap] = {}
     fields: list[dict[str, Any]] = []
     kind = None
     bar = tqdm(total=n, desc=f"caching {path.name}", disable=not progress, leave=False)

@@ -60,11 +60,12 @@ def weights_of(source: Source) -> dict[str, Any]:
     if isinstance(source, torch.nn.Module):
         return bare_state_dict(source)
     if isinstance(source, str | os.PathLike):
-        ckpt = load_checkpoint(source)
+        path = Path(source)
+        ckpt = load_checkpoint(path)
         if "sharded" in ckpt:  # FSDP: the shards consolidated into whole tensors, verified first
             from .sharded import read_weights
 
-            return read_weights(source)
+            return read_weights(path)
         if not isinstance(ckpt.get("state_dict"), Mapping):
             raise CheckpointError(f"checkpoint {source} has no 'state_dict' (model weights) to export")
         return clean_state_dict(ckpt["state_dict"])

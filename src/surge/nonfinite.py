@@ -81,7 +81,8 @@ class NonFiniteGuard:
             return True
         found = self._found(opt)
         if self.device_skip:
-            opt.grad_scale, opt.found_inf = None, found
+            # the attributes a fused optimizer's step() reads (as torch's GradScaler sets them)
+            opt.grad_scale, opt.found_inf = None, found  # type: ignore[attr-defined]
             self._steps_bad = (
                 found.to(torch.int32)
                 if self._steps_bad is None
@@ -139,7 +140,7 @@ class NonFiniteGuard:
         loss_bad = values[0] if self._loss_bad is not None else 0
         steps_bad = int(values[-1]) if self._steps_bad is not None else 0
         since, self._since = self._since, step
-        if steps_bad:
+        if steps_bad and self._steps_bad is not None:
             self._steps_bad.zero_()
             self.skipped += steps_bad
             if self.mode == "raise":

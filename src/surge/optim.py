@@ -221,7 +221,7 @@ class Optimization:
                 continue
             if config.needs_metric:
                 metrics = self._metrics()
-                if config.monitor not in metrics:
+                if config.monitor is None or config.monitor not in metrics:
                     if config.strict:
                         raise MisconfigurationError(
                             f"the lr_scheduler monitors {config.monitor!r}, which was not logged; logged: {sorted(metrics)}"

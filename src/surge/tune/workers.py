@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -226,7 +226,7 @@ def _counts(top: int) -> list[int]:
     return counts
 
 
-def _cycle(loader: DataLoader) -> Iterator[Any]:
+def _cycle(loader: DataLoader) -> Generator[Any, None, None]:
     while True:
         yield from loader
 
