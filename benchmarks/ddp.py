@@ -145,28 +145,43 @@ def check(runs: list[dict[str, Any]], args: argparse.Namespace) -> list[str]:
         if not mine:
             continue
         for r in mine:
-            if r["steps"] != steps:
-                problems.append(f"{bench}/{r['label']} took {r['steps']} optimizer steps, not {steps}")
-            if not r["loss_after"] < r["loss_before"]:
-                problems.append(
-                    f"{bench}/{r['label']}: held-out loss did not fall ({r['loss_before']:.4f} -> {r['loss_after']:.4f})"
-                )
-            if r["world_size"] != 2 or r["backend"] != "gloo":
-                problems.append(f"{bench}/{r['label']}: world size {r['world_size']}, backend {r['backend']}")
+            problems += run_problems(bench, r, steps)
         lines.append(
             f"{bench}: {len(mine)} runs, each {steps} optimizer steps on 2 gloo processes; " + losses(mine)
         )
-    raw = [r["loss_after"] for r in runs if r["bench"] == "throughput" and r["label"] == "raw"]
-    for r in runs:
-        if r["bench"] == "throughput" and r["label"] != "raw" and raw:
-            ref = statistics.median(raw)
-            if abs(r["loss_after"] - ref) > LOSS_RTOL * abs(ref):
-                problems.append(
-                    f"throughput/{r['label']}: final held-out loss {r['loss_after']:.6f} vs raw's {ref:.6f}"
-                )
+    problems += loss_vs_raw(runs)
     if problems:
         raise BenchmarkError("correctness checks failed:\n  " + "\n  ".join(problems))
     return lines
+
+
+def run_problems(bench: str, r: dict[str, Any], steps: int) -> list[str]:
+    """What is wrong with one run: its step count, its loss not falling, its world."""
+    problems = []
+    if r["steps"] != steps:
+        problems.append(f"{bench}/{r['label']} took {r['steps']} optimizer steps, not {steps}")
+    if not r["loss_after"] < r["loss_before"]:
+        problems.append(
+            f"{bench}/{r['label']}: held-out loss did not fall ({r['loss_before']:.4f} -> {r['loss_after']:.4f})"
+        )
+    if r["world_size"] != 2 or r["backend"] != "gloo":
+        problems.append(f"{bench}/{r['label']}: world size {r['world_size']}, backend {r['backend']}")
+    return problems
+
+
+def loss_vs_raw(runs: list[dict[str, Any]]) -> list[str]:
+    """Throughput runs whose final held-out loss strays from the raw loop's median."""
+    raw = [r["loss_after"] for r in runs if r["bench"] == "throughput" and r["label"] == "raw"]
+    if not raw:
+        return []
+    ref = statistics.median(raw)
+    return [
+        f"throughput/{r['label']}: final held-out loss {r['loss_after']:.6f} vs raw's {ref:.6f}"
+        for r in runs
+        if r["bench"] == "throughput"
+        and r["label"] != "raw"
+        and abs(r["loss_after"] - ref) > LOSS_RTOL * abs(ref)
+    ]
 
 
 def losses(runs: list[dict[str, Any]]) -> str:

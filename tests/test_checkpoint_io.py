@@ -14,12 +14,11 @@ import surge
 from helpers import TinyModel, fast_trainer, make_loaders, params_of, same_params
 from surge.callbacks import ModelCheckpoint
 from surge.checkpoint import (
-    apply_model_state,
-    clean_state_dict,
     load_checkpoint,
     remove_stale_temporaries,
     save_atomic,
 )
+from surge.model_state import apply_model_state, clean_state_dict
 
 
 def trained(tmp_path, model=None, **kw):

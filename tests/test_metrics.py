@@ -2,11 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 import torchmetrics
@@ -89,12 +84,3 @@ def test_a_step_value_needs_the_metric_to_be_called():
     train, val = loaders()
     with pytest.raises(MisconfigurationError, match=r"'seen'.*on_step=False"):
         fast_trainer(max_epochs=1).fit(Metered(step_update="update"), train)
-
-
-def test_import_surge_loads_no_optional_package():
-    code = "import surge, sys; print(sorted({'torchmetrics', 'jsonargparse', 'safetensors', 'matplotlib'} & set(sys.modules)))"
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
-    ).stdout
-    assert out.strip() == "[]"

@@ -92,3 +92,22 @@ def test_an_optimizer_the_module_keeps_is_restored():
     surge.tune.lr_find(model, _loader(), num_training=5)
     assert model.opt.state == {} or all(not s for s in model.opt.state.values())
     assert model.opt.param_groups[0]["lr"] == 0.01
+
+
+@pytest.mark.parametrize("tuner", ["lr_find", "find_batch_size"])
+def test_a_tuner_without_data_names_train_dataloaders(tuner):
+    with pytest.raises(
+        surge.MisconfigurationError, match=rf"{tuner}: .*Regression defines no train_dataloader"
+    ):
+        getattr(surge.tune, tuner)(Regression())
+
+
+def test_a_tuner_uses_the_models_own_train_dataloader():
+    class WithData(Regression):
+        def train_dataloader(self):
+            return _loader()
+
+    result = surge.tune.lr_find(
+        WithData(), min_lr=0.01, max_lr=0.1, num_training=5, early_stop_threshold=None
+    )
+    assert len(result.lrs) == 5

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
 from . import callbacks, loggers, profiler, rank_zero, strategies
 from .datamodule import DataModule
 from .errors import CheckpointError, MisconfigurationError, SurgeError, SurgeRuntimeError, SurgeTypeError
@@ -11,6 +9,7 @@ from .export import export_safetensors
 from .module import Module
 from .seed import seed_everything
 from .trainer import Trainer
+from .version import __version__
 
 __all__ = [
     "CheckpointError",

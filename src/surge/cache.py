@@ -23,6 +23,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from .checkpoint import process_alive
 from .errors import CheckpointError, MisconfigurationError, bad_value
+from .host import cpu_count
 from .rank_zero import global_rank, info
 
 MANIFEST = "manifest.json"
@@ -138,8 +139,6 @@ def _numpy_view(t: torch.Tensor) -> np.ndarray:
 
 # -- building ----------------------------------------------------------------------------------
 def _build(dataset: Dataset, path: Path, fingerprint: str, num_workers: int | None, progress: bool) -> None:
-    from .tune.workers import cpu_count
-
     n = len(dataset)  # type: ignore[arg-type]
     if n == 0:
         raise MisconfigurationError(f"surge.data.cache: the dataset for {path} is empty.")
@@ -162,7 +161,7 @@ def _build(dataset: Dataset, path: Path, fingerprint: str, num_workers: int | No
 def _write_fields(loader: DataLoader, tmp: Path, n: int, progress: bool, path: Path) -> dict[str, Any]:
     from tqdm.auto import tqdm
 
-    arrays: dict[str, np.ndarray] = {}
+    arrays: dict[str, np.memmap] = {}
     fields: list[dict[str, Any]] = []
     kind = None
     bar = tqdm(total=n, desc=f"caching {path.name}", disable=not progress, leave=False)

@@ -24,7 +24,6 @@ from torch import Tensor
 from .errors import CheckpointError
 
 # Model-weight helpers live in `model_state`; these names stay importable from here too.
-from .model_state import apply_model_state, bare_state_dict, clean_state_dict, wrapper_prefixes  # noqa: F401
 
 FORMAT_VERSION = 2
 # Where a checkpoint's digest lives: a zip record of its own beside torch's `data.pkl`, holding the

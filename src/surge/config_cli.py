@@ -251,7 +251,7 @@ def _take_flag(args: list[str], flag: str) -> tuple[list[str], str | None]:
     return rest, (None if not values else ",".join(values))
 
 
-def _refusal(err: BaseException) -> config_guard.ConfigRefused | None:
+def _refusal(err: BaseException | None) -> config_guard.ConfigRefused | None:
     """The guard's refusal, if jsonargparse wrapped one into its own error."""
     while err is not None:
         if isinstance(err, config_guard.ConfigRefused):
@@ -287,9 +287,9 @@ def _fail(prog: str | None, command: str | None, message: str, code: int) -> Non
 def _report_fit(trainer: Trainer) -> None:
     lines = [f"fit finished: {trainer.current_epoch} epochs, {trainer.global_step} optimizer steps"]
     cb = trainer.checkpoint_callback
-    if cb is not None and getattr(cb, "best_model_path", ""):
+    if cb is not None and cb.best_model_path:
         lines.append(f"best checkpoint: {cb.best_model_path}")
-    if cb is not None and getattr(cb, "last_model_path", ""):
+    if cb is not None and cb.last_model_path:
         lines.append(f"last checkpoint: {cb.last_model_path}")
     lines.append(f"run directory:   {trainer.log_dir}")
     info("\n".join(lines))

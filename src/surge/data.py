@@ -19,6 +19,7 @@ from torch.utils.data import (
     Sampler,
 )
 
+from .dataset_rng import draws_random_numbers
 from .errors import MisconfigurationError, SurgeTypeError
 from .rank_zero import info, warn
 from .seed import seeding_workers, worker_init_fn
@@ -253,42 +254,6 @@ def iter_without_worker_seed_draw(loader: DataLoader) -> Iterator[Any]:
         return iter(loader)
     finally:
         loader.generator = own
-
-
-def draws_random_numbers(dataset: Any) -> bool:
-    """Whether loading one sample draws from python's, numpy's or torch's global RNG.
-
-    Loads `dataset[0]` once in this process with the RNG states put back afterwards.
-    """
-    from .seed import rng_state, set_rng_state
-
-    if not hasattr(dataset, "__getitem__") or not _has_items(dataset):
-        return False
-    before = rng_state()
-    try:
-        dataset[0]
-    except Exception:  # noqa: BLE001 - a dataset that cannot load index 0 here: assume it may draw
-        return True
-    finally:
-        after = rng_state()
-        set_rng_state(before)
-    return not _same_rng(before, after)
-
-
-def _has_items(dataset: Any) -> bool:
-    try:
-        return len(dataset) > 0
-    except TypeError:
-        return True
-
-
-def _same_rng(a: dict[str, Any], b: dict[str, Any]) -> bool:
-    return (
-        a["python"] == b["python"]
-        and torch.equal(a["numpy"]["keys"], b["numpy"]["keys"])
-        and a["numpy"]["pos"] == b["numpy"]["pos"]
-        and torch.equal(a["torch"], b["torch"])
-    )
 
 
 def stop_persistent_workers(loaders: Iterable[Any]) -> None:

@@ -20,7 +20,7 @@ from torch import Tensor
 
 from .checkpoint import load_checkpoint
 from .errors import CheckpointError, SurgeTypeError, bad_value
-from .model_state import bare_state_dict, clean_state_dict, model_weights
+from .model_state import bare_state_dict, clean_state_dict
 from .shard_files import is_sharded
 
 Source = str | os.PathLike | Mapping[str, Any] | torch.nn.Module
@@ -65,6 +65,8 @@ def weights_of(source: Source) -> dict[str, Any]:
         ckpt = load_checkpoint(source)
         if not is_sharded(ckpt) and not isinstance(ckpt.get("state_dict"), Mapping):
             raise CheckpointError(f"checkpoint {source} has no 'state_dict' (model weights) to export")
+        from .sharded import model_weights
+
         return model_weights(ckpt, source)  # FSDP: the shards consolidated, verified first
     if isinstance(source, Mapping):
         inner = source.get("state_dict")

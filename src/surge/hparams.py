@@ -54,7 +54,7 @@ class HyperparametersMixin:
         return self.__dict__["_hparams"]
 
 
-def _init_args(local_vars: Mapping[str, Any], cls: type) -> dict[str, Any]:
+def _init_args(local_vars: Mapping[str, Any], cls: type[Any]) -> dict[str, Any]:
     params = inspect.signature(cls.__init__).parameters
     values: dict[str, Any] = {}
     for name, param in params.items():
@@ -81,7 +81,7 @@ def plain(value: Any) -> Any:
     return repr(value)
 
 
-def init_kwargs(cls: type, saved: Any, overrides: Mapping[str, Any], source: str) -> dict[str, Any]:
+def init_kwargs(cls: type[Any], saved: Any, overrides: Mapping[str, Any], source: str) -> dict[str, Any]:
     """The saved hyper-parameters with `overrides` on top, checked against `cls.__init__`: a
     checkpoint of another class or version is refused with what differs, not a bare TypeError."""
     where = f"{cls.__name__}.load_from_checkpoint({source!r})"

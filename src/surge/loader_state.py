@@ -15,6 +15,7 @@ import torch
 from torch import Tensor
 from torch.utils.data import DistributedSampler
 
+from .dataset_rng import draws_random_numbers
 from .errors import CheckpointError
 
 
@@ -72,8 +73,6 @@ def set_sampler_seed(loader: Iterable, seed: int | None) -> None:
 def inexact_resume_reason(loader: Iterable | None) -> str | None:
     """Why a checkpoint of a run on `loader` cannot resume its data exactly, or None when it can."""
     from torch.utils.data import DataLoader
-
-    from .data import draws_random_numbers
 
     if not isinstance(loader, DataLoader) or not (loader.num_workers > 0 and loader.persistent_workers):
         return None

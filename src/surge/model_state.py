@@ -4,7 +4,6 @@ difference named, and read from any surge checkpoint (one file or sharded)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -87,18 +86,3 @@ def apply_model_state(
         {raw_names[k]: v for k, v in state_dict.items() if k in own and k not in mismatched}, strict=False
     )
     return problems
-
-
-def model_weights(ckpt: Mapping[str, Any], path: str | Path) -> dict[str, Any]:
-    """The bare model weights of a loaded checkpoint: its own entry, or a sharded one's shards
-    consolidated into whole CPU tensors (verified against their digests first)."""
-    from .shard_files import is_sharded, verify_shards
-
-    if not is_sharded(ckpt):
-        return clean_state_dict(ckpt["state_dict"])
-    problems = verify_shards(ckpt, path)
-    if problems:
-        raise CheckpointError(f"checkpoint {path} cannot be used: " + "; ".join(problems))
-    from .sharded import full_model_state
-
-    return full_model_state(ckpt, path)

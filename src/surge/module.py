@@ -41,6 +41,10 @@ class Module(nn.Module, HyperparametersMixin):
 
     strict_loading: bool = True  # resume and ckpt_path= loads: False loads what matches, reports the rest
 
+    if TYPE_CHECKING:  # the hooks are no-ops set below the class; this one is also called directly
+
+        def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None: ...
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._trainer: Trainer | None = None
@@ -122,8 +126,9 @@ class Module(nn.Module, HyperparametersMixin):
         `strict=False` loads the keys that match and warns with what it left out.
         """
         from .checkpoint import load_checkpoint
-        from .model_state import apply_model_state, model_weights
+        from .model_state import apply_model_state
         from .run_state import check_layout
+        from .sharded import model_weights
 
         ckpt = load_checkpoint(checkpoint_path)
         check_layout(ckpt, checkpoint_path)

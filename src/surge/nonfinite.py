@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
-from typing import Any
 
 import torch
 from torch import Tensor
@@ -82,7 +81,8 @@ class NonFiniteGuard:
             return True
         found = self._found(opt)
         if self.device_skip:
-            opt.grad_scale, opt.found_inf = None, found
+            # the attributes a fused optimizer's step() reads (as torch's GradScaler sets them)
+            opt.grad_scale, opt.found_inf = None, found  # type: ignore[attr-defined]
             self._steps_bad = (
                 found.to(torch.int32)
                 if self._steps_bad is None
@@ -140,7 +140,7 @@ class NonFiniteGuard:
         loss_bad = values[0] if self._loss_bad is not None else 0
         steps_bad = int(values[-1]) if self._steps_bad is not None else 0
         since, self._since = self._since, step
-        if steps_bad:
+        if steps_bad and self._steps_bad is not None:
             self._steps_bad.zero_()
             self.skipped += steps_bad
             if self.mode == "raise":
@@ -158,6 +158,3 @@ class NonFiniteGuard:
                 f"a non-finite loss was seen between step {since} and {step}; the weights may be ruined. "
                 'on_nonfinite="skip" skips such steps, "raise" stops at the first.'
             )
-
-    def state(self) -> dict[str, Any]:
-        return {"skipped_nonfinite_steps": self.skipped}

@@ -52,6 +52,17 @@ def parse_optimizers(
     returned: Any, where: str = "configure_optimizers()"
 ) -> tuple[list[Optimizer], list[SchedulerConfig]]:
     """Optimizers and scheduler configs from any of the shapes Lightning users return."""
+    _check_not_empty(returned, where)
+    optimizers, schedulers = _collect(returned, where)
+    if not optimizers:
+        raise MisconfigurationError(f"{where} returned no optimizer.")
+    for opt in optimizers:
+        if not isinstance(opt, Optimizer):
+            raise MisconfigurationError(f"{where} returned {opt!r}, which is not a torch.optim.Optimizer.")
+    return optimizers, schedulers
+
+
+def _check_not_empty(returned: Any, where: str) -> None:
     if returned is None:
         raise MisconfigurationError(
             f"{where} returned None; return an optimizer, e.g. torch.optim.Adam(self.parameters(), lr=1e-3)."
@@ -61,18 +72,17 @@ def parse_optimizers(
             f"{where} returned the {type(returned).__name__} {returned!r}; return an optimizer object, e.g. "
             "torch.optim.Adam(self.parameters(), lr=1e-3)."
         )
-    optimizers: list[Optimizer] = []
+
+
+def _collect(returned: Any, where: str) -> tuple[list[Any], list[SchedulerConfig]]:
+    """The optimizers (not yet type-checked) and scheduler configs, by the shape returned."""
+    optimizers: list[Any] = []
     schedulers: list[SchedulerConfig] = []
     if isinstance(returned, Optimizer):
         optimizers = [returned]
     elif isinstance(returned, Mapping):
         _from_dict(returned, optimizers, schedulers, where)
-    elif (
-        isinstance(returned, Sequence)
-        and len(returned) == 2
-        and isinstance(returned[0], Sequence)
-        and not isinstance(returned[0], Mapping)
-    ):
+    elif _is_optimizers_and_schedulers(returned):
         optimizers = list(returned[0])
         scheds = returned[1] if isinstance(returned[1], Sequence) else [returned[1]]
         schedulers = [_scheduler(s, where) for s in scheds]
@@ -86,12 +96,17 @@ def parse_optimizers(
         raise MisconfigurationError(
             f"{where} returned {type(returned).__name__}; return an Optimizer, a list, or a dict."
         )
-    if not optimizers:
-        raise MisconfigurationError(f"{where} returned no optimizer.")
-    for opt in optimizers:
-        if not isinstance(opt, Optimizer):
-            raise MisconfigurationError(f"{where} returned {opt!r}, which is not a torch.optim.Optimizer.")
     return optimizers, schedulers
+
+
+def _is_optimizers_and_schedulers(returned: Any) -> bool:
+    """`([opt, ...], [sched, ...])` or `([opt, ...], sched)`."""
+    return (
+        isinstance(returned, Sequence)
+        and len(returned) == 2
+        and isinstance(returned[0], Sequence)
+        and not isinstance(returned[0], Mapping)
+    )
 
 
 def _from_dict(d: Mapping[str, Any], optimizers: list, schedulers: list, where: str) -> None:
@@ -206,7 +221,7 @@ class Optimization:
                 continue
             if config.needs_metric:
                 metrics = self._metrics()
-                if config.monitor not in metrics:
+                if config.monitor is None or config.monitor not in metrics:
                     if config.strict:
                         raise MisconfigurationError(
                             f"the lr_scheduler monitors {config.monitor!r}, which was not logged; logged: {sorted(metrics)}"

@@ -224,14 +224,15 @@ class Results:
         """Host floats of the epoch aggregates, reduced over processes (one transfer)."""
         values: dict[str, Value] = {}
         for slot in self.slots.values():
-            if slot.on_epoch and (slot.total is not None or slot.metric is not None):
-                values[self._key(slot, False)] = self._global_epoch_value(slot)
+            if slot.on_epoch and (value := self._global_epoch_value(slot)) is not None:
+                values[self._key(slot, False)] = value
         return to_floats(values)
 
-    def _global_epoch_value(self, slot: Slot) -> Value:
+    def _global_epoch_value(self, slot: Slot) -> Value | None:
+        """The epoch aggregate over every process; None when nothing was logged this epoch."""
         if slot.metric is not None:  # compute() gathers the states of every process
             return _scalar(slot.name, slot.metric.compute(), "compute()")
-        if self._reduce is None:
+        if slot.total is None or self._reduce is None:
             return slot.epoch_value()
         total = torch.as_tensor(slot.total, dtype=torch.float64)
         if slot.reduce_fx == "mean":

@@ -20,6 +20,7 @@ from .loader_state import inexact_resume_reason
 from .rank_zero import info, warn
 from .seed import rng_state
 from .shard_files import is_sharded
+from .version import __version__
 
 if TYPE_CHECKING:
     from .loops.fit import FitLoop
@@ -88,8 +89,6 @@ def state_parts(run: RunObjects) -> dict[str, Part]:
 
 def checkpoint_state(run: RunObjects, weights_only: bool = False) -> dict[str, Any]:
     """Everything a resumed run needs, in types that `torch.load(weights_only=True)` accepts."""
-    from . import __version__
-
     loop, parts = run.loop, state_parts(run)
     state: dict[str, Any] = {"epoch": loop.epoch, "global_step": loop.global_step}
     for name in WEIGHTS_ONLY:

@@ -38,7 +38,7 @@ from torch.distributed.checkpoint.metadata import (
 
 from .checkpoint import load_checkpoint, save_atomic
 from .errors import CheckpointError
-from .model_state import model_weights
+from .model_state import clean_state_dict
 from .shard_files import (
     SHARDS,
     TENSOR_KEYS,
@@ -46,7 +46,9 @@ from .shard_files import (
     _plain_name,
     _remove_if_unreferenced,
     file_digest,
+    is_sharded,
     shard_dir,
+    verify_shards,
 )
 
 
@@ -263,6 +265,17 @@ def _old_torch() -> bool:
 
 def _has_bytes(metadata: Any) -> bool:
     return any(isinstance(v, BytesStorageMetadata) for v in metadata.state_dict_metadata.values())
+
+
+def model_weights(ckpt: Mapping[str, Any], path: str | Path) -> dict[str, Any]:
+    """The bare model weights of a loaded checkpoint: its own entry, or a sharded one's shards
+    consolidated into whole CPU tensors (verified against their digests first)."""
+    if not is_sharded(ckpt):
+        return clean_state_dict(ckpt["state_dict"])
+    problems = verify_shards(ckpt, path)
+    if problems:
+        raise CheckpointError(f"checkpoint {path} cannot be used: " + "; ".join(problems))
+    return full_model_state(ckpt, path)
 
 
 def read_weights(path: str | Path) -> dict[str, torch.Tensor]:

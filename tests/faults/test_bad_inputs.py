@@ -493,6 +493,12 @@ ROWS = [
         ValueError,
         ["complex loss", "complex64", "real"],
     ),
+    (
+        "tuner-no-data",
+        lambda tmp: surge.tune.lr_find(TinyModel()),
+        ValueError,
+        ["lr_find", "train_dataloaders=None", "TinyModel defines no train_dataloader()"],
+    ),
 ]
 
 

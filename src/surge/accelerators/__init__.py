@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..errors import MisconfigurationError
+from ..errors import MisconfigurationError, bad_value
 from .base import Accelerator
 from .cpu import CPUAccelerator
 from .cuda import CUDAAccelerator
@@ -25,16 +25,19 @@ def resolve_accelerator(name: str) -> Accelerator:
             if cls.is_available():
                 return cls()
         return CPUAccelerator()
-    cls = {"cpu": CPUAccelerator, "cuda": CUDAAccelerator, "gpu": CUDAAccelerator, "mps": MPSAccelerator}[
-        name
-    ]
-    if not cls.is_available():
+    named: type[Accelerator] = {
+        "cpu": CPUAccelerator,
+        "cuda": CUDAAccelerator,
+        "gpu": CUDAAccelerator,
+        "mps": MPSAccelerator,
+    }[name]
+    if not named.is_available():
         found = [c.name for c in (CUDAAccelerator, MPSAccelerator) if c.is_available()] + ["cpu"]
         raise MisconfigurationError(
-            f"accelerator={name!r} was requested, but this machine has no {cls.name} device "
-            f"(torch {cls.name} available: no). Available here: {found}; use accelerator='auto' or 'cpu'."
+            f"accelerator={name!r} was requested, but this machine has no {named.name} device "
+            f"(torch {named.name} available: no). Available here: {found}; use accelerator='auto' or 'cpu'."
         )
-    return cls()
+    return named()
 
 
 def resolve_devices(accelerator: Accelerator, devices: int | str | list[int]) -> list[int]:
@@ -58,6 +61,8 @@ def resolve_devices(accelerator: Accelerator, devices: int | str | list[int]) ->
                 f"(logical indices 0..{count - 1}, after CUDA_VISIBLE_DEVICES)."
             )
         return list(range(devices))
+    if isinstance(devices, str):  # TrainerConfig turns "0,2" into a list and "2" into an int
+        raise bad_value("devices", devices, '"auto", -1, a count, or a list of device indices')
     missing = [i for i in devices if i >= count]
     if missing:
         raise MisconfigurationError(

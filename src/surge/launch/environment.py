@@ -28,10 +28,6 @@ class ClusterEnvironment:
     def num_nodes(self) -> int:
         return max(1, self.world_size // max(1, self.local_world_size))
 
-    @property
-    def distributed(self) -> bool:
-        return self.world_size > 1 or self.source != "local"
-
     def export(self) -> None:
         """Set the env:// variables torch.distributed reads (for SLURM, which does not set them)."""
         os.environ.update(

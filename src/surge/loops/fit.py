@@ -238,7 +238,7 @@ class FitLoop:
         )
         return ctx.profiler.instrument(parts) if ctx.profiler is not None else parts
 
-    def _train_batches(self, it: Iterator[Any]) -> bool:
+    def _train_batches(self, it: Iterator[Any]) -> bool:  # noqa: C901 - the step reads top to bottom, in one place
         """Train on the epoch's batches; returns True if the loader ran out."""
         t, ctx, settings = self.trainer, self.ctx, self.ctx.settings
         model, optim, hooks, strategy = ctx.parts.module, ctx.optim, ctx.parts.hooks, ctx.parts.strategy

@@ -8,7 +8,7 @@ import io
 import pstats
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import Any, overload
 
 from .base import LoopParts
 from .simple import SimpleProfiler
@@ -23,6 +23,11 @@ class AdvancedProfiler(SimpleProfiler):
         super().__init__(**kwargs)
         self.top = top
         self.profiles: dict[str, cProfile.Profile] = {}
+
+    @overload
+    def _profiled(self, phase: str, fn: None) -> None: ...
+    @overload
+    def _profiled(self, phase: str, fn: Callable[..., Any]) -> Callable[..., Any]: ...
 
     def _profiled(self, phase: str, fn: Callable[..., Any] | None) -> Callable[..., Any] | None:
         if fn is None:

@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from ..errors import SurgeRuntimeError
 from ..rank_zero import info
 from .base import LoopParts, Profiler
 
@@ -51,12 +52,16 @@ class PyTorchProfiler(Profiler):
             on_trace_ready=torch.profiler.tensorboard_trace_handler(
                 str(folder), worker_name=f"rank{trainer.global_rank}"
             ),
-            **self.options,
+            record_shapes=self.options["record_shapes"],
+            profile_memory=self.options["profile_memory"],
+            with_stack=self.options["with_stack"],
         )
         self.profile.__enter__()
 
     def instrument(self, parts: LoopParts) -> LoopParts:
         profile, batches = self.profile, parts.batches
+        if profile is None:
+            raise SurgeRuntimeError("PyTorchProfiler.instrument() was called before setup().")
 
         def stepping() -> Any:
             for batch in batches:
@@ -67,7 +72,7 @@ class PyTorchProfiler(Profiler):
         return parts
 
     def finish(self, trainer: Any) -> dict[str, Any] | None:
-        if self.profile is None:
+        if self.profile is None or self.dirpath is None:  # setup() never ran
             return None
         self.profile.__exit__(None, None, None)
         try:

@@ -129,7 +129,7 @@ class PhaseTimer:
         phases = {p: sum(s.phases.get(p, 0.0) for s in steps) / n for p in PHASES}
         phases["other"] = max(0.0, step_s - sum(phases.values()))
         comm = self.comm_s[-n:] if self.comm_s else []
-        out = {
+        out: dict[str, Any] = {
             "steps": n,
             "step_s": step_s,
             "phases": phases,

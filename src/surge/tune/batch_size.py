@@ -15,7 +15,7 @@ from ..module import Module
 from ..rank_zero import info
 from .loaders import loader_batch_size, with_batch_size
 from .memory import available_ram, measure_peak, tensor_bytes
-from .trial import TrialSteps, default_trainer, preserved, trial_device
+from .trial import TrialSteps, default_trainer, preserved, train_loader, trial_device
 
 if TYPE_CHECKING:
     from ..trainer import Trainer
@@ -47,7 +47,7 @@ def find_batch_size(
     """
     _check_args(init, max_trials, max_memory, max_batch_size, steps)
     trainer = trainer if trainer is not None else default_trainer()
-    loader = train_dataloaders if train_dataloaders is not None else model.train_dataloader()
+    loader = train_loader(model, train_dataloaders, "find_batch_size")
     loader_batch_size(loader)
     device = trial_device(trainer)
     if max_memory is None and device.type != "cuda":

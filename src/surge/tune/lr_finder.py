@@ -12,7 +12,7 @@ from torch.utils.data import DataLoader
 from ..errors import MisconfigurationError, bad_value
 from ..module import Module
 from ..rank_zero import info
-from .trial import TrialSteps, default_trainer, preserved
+from .trial import TrialSteps, default_trainer, preserved, train_loader
 
 if TYPE_CHECKING:
     from ..trainer import Trainer
@@ -105,7 +105,7 @@ def lr_find(
     """
     _check(min_lr, max_lr, num_training, mode, early_stop_threshold)
     trainer = trainer if trainer is not None else default_trainer()
-    loader = train_dataloaders if train_dataloaders is not None else model.train_dataloader()
+    loader = train_loader(model, train_dataloaders, "lr_find")
     result = LRFinderResult()
     with preserved(model, trainer), TrialSteps(model, trainer) as runner:
         batches = _cycle(loader)

@@ -35,6 +35,19 @@ def default_trainer() -> Trainer:
     )
 
 
+def train_loader(model: Module, given: Any, tuner: str) -> Any:
+    """`given`, else what the model's own `train_dataloader()` returns."""
+    if given is not None:
+        return given
+    hook = getattr(model, "train_dataloader", None)
+    if not callable(hook):
+        raise MisconfigurationError(
+            f"{tuner}: train_dataloaders=None and {type(model).__name__} defines no train_dataloader(); "
+            "pass train_dataloaders=."
+        )
+    return hook()
+
+
 def trial_device(trainer: Trainer) -> torch.device:
     """The device this process trains on."""
     return trainer.root_device

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +15,7 @@ from torch.utils.data import DataLoader
 
 from ..data import loader_length
 from ..errors import SurgeTypeError, bad_value
+from ..host import cpu_count
 from ..loader_state import generator_states, set_generator_states
 from ..rank_zero import info
 from ..seed import rng_untouched
@@ -56,14 +56,6 @@ class WorkersResult:
         if self.expected_s is not None and math.isfinite(self.expected_s):
             text += f"; measured in {self.spent_s:.2f} s for a fit loading ~{self.expected_s:.1f} s of data"
         return text
-
-
-def cpu_count() -> int:
-    """CPUs this process may run on (the affinity mask, not the machine's count)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 def measure_num_workers(
@@ -234,7 +226,7 @@ def _counts(top: int) -> list[int]:
     return counts
 
 
-def _cycle(loader: DataLoader) -> Iterator[Any]:
+def _cycle(loader: DataLoader) -> Generator[Any, None, None]:
     while True:
         yield from loader
 
