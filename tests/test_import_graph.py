@@ -19,11 +19,6 @@ PACKAGE = SRC / "surge"
 
 # Edges (importer, imported) allowed to close a cycle; keep this minimal. A lower module that needs
 # the Trainer only for a type imports it under TYPE_CHECKING instead.
-KNOWN_CYCLE_EDGES: set[tuple[str, str]] = {
-    # `find_batch_size` / `lr_find` called without a trainer build a default Trainer at run time,
-    # while the Trainer's setup runs the batch-size search (trainer -> tune.setup -> tune.batch_size).
-    ("surge.tune.trial", "surge.trainer"),
-}
 
 
 def _module_name(path: Path, root: Path) -> str:
@@ -147,16 +142,8 @@ def test_find_cycle_reports_the_loop():
 
 
 def test_no_import_cycle_among_surge_modules():
-    cycle = find_cycle(import_graph(), KNOWN_CYCLE_EDGES)
+    cycle = find_cycle(import_graph(), set())
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
-
-
-def test_known_cycle_exceptions_are_still_needed():
-    graph = import_graph()
-    for edge in KNOWN_CYCLE_EDGES:
-        assert edge[1] in graph.get(edge[0], set()), f"{edge}: this import is gone, drop it from the list"
-        others = KNOWN_CYCLE_EDGES - {edge}
-        assert find_cycle(graph, others), f"{edge} closes no cycle any more, drop it from the list"
 
 
 OPTIONAL_PACKAGES = {

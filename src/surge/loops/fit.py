@@ -23,12 +23,12 @@ from ..data import (
     resume_iterator,
     starts_workers,
 )
-from ..errors import MisconfigurationError, SurgeRuntimeError
 from ..loader_state import generator_states, sampler_seed, set_generator_states, set_sampler_seed
 from ..profiler.base import LoopParts
 from ..rank_zero import info, warn
 from ..seed import rng_state
 from ..signals import EXIT_CODES, Preempted, SignalFlag, requeue_slurm_job
+from .step_checks import check_loss, detach_outputs, explain_backward_error, explain_fetch_error, loss_from
 
 if TYPE_CHECKING:
     from ..tune.auto_workers import AutoWorkers
@@ -276,7 +276,7 @@ class FitLoop:
             try:
                 batch = next(batches, _END)
             except Exception as err:  # a sample raised, or a worker died or timed out
-                _explain_fetch_error(err, self.epoch, batch_idx, self.train_loader)
+                explain_fetch_error(err, self.epoch, batch_idx, self.train_loader)
                 raise
             if batch is _END:
                 break
@@ -300,9 +300,9 @@ class FitLoop:
                     loss = out
                     self.global_step += 1  # the module steps its own optimizers: one step per batch
                 else:
-                    loss = out if isinstance(out, Tensor) else _loss_from(out, batch_idx)
+                    loss = out if isinstance(out, Tensor) else loss_from(out, batch_idx)
                     if not checked:
-                        _check_loss(loss)
+                        check_loss(loss)
                         checked = True
                     if watch is not None:
                         watch(loss)  # on the device: inf/NaN counted, read at the next read point
@@ -312,7 +312,7 @@ class FitLoop:
                     try:
                         backward(scaled)
                     except RuntimeError as err:
-                        _explain_backward_error(err, loss, self.epoch, batch_idx)
+                        explain_backward_error(err, loss, self.epoch, batch_idx)
                         raise
                     if after_backward:
                         hooks.call("on_after_backward")
@@ -329,7 +329,7 @@ class FitLoop:
                         publish(results.read_step(), results.flags(), step=self.global_step)  # host read
             self.batches_done = batch_idx = batch_idx + 1
             if wants_outputs:
-                detached = _detach_outputs(out)
+                detached = detach_outputs(out)
                 if end_module is not None:
                     end_module(detached, batch, batch_idx - 1)
                 for fn in end_callbacks:
@@ -368,88 +368,3 @@ class FitLoop:
 _END = object()
 ADVICE_AFTER_BATCHES = 50  # when the loop says whether it mostly waited for data
 _NO_CONTEXT = contextlib.nullcontext()
-
-
-def _explain_fetch_error(err: BaseException, epoch: int, batch_idx: int, loader: Any) -> None:
-    """Say where in the run the data failed (the traceback from the worker is kept below it)."""
-    workers = getattr(loader, "num_workers", 0)
-    where = f"in one of its {workers} worker processes" if workers else "in this process"
-    note = f"surge: the train dataloader failed {where} while fetching batch {batch_idx} of epoch {epoch}"
-    index = _failing_index(err)
-    if index is not None:
-        note += f"; the sample that raised is dataset[{index!r}]"
-    elif workers:
-        note += "; with num_workers=0 surge also names the sample's index"
-    if hasattr(err, "add_note"):  # Python >= 3.11
-        err.add_note(note)
-
-
-def _explain_backward_error(err: RuntimeError, loss: Tensor, epoch: int, batch_idx: int) -> None:
-    """A loss that stopped requiring grad after the first batch gets the clear error the first
-    batch would have given."""
-    if not loss.requires_grad:
-        raise SurgeRuntimeError(
-            f"training_step's loss at batch {batch_idx} of epoch {epoch} does not require grad: it was "
-            "detached, computed under torch.no_grad(), or no trainable parameter took part."
-        ) from err
-
-
-def _failing_index(err: BaseException) -> Any:
-    """The index being fetched when the dataset raised (in-process loading): torch's map-style
-    fetcher holds it in a local of the frame that called `dataset[idx]`."""
-    tb, index = err.__traceback__, None
-    while tb is not None:
-        code = tb.tb_frame.f_code
-        if (
-            code.co_filename.endswith(("_utils/fetch.py", "_utils\\fetch.py"))
-            and "idx" in tb.tb_frame.f_locals
-        ):
-            index = tb.tb_frame.f_locals["idx"]
-        tb = tb.tb_next
-    return index
-
-
-def _loss_from(out: Any, batch_idx: int) -> Tensor:
-    if isinstance(out, Mapping):
-        if "loss" not in out:
-            raise MisconfigurationError(
-                f"training_step returned a dict without a 'loss' key (keys: {sorted(out)}) at batch {batch_idx}; "
-                'return the loss tensor or {"loss": loss, ...}.'
-            )
-        return out["loss"]
-    if out is None:
-        raise MisconfigurationError(
-            f"training_step returned None at batch {batch_idx}; return the loss tensor (or a dict with 'loss'). "
-            "For manual optimization set self.automatic_optimization = False."
-        )
-    raise MisconfigurationError(
-        f"training_step returned {type(out).__name__} at batch {batch_idx}; return a scalar loss tensor or a dict with 'loss'."
-    )
-
-
-def _check_loss(loss: Any) -> None:
-    if not isinstance(loss, Tensor):
-        raise MisconfigurationError(
-            f"training_step's loss is a {type(loss).__name__}; it must be a scalar torch.Tensor."
-        )
-    if loss.is_complex():
-        raise MisconfigurationError(
-            f"training_step returned a complex loss ({loss.dtype}); return a real scalar, e.g. loss.abs() or loss.real."
-        )
-    if loss.numel() != 1:
-        raise MisconfigurationError(
-            f"training_step returned a loss of shape {tuple(loss.shape)}; it must be a scalar. Reduce it, e.g. loss.mean()."
-        )
-    if not loss.requires_grad:
-        raise SurgeRuntimeError(
-            "training_step's loss does not require grad: it was detached, computed under torch.no_grad(), "
-            "or the module has no trainable parameters in the graph."
-        )
-
-
-def _detach_outputs(out: Any) -> Any:
-    if isinstance(out, Tensor):
-        return out.detach()
-    if isinstance(out, Mapping):
-        return {k: v.detach() if isinstance(v, Tensor) else v for k, v in out.items()}
-    return out

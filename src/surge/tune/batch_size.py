@@ -15,7 +15,7 @@ from ..module import Module
 from ..rank_zero import info
 from .loaders import loader_batch_size, with_batch_size
 from .memory import available_ram, measure_peak, tensor_bytes
-from .trial import TrialSteps, default_trainer, preserved, train_loader, trial_device
+from .trial import TrialSteps, TrialTarget, preserved, train_loader, trial_target
 
 if TYPE_CHECKING:
     from ..trainer import Trainer
@@ -46,14 +46,14 @@ def find_batch_size(
     buffers, gradients, modes, the precision state and every RNG are restored afterwards.
     """
     _check_args(init, max_trials, max_memory, max_batch_size, steps)
-    trainer = trainer if trainer is not None else default_trainer()
+    target = trial_target(trainer)
     loader = train_loader(model, train_dataloaders, "find_batch_size")
     loader_batch_size(loader)
-    device = trial_device(trainer)
+    device = target.device
     if max_memory is None and device.type != "cuda":
         max_memory = available_ram() // 2
     cap = _cap(loader, max_batch_size)
-    fits = lambda b: _fits(model, trainer, loader, b, steps, max_memory)  # noqa: E731
+    fits = lambda b: _fits(model, target, loader, b, steps, max_memory)  # noqa: E731
     best = search(fits, min(init, cap), cap, max_trials)
     if best == 0:
         raise SurgeRuntimeError(
@@ -87,11 +87,11 @@ def search(fits: Any, init: int, cap: int, max_trials: int) -> int:
 
 
 def _fits(
-    model: Module, trainer: Trainer, loader: DataLoader, batch_size: int, steps: int, budget: int | None
+    model: Module, target: TrialTarget, loader: DataLoader, batch_size: int, steps: int, budget: int | None
 ) -> bool:
     trial = with_batch_size(loader, batch_size, sampler=None, num_workers=0, shuffle=False)
     try:
-        with preserved(model, trainer), TrialSteps(model, trainer) as runner:
+        with preserved(model, target.precision), TrialSteps(model, target) as runner:
             base = tensor_bytes(model)
 
             def work() -> None:

@@ -12,7 +12,7 @@ from torch.utils.data import DataLoader
 from ..errors import MisconfigurationError, bad_value
 from ..module import Module
 from ..rank_zero import info
-from .trial import TrialSteps, default_trainer, preserved, train_loader
+from .trial import TrialSteps, preserved, train_loader, trial_target
 
 if TYPE_CHECKING:
     from ..trainer import Trainer
@@ -104,10 +104,10 @@ def lr_find(
     state, the precision state and every RNG are restored afterwards.
     """
     _check(min_lr, max_lr, num_training, mode, early_stop_threshold)
-    trainer = trainer if trainer is not None else default_trainer()
+    target = trial_target(trainer)
     loader = train_loader(model, train_dataloaders, "lr_find")
     result = LRFinderResult()
-    with preserved(model, trainer), TrialSteps(model, trainer) as runner:
+    with preserved(model, target.precision), TrialSteps(model, target) as runner:
         batches = _cycle(loader)
         best = math.inf
         for i in range(num_training):

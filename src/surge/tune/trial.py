@@ -1,7 +1,7 @@
 """Real training steps outside the fit loop, and putting everything back afterwards.
 
 The tuners train for a few steps to measure something (memory, loss). `TrialSteps` runs those
-steps with the Trainer's device and precision plugin; `preserved()` snapshots what they change
+steps with a Trainer's device and precision plugin (`trial_target`); `preserved()` snapshots what they change
 (parameters, buffers, gradients, train/eval modes, optimizer and precision state, RNG) and
 restores it exactly, so a tuned model continues as if no trial had run.
 """
@@ -11,28 +11,41 @@ from __future__ import annotations
 import contextlib
 import copy
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
 
 from .. import data as data_mod
+from ..accelerators import resolve_accelerator
 from ..errors import MisconfigurationError, SurgeTypeError
 from ..module import Module
 from ..optim import parse_optimizers
+from ..precision import Precision, precision_plugin
 from ..seed import rng_state, set_rng_state
 
 if TYPE_CHECKING:
     from ..trainer import Trainer
 
 
-def default_trainer() -> Trainer:
-    """A quiet single-device Trainer for tuners called without one."""
-    from ..trainer import Trainer
+@dataclass(frozen=True)
+class TrialTarget:
+    """Where trial steps run: the device, the precision plugin, and the Trainer (if any) the module
+    sees as `self.trainer` meanwhile."""
 
-    return Trainer(
-        logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False
-    )
+    device: torch.device
+    precision: Precision
+    trainer: Any = None
+
+
+def trial_target(trainer: Trainer | None) -> TrialTarget:
+    """A Trainer's device and precision, or without one those a default Trainer would use (the
+    best available accelerator, full precision)."""
+    if trainer is not None:
+        return TrialTarget(trainer.root_device, trainer.precision_plugin, trainer)
+    accelerator = resolve_accelerator("auto")
+    return TrialTarget(accelerator.device(0), precision_plugin("32-true", accelerator.name))
 
 
 def train_loader(model: Module, given: Any, tuner: str) -> Any:
@@ -48,13 +61,8 @@ def train_loader(model: Module, given: Any, tuner: str) -> Any:
     return hook()
 
 
-def trial_device(trainer: Trainer) -> torch.device:
-    """The device this process trains on."""
-    return trainer.root_device
-
-
 @contextlib.contextmanager
-def preserved(model: Module, trainer: Trainer) -> Iterator[None]:
+def preserved(model: Module, precision: Precision) -> Iterator[None]:
     """Run the body, then restore the model, the precision plugin's state and every RNG.
 
     Tensors are put back with `.data =`, so Parameter objects keep their identity (and an
@@ -66,7 +74,7 @@ def preserved(model: Module, trainer: Trainer) -> Iterator[None]:
     devices = {name: t.device for name, t in tensors.items()}
     grads = {name: p.grad.detach().clone() for name, p in model.named_parameters() if p.grad is not None}
     modes = {name: m.training for name, m in model.named_modules()}
-    precision_state = copy.deepcopy(trainer.precision_plugin.state_dict())
+    precision_state = copy.deepcopy(precision.state_dict())
     rng = rng_state()
     previous = model._trainer, model._results, model._device
     try:
@@ -78,7 +86,7 @@ def preserved(model: Module, trainer: Trainer) -> Iterator[None]:
             p.grad = grads.get(name)
         for name, m in model.named_modules():
             m.training = modes.get(name, m.training)
-        trainer.precision_plugin.load_state_dict(precision_state)
+        precision.load_state_dict(precision_state)
         set_rng_state(rng)
         model._trainer, model._results, model._device = previous
 
@@ -86,11 +94,11 @@ def preserved(model: Module, trainer: Trainer) -> Iterator[None]:
 class TrialSteps:
     """Forward, backward and optimizer step of `model.training_step`, with the Trainer's precision.
 
-    Used as `with preserved(model, trainer), TrialSteps(model, trainer) as steps:`. It moves (and, for "-true" precisions, casts) the model, and
+    Used as `with preserved(model, target.precision), TrialSteps(model, target) as steps:`. It moves (and, for "-true" precisions, casts) the model, and
     calls `configure_optimizers()`; on exit the optimizers' states (rates included) are put back.
     """
 
-    def __init__(self, model: Module, trainer: Trainer) -> None:
+    def __init__(self, model: Module, target: TrialTarget) -> None:
         if not isinstance(model, Module):
             raise SurgeTypeError(f"model must be a surge.Module, got {type(model).__name__}")
         if not model.automatic_optimization:
@@ -98,9 +106,8 @@ class TrialSteps:
                 "the tuners run automatic optimization; a module with automatic_optimization=False "
                 "steps its own optimizers, so tune it by hand."
             )
-        self.model, self.precision = model, trainer.precision_plugin
-        self.device = trial_device(trainer)
-        model._trainer, model._results = trainer, None  # self.log drops values silently here
+        self.model, self.precision, self.device = model, target.precision, target.device
+        model._trainer, model._results = target.trainer, _DROPPED  # self.log drops values silently here
         if model._device != self.device or self.precision.param_dtype is not None:
             model.to(self.device)
             self.precision.convert_module(model)
@@ -147,3 +154,13 @@ class TrialSteps:
         for opt in self.optimizers:
             for group in opt.param_groups:
                 group["lr"] = lr
+
+
+class _Dropped:
+    """Where `self.log` goes during trial steps: nowhere."""
+
+    def log(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+
+_DROPPED: Any = _Dropped()

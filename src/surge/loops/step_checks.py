@@ -1,0 +1,95 @@
+"""What the training step checks of the user's code, and how it explains a failure where it happened."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from torch import Tensor
+
+from ..errors import MisconfigurationError, SurgeRuntimeError
+
+
+def explain_fetch_error(err: BaseException, epoch: int, batch_idx: int, loader: Any) -> None:
+    """Say where in the run the data failed (the traceback from the worker is kept below it)."""
+    workers = getattr(loader, "num_workers", 0)
+    where = f"in one of its {workers} worker processes" if workers else "in this process"
+    note = f"surge: the train dataloader failed {where} while fetching batch {batch_idx} of epoch {epoch}"
+    index = failing_index(err)
+    if index is not None:
+        note += f"; the sample that raised is dataset[{index!r}]"
+    elif workers:
+        note += "; with num_workers=0 surge also names the sample's index"
+    if hasattr(err, "add_note"):  # Python >= 3.11
+        err.add_note(note)
+
+
+def explain_backward_error(err: RuntimeError, loss: Tensor, epoch: int, batch_idx: int) -> None:
+    """A loss that stopped requiring grad after the first batch gets the clear error the first
+    batch would have given."""
+    if not loss.requires_grad:
+        raise SurgeRuntimeError(
+            f"training_step's loss at batch {batch_idx} of epoch {epoch} does not require grad: it was "
+            "detached, computed under torch.no_grad(), or no trainable parameter took part."
+        ) from err
+
+
+def failing_index(err: BaseException) -> Any:
+    """The index being fetched when the dataset raised (in-process loading): torch's map-style
+    fetcher holds it in a local of the frame that called `dataset[idx]`."""
+    tb, index = err.__traceback__, None
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if (
+            code.co_filename.endswith(("_utils/fetch.py", "_utils\\fetch.py"))
+            and "idx" in tb.tb_frame.f_locals
+        ):
+            index = tb.tb_frame.f_locals["idx"]
+        tb = tb.tb_next
+    return index
+
+
+def loss_from(out: Any, batch_idx: int) -> Tensor:
+    if isinstance(out, Mapping):
+        if "loss" not in out:
+            raise MisconfigurationError(
+                f"training_step returned a dict without a 'loss' key (keys: {sorted(out)}) at batch {batch_idx}; "
+                'return the loss tensor or {"loss": loss, ...}.'
+            )
+        return out["loss"]
+    if out is None:
+        raise MisconfigurationError(
+            f"training_step returned None at batch {batch_idx}; return the loss tensor (or a dict with 'loss'). "
+            "For manual optimization set self.automatic_optimization = False."
+        )
+    raise MisconfigurationError(
+        f"training_step returned {type(out).__name__} at batch {batch_idx}; return a scalar loss tensor or a dict with 'loss'."
+    )
+
+
+def check_loss(loss: Any) -> None:
+    if not isinstance(loss, Tensor):
+        raise MisconfigurationError(
+            f"training_step's loss is a {type(loss).__name__}; it must be a scalar torch.Tensor."
+        )
+    if loss.is_complex():
+        raise MisconfigurationError(
+            f"training_step returned a complex loss ({loss.dtype}); return a real scalar, e.g. loss.abs() or loss.real."
+        )
+    if loss.numel() != 1:
+        raise MisconfigurationError(
+            f"training_step returned a loss of shape {tuple(loss.shape)}; it must be a scalar. Reduce it, e.g. loss.mean()."
+        )
+    if not loss.requires_grad:
+        raise SurgeRuntimeError(
+            "training_step's loss does not require grad: it was detached, computed under torch.no_grad(), "
+            "or the module has no trainable parameters in the graph."
+        )
+
+
+def detach_outputs(out: Any) -> Any:
+    if isinstance(out, Tensor):
+        return out.detach()
+    if isinstance(out, Mapping):
+        return {k: v.detach() if isinstance(v, Tensor) else v for k, v in out.items()}
+    return out
