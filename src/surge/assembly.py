@@ -16,7 +16,7 @@ from .accelerators import Accelerator
 from .callbacks.base import Callback
 from .config import TrainerConfig
 from .errors import MisconfigurationError, SurgeTypeError
-from .launch.environment import detect
+from .launch.environment import ClusterEnvironment
 from .loggers.base import Logger
 from .module import Module
 from .precision import Precision
@@ -25,15 +25,18 @@ from .strategies.parallel import ProcessGroupStrategy
 
 
 def build_strategy(
-    strategy: str | Strategy, cfg: TrainerConfig, accelerator: Accelerator, devices: list[int]
+    strategy: str | Strategy,
+    cfg: TrainerConfig,
+    accelerator: Accelerator,
+    devices: list[int],
+    env: ClusterEnvironment,
 ) -> Strategy:
-    """The strategy for `strategy=`, checked against the devices and the launch environment."""
-    env = detect()
+    """The strategy for `strategy=`, checked against the devices and the launch environment `env`."""
     per_node, nodes = len(devices), cfg.num_nodes
     if env.world_size > 1 and cfg.devices == "auto" and cfg.num_nodes == 1:
         per_node, nodes = env.local_world_size, env.num_nodes  # the launcher decided
     if isinstance(strategy, ProcessGroupStrategy):
-        strategy.configure(per_node, nodes)
+        strategy.configure(per_node, nodes, env)
     if isinstance(strategy, Strategy):
         return strategy
     if strategy == "dp":
@@ -56,7 +59,7 @@ def build_strategy(
             )
         return SingleDeviceStrategy()
     group = FSDPStrategy() if strategy == "fsdp" else DDPStrategy()
-    group.configure(per_node, nodes)
+    group.configure(per_node, nodes, env)
     return group
 
 

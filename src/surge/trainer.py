@@ -18,6 +18,7 @@ from .callbacks.base import Callback
 from .config import TrainerConfig
 from .datamodule import DataModule
 from .errors import MisconfigurationError, SurgeTypeError
+from .launch.environment import detect
 from .loggers.base import Logger
 from .loops.evaluate import run_evaluation, run_prediction
 from .loops.fit import FitLoop
@@ -91,7 +92,8 @@ class Trainer:
         self._cfg = cfg = TrainerConfig(**{**args, "callbacks": callbacks or []})
         self._accelerator = resolve_accelerator(cfg.accelerator)
         self._devices = resolve_devices(self._accelerator, cfg.devices)
-        self._strategy = build_strategy(cfg.strategy, cfg, self._accelerator, self._devices)
+        env = detect()  # the one reading of the launch environment; the parts are given it
+        self._strategy = build_strategy(cfg.strategy, cfg, self._accelerator, self._devices, env)
         self._precision: Precision = precision_plugin(cfg.precision, self._accelerator.name)
         self._strategy.connect_precision(self._precision)
         self.profiler: Profiler | None = build_profiler(cfg.profiler)
