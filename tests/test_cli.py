@@ -81,6 +81,8 @@ def test_the_strategy_takes_its_ranks_from_the_environment_it_is_given(monkeypat
     env = ClusterEnvironment(source="torchrun", world_size=4, global_rank=3, local_rank=1, node_rank=1,
                              local_world_size=2, master_addr="h0")  # fmt: skip
     cpu = resolve_accelerator("cpu")
-    strategy = build_strategy("ddp", TrainerConfig(accelerator="cpu", devices=2, num_nodes=2), cpu, [0, 1], env)
+    strategy = build_strategy(
+        "ddp", TrainerConfig(accelerator="cpu", devices=2, num_nodes=2), cpu, [0, 1], env
+    )
     assert (strategy.global_rank, strategy.local_rank, strategy.world_size) == (3, 1, 4)
     assert strategy.env is env and strategy.launcher is None  # torchrun started the ranks

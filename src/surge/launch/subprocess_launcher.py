@@ -59,7 +59,10 @@ class SubprocessLauncher:
         """Start ranks 1..N-1, each given its environment's variables; returns rank 0's (this
         process's) environment. This process's own `os.environ` is left as it is."""
         env = ClusterEnvironment(
-            source="surge", world_size=self.processes, local_world_size=self.processes, master_port=free_port()
+            source="surge",
+            world_size=self.processes,
+            local_world_size=self.processes,
+            master_port=free_port(),
         )
         command = _command()
         for rank in range(1, self.processes):
