@@ -29,7 +29,7 @@ from .optim import Optimization, parse_optimizers
 from .paths import writable_dir
 from .precision import Precision, precision_plugin
 from .profiler import Profiler, build_profiler
-from .profiler.doctor import DOCTOR_ENV, doctor_overrides
+from .profiler.doctor import requested as requested_doctor_run
 from .rank_zero import info, warn
 from .results import Results
 from .run_state import checkpoint_state, find_checkpoint, restore_state
@@ -87,8 +87,9 @@ class Trainer:
         profiler: str | Profiler | None = None,
     ) -> None:
         args = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
-        if os.environ.get(DOCTOR_ENV):
-            args = doctor_overrides(args, os.environ[DOCTOR_ENV])
+        doctor = requested_doctor_run()  # `surge doctor` runs this script: profile a short fit
+        if doctor is not None:
+            args = doctor.overrides(args)
         self._cfg = cfg = TrainerConfig(**{**args, "callbacks": callbacks or []})
         self._accelerator = resolve_accelerator(cfg.accelerator)
         self._devices = resolve_devices(self._accelerator, cfg.devices)
