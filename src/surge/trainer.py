@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-import os
+import weakref
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ from .config import TrainerConfig
 from .datamodule import DataModule
 from .errors import MisconfigurationError, SurgeTypeError
 from .launch.environment import detect
+from .loader_prep import prepare_loader
 from .loggers.base import Logger
 from .loops.evaluate import run_evaluation, run_prediction
 from .loops.fit import FitLoop
@@ -33,8 +34,8 @@ from .profiler.doctor import requested as requested_doctor_run
 from .rank_zero import info, warn
 from .results import Results
 from .run_state import checkpoint_state, find_checkpoint, restore_state
-from .seed import rng_untouched, set_rng_state
-from .signals import Preempted, SignalFlag, guard_workers
+from .seed import last_seeding, rng_untouched, set_rng_state
+from .signals import Preempted, SignalFlag
 from .strategies import Strategy
 from .tune import setup as tune_setup
 
@@ -120,6 +121,7 @@ class Trainer:
         self._train_results = Results("train", self._strategy.reducer)
         self._log_dir: Path | None = None
         self._signals = SignalFlag()
+        self._compiled: weakref.WeakSet[torch.nn.Module] = weakref.WeakSet()  # compiled once each
 
     # -- assembly --------------------------------------------------------------------------
     def _setup(self, model: Module, stage: str) -> None:
@@ -148,9 +150,9 @@ class Trainer:
         self._strategy.setup_module(model)
         if cfg.channels_last:
             model.to(memory_format=torch.channels_last)
-        if cfg.compile and stage == "fit" and not getattr(model, "_surge_compiled", False):
+        if cfg.compile and stage == "fit" and model not in self._compiled:
             speed.compile_module(model, cfg.compile)
-            model._surge_compiled = True
+            self._compiled.add(model)  # remembered here: nothing is stamped on the user's model
         model._device = _first_param_device(model, self._strategy.device)
         speed.tensor_core_hint(model._device, self._precision.name)
         self._batch_mover = batch_mover(model, self._precision, cfg.channels_last)
@@ -211,12 +213,12 @@ class Trainer:
         self._run_stage("fit", lambda: self._fit_body(pending_rng), [self._train_loader, *self._val_loaders])
 
     def _prepare_loader(self, loader: Iterable, train: bool = False) -> Iterable:
-        loader = data_mod.prepare_loader(loader, self._accelerator.pin_memory)
-        guard_workers(loader)  # workers leave preemption signals to this process
+        seeding = last_seeding()  # what seed_everything set, if it ran: worker seeds, sampler seed
+        loader = prepare_loader(loader, self._accelerator.pin_memory, bool(seeding and seeding.workers))
         if self.world_size == 1 or not self._cfg.use_distributed_sampler:
             return loader
         if train:
-            seed = int(os.environ.get("SURGE_GLOBAL_SEED", "0"))
+            seed = seeding.seed if seeding else 0
             return data_mod.distribute_train_loader(loader, self.global_rank, self.world_size, seed)
         return data_mod.distribute_eval_loader(loader, self.global_rank, self.world_size)
 
