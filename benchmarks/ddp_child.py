@@ -34,7 +34,7 @@ from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 WORLD = 2
 BATCH = 64  # per rank
 BATCHES_PER_RANK = 100  # per epoch; a multiple of every accumulation factor used
-SAMPLER_SEED = 0  # the DistributedSampler seed; surge's default (SURGE_GLOBAL_SEED unset) is 0 too
+SAMPLER_SEED = 0  # the DistributedSampler seed; surge uses 0 too when seed_everything was not called
 INPUT_SHAPE = {"mlp": (256,), "cnn": (1, 28, 28)}
 
 

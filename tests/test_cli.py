@@ -57,3 +57,32 @@ def test_environments_are_detected():
     batch_shell = {"SLURM_NTASKS": "2", "SLURM_PROCID": "0", "SLURM_JOB_ID": "5", "SLURM_JOB_NAME": "train"}
     assert detect(batch_shell).source == "local"  # no srun step: no peers will join
     assert first_host("node1,node2") == "node1" and first_host("a[10-12,15]") == "a10"
+
+
+def test_an_environment_round_trips_through_the_variables_a_started_rank_gets():
+    surge_rank = ClusterEnvironment(source="surge", world_size=3, global_rank=2, local_rank=2, local_world_size=3,
+                                    master_port=4321)  # fmt: skip
+    assert detect(surge_rank.variables()) == surge_rank
+    assert surge_rank.init_method() == "tcp://127.0.0.1:4321"  # given explicitly, not read from os.environ
+    torchrun = ClusterEnvironment(source="torchrun", world_size=2, local_world_size=2, master_addr="h0")
+    assert detect(torchrun.variables()) == torchrun
+    assert torchrun.init_method() == "env://"  # torchrun's agent may share its store through the variables
+    slurm = ClusterEnvironment(source="slurm", world_size=2, master_addr="fe80::1", master_port=15077)
+    assert slurm.init_method() == "tcp://[fe80::1]:15077"
+
+
+def test_the_strategy_takes_its_ranks_from_the_environment_it_is_given(monkeypatch):
+    from surge.accelerators import resolve_accelerator
+    from surge.assembly import build_strategy
+    from surge.config import TrainerConfig
+
+    for var in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "SLURM_STEP_ID"):
+        monkeypatch.delenv(var, raising=False)  # this process itself runs alone
+    env = ClusterEnvironment(source="torchrun", world_size=4, global_rank=3, local_rank=1, node_rank=1,
+                             local_world_size=2, master_addr="h0")  # fmt: skip
+    cpu = resolve_accelerator("cpu")
+    strategy = build_strategy(
+        "ddp", TrainerConfig(accelerator="cpu", devices=2, num_nodes=2), cpu, [0, 1], env
+    )
+    assert (strategy.global_rank, strategy.local_rank, strategy.world_size) == (3, 1, 4)
+    assert strategy.env is env and strategy.launcher is None  # torchrun started the ranks

@@ -69,6 +69,17 @@ def test_uneven_replicas_give_the_single_device_loss_and_logs():
     assert model._results is None  # the replica's log buffer never leaks into the module
 
 
+def test_replica_logs_carry_their_options_by_name():
+    model = Net()
+    batch = (torch.randn(4, 3), torch.randint(0, 2, (4,)))
+    _, logs = _ReplicaStep(model)(batch, 0)
+    name, _, options = logs[0].calls[1]
+    assert name == "seen" and options["reduce_fx"] == "sum" and options["on_epoch"] is True
+    assert options["batch_size"] is None and options["prog_bar"] is False
+    with pytest.raises(TypeError):  # the options are keyword-only: no caller depends on their order
+        Results("train").log("x", 1.0, None, True, False, True, "mean", None, False)
+
+
 def test_dp_needs_cuda_devices():
     with pytest.raises(MisconfigurationError, match="strategy='dp'.*accelerator='cpu'"):
         surge.Trainer(strategy="dp", accelerator="cpu")

@@ -131,6 +131,21 @@ def test_surge_doctor_runs_a_script_profiled(tmp_path):
     assert "surge doctor: 38 steps" in output and "bottleneck:" in output  # 40 steps, 2 warm-up skipped
 
 
+def test_the_doctor_reaches_a_trainer_only_through_its_documented_channel(tmp_path, monkeypatch):
+    from surge.profiler.doctor import DoctorRun, doctor_run
+
+    # The variable `surge doctor` sets is read once, when the process imports surge, never by a Trainer.
+    monkeypatch.setenv("SURGE_DOCTOR", "7")
+    plain = surge.Trainer(max_steps=50, default_root_dir=tmp_path, logger=False)
+    assert plain.profiler is None and plain.max_steps == 50
+    with doctor_run(DoctorRun(steps=7)):
+        doctored = surge.Trainer(max_steps=50, default_root_dir=tmp_path, logger=False)
+    assert isinstance(doctored.profiler, SimpleProfiler) and doctored.max_steps == 7
+    assert surge.Trainer(default_root_dir=tmp_path, logger=False).profiler is None  # only inside the block
+    assert DoctorRun.from_variables(DoctorRun(40).variables()) == DoctorRun(40)
+    assert DoctorRun.from_variables({}) is None
+
+
 def test_surge_plot_draws_the_curves(tmp_path):
     from surge.errors import MisconfigurationError
     from surge.plotting import plot_run

@@ -56,11 +56,12 @@ def _demo(args: argparse.Namespace) -> int:
 def _doctor(args: argparse.Namespace) -> int:
     import subprocess
 
-    from .profiler.doctor import DOCTOR_ENV
+    from .profiler.doctor import DoctorRun
 
-    # The script runs as itself (its own __main__, its own launcher for devices=N); every Trainer
-    # in it reads the variable, profiles a short fit and prints the diagnosis at its end.
-    env = {**os.environ, DOCTOR_ENV: str(args.steps)}
+    # The script runs as itself (its own __main__, its own launcher for devices=N), so the request
+    # crosses a process boundary as a variable; the doctor module reads it once in that process,
+    # and every Trainer there profiles a short fit and prints the diagnosis at its end.
+    env = {**os.environ, **DoctorRun(args.steps).variables()}
     return subprocess.call([sys.executable, args.script, *args.script_args], env=env)
 
 

@@ -22,7 +22,6 @@ from torch.utils.data import (
 from .dataset_rng import draws_random_numbers
 from .errors import MisconfigurationError, SurgeTypeError
 from .rank_zero import info, warn
-from .seed import seeding_workers, worker_init_fn
 
 
 def apply_to_tensors(batch: Any, fn: Callable[[Tensor], Any]) -> Any:
@@ -96,21 +95,6 @@ def limit_batches(loader: Iterable, limit: int | float, arg: str) -> int | float
             f"{arg}={limit} of {length} batches is less than one batch; use a larger fraction or an int."
         )
     return batches
-
-
-def prepare_loader(loader: Iterable, pin_memory: bool = False) -> Iterable:
-    """Small, safe adjustments to a user's DataLoader; the loader itself is kept (workers too).
-
-    Workers get per-worker numpy/python seeds (after `seed_everything(workers=True)`), and on CUDA
-    host memory is pinned so `non_blocking` copies overlap compute (unless the loader pins already).
-    """
-    if not isinstance(loader, DataLoader):
-        return loader
-    if loader.num_workers > 0 and loader.worker_init_fn is None and seeding_workers():
-        loader.worker_init_fn = worker_init_fn
-    if pin_memory and not loader.pin_memory:
-        loader.pin_memory = True
-    return loader
 
 
 def data_wait_advice(loader: Iterable, wait_s: float, total_s: float, steps: int) -> None:

@@ -104,7 +104,10 @@ class Module(nn.Module, HyperparametersMixin):
             if self._trainer is None:
                 warn(f"self.log({name!r}) was called without a Trainer running; the value is dropped.")
             return
-        results.log(name, value, on_step, on_epoch, prog_bar, logger, reduce_fx, batch_size, sync_dist)
+        results.log(
+            name, value, on_step=on_step, on_epoch=on_epoch, prog_bar=prog_bar, logger=logger,
+            reduce_fx=reduce_fx, batch_size=batch_size, sync_dist=sync_dist,
+        )  # fmt: skip
 
     def log_dict(self, dictionary: Mapping[str, Any], **kwargs: Any) -> None:
         """`self.log` for each item."""

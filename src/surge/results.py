@@ -123,6 +123,7 @@ class Results:
         self,
         name: str,
         value: Any,
+        *,
         on_step: bool | None,
         on_epoch: bool | None,
         prog_bar: bool,

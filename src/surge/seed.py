@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import random
 from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -13,28 +13,38 @@ import torch
 
 from .errors import bad_value
 
-_SEED_WORKERS_ENV = "SURGE_SEED_WORKERS"
+
+@dataclass(frozen=True)
+class Seeding:
+    """What `seed_everything` set: the seed (also the DistributedSampler's) and per-worker seeding."""
+
+    seed: int
+    workers: bool
+
+
+_last: Seeding | None = None  # the last `seed_everything` in this process; see `last_seeding`
 
 
 def seed_everything(seed: int, workers: bool = True) -> int:
-    """Seed python, numpy and torch (all devices) with `seed`.
+    """Seed python, numpy and torch (all devices) with `seed`; `os.environ` is left alone.
 
     With `workers=True` the Trainer gives DataLoaders that have no `worker_init_fn` one that seeds
     numpy and python in each worker from torch's per-worker seed, so workers never share a stream.
+    The Trainer reads what was set (`last_seeding`) when it prepares the loaders of a stage.
     """
+    global _last
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
         raise bad_value("seed", seed, "an int in [0, 2**32)")
     random.seed(seed)
     np.random.seed(seed)
     torch.manual_seed(seed)  # also seeds every CUDA device
-    os.environ["SURGE_GLOBAL_SEED"] = str(seed)
-    os.environ[_SEED_WORKERS_ENV] = "1" if workers else "0"
+    _last = Seeding(seed, workers)
     return seed
 
 
-def seeding_workers() -> bool:
-    """Whether `seed_everything(..., workers=True)` asked for per-worker seeding."""
-    return os.environ.get(_SEED_WORKERS_ENV) == "1"
+def last_seeding() -> Seeding | None:
+    """What the last `seed_everything` call in this process set (None if there was none)."""
+    return _last
 
 
 def worker_init_fn(worker_id: int) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-import os
+import weakref
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ from .config import TrainerConfig
 from .datamodule import DataModule
 from .errors import MisconfigurationError, SurgeTypeError
 from .launch.environment import detect
+from .loader_prep import prepare_loader
 from .loggers.base import Logger
 from .loops.context import FitContext, FitSettings, RunParts
 from .loops.evaluate import run_evaluation
@@ -32,13 +33,13 @@ from .optim import Optimization, parse_optimizers
 from .paths import writable_dir
 from .precision import Precision, precision_plugin
 from .profiler import Profiler, build_profiler
-from .profiler.doctor import DOCTOR_ENV, doctor_overrides
+from .profiler.doctor import requested as requested_doctor_run
 from .publisher import MetricsPublisher
 from .rank_zero import info
 from .results import Results
 from .run_state import Found, RunObjects, checkpoint_state, find_checkpoint, restore_model, restore_state
-from .seed import set_rng_state
-from .signals import Preempted, SignalFlag, guard_workers
+from .seed import last_seeding, set_rng_state
+from .signals import Preempted, SignalFlag
 from .strategies import Strategy
 from .tune import setup as tune_setup
 
@@ -91,12 +92,14 @@ class Trainer:
         profiler: str | Profiler | None = None,
     ) -> None:
         args = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
-        if os.environ.get(DOCTOR_ENV):
-            args = doctor_overrides(args, os.environ[DOCTOR_ENV])
+        doctor = requested_doctor_run()  # `surge doctor` runs this script: profile a short fit
+        if doctor is not None:
+            args = doctor.overrides(args)
         self._cfg = cfg = TrainerConfig(**{**args, "callbacks": callbacks or []})
         self._accelerator = resolve_accelerator(cfg.accelerator)
         self._devices = resolve_devices(self._accelerator, cfg.devices)
-        self._strategy = build_strategy(cfg.strategy, cfg, self._accelerator, self._devices, detect())
+        env = detect()  # the one reading of the launch environment; the parts are given it
+        self._strategy = build_strategy(cfg.strategy, cfg, self._accelerator, self._devices, env)
         self._precision: Precision = precision_plugin(cfg.precision, self._accelerator.name)
         self._strategy.connect_precision(self._precision)
         self.profiler: Profiler | None = build_profiler(cfg.profiler)
@@ -118,6 +121,7 @@ class Trainer:
         self._accumulate = cfg.accumulate_grad_batches  # a tuner may decide another
         self._train_results = Results("train", self._strategy.reducer)
         self._log_dir: Path | None = None
+        self._compiled: weakref.WeakSet[torch.nn.Module] = weakref.WeakSet()  # compiled once each
 
     # -- assembly --------------------------------------------------------------------------
     def _setup(self, model: Module, stage: str) -> None:
@@ -144,9 +148,9 @@ class Trainer:
         self._strategy.setup_module(model)
         if cfg.channels_last:
             model.to(memory_format=torch.channels_last)
-        if cfg.compile and stage == "fit" and not getattr(model, "_surge_compiled", False):
+        if cfg.compile and stage == "fit" and model not in self._compiled:
             speed.compile_module(model, cfg.compile)
-            model._surge_compiled = True
+            self._compiled.add(model)  # remembered here: nothing is stamped on the user's model
         model._device = _first_param_device(model, self._strategy.device)
         speed.tensor_core_hint(model._device, self._precision)
         hooks = Hooks(self, model, [*self.callbacks, *(self.profiler.callbacks() if self.profiler else ())])
@@ -261,16 +265,16 @@ class Trainer:
         )
 
     def _adjust_loader(self, loader: Any) -> Any:
-        loader = data_mod.prepare_loader(loader, self._accelerator.pin_memory)
-        guard_workers(loader)  # workers leave preemption signals to this process
-        return loader
+        seeding = last_seeding()  # what seed_everything set, if it ran: worker seeds, sampler seed
+        return prepare_loader(loader, self._accelerator.pin_memory, bool(seeding and seeding.workers))
 
     def _prepare_loader(self, loader: Iterable, train: bool = False) -> Iterable:
         loader = self._adjust_loader(loader)
         if self.world_size == 1 or not self._cfg.use_distributed_sampler:
             return loader
         if train:
-            seed = int(os.environ.get("SURGE_GLOBAL_SEED", "0"))
+            seeding = last_seeding()
+            seed = seeding.seed if seeding else 0
             return data_mod.distribute_train_loader(loader, self.global_rank, self.world_size, seed)
         return data_mod.distribute_eval_loader(loader, self.global_rank, self.world_size)
 

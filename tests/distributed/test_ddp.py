@@ -93,6 +93,14 @@ def test_checkpoints_move_between_world_sizes(tmp_path):
     assert Path(resumed_ddp["log_dir"]).name == "version_0"
 
 
+def test_the_launcher_passes_ranks_explicitly_and_leaves_rank_zeros_environment_alone(tmp_path):
+    two = run(tmp_path, "two", "--devices", "2", "--samples", "16", "--max-steps", "2")
+    assert two["world_size"] == 2 and two["global_step"] == 2
+    # Rank zero learns its place from the launcher's return value, not a round trip through
+    # os.environ; only the started ranks are given variables (they are separate processes).
+    assert two["launch_vars"] == dict.fromkeys(two["launch_vars"], "")
+
+
 @pytest.mark.slow
 def test_ddp_interrupted_mid_epoch_resumes_bit_for_bit(tmp_path):
     import random

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 
 import torch
 import torch.nn.functional as F
@@ -97,6 +98,9 @@ def data(n: int) -> TensorDataset:
     return TensorDataset(x, (x[:, 0] > 0).long() + (x[:, 1] > 0).long())
 
 
+LAUNCH_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "SURGE_LAUNCHED")
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--devices", type=int, default=1)
@@ -159,6 +163,7 @@ def main() -> None:
                 "last_ckpt": trainer.checkpoint_callback.last_model_path,
                 "log_dir": str(trainer.log_dir),
                 "doctor": json.dumps(trainer.profiler.report, default=str) if args.profile else "",
+                "launch_vars": {k: os.environ.get(k, "") for k in LAUNCH_VARS},
             },
             args.out,
         )

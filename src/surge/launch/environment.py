@@ -28,17 +28,31 @@ class ClusterEnvironment:
     def num_nodes(self) -> int:
         return max(1, self.world_size // max(1, self.local_world_size))
 
-    def export(self) -> None:
-        """Set the env:// variables torch.distributed reads (for SLURM, which does not set them)."""
-        os.environ.update(
-            MASTER_ADDR=self.master_addr, MASTER_PORT=str(self.master_port), WORLD_SIZE=str(self.world_size),
-            RANK=str(self.global_rank), LOCAL_RANK=str(self.local_rank), NODE_RANK=str(self.node_rank),
-            LOCAL_WORLD_SIZE=str(self.local_world_size),
-        )  # fmt: skip
+    def variables(self) -> dict[str, str]:
+        """This environment as the variables `detect` reads back (what a started rank is given)."""
+        out = {
+            "MASTER_ADDR": self.master_addr, "MASTER_PORT": str(self.master_port), "WORLD_SIZE": str(self.world_size),
+            "RANK": str(self.global_rank), "LOCAL_RANK": str(self.local_rank), "NODE_RANK": str(self.node_rank),
+            "LOCAL_WORLD_SIZE": str(self.local_world_size),
+        }  # fmt: skip
+        if self.source == "surge":
+            out["SURGE_LAUNCHED"] = "1"
+        return out
+
+    def init_method(self) -> str:
+        """Where the process group meets: torchrun's variables (its agent may share its store), else
+        this environment's address, given explicitly."""
+        if self.source == "torchrun":
+            return "env://"
+        host = f"[{self.master_addr}]" if ":" in self.master_addr else self.master_addr
+        return f"tcp://{host}:{self.master_port}"
 
 
 def detect(env: Mapping[str, str] | None = None) -> ClusterEnvironment:
-    """The environment this process runs in; torchrun (or surge's launcher) first, then SLURM."""
+    """The environment this process runs in; torchrun (or surge's launcher) first, then SLURM.
+
+    The Trainer calls it once, at construction, and hands the result to the parts that need it.
+    """
     env = os.environ if env is None else env
     if "RANK" in env and "WORLD_SIZE" in env and "MASTER_ADDR" in env:
         world = int(env["WORLD_SIZE"])

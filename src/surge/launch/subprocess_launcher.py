@@ -1,13 +1,15 @@
 """Starting the other processes of a one-machine job: `python train.py` with `devices=N`.
 
-The current process becomes rank 0; surge starts ranks 1..N-1 running the same command, with
-the env:// variables set. Children die with the parent (PR_SET_PDEATHSIG), and a watchdog ends the
-job when any of them fails, so no rank waits forever for a dead peer.
+The current process becomes rank 0; surge starts ranks 1..N-1 running the same command, each
+given its rank's variables (`ClusterEnvironment.variables`). Children die with the parent
+(PR_SET_PDEATHSIG), and a watchdog ends the job when any of them fails, so no rank waits forever
+for a dead peer.
 """
 
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import os
 import signal
 import socket
@@ -18,6 +20,7 @@ import time
 from collections.abc import Sequence
 
 from ..rank_zero import log
+from .environment import ClusterEnvironment
 
 
 def free_port() -> int:
@@ -52,21 +55,29 @@ class SubprocessLauncher:
         self.children: list[subprocess.Popen] = []
         self._stopping = False  # set when this process stops the children itself
 
-    def launch(self) -> None:
-        port = free_port()
-        base = {
-            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "WORLD_SIZE": str(self.processes),
-            "LOCAL_WORLD_SIZE": str(self.processes), "NODE_RANK": "0", "SURGE_LAUNCHED": "1",
-        }  # fmt: skip
-        os.environ.update(base, RANK="0", LOCAL_RANK="0")
+    def launch(self) -> ClusterEnvironment:
+        """Start ranks 1..N-1, each given its environment's variables; returns rank 0's (this
+        process's) environment. This process's own `os.environ` is left as it is."""
+        env = ClusterEnvironment(
+            source="surge",
+            world_size=self.processes,
+            local_world_size=self.processes,
+            master_port=free_port(),
+        )
         command = _command()
         for rank in range(1, self.processes):
-            env = {**os.environ, **base, "RANK": str(rank), "LOCAL_RANK": str(rank)}
+            child = dataclasses.replace(env, global_rank=rank, local_rank=rank)
             self.children.append(
-                subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)
+                subprocess.Popen(
+                    command,
+                    env={**os.environ, **child.variables()},
+                    stdin=subprocess.DEVNULL,
+                    preexec_fn=_die_with_parent,
+                )
             )
         atexit.register(self.join)
         threading.Thread(target=self._watch, name="surge-launcher-watchdog", daemon=True).start()
+        return env
 
     def _watch(self) -> None:
         while not self._stopping:

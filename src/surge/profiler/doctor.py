@@ -7,7 +7,11 @@ Printed at the end of fit on rank zero, and written to the run directory as `doc
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -15,25 +19,62 @@ import torch
 
 from ..rank_zero import info
 
-DOCTOR_ENV = "SURGE_DOCTOR"  # set by `surge doctor`: every Trainer profiles a short fit
+DOCTOR_ENV = "SURGE_DOCTOR"  # how `surge doctor` tells the script it runs (a separate process)
 DATA_BOUND = 0.30  # share of the step spent waiting for data
 COMM_BOUND = 0.20  # share of the step in gradient allreduce
 SMALL_BATCH = 0.25  # share of device memory a step uses
 
 
-def doctor_overrides(args: dict[str, Any], value: str) -> dict[str, Any]:
-    """Trainer arguments under `surge doctor`: profile, and keep the fit short (`value` steps, if
-    a number) with little validation, so the diagnosis comes in about a minute."""
-    steps = int(value) if value.isdigit() and int(value) > 1 else 100
-    args = dict(args)
-    if args.get("profiler") is None:
-        args["profiler"] = "simple"
-    if args.get("max_steps", -1) < 0 or args["max_steps"] > steps:
-        args["max_steps"] = steps
-    args["num_sanity_val_steps"] = 0
-    if args.get("limit_val_batches", 1.0) == 1.0:
-        args["limit_val_batches"] = 5
-    return args
+@dataclass(frozen=True)
+class DoctorRun:
+    """What `surge doctor` asks of every Trainer in the script it runs: profile, and keep the fit
+    short (`steps` optimizer steps) with little validation, so the diagnosis comes in about a minute."""
+
+    steps: int = 100
+
+    def overrides(self, args: dict[str, Any]) -> dict[str, Any]:
+        """The Trainer's arguments `args`, changed as the doctor needs."""
+        args = dict(args)
+        if args.get("profiler") is None:
+            args["profiler"] = "simple"
+        if args.get("max_steps", -1) < 0 or args["max_steps"] > self.steps:
+            args["max_steps"] = self.steps
+        args["num_sanity_val_steps"] = 0
+        if args.get("limit_val_batches", 1.0) == 1.0:
+            args["limit_val_batches"] = 5
+        return args
+
+    def variables(self) -> dict[str, str]:
+        """What a process started for the doctor is given (read back by `from_variables`)."""
+        return {DOCTOR_ENV: str(self.steps)}
+
+    @classmethod
+    def from_variables(cls, env: Mapping[str, str]) -> DoctorRun | None:
+        value = env.get(DOCTOR_ENV)
+        if not value:
+            return None
+        return cls(int(value) if value.isdigit() and int(value) > 1 else 100)
+
+
+# The doctor run this process is part of: read once, when surge is first imported in a process that
+# `surge doctor` started (or one of its ranks); `doctor_run` sets it in-process.
+_requested: DoctorRun | None = DoctorRun.from_variables(os.environ)
+
+
+def requested() -> DoctorRun | None:
+    """The doctor run every Trainer built now belongs to, if any (`Trainer.__init__` asks)."""
+    return _requested
+
+
+@contextlib.contextmanager
+def doctor_run(run: DoctorRun) -> Iterator[DoctorRun]:
+    """Every Trainer built inside the block profiles a short fit as `surge doctor` would."""
+    global _requested
+    before, _requested = _requested, run
+    try:
+        yield run
+    finally:
+        _requested = before
 
 
 class Doctor:

@@ -39,9 +39,10 @@ class _ReplicaLog:
 
     def __init__(self, batch: Any) -> None:
         self.batch = batch
-        self.calls: list[tuple[str, Any, tuple[Any, ...]]] = []
+        self.calls: list[tuple[str, Any, dict[str, Any]]] = []
 
-    def log(self, name: str, value: Any, *options: Any) -> None:
+    def log(self, name: str, value: Any, **options: Any) -> None:
+        """Takes what `Results.log` takes (its options by keyword) and keeps it for the merge."""
         self.calls.append((name, value, options))
 
 
@@ -157,8 +158,7 @@ def merge_logs(results: Any, logs: list[_ReplicaLog], sizes: list[int], device: 
         return
     total = sum(sizes)
     for i, (name, _, options) in enumerate(logs[0].calls):
-        *head, batch_size, sync_dist = options
-        reduce_fx = head[-1]
+        reduce_fx = options["reduce_fx"]
         values = [
             v.detach().to(device, non_blocking=True).float() if isinstance(v, Tensor) else float(v)
             for v in (log.calls[i][1] for log in logs)
@@ -170,4 +170,5 @@ def merge_logs(results: Any, logs: list[_ReplicaLog], sizes: list[int], device: 
         else:
             stack = torch.stack([torch.as_tensor(v, device=device) for v in values])
             merged = stack.max() if reduce_fx == "max" else stack.min()
-        results.log(name, merged, *head, total if batch_size is None else batch_size, sync_dist)
+        batch_size = total if options["batch_size"] is None else options["batch_size"]
+        results.log(name, merged, **{**options, "batch_size": batch_size})

@@ -17,7 +17,7 @@ import torch.distributed as dist
 from torch import Tensor, nn
 
 from ..errors import MisconfigurationError
-from ..launch.environment import ClusterEnvironment, detect
+from ..launch.environment import ClusterEnvironment
 from ..launch.subprocess_launcher import SubprocessLauncher
 from .base import Layout, Strategy
 
@@ -38,7 +38,7 @@ class ProcessGroupStrategy(Strategy):
             timeout if isinstance(timeout, datetime.timedelta) else datetime.timedelta(seconds=timeout)
         )
         self.backend = process_group_backend
-        self.env: ClusterEnvironment = detect()
+        self.env = ClusterEnvironment(source="local")  # until `configure` is given the detected one
         self.launcher: SubprocessLauncher | None = None
         self.wrapped: nn.Module | None = None
         self._owns_group = False
@@ -65,11 +65,13 @@ class ProcessGroupStrategy(Strategy):
         return self
 
     def check_layout(self, layout: Layout) -> None:
-        self.configure(layout.processes_per_node, layout.num_nodes)
+        self.configure(layout.processes_per_node, layout.num_nodes, layout.env)
 
-    def configure(self, processes_per_node: int, num_nodes: int) -> None:
-        """Check the environment agrees with `devices` and `num_nodes`; plan a launch if alone."""
+    def configure(self, processes_per_node: int, num_nodes: int, env: ClusterEnvironment) -> None:
+        """Check the launch environment `env` agrees with `devices` and `num_nodes`; plan a launch
+        if this process is alone."""
         expected = processes_per_node * num_nodes
+        self.env = env
         if self.env.source == "local":
             if num_nodes > 1:
                 raise MisconfigurationError(
@@ -91,17 +93,14 @@ class ProcessGroupStrategy(Strategy):
         if dist.is_available() and dist.is_initialized():
             return
         if self.launcher is not None and not self.launcher.children and self.env.global_rank == 0:
-            self.launcher.launch()
-            self.env = detect()
-        elif self.env.source == "slurm":
-            self.env.export()
+            self.env = self.launcher.launch()
         backend = self.backend or ("nccl" if device.type == "cuda" else "gloo")
         dist.init_process_group(
             backend,
             rank=self.env.global_rank,
             world_size=self.env.world_size,
             timeout=self.timeout,
-            init_method="env://",
+            init_method=self.env.init_method(),
         )
         self._owns_group = True
         # The group lives on for validate/test/predict after fit; at exit it must be destroyed, or
