@@ -4,7 +4,7 @@ the batch pipeline. Each is a plain function of what it needs, so the Trainer on
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +18,10 @@ from .config import TrainerConfig
 from .errors import MisconfigurationError, SurgeTypeError
 from .launch.environment import ClusterEnvironment
 from .loggers.base import Logger
+from .loops.context import FitSettings
 from .module import Module
+from .nonfinite import NonFiniteGuard
+from .optim import Optimization
 from .precision import Precision
 from .registry import STRATEGIES
 from .strategies import Layout, Strategy
@@ -133,3 +136,59 @@ def set_deterministic(mode: bool | str) -> None:
     torch.backends.cudnn.deterministic = bool(mode)
     if mode:
         torch.backends.cudnn.benchmark = False
+
+
+def build_optimization(
+    cfg: TrainerConfig,
+    optimizers: list[Any],
+    schedulers: list[Any],
+    precision: Precision,
+    hooks: Any,
+    metrics: Callable[[], Mapping[str, Any]],
+    where: Callable[[], tuple[int, int, int]],
+) -> Optimization:
+    """The fit's optimizer steps: clipping and the non-finite guard as the arguments ask."""
+    has_scaler = getattr(precision, "scaler", None) is not None
+    return Optimization(
+        optimizers,
+        schedulers,
+        precision,
+        hooks,
+        cfg.gradient_clip_val,
+        cfg.gradient_clip_algorithm,
+        metrics,
+        guard=NonFiniteGuard(cfg.on_nonfinite, optimizers, has_scaler),
+        where=where,
+    )
+
+
+def fit_settings(
+    cfg: TrainerConfig, accumulate_grad_batches: int, batches_per_epoch: int | float
+) -> FitSettings:
+    """The settings a fit loop reads, with the tuners' decisions."""
+    return FitSettings(
+        accumulate_grad_batches=accumulate_grad_batches,
+        max_epochs=cfg.max_epochs,
+        min_epochs=cfg.min_epochs,
+        max_steps=cfg.max_steps,
+        log_every_n_steps=cfg.log_every_n_steps,
+        batches_per_epoch=batches_per_epoch,
+    )
+
+
+def prepare_module(
+    model: Module, cfg: TrainerConfig, strategy: Strategy, precision: Precision, compile_now: bool
+) -> None:
+    """Put the module where and how it trains: the backend flags, the precision's dtype, the
+    strategy's device (and wrapper), channels_last, compilation; then note its device."""
+    if cfg.deterministic is not None:
+        set_deterministic(cfg.deterministic)
+    speed.apply_backend_flags(cfg.benchmark, cfg.matmul_precision)
+    model = precision.convert_module(model)
+    strategy.setup_module(model)
+    if cfg.channels_last:
+        model.to(memory_format=torch.channels_last)
+    if compile_now:
+        speed.compile_module(model, cfg.compile)
+    model._device = next((p.device for p in model.parameters()), strategy.device)
+    speed.tensor_core_hint(model._device, precision)

@@ -11,12 +11,13 @@ worker leave these signals to the main process (`WorkerSignals`).
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import signal
 import subprocess
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from types import FrameType
 from typing import Any
 
@@ -50,6 +51,15 @@ class SignalFlag:
         for sig, previous in self._previous.items():
             signal.signal(sig, previous)
         self._previous.clear()
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[SignalFlag]:
+        """The handlers installed for the body, the previous ones put back after it."""
+        self.install()
+        try:
+            yield self
+        finally:
+            self.restore()
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         if signum == signal.SIGINT and self.received == signal.SIGINT:

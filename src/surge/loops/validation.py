@@ -6,11 +6,16 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..data import limit_batches, loader_length
 from ..errors import MisconfigurationError
+from ..module import Module
 from ..seed import rng_untouched
+from .evaluate import run_evaluation
+
+if TYPE_CHECKING:
+    from .context import RunParts
 
 
 @dataclass(frozen=True)
@@ -53,7 +58,7 @@ def plan_batches(
 
 
 class Validation:
-    """When fit validates, and the run itself (`evaluate(loaders, limits, sanity)` does the work).
+    """When fit validates, and the run itself (the evaluation loop over the val loaders).
 
     While it runs, `training_rng` holds training's RNG state: what a checkpoint written during
     validation records.
@@ -61,14 +66,15 @@ class Validation:
 
     def __init__(
         self,
-        evaluate: Callable[[list[Iterable], list[int | float], bool], Any],
+        parts: RunParts,
         loaders: list[Iterable],
         plan: BatchPlan,
         every_n_epochs: int,
-        has_step: bool,
+        global_step: Callable[[], int],
     ) -> None:
-        self.evaluate, self.loaders, self.plan = evaluate, loaders, plan
+        self.parts, self.loaders, self.plan, self.global_step = parts, loaders, plan, global_step
         self.every_n_epochs = every_n_epochs
+        has_step = type(parts.module).validation_step is not Module.validation_step
         self.enabled = has_step and bool(loaders) and sum(plan.val) > 0
         self.training_rng: dict[str, Any] | None = None
 
@@ -89,11 +95,26 @@ class Validation:
             return []
         return [n if steps == -1 else min(n, steps) for n in self.plan.val]
 
+    def sanity_check(self, steps: int, hooks: Any, flag: Callable[[bool], None]) -> None:
+        """Validate `steps` batches per loader (-1: all) before training, between the sanity-check
+        hooks, with `flag(True)` meanwhile (the Trainer's `sanity_checking`)."""
+        limits = self.sanity_limits(steps)
+        if not limits:
+            return
+        flag(True)
+        hooks.callbacks("on_sanity_check_start")
+        try:
+            self.run(limits, sanity=True)
+        finally:
+            flag(False)
+        hooks.callbacks("on_sanity_check_end")
+
     def run(self, limits: list[int | float] | None = None, sanity: bool = False) -> None:
         """Validate on every loader, training's RNG (global and CPU generators) left as it was."""
         with rng_untouched() as training_rng:
             self.training_rng = training_rng
             try:
-                self.evaluate(self.loaders, self.plan.val if limits is None else limits, sanity)
+                limits = self.plan.val if limits is None else limits
+                run_evaluation(self.parts, "validate", self.loaders, limits, self.global_step(), sanity)
             finally:
                 self.training_rng = None

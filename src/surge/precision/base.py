@@ -10,6 +10,8 @@ import torch
 from torch import Tensor
 from torch.optim import Optimizer
 
+from ..rank_zero import info
+
 
 class Precision:
     """Full precision of the module's own dtype; the base of every precision plugin.
@@ -70,6 +72,14 @@ class Precision:
     @property
     def skipped_steps(self) -> int:
         return 0
+
+    def report_skipped_steps(self) -> None:
+        """Say at the end of fit how many optimizer steps the loss scaler skipped, if any."""
+        if self.skipped_steps:
+            info(
+                f"{self.name}: {self.skipped_steps} optimizer steps were skipped for inf/NaN gradients "
+                "(the loss scale backed off; the weights were not touched)."
+            )
 
     def state_dict(self) -> dict[str, Any]:
         return {}

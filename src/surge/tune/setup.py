@@ -45,6 +45,23 @@ class Tuning:
     processes_per_node: int
     trainer: Trainer  # for the batch-size search's trial steps (its public device and precision)
 
+    @classmethod
+    def of(
+        cls, cfg: TrainerConfig, strategy: Strategy, accelerator: str, devices: int, trainer: Trainer
+    ) -> Tuning:
+        """From the Trainer's validated arguments, its strategy, accelerator name and device count."""
+        world = strategy.world_size
+        return cls(
+            effective_batch_size=cfg.effective_batch_size,
+            num_workers=cfg.num_workers,
+            accumulate_grad_batches=cfg.accumulate_grad_batches,
+            fit_batches=lambda loader: fit_batches(loader, cfg, world),
+            strategy=strategy,
+            cuda=accelerator == "cuda",
+            processes_per_node=max(1, devices) if world > 1 else 1,
+            trainer=trainer,
+        )
+
 
 @dataclass(frozen=True)
 class Tuned:

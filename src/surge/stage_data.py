@@ -1,0 +1,105 @@
+"""The data a stage runs on: the loaders it was given or asks the datamodule/module for, checked,
+and prepared for this process (worker seeding, pinning, the distributed share)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from . import data as data_mod
+from .errors import MisconfigurationError, SurgeTypeError
+from .loader_prep import prepare_loader
+from .module import Module
+from .seed import last_seeding
+
+LOADER_HOOKS = {
+    "fit": "train_dataloader",
+    "validate": "val_dataloader",
+    "test": "test_dataloader",
+    "predict": "predict_dataloader",
+}
+
+
+def stage_loaders(given: Any, hook: str, datamodule: Any, model: Module, arg: str) -> list[Iterable]:
+    """`given` (the `arg=` of fit/validate/...) as a list, else what the datamodule's or the
+    module's `hook` returns (one not implemented counts as none); [] when there is nothing."""
+    if given is not None:
+        return data_mod.as_loader_list(given, arg)
+    for source in (datamodule, model):
+        fn = getattr(source, hook, None) if source is not None else None
+        if fn is None:
+            continue
+        try:
+            return data_mod.as_loader_list(fn(), f"{type(source).__name__}.{hook}()")
+        except NotImplementedError:
+            continue
+    return []
+
+
+def enter_datamodule(datamodule: Any, stage: str) -> Any:
+    """Let a datamodule prepare and set up its data for `stage`; returns it."""
+    if datamodule is not None:
+        datamodule.prepare_data()
+        datamodule.setup(stage)
+    return datamodule
+
+
+def fit_loaders(train: Any, val: Any, datamodule: Any, model: Module) -> tuple[Iterable, list[Iterable]]:
+    """fit()'s one train loader and its val loaders (none is fine), from the arguments or the hooks."""
+    found = stage_loaders(train, "train_dataloader", datamodule, model, "train_dataloaders")
+    if not found:
+        raise MisconfigurationError(
+            "fit() has no training data: pass train_dataloaders=, a datamodule=, or define train_dataloader()."
+        )
+    if len(found) > 1:
+        raise MisconfigurationError(f"train_dataloaders got {len(found)} loaders; pass one.")
+    return found[0], stage_loaders(val, "val_dataloader", datamodule, model, "val_dataloaders")
+
+
+def eval_loaders(stage: str, given: Any, datamodule: Any, model: Module) -> list[Iterable]:
+    """validate/test/predict's loaders, from `dataloaders=` or the hooks; at least one."""
+    hook = LOADER_HOOKS[stage]
+    loaders = stage_loaders(given, hook, datamodule, model, "dataloaders")
+    if not loaders:
+        raise MisconfigurationError(
+            f"{stage}() has no data: pass dataloaders=, a datamodule=, or define {hook}()."
+        )
+    return loaders
+
+
+def check_step_defined(model: Any, hook: str, stage: str) -> None:
+    """`model` is a surge.Module that defines `hook` (e.g. validation_step for validate())."""
+    if not isinstance(model, Module):
+        raise SurgeTypeError(f"model must be a surge.Module, got {type(model).__name__}")
+    if getattr(type(model), hook) is getattr(Module, hook):
+        raise MisconfigurationError(
+            f"{stage}() needs {type(model).__name__}.{hook}(batch, batch_idx) to be defined."
+        )
+
+
+@dataclass(frozen=True)
+class LoaderPreparation:
+    """How this process's loaders are prepared: the user's loader is kept, or re-created where a
+    setting must change; under several processes each gets its share (`use_distributed_sampler`)."""
+
+    pin_memory: bool
+    global_rank: int
+    world_size: int
+    distribute: bool
+
+    def adjust(self, loader: Any) -> Any:
+        """Worker seeding (after `seed_everything(workers=True)`), the workers' signal guard, pinning."""
+        seeding = last_seeding()
+        return prepare_loader(loader, self.pin_memory, bool(seeding and seeding.workers))
+
+    def prepare(self, loader: Iterable, train: bool = False) -> Iterable:
+        """`adjust`, then this process's share: shuffled by the run's seed for training."""
+        loader = self.adjust(loader)
+        if self.world_size == 1 or not self.distribute:
+            return loader
+        if train:
+            seeding = last_seeding()
+            seed = seeding.seed if seeding else 0
+            return data_mod.distribute_train_loader(loader, self.global_rank, self.world_size, seed)
+        return data_mod.distribute_eval_loader(loader, self.global_rank, self.world_size)

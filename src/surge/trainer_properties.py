@@ -1,0 +1,229 @@
+"""What a Trainer shows: the read-only state callbacks and users read (`trainer.global_step`,
+`trainer.callback_metrics`, ...), and two small public helpers for callbacks.
+
+A base of `Trainer` only; the attributes it reads are set by `Trainer.__init__` and its setup.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+if TYPE_CHECKING:
+    from .accelerators import Accelerator
+    from .callbacks.base import Callback
+    from .config import TrainerConfig
+    from .loggers.base import Logger
+    from .loops.fit import FitLoop
+    from .loops.validation import BatchPlan, Validation
+    from .module import Module
+    from .optim import Optimization
+    from .precision import Precision
+    from .publisher import MetricsPublisher
+    from .results import Results
+    from .strategies import Strategy
+
+
+class TrainerProperties:
+    """The Trainer's public read-only views (Lightning's names)."""
+
+    _cfg: TrainerConfig
+    _accelerator: Accelerator
+    _devices: list[int]
+    _strategy: Strategy
+    _precision: Precision
+    _module: Module | None
+    _optim: Optimization | None
+    _validation: Validation | None
+    _plan: BatchPlan
+    _accumulate: int
+    _publisher: MetricsPublisher
+    _train_results: Results
+    _log_dir: Path | None
+    fit_loop: FitLoop
+    loggers: list[Logger]
+    callbacks: list[Callback]
+    state: str
+    sanity_checking: bool
+
+    @property
+    def lightning_module(self) -> Module | None:
+        return self._module
+
+    model = lightning_module
+
+    @property
+    def optimizers(self) -> list[torch.optim.Optimizer]:
+        return self._optim.optimizers if self._optim is not None else []
+
+    @property
+    def lr_scheduler_configs(self) -> list[Any]:
+        return self._optim.schedulers if self._optim is not None else []
+
+    @property
+    def precision_plugin(self) -> Precision:
+        return self._precision
+
+    @property
+    def strategy(self) -> Strategy:
+        return self._strategy
+
+    @property
+    def global_step(self) -> int:
+        """Optimizer steps taken."""
+        return self.fit_loop.global_step
+
+    @property
+    def current_epoch(self) -> int:
+        return self.fit_loop.epoch
+
+    @property
+    def max_epochs(self) -> int:
+        return self._cfg.max_epochs
+
+    @property
+    def max_steps(self) -> int:
+        return self._cfg.max_steps
+
+    @property
+    def accumulate_grad_batches(self) -> int:
+        """The accumulation in use (`effective_batch_size=` decides it)."""
+        return self._accumulate
+
+    @property
+    def log_every_n_steps(self) -> int:
+        return self._cfg.log_every_n_steps
+
+    @property
+    def enable_validation(self) -> bool:
+        """Whether this fit validates (a validation_step, val data, and batches to run)."""
+        return self._validation is not None and self._validation.enabled
+
+    @property
+    def train_dataloader(self) -> Any:
+        return self.fit_loop.train_loader
+
+    @property
+    def val_dataloaders(self) -> list[Any]:
+        return self._validation.loaders if self._validation is not None else []
+
+    @property
+    def num_training_batches(self) -> int | float:
+        return self._plan.train
+
+    @property
+    def num_val_batches(self) -> list[int | float]:
+        return self._plan.val
+
+    @property
+    def callback_metrics(self) -> dict[str, torch.Tensor]:
+        return self._publisher.callback_metrics
+
+    @property
+    def logged_metrics(self) -> dict[str, torch.Tensor]:
+        return self._publisher.logged_metrics
+
+    @property
+    def progress_bar_metrics(self) -> dict[str, float]:
+        return self._publisher.progress_bar_metrics
+
+    def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
+        """Publish values a callback computed on the host: to `callback_metrics`, `logged_metrics`
+        and the loggers (rank zero), at `step` (default: the current global step)."""
+        flags = {k: (False, True, k) for k in metrics}
+        self._publisher.publish(metrics, flags, step=self.global_step if step is None else step)
+
+    def read_progress_bar_metrics(self) -> dict[str, float]:
+        """The current training step's `prog_bar=True` values, read from the device now (a host
+        read: call it at refresh points, not every step), with the last published ones."""
+        shown = dict(self._train_results.read_step(only_prog_bar=True))
+        shown.update({k: v for k, v in self.progress_bar_metrics.items() if k not in shown})
+        return shown
+
+    @property
+    def training_rng(self) -> dict[str, Any] | None:
+        """Training's RNG state while validation runs inside fit (what a checkpoint then records)."""
+        return self._validation.training_rng if self._validation is not None else None
+
+    @property
+    def root_device(self) -> torch.device:
+        """The device this process trains on."""
+        local = self.local_rank
+        return self._accelerator.device(self._devices[local] if local < len(self._devices) else local)
+
+    @property
+    def default_root_dir(self) -> Path:
+        return self._cfg.default_root_dir
+
+    @property
+    def logger(self) -> Logger | None:
+        return self.loggers[0] if self.loggers else None
+
+    @property
+    def log_dir(self) -> Path:
+        """The run directory: the first logger's, else `default_root_dir` (the same on every rank)."""
+        if self._log_dir is not None:
+            return self._log_dir
+        for lg in self.loggers:
+            if lg.log_dir is not None:
+                return Path(lg.log_dir)
+        return Path(self._cfg.default_root_dir)
+
+    @property
+    def checkpoint_callbacks(self) -> list[Any]:
+        from .callbacks.checkpoint import ModelCheckpoint
+
+        return [cb for cb in self.callbacks if isinstance(cb, ModelCheckpoint)]
+
+    @property
+    def checkpoint_callback(self) -> Any:
+        cbs = self.checkpoint_callbacks
+        return cbs[0] if cbs else None
+
+    @property
+    def early_stopping_callback(self) -> Any:
+        from .callbacks.early_stopping import EarlyStopping
+
+        return next((cb for cb in self.callbacks if isinstance(cb, EarlyStopping)), None)
+
+    @property
+    def progress_bar_callback(self) -> Any:
+        from .callbacks.progress import ProgressBar
+
+        return next((cb for cb in self.callbacks if isinstance(cb, ProgressBar)), None)
+
+    @property
+    def global_rank(self) -> int:
+        return self._strategy.global_rank
+
+    @property
+    def local_rank(self) -> int:
+        return self._strategy.local_rank
+
+    @property
+    def node_rank(self) -> int:
+        return self._strategy.node_rank
+
+    @property
+    def world_size(self) -> int:
+        return self._strategy.world_size
+
+    @property
+    def is_global_zero(self) -> bool:
+        return self._strategy.is_global_zero
+
+    @property
+    def training(self) -> bool:
+        return self.state == "fit" and not self.sanity_checking
+
+    @property
+    def estimated_stepping_batches(self) -> int | float:
+        """Optimizer steps this fit will take (for schedulers such as OneCycleLR)."""
+        per_epoch = math.ceil(self.num_training_batches / self._accumulate)
+        epochs = self._cfg.max_epochs if self._cfg.max_epochs >= 0 else math.inf
+        total = per_epoch * epochs
+        return min(total, self._cfg.max_steps) if self._cfg.max_steps >= 0 else total
