@@ -29,7 +29,12 @@ def test_no_module_below_the_trainer_reaches_into_it():
 
 
 def test_the_pattern_catches_what_it_is_for():
-    for line in ("x = trainer._cfg", "self.trainer._publish(m)", "if t._module is None:", "m._trainer._hooks"):
+    for line in (
+        "x = trainer._cfg",
+        "self.trainer._publish(m)",
+        "if t._module is None:",
+        "m._trainer._hooks",
+    ):
         assert PRIVATE_READ.search(line), line
     for line in ("trainer.global_step", "batch._asdict()", "self._trainer = trainer", "torch._C"):
         assert not PRIVATE_READ.search(line), line
@@ -41,4 +46,6 @@ def test_no_source_file_is_over_its_size():
         for path in sources()
         if (lines := len(path.read_text().splitlines())) > MAX_LINES.get(path.name, DEFAULT_MAX_LINES)
     }
-    assert not too_long, f"files over {DEFAULT_MAX_LINES} lines (trainer.py: {MAX_LINES['trainer.py']}): {too_long}"
+    assert not too_long, (
+        f"files over {DEFAULT_MAX_LINES} lines (trainer.py: {MAX_LINES['trainer.py']}): {too_long}"
+    )
