@@ -161,7 +161,7 @@ class FitLoop:
             self.auto_workers = None
         self.epoch_done = exhausted or self.batches_done >= ctx.settings.batches_per_epoch
         if self.epoch_done and validation.due(self.epoch):
-            validation.run()
+            validation.run()  # host read at its end
         model._results = results
         results.default_on_step, results.default_on_epoch = False, True
         hooks.module("on_train_epoch_end")
@@ -344,7 +344,7 @@ class FitLoop:
                 self._advised = True
                 data_wait_advice(self.train_loader, wait, clock() - t_epoch, batch_idx)
             if validation.due_inside(self.epoch, batch_idx):
-                validation.run()
+                validation.run()  # host read at its end (the epoch metrics of validation)
                 model._results = results
             if self.global_step >= max_steps or (
                 t.should_stop and window_end and self.epoch >= settings.min_epochs
