@@ -148,7 +148,6 @@ def build_optimization(
     where: Callable[[], tuple[int, int, int]],
 ) -> Optimization:
     """The fit's optimizer steps: clipping and the non-finite guard as the arguments ask."""
-    has_scaler = getattr(precision, "scaler", None) is not None
     return Optimization(
         optimizers,
         schedulers,
@@ -157,7 +156,7 @@ def build_optimization(
         cfg.gradient_clip_val,
         cfg.gradient_clip_algorithm,
         metrics,
-        guard=NonFiniteGuard(cfg.on_nonfinite, optimizers, has_scaler),
+        guard=NonFiniteGuard(cfg.on_nonfinite, optimizers, precision.skips_nonfinite_steps),
         where=where,
     )
 

@@ -70,6 +70,12 @@ class Precision:
         """Called once after every optimizer of a step has stepped (the fp16 scaler updates here)."""
 
     @property
+    def skips_nonfinite_steps(self) -> bool:
+        """Whether this precision skips an optimizer step whose gradients hold inf/NaN itself (a loss
+        scaler does), so the non-finite guard leaves those steps to it."""
+        return False
+
+    @property
     def skipped_steps(self) -> int:
         return 0
 

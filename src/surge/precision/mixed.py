@@ -89,6 +89,10 @@ class MixedPrecision(Precision):
             self._unscaled.clear()
 
     @property
+    def skips_nonfinite_steps(self) -> bool:
+        return self.scaler is not None
+
+    @property
     def skipped_steps(self) -> int:
         return self._skipped
 
