@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -179,7 +179,7 @@ class FSDPStrategy(ProcessGroupStrategy):
         )  # fmt: skip
 
     def restore_model(
-        self, module: nn.Module, ckpt: dict[str, Any], path: str | Path, strict: bool = True
+        self, module: nn.Module, ckpt: Mapping[str, Any], path: str | Path, strict: bool = True
     ) -> list[str]:
         from torch.distributed.checkpoint.state_dict import (
             StateDictOptions,
@@ -209,7 +209,7 @@ class FSDPStrategy(ProcessGroupStrategy):
         return problems
 
     def restore_optimizers(
-        self, module: nn.Module, optimizers: list[Optimizer], ckpt: dict[str, Any], path: str | Path
+        self, module: nn.Module, optimizers: list[Optimizer], ckpt: Mapping[str, Any], path: str | Path
     ) -> None:
         if is_sharded(ckpt):
             super().restore_optimizers(module, optimizers, ckpt, path)
