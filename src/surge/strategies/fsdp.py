@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import importlib
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -33,12 +34,13 @@ _STEP_HOOKS = ("training_step", "validation_step", "test_step", "predict_step")
 
 
 def _fsdp() -> Any:
+    fsdp: Any
     try:
-        from torch.distributed import fsdp
+        fsdp = importlib.import_module("torch.distributed.fsdp")
     except ImportError:  # pragma: no cover - torch without distributed
         fsdp = None
     if fsdp is None or not hasattr(fsdp, "fully_shard"):
-        from torch.distributed._composable import fsdp  # torch 2.4 and 2.5
+        fsdp = importlib.import_module("torch.distributed._composable.fsdp")  # torch 2.4 and 2.5
     return fsdp
 
 
@@ -148,7 +150,7 @@ class FSDPStrategy(ProcessGroupStrategy):
 
     @contextlib.contextmanager
     def _gradient_sync_off(self) -> Iterator[None]:
-        module = self.wrapped
+        module: Any = self.wrapped  # fully_shard made it an FSDPModule (its class is swapped at run time)
         module.set_requires_gradient_sync(False)
         try:
             yield
