@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -42,7 +42,8 @@ def build_strategy(
         return strategy
     if strategy == "auto":
         strategy = "single" if layout.processes == 1 and env.world_size == 1 else "ddp"
-    return STRATEGIES.get(strategy).from_layout(layout)
+    cls = cast("type[Strategy]", STRATEGIES.get(strategy))  # registered by register_strategy
+    return cls.from_layout(layout)
 
 
 def strategy_layout(
@@ -167,7 +168,7 @@ def fit_settings(
     """The settings a fit loop reads, with the tuners' decisions."""
     return FitSettings(
         accumulate_grad_batches=accumulate_grad_batches,
-        max_epochs=cfg.max_epochs,
+        max_epochs=cast(int, cfg.max_epochs),  # TrainerConfig resolves None to an int
         min_epochs=cfg.min_epochs,
         max_steps=cfg.max_steps,
         log_every_n_steps=cfg.log_every_n_steps,
@@ -186,7 +187,8 @@ def prepare_module(
     model = precision.convert_module(model)
     strategy.setup_module(model)
     if cfg.channels_last:
-        model.to(memory_format=torch.channels_last)
+        # nn.Module.to takes memory_format (documented), but torch's overloads leave it out
+        model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
     if compile_now:
         speed.compile_module(model, cfg.compile)
     model._device = next((p.device for p in model.parameters()), strategy.device)

@@ -16,7 +16,7 @@ import uuid
 import zipfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import torch
 from torch import Tensor
@@ -163,7 +163,7 @@ def remove_stale_temporaries(directory: str | Path, older_than: float = 0.0) -> 
     `older_than` (seconds) also spares files modified more recently: a writer on another host
     sharing the filesystem has a pid this host cannot see.
     """
-    removed = []
+    removed: list[Path] = []
     directory = Path(directory)
     if not directory.is_dir():
         return removed
@@ -195,7 +195,7 @@ def process_alive(pid: int) -> bool:
     return True
 
 
-def load_checkpoint(path: str | Path, verify: bool = True) -> dict[str, Any]:
+def load_checkpoint(path: str | os.PathLike[str], verify: bool = True) -> dict[str, Any]:
     """Read a checkpoint safely: `weights_only=True` (no code runs), on CPU, checksum verified.
 
     A plain `torch.save` dict (no surge marks at all, e.g. foreign weights) loads unverified; a
@@ -307,7 +307,7 @@ def _verify(path: Path, state: dict[str, Any], record: bytes | None) -> None:
         )
 
 
-def _legacy_meta(meta: Any) -> bool:
+def _legacy_meta(meta: Any) -> TypeGuard[Mapping[str, Any]]:
     """The "surge" entry of a format-1 file, whose digest (of everything else) lives in the pickle."""
     return (
         isinstance(meta, Mapping) and meta.get("format_version") == 1 and isinstance(meta.get("digest"), str)

@@ -6,7 +6,7 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import torch
 
@@ -21,7 +21,7 @@ NONFINITE_MODES = ("raise", "skip", "warn")
 MATMUL_PRECISIONS = ("highest", "high", "medium")
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 

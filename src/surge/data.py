@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
+from typing import Any, TypeGuard, cast
 
 import torch
 from torch import Tensor
@@ -33,7 +33,8 @@ def apply_to_tensors(batch: Any, fn: Callable[[Tensor], Any]) -> Any:
         return fn(batch)
     if isinstance(batch, Mapping):
         mapped = {k: apply_to_tensors(v, fn) for k, v in batch.items()}
-        return mapped if type(batch) is dict else type(batch)(mapped)
+        kind: Any = type(batch)  # a Mapping subclass, built from a dict
+        return mapped if kind is dict else kind(mapped)
     if isinstance(batch, tuple) and hasattr(batch, "_fields"):
         return type(batch)(*(apply_to_tensors(v, fn) for v in batch))
     if isinstance(batch, list | tuple):
@@ -172,6 +173,7 @@ def resume_iterator(
         set_rng_state(epoch_start_rng)
         restore_epoch_start(loader, epoch_start_rng)
     how = "skip" if by_index and skip and _by_index(loader) else _resume_mode(loader, skip)
+    it: Iterator[Any]
     if how == "skip":
         skipper = _SkipFirst(loader.batch_sampler, skip)  # type: ignore[attr-defined]
         it = iter(clone_loader(loader, batch_sampler=skipper))  # type: ignore[arg-type]
@@ -213,7 +215,7 @@ def _resume_mode(loader: Iterable, skip: int) -> str:
     return "skip"
 
 
-def starts_workers(loader: Iterable) -> bool:
+def starts_workers(loader: Iterable) -> TypeGuard[DataLoader]:
     """Whether iterating `loader` now starts persistent workers (they are not running yet)."""
     return (
         isinstance(loader, DataLoader)
@@ -294,7 +296,7 @@ class ShardSampler(Sampler[int]):
         return len(range(self.rank, self.length, self.world_size))
 
 
-def _shardable(loader: Iterable) -> bool:
+def _shardable(loader: Iterable) -> TypeGuard[DataLoader]:
     return (
         isinstance(loader, DataLoader)
         and not isinstance(loader.dataset, IterableDataset)
@@ -314,7 +316,7 @@ def distribute_train_loader(loader: Iterable, rank: int, world_size: int, seed: 
             )
         return loader
     shuffle = isinstance(loader.sampler, RandomSampler)
-    sampler = DistributedSampler(
+    sampler: DistributedSampler[int] = DistributedSampler(
         loader.dataset,
         num_replicas=world_size,
         rank=rank,
@@ -329,7 +331,8 @@ def distribute_eval_loader(loader: Iterable, rank: int, world_size: int) -> Iter
     """The loader with a `ShardSampler`: no sample is seen twice, none is missed."""
     if not _shardable(loader) or isinstance(loader.sampler, RandomSampler):
         return loader
-    return clone_loader(loader, sampler=ShardSampler(len(loader.dataset), rank, world_size))
+    length = len(cast(Sized, loader.dataset))  # map-style (shardable): it has a length
+    return clone_loader(loader, sampler=ShardSampler(length, rank, world_size))
 
 
 # `surge.data.cache(dataset, path)`: re-exported here; cache.py needs nothing from this module.

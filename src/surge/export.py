@@ -67,7 +67,7 @@ def weights_of(source: Source) -> dict[str, Any]:
             raise CheckpointError(f"checkpoint {source} has no 'state_dict' (model weights) to export")
         from .sharded import model_weights
 
-        return model_weights(ckpt, source)  # FSDP: the shards consolidated, verified first
+        return model_weights(ckpt, Path(source))  # FSDP: the shards consolidated, verified first
     if isinstance(source, Mapping):
         inner = source.get("state_dict")
         return clean_state_dict(inner if isinstance(inner, Mapping) else source)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import torch
 
@@ -63,7 +64,8 @@ class MetricsPublisher:
             if module.hparams:
                 lg.log_hyperparams(module.hparams)
             if getattr(lg, "log_graph", False) and example is not None:
-                lg.log_module_graph(module, move_to_device(example, module.device))
+                graph_logger: Any = lg  # one that has log_graph (TensorBoardLogger) has log_module_graph
+                graph_logger.log_module_graph(module, move_to_device(example, module.device))
 
     def finalize_loggers(self, status: str) -> None:
         """Close the loggers with the stage's outcome ("success", "failed", "interrupted"; rank zero)."""

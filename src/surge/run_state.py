@@ -327,7 +327,8 @@ def _loop_problems(loop: Any) -> list[str]:
         value = loop.get(key)
         if key in missing:
             continue
-        if not isinstance(value, kind) or (kind is int and (isinstance(value, bool) or value < 0)):
+        negative = isinstance(value, int) and value < 0
+        if not isinstance(value, kind) or (kind is int and (isinstance(value, bool) or negative)):
             wanted = "True or False" if kind is bool else "an int >= 0"
             problems.append(f"its 'loop' entry has {key}={value!r}, which must be {wanted}")
     return problems

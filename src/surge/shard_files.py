@@ -119,7 +119,8 @@ def remove_orphan_shards(directory: str | Path) -> list[Path]:
     named = referenced_folders(directory)
     removed = []
     for entry in candidates:
-        if entry.name not in named and not process_alive(int(_SHARD_DIR_RE.match(entry.name)["pid"])):
+        match = _SHARD_DIR_RE.match(entry.name)  # (every candidate matches)
+        if match is not None and entry.name not in named and not process_alive(int(match["pid"])):
             shutil.rmtree(entry, ignore_errors=True)
             removed.append(entry)
     return removed

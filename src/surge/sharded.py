@@ -287,6 +287,6 @@ def consolidate(path: str | Path, out: str | Path) -> Path:
     """Write a sharded checkpoint's model as one ordinary weights-only checkpoint file at `out`
     (loadable by any surge run, or by `torch.load(weights_only=True)`)."""
     ckpt = load_checkpoint(path)
-    state = {k: ckpt[k] for k in ("epoch", "global_step", "hyper_parameters") if k in ckpt}
+    state: dict[str, Any] = {k: ckpt[k] for k in ("epoch", "global_step", "hyper_parameters") if k in ckpt}
     state["state_dict"] = model_weights(ckpt, path)
     return save_atomic(state, out)

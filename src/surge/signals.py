@@ -26,7 +26,7 @@ from torch.utils.data import DataLoader
 from .rank_zero import info, warn
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)
-EXIT_CODES = {signal.SIGTERM: 143, signal.SIGINT: 130, signal.SIGUSR1: 0}
+EXIT_CODES: dict[int, int] = {signal.SIGTERM: 143, signal.SIGINT: 130, signal.SIGUSR1: 0}
 
 
 class Preempted(SystemExit):

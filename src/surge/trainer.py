@@ -108,7 +108,7 @@ class Trainer(TrainerProperties):
         self._precision: Precision = precision_plugin(cfg.precision, self._accelerator.name)
         self._strategy.connect_precision(self._precision)
         self.profiler: Profiler | None = build_profiler(cfg.profiler)
-        self.loggers: list[Logger] = build_loggers(cfg.logger, cfg.default_root_dir)
+        self.loggers: list[Logger] = build_loggers(cfg.logger, self.default_root_dir)
         self.callbacks: list[Callback] = build_callbacks(cfg)
         self.fit_loop = FitLoop()
         self.should_stop = False
@@ -129,7 +129,7 @@ class Trainer(TrainerProperties):
         self._compiled: weakref.WeakSet[torch.nn.Module] = weakref.WeakSet()  # compiled once each
 
     # -- assembly --------------------------------------------------------------------------
-    def _setup(self, model: Module, stage: str) -> None:
+    def _setup(self, model: Module, stage: str) -> RunParts:
         if not isinstance(model, Module):
             raise SurgeTypeError(f"model must be a surge.Module, got {type(model).__name__}")
         self.state = stage
@@ -151,7 +151,8 @@ class Trainer(TrainerProperties):
         hooks = Hooks(self, model, [*self.callbacks, *(self.profiler.callbacks() if self.profiler else ())])
         self._hooks = hooks
         move = batch_mover(model, self._precision, cfg.channels_last)
-        self._parts = RunParts(model, self._strategy, self._precision, hooks, move, self._publisher)
+        self._parts = parts = RunParts(model, self._strategy, self._precision, hooks, move, self._publisher)
+        return parts
 
     # -- fit -------------------------------------------------------------------------------
     def fit(
@@ -170,7 +171,7 @@ class Trainer(TrainerProperties):
         self.datamodule = enter_datamodule(datamodule, "fit")
         check_step_defined(model, "training_step", "fit")
         train, vals = fit_loaders(train_dataloaders, val_dataloaders, datamodule, model)
-        self._setup(model, "fit")
+        parts = self._setup(model, "fit")
         cfg = self._cfg
         tuning = tune_setup.Tuning.of(cfg, self._strategy, self._accelerator.name, len(self._devices), self)
         tuned = tune_setup.tune_loaders(tuning, model, train, vals)
@@ -189,43 +190,43 @@ class Trainer(TrainerProperties):
             )
         where = lambda: (self.global_step + 1, self.current_epoch, self.fit_loop.batches_done)  # noqa: E731
         metrics = lambda: self.callback_metrics  # noqa: E731
-        self._optim = build_optimization(
+        self._optim = optim = build_optimization(
             cfg, optimizers, schedulers, self._precision, self._hooks, metrics, where
         )
         step = lambda: self.global_step  # noqa: E731
-        self._validation = Validation(self._parts, val_loaders, self._plan, cfg.check_val_every_n_epoch, step)
-        self.fit_loop.bind(self._fit_context(), train_loader)
+        validation = Validation(parts, val_loaders, self._plan, cfg.check_val_every_n_epoch, step)
+        self._validation, ctx = validation, self._fit_context(parts, optim, validation)
+        self.fit_loop.bind(ctx, train_loader)
         if tuned.auto_workers is not None:
             self.fit_loop.auto_workers = tuned.auto_workers(train_loader, val_loaders, prepare=prep.adjust)
         pending_rng = restore_state(self._run_objects(), resume) if resume is not None else None
         self._run_stage(
             "fit",
-            lambda: self._fit_stages(pending_rng),
+            lambda: self._fit_stages(ctx, pending_rng),
             lambda: [self.train_dataloader, *self.val_dataloaders],
         )
 
-    def _fit_context(self) -> FitContext:
+    def _fit_context(self, parts: RunParts, optim: Optimization, validation: Validation) -> FitContext:
         settings = fit_settings(self._cfg, self._accumulate, self._plan.train)
         signals = SignalFlag(forward_to=getattr(self._strategy, "launcher", None))
-        parts = (self._parts, settings, self._optim, self._train_results, self._validation, signals)
-        return FitContext(*parts, self.profiler)
+        return FitContext(parts, settings, optim, self._train_results, validation, signals, self.profiler)
 
     def _loader_prep(self) -> LoaderPreparation:
         return LoaderPreparation(
             self._accelerator.pin_memory, self.global_rank, self.world_size, self._cfg.use_distributed_sampler
         )
 
-    def _fit_stages(self, pending_rng: dict[str, Any] | None) -> None:
-        hooks = self._hooks
-        with self.fit_loop.ctx.signals.installed():  # preemption: a flag the loop acts on
+    def _fit_stages(self, ctx: FitContext, pending_rng: dict[str, Any] | None) -> None:
+        hooks = ctx.parts.hooks
+        with ctx.signals.installed():  # preemption: a flag the loop acts on
             hooks.callbacks("setup", "fit")
             hooks.call("on_fit_start")
-            self._publisher.log_run_start(self._module)
+            self._publisher.log_run_start(ctx.parts.module)
             flag = lambda on: setattr(self, "sanity_checking", on)  # noqa: E731
-            self._validation.sanity_check(self._cfg.num_sanity_val_steps, hooks, flag)
+            ctx.validation.sanity_check(self._cfg.num_sanity_val_steps, hooks, flag)
             if pending_rng is not None:
                 set_rng_state(pending_rng)  # the resumed run draws exactly what the uninterrupted one would
-            self._module.train()
+            ctx.parts.module.train()
             hooks.call("on_train_start")
             if self.profiler is not None:
                 self.profiler.setup(self)
@@ -283,22 +284,20 @@ class Trainer(TrainerProperties):
         datamodule: DataModule | None = None,
     ) -> list[Any]:
         """Run `predict_step` over the data and return the predictions."""
-        loaders, limits = self._eval_setup("predict", model, dataloaders, ckpt_path, datamodule)
-        return self._run_stage("predict", lambda: run_prediction(self._parts, loaders, limits), loaders)
+        parts, loaders, limits = self._eval_setup("predict", model, dataloaders, ckpt_path, datamodule)
+        return self._run_stage("predict", lambda: run_prediction(parts, loaders, limits), loaders)
 
     def _evaluate(
         self, stage: str, model: Module | None, dataloaders: Any, ckpt_path: Any, datamodule: Any
     ) -> list[dict[str, float]]:
-        loaders, limits = self._eval_setup(stage, model, dataloaders, ckpt_path, datamodule)
+        parts, loaders, limits = self._eval_setup(stage, model, dataloaders, ckpt_path, datamodule)
         step = self.global_step
-        return self._run_stage(
-            stage, lambda: run_evaluation(self._parts, stage, loaders, limits, step), loaders
-        )
+        return self._run_stage(stage, lambda: run_evaluation(parts, stage, loaders, limits, step), loaders)
 
     def _eval_setup(
         self, stage: str, model: Module | None, dataloaders: Any, ckpt_path: Any, datamodule: Any
-    ) -> tuple[list[Any], list[int | float]]:
-        """The stage's prepared loaders and their batch limits, the model set up (and restored)."""
+    ) -> tuple[RunParts, list[Any], list[int | float]]:
+        """The model set up (and restored) with its run's parts; the stage's loaders and their batch limits."""
         model = model if model is not None else self._module
         if model is None:
             raise MisconfigurationError(
@@ -311,7 +310,7 @@ class Trainer(TrainerProperties):
         if stage != "predict":
             check_step_defined(model, "validation_step" if stage == "validate" else "test_step", stage)
         loaders = eval_loaders(stage, dataloaders, self.datamodule, model)
-        self._setup(model, stage)
+        parts = self._setup(model, stage)
         prep = self._loader_prep()
         loaders = [prep.prepare(v) for v in loaders]
         found = self._find_checkpoint(ckpt_path)
@@ -326,17 +325,18 @@ class Trainer(TrainerProperties):
             "test": "limit_test_batches",
             "predict": "limit_predict_batches",
         }[stage]
-        return loaders, [data_mod.limit_batches(v, getattr(self._cfg, arg), arg) for v in loaders]
+        return parts, loaders, [data_mod.limit_batches(v, getattr(self._cfg, arg), arg) for v in loaders]
 
     # -- checkpoints -----------------------------------------------------------------------
     def save_checkpoint(self, filepath: str | Path, weights_only: bool = False) -> None:
         """Write the whole training state (or just the weights) to `filepath`, atomically."""
-        if self._module is None:
-            raise MisconfigurationError("save_checkpoint() needs a model: call fit() first.")
         self._strategy.save_checkpoint(checkpoint_state(self._run_objects(), weights_only), filepath)
 
     def _run_objects(self) -> RunObjects:
-        parts = (self._module, self._strategy, self._precision, self._hooks, self.fit_loop, self._optim)
+        module = self._module
+        if module is None:
+            raise MisconfigurationError("save_checkpoint() needs a model: call fit() first.")
+        parts = (module, self._strategy, self._precision, self._hooks, self.fit_loop, self._optim)
         more = (self._train_results, self.callbacks, self.datamodule, self._accumulate, self._plan.train)
         return RunObjects(*parts, *more, training_rng=self.training_rng)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
@@ -83,7 +83,7 @@ class TrainerProperties:
 
     @property
     def max_epochs(self) -> int:
-        return self._cfg.max_epochs
+        return cast(int, self._cfg.max_epochs)  # TrainerConfig resolves None to an int
 
     @property
     def max_steps(self) -> int:
@@ -157,7 +157,7 @@ class TrainerProperties:
 
     @property
     def default_root_dir(self) -> Path:
-        return self._cfg.default_root_dir
+        return cast(Path, self._cfg.default_root_dir)  # TrainerConfig resolves it to a Path
 
     @property
     def logger(self) -> Logger | None:
@@ -171,7 +171,7 @@ class TrainerProperties:
         for lg in self.loggers:
             if lg.log_dir is not None:
                 return Path(lg.log_dir)
-        return Path(self._cfg.default_root_dir)
+        return self.default_root_dir
 
     @property
     def checkpoint_callbacks(self) -> list[Any]:
@@ -224,6 +224,6 @@ class TrainerProperties:
     def estimated_stepping_batches(self) -> int | float:
         """Optimizer steps this fit will take (for schedulers such as OneCycleLR)."""
         per_epoch = math.ceil(self.num_training_batches / self._accumulate)
-        epochs = self._cfg.max_epochs if self._cfg.max_epochs >= 0 else math.inf
+        epochs = self.max_epochs if self.max_epochs >= 0 else math.inf
         total = per_epoch * epochs
         return min(total, self._cfg.max_steps) if self._cfg.max_steps >= 0 else total

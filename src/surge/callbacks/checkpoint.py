@@ -8,10 +8,10 @@ import re
 import string
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from ..checkpoint import is_surge_checkpoint, link_atomic, remove_stale_temporaries
-from ..errors import MisconfigurationError, bad_value
+from ..errors import MisconfigurationError, SurgeRuntimeError, bad_value
 from ..paths import user_dir, writable_dir
 from ..rank_zero import warn
 from ..shard_files import remove_orphan_shards
@@ -206,17 +206,23 @@ class ModelCheckpoint(Callback):
             del self.best_k_models[worst]
             self._remove(trainer, worst)
         best = (
-            min(self.best_k_models, key=self.best_k_models.get)
+            min(self.best_k_models, key=self.best_k_models.__getitem__)
             if self.mode == "min"
-            else max(self.best_k_models, key=self.best_k_models.get)
+            else max(self.best_k_models, key=self.best_k_models.__getitem__)
         )
         self.best_model_path, self.best_model_score = best, self.best_k_models[best]
         self.kth_best_model_path = self._worst()
         self.last_model_path = str(path)
         return path
 
+    def _folder(self) -> Path:
+        """`dirpath`, known from `setup` on."""
+        if self.dirpath is None:
+            raise SurgeRuntimeError("ModelCheckpoint: setup() must run before it saves or restores")
+        return self.dirpath
+
     def _write_last(self, trainer: Any, written: Path | None) -> None:
-        last = self.dirpath / f"last{self.FILE_EXTENSION}"
+        last = self._folder() / f"last{self.FILE_EXTENSION}"
         if written is not None and trainer.is_global_zero:
             link_atomic(written, last)
         elif written is None:
@@ -228,17 +234,18 @@ class ModelCheckpoint(Callback):
 
     def _worst(self) -> str:
         pick = max if self.mode == "min" else min
-        return pick(self.best_k_models, key=self.best_k_models.get)
+        return pick(self.best_k_models, key=self.best_k_models.__getitem__)
 
     def _remove(self, trainer: Any, path: str) -> None:
         if Path(path).name != f"last{self.FILE_EXTENSION}":
             self._doomed.append(path)
 
     def _unique(self, name: str) -> Path:
-        path = self.dirpath / f"{name}{self.FILE_EXTENSION}"
+        folder = self._folder()
+        path = folder / f"{name}{self.FILE_EXTENSION}"
         version = 1
         while str(path) in self.best_k_models or str(path) in self._recent or path.exists():
-            path = self.dirpath / f"{name}-v{version}{self.FILE_EXTENSION}"
+            path = folder / f"{name}-v{version}{self.FILE_EXTENSION}"
             version += 1
         return path
 
@@ -278,8 +285,9 @@ class ModelCheckpoint(Callback):
     def _apply_restored(self, state: dict[str, Any]) -> None:
         if state.get("dirpath") != str(self.dirpath):
             return  # a new run directory: the earlier run's files are not ours to rank or delete
-        recent = state.get("recent") if isinstance(state.get("recent"), list) else []
-        scores = state.get("best_k_models") if isinstance(state.get("best_k_models"), dict) else {}
+        recent, scores = state.get("recent"), state.get("best_k_models")
+        recent = recent if isinstance(recent, list) else []
+        scores = scores if isinstance(scores, dict) else {}
         named = [*recent, *scores, *(state.get(k) for k in _PATH_KEYS)]
         own = {p for p in named if self._is_own_checkpoint(p)}
         dropped = sorted({repr(p) for p in named if p not in own and p not in ("", None)})
@@ -300,7 +308,7 @@ class ModelCheckpoint(Callback):
         if not isinstance(value, str) or not value:
             return False
         path = Path(value)
-        if path.suffix != self.FILE_EXTENSION or path.resolve().parent != Path(self.dirpath).resolve():
+        if path.suffix != self.FILE_EXTENSION or path.resolve().parent != self._folder().resolve():
             return False
         return path.is_file() and is_surge_checkpoint(path)
 
@@ -308,7 +316,7 @@ class ModelCheckpoint(Callback):
 _PATH_KEYS = ("best_model_path", "kth_best_model_path", "last_model_path")
 
 
-def _is_score(value: Any) -> bool:
+def _is_score(value: Any) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
@@ -322,7 +330,7 @@ def _check_filename(template: Any, save_last: bool | None) -> None:
         )
     try:
         fields = [
-            (name, spec, conv)
+            (name, spec or "", conv)
             for _, name, spec, conv in string.Formatter().parse(template)
             if name is not None
         ]

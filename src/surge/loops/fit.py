@@ -23,11 +23,12 @@ from ..data import (
     resume_iterator,
     starts_workers,
 )
+from ..errors import SurgeRuntimeError
 from ..loader_state import generator_states, sampler_seed, set_generator_states, set_sampler_seed
 from ..profiler.base import LoopParts
 from ..rank_zero import info, warn
 from ..seed import rng_state
-from ..signals import EXIT_CODES, Preempted, SignalFlag, requeue_slurm_job
+from ..signals import EXIT_CODES, Preempted, requeue_slurm_job
 from .step_checks import check_loss, detach_outputs, explain_backward_error, explain_fetch_error, loss_from
 
 if TYPE_CHECKING:
@@ -63,6 +64,12 @@ class FitLoop:
         self.ctx, self.train_loader = ctx, train_loader
         self.trainer = ctx.parts.hooks.trainer  # what callbacks get; its public `should_stop` they set
 
+    def _context(self) -> FitContext:
+        """The bound context (a method that needs it calls this once, never per step)."""
+        if self.ctx is None:
+            raise SurgeRuntimeError("FitLoop: bind(ctx, train_loader) must run before the loop is used")
+        return self.ctx
+
     def keep_window_gradients(self) -> None:
         """A resume inside an accumulation window restored that window's gradients: keep them."""
         self._keep_grads = True
@@ -97,7 +104,7 @@ class FitLoop:
 
     def _own_results(self, state: Mapping[str, Any]) -> dict[str, Any] | None:
         """This rank's epoch metrics so far, from a checkpoint written inside the epoch."""
-        strategy = self.ctx.parts.strategy
+        strategy = self._context().parts.strategy
         saved, world = state.get("results"), strategy.world_size
         if self.batches_done and state.get("world_size", world) != world:
             warn(
@@ -110,9 +117,10 @@ class FitLoop:
 
     def inside_window(self) -> bool:
         """True between two micro-batches of one accumulation window (gradients are pending)."""
-        settings = self.ctx.settings
+        ctx = self._context()
+        settings = ctx.settings
         k, n, b = settings.accumulate_grad_batches, settings.batches_per_epoch, self.batches_done
-        if k == 1 or b == 0 or self.epoch_done or not self.ctx.parts.module.automatic_optimization:
+        if k == 1 or b == 0 or self.epoch_done or not ctx.parts.module.automatic_optimization:
             return False
         last = b - 1
         start = last - last % k
@@ -120,7 +128,7 @@ class FitLoop:
 
     # -- epochs ----------------------------------------------------------------------------
     def done(self) -> bool:
-        settings = self.ctx.settings
+        settings = self._context().settings
         if 0 <= settings.max_steps <= self.global_step:
             return True
         if 0 <= settings.max_epochs <= self.epoch:
@@ -128,7 +136,7 @@ class FitLoop:
         return self.trainer.should_stop and self.epoch >= settings.min_epochs
 
     def run(self) -> None:
-        t, settings = self.trainer, self.ctx.settings
+        t, settings = self.trainer, self._context().settings
         if settings.batches_per_epoch == 0:
             return
         while not self.done():
@@ -137,7 +145,7 @@ class FitLoop:
                 t.should_stop = False  # min_epochs overrides early stopping until reached
 
     def run_epoch(self) -> None:
-        t, ctx = self.trainer, self.ctx
+        t, ctx = self.trainer, self._context()
         hooks, results, model = ctx.parts.hooks, ctx.results, ctx.parts.module
         publish, validation, strategy = ctx.parts.publisher.publish, ctx.validation, ctx.parts.strategy
         results.reset()
@@ -146,7 +154,7 @@ class FitLoop:
             self._resume_results = None
         model._results = results
         loader = self.train_loader
-        sampler = getattr(loader, "sampler", None)
+        sampler: Any = getattr(loader, "sampler", None)
         if hasattr(sampler, "set_epoch"):
             sampler.set_epoch(self.epoch)
         if self._resume_rng is None:
@@ -198,18 +206,18 @@ class FitLoop:
         return it
 
     # -- preemption ------------------------------------------------------------------------
-    def _signalled(self, signals: SignalFlag, single: bool) -> bool:
+    def _signalled(self, ctx: FitContext, single: bool) -> bool:
         if single:
-            return signals.received is not None
-        if self.global_step % self.ctx.settings.log_every_n_steps:
+            return ctx.signals.received is not None
+        if self.global_step % ctx.settings.log_every_n_steps:
             return False
         # Ranks agree at log intervals (one small collective there), so all stop at the same step.
-        return self.ctx.parts.strategy.reduce_bool(signals.received is not None)
+        return ctx.parts.strategy.reduce_bool(ctx.signals.received is not None)
 
     def _preempt(self) -> None:
         """Checkpoint at this step boundary, requeue under SLURM on SIGUSR1, and exit."""
         t = self.trainer
-        sig = self.ctx.signals.received or signal.SIGTERM
+        sig = self._context().signals.received or signal.SIGTERM
         cb = t.checkpoint_callback
         folder = cb.dirpath if cb is not None and cb.dirpath is not None else t.log_dir / "checkpoints"
         path = folder / "last.ckpt"
@@ -222,7 +230,7 @@ class FitLoop:
     # -- the training step -----------------------------------------------------------------
     def _loop_parts(self, batches: Iterator[Any]) -> LoopParts:
         """The callables the step uses, looked up once per epoch (timed versions under a profiler)."""
-        ctx = self.ctx
+        ctx = self._context()
         hooks, precision = ctx.parts.hooks, ctx.parts.precision
         parts = LoopParts(
             batches=batches,
@@ -240,7 +248,8 @@ class FitLoop:
 
     def _train_batches(self, it: Iterator[Any]) -> bool:  # noqa: C901 - the step reads top to bottom, in one place
         """Train on the epoch's batches; returns True if the loader ran out."""
-        t, ctx, settings = self.trainer, self.ctx, self.ctx.settings
+        t, ctx = self.trainer, self._context()
+        settings = ctx.settings
         model, optim, hooks, strategy = ctx.parts.module, ctx.optim, ctx.parts.hooks, ctx.parts.strategy
         results, validation, signals = ctx.results, ctx.validation, ctx.signals
         p = self._loop_parts(it)
@@ -263,7 +272,8 @@ class FitLoop:
         forward_context = ctx.parts.precision.forward_context
         checked = self.global_step > 0
         before_backward, after_backward = hooks.any("on_before_backward"), hooks.any("on_after_backward")
-        pending, window = 0, k  # micro-batches since the last optimizer step; the current divisor
+        pending = 0  # micro-batches since the last optimizer step
+        window: int | float = k  # the current divisor (n - start is a float when n is math.inf)
         clock = perf_counter
         wait, t_epoch = 0.0, clock()
         batch_idx = self.batches_done
@@ -334,11 +344,7 @@ class FitLoop:
                     end_module(detached, batch, batch_idx - 1)
                 for fn in end_callbacks:
                     fn(t, model, detached, batch, batch_idx - 1)
-            if (
-                window_end
-                and (signals.received is not None or not single)
-                and self._signalled(signals, single)
-            ):
+            if window_end and (signals.received is not None or not single) and self._signalled(ctx, single):
                 self._preempt()  # (ranks agree at log intervals: a collective and a host read there)
             if batch_idx == ADVICE_AFTER_BATCHES and not self._advised:
                 self._advised = True

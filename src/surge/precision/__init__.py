@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 from ..registry import PRECISIONS, register_precision
 from .base import Precision
 from .full import DoublePrecision, FullPrecision
@@ -23,4 +25,5 @@ def precision_plugin(precision: str | Precision, device_type: str) -> Precision:
     """The plugin for a registered precision name on a device type; a plugin object as it is."""
     if isinstance(precision, Precision):
         return precision
-    return PRECISIONS.get(precision).from_name(precision, device_type)
+    cls = cast("type[Precision]", PRECISIONS.get(precision))  # registered by register_precision
+    return cls.from_name(precision, device_type)

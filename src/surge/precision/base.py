@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from torch import Tensor
 from torch.optim import Optimizer
 
 from ..rank_zero import info
+
+M = TypeVar("M", bound=torch.nn.Module)  # a module converted in place, returned as itself
 
 
 class Precision:
@@ -34,7 +36,7 @@ class Precision:
         """The context every step hook runs in (autocast for mixed modes)."""
         return contextlib.nullcontext()
 
-    def convert_module(self, module: torch.nn.Module) -> torch.nn.Module:
+    def convert_module(self, module: M) -> M:
         """Cast the module's parameters for "-true" modes; a no-op otherwise."""
         return module
 

@@ -8,7 +8,7 @@ import torch
 
 from ..data import cast_floating
 from ..registry import register_precision
-from .base import Precision
+from .base import M, Precision
 
 
 @register_precision("32-true", aliases=("32",))
@@ -26,7 +26,7 @@ class DoublePrecision(Precision):
     name = "64-true"
     param_dtype = torch.float64
 
-    def convert_module(self, module: torch.nn.Module) -> torch.nn.Module:
+    def convert_module(self, module: M) -> M:
         return module.to(torch.float64)
 
     def convert_input(self, batch: Any) -> Any:

@@ -14,13 +14,15 @@ import torch
 
 from ..data import cast_floating
 from ..registry import register_precision
-from .base import Precision
+from .base import M, Precision
 
 
 @register_precision("bf16-true")
 @register_precision("16-true")
 class HalfPrecision(Precision):
     """Parameters, buffers and floating-point inputs in `dtype`."""
+
+    param_dtype: torch.dtype
 
     def __init__(self, dtype: torch.dtype) -> None:
         self.param_dtype = dtype
@@ -30,7 +32,7 @@ class HalfPrecision(Precision):
     def from_name(cls, name: str, device_type: str) -> HalfPrecision:
         return cls(torch.float16 if name == "16-true" else torch.bfloat16)
 
-    def convert_module(self, module: torch.nn.Module) -> torch.nn.Module:
+    def convert_module(self, module: M) -> M:
         return module.to(self.param_dtype)
 
     def convert_input(self, batch: Any) -> Any:

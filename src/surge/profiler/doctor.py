@@ -155,7 +155,7 @@ class Doctor:
     def _data_bound(self, share: float) -> dict[str, Any]:
         loader = self.trainer.train_dataloader
         workers = getattr(loader, "num_workers", 0)
-        finding = {"kind": "data", "numbers": {"share": share, "num_workers": workers}}
+        finding: dict[str, Any] = {"kind": "data", "numbers": {"share": share, "num_workers": workers}}
         base = f"{share:.0%} of each step waits for data with num_workers={workers}"
         result = None
         if self.measure_workers and hasattr(loader, "dataset"):

@@ -6,6 +6,7 @@ import time
 from typing import Any
 
 from ..callbacks.base import Callback
+from ..errors import SurgeRuntimeError
 from .base import LoopParts, Profiler
 from .syncs import SyncCounter
 from .timing import PhaseTimer
@@ -31,11 +32,16 @@ class SimpleProfiler(Profiler):
         self.syncs = SyncCounter()
         self._hook_communication(trainer)
 
+    def _phase_timer(self) -> PhaseTimer:
+        if self.timer is None:
+            raise SurgeRuntimeError("SimpleProfiler: setup(trainer) must run before it times or reports")
+        return self.timer
+
     def callbacks(self) -> list[Callback]:
         return [_ValidationTimer(self)]
 
     def _hook_communication(self, trainer: Any) -> None:
-        timer = self.timer
+        timer = self._phase_timer()
 
         def timing(allreduce_hook: Any) -> Any:
             def timed_allreduce(state, bucket):  # noqa: ANN001 - DDP checks these annotations, so none
@@ -53,7 +59,7 @@ class SimpleProfiler(Profiler):
         trainer.strategy.wrap_gradient_allreduce(timing)
 
     def instrument(self, parts: LoopParts) -> LoopParts:
-        timer = self.timer
+        timer = self._phase_timer()
         return LoopParts(
             batches=timer.wrap_iterator(parts.batches),
             move=timer.wrap("transfer", parts.move),
@@ -68,9 +74,10 @@ class SimpleProfiler(Profiler):
         )
 
     def finish(self, trainer: Any) -> dict[str, Any] | None:
-        self.timer.finish()
+        timer = self._phase_timer()
+        timer.finish()
         if not self.diagnose:
-            self.report = {"summary": self.timer.summary()}
+            self.report = {"summary": timer.summary()}
             return self.report
         from .doctor import Doctor
 

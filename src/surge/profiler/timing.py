@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, overload
 
 import torch
 
@@ -79,6 +79,10 @@ class PhaseTimer:
 
         return timed()
 
+    @overload
+    def wrap(self, phase: str, fn: Callable[..., Any]) -> Callable[..., Any]: ...
+    @overload
+    def wrap(self, phase: str, fn: None) -> None: ...
     def wrap(self, phase: str, fn: Callable[..., Any] | None) -> Callable[..., Any] | None:
         if fn is None:
             return None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -151,7 +151,7 @@ class Strategy:
         return verify_shards(ckpt, path)
 
     def restore_model(
-        self, module: nn.Module, ckpt: dict[str, Any], path: str | Path, strict: bool = True
+        self, module: nn.Module, ckpt: Mapping[str, Any], path: str | Path, strict: bool = True
     ) -> list[str]:
         """Load the checkpoint's weights into `module`; returns what did not match (strict: raises)."""
         if is_sharded(ckpt):
@@ -163,7 +163,7 @@ class Strategy:
         return apply_model_state(module, state, strict=strict, source=str(path))
 
     def restore_optimizers(
-        self, module: nn.Module, optimizers: list[Optimizer], ckpt: dict[str, Any], path: str | Path
+        self, module: nn.Module, optimizers: list[Optimizer], ckpt: Mapping[str, Any], path: str | Path
     ) -> None:
         if not is_sharded(ckpt):
             for opt, saved in zip(optimizers, ckpt["optimizer_states"]):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch.distributed as dist
 from torch import nn
@@ -17,6 +17,9 @@ from ..registry import register_strategy
 from .base import _spans_devices
 from .parallel import ProcessGroupStrategy
 
+if TYPE_CHECKING:
+    from ..module import Module
+
 
 class _TrainingStep(nn.Module):
     """What DDP wraps: its forward is the user's `training_step`, so DDP's hooks see every step.
@@ -24,7 +27,7 @@ class _TrainingStep(nn.Module):
     Checkpoints are taken from the user's module itself, never from this wrapper.
     """
 
-    def __init__(self, module: nn.Module) -> None:
+    def __init__(self, module: Module) -> None:
         super().__init__()
         self.module = module
 
@@ -37,6 +40,7 @@ class DDPStrategy(ProcessGroupStrategy):
     """`torch.nn.parallel.DistributedDataParallel` over `world_size` processes."""
 
     name = "ddp"
+    wrapped: nn.parallel.DistributedDataParallel | None
 
     def __init__(
         self,
@@ -64,7 +68,7 @@ class DDPStrategy(ProcessGroupStrategy):
             [self.device.index] if self.device.type == "cuda" and not _spans_devices(module) else None
         )
         self.wrapped = nn.parallel.DistributedDataParallel(
-            _TrainingStep(module), device_ids=device_ids, **self.ddp_kwargs
+            _TrainingStep(cast("Module", module)), device_ids=device_ids, **self.ddp_kwargs
         )
         return module
 

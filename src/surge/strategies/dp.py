@@ -54,7 +54,7 @@ class _ReplicaStep(nn.Module):
         self.module = module
 
     def forward(self, batch: Any, batch_idx: int) -> tuple[Any, list[Any]]:
-        replica = self.module
+        replica: Any = self.module  # a replica of the surge Module; its results become a _ReplicaLog here
         # A replica starts with the original's attributes; these two must be its own. With one
         # device DataParallel runs the original itself, so they are put back afterwards.
         saved = replica._results, replica._device

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-from collections.abc import Iterable, Iterator
+import importlib
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -33,12 +34,13 @@ _STEP_HOOKS = ("training_step", "validation_step", "test_step", "predict_step")
 
 
 def _fsdp() -> Any:
+    fsdp: Any
     try:
-        from torch.distributed import fsdp
+        fsdp = importlib.import_module("torch.distributed.fsdp")
     except ImportError:  # pragma: no cover - torch without distributed
         fsdp = None
     if fsdp is None or not hasattr(fsdp, "fully_shard"):
-        from torch.distributed._composable import fsdp  # torch 2.4 and 2.5
+        fsdp = importlib.import_module("torch.distributed._composable.fsdp")  # torch 2.4 and 2.5
     return fsdp
 
 
@@ -148,7 +150,7 @@ class FSDPStrategy(ProcessGroupStrategy):
 
     @contextlib.contextmanager
     def _gradient_sync_off(self) -> Iterator[None]:
-        module = self.wrapped
+        module: Any = self.wrapped  # fully_shard made it an FSDPModule (its class is swapped at run time)
         module.set_requires_gradient_sync(False)
         try:
             yield
@@ -179,7 +181,7 @@ class FSDPStrategy(ProcessGroupStrategy):
         )  # fmt: skip
 
     def restore_model(
-        self, module: nn.Module, ckpt: dict[str, Any], path: str | Path, strict: bool = True
+        self, module: nn.Module, ckpt: Mapping[str, Any], path: str | Path, strict: bool = True
     ) -> list[str]:
         from torch.distributed.checkpoint.state_dict import (
             StateDictOptions,
@@ -209,7 +211,7 @@ class FSDPStrategy(ProcessGroupStrategy):
         return problems
 
     def restore_optimizers(
-        self, module: nn.Module, optimizers: list[Optimizer], ckpt: dict[str, Any], path: str | Path
+        self, module: nn.Module, optimizers: list[Optimizer], ckpt: Mapping[str, Any], path: str | Path
     ) -> None:
         if is_sharded(ckpt):
             super().restore_optimizers(module, optimizers, ckpt, path)

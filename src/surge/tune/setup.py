@@ -9,7 +9,7 @@ import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from torch.optim import Optimizer
 from torch.utils.data import DataLoader
@@ -81,7 +81,7 @@ def tune_loaders(tuning: Tuning, model: Module, train: Iterable, vals: list[Iter
         train, accumulate = plan_effective_batch(tuning, model, train, tuning.effective_batch_size)
     if tuning.num_workers == "auto":
         train, auto = _auto_workers(tuning, train)
-    elif tuning.num_workers is not None:
+    elif isinstance(tuning.num_workers, int):  # (TrainerConfig allows only None, "auto" or an int)
         train, vals = _set_workers(train, vals, tuning.num_workers)
     return Tuned(train, vals, accumulate, auto)
 
@@ -155,11 +155,13 @@ def fit_batches(loader: Any, cfg: TrainerConfig, world_size: int) -> int | float
     if length is not None and world_size > 1 and cfg.use_distributed_sampler:
         length = math.ceil(length / world_size)
     limit = cfg.limit_train_batches
+    per_epoch: int | float
     if isinstance(limit, int):
         per_epoch = limit if length is None else min(limit, length)
     else:
         per_epoch = math.inf if length is None else int(length * limit)
-    epochs = cfg.max_epochs if cfg.max_epochs >= 0 else math.inf
+    max_epochs = cast(int, cfg.max_epochs)  # TrainerConfig resolves None to an int
+    epochs = max_epochs if max_epochs >= 0 else math.inf
     total = per_epoch * epochs if per_epoch else 0
     if cfg.max_steps >= 0:
         total = min(total, cfg.max_steps * cfg.accumulate_grad_batches)
@@ -179,7 +181,7 @@ def scale_learning_rates(
     """
     micro = loader_batch_size(train_loader, "scale_lr's train dataloader")
     effective = micro * micro_batches_per_step
-    ratio = effective / cfg.reference_batch_size
+    ratio = effective / cast(int, cfg.reference_batch_size)  # TrainerConfig: given with scale_lr
     factor = ratio if cfg.scale_lr == "linear" else math.sqrt(ratio)
     before = optimizers[0].param_groups[0]["lr"]
     for opt in optimizers:
