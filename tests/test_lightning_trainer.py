@@ -123,7 +123,9 @@ def test_steps_without_batch_idx_run_in_every_stage(tmp_path):
 
 def test_fast_dev_run_runs_n_batches_and_writes_nothing(tmp_path):
     model = Steps()
-    trainer = surge.Trainer(default_root_dir=tmp_path, fast_dev_run=2, max_epochs=5, enable_progress_bar=False)
+    trainer = surge.Trainer(
+        default_root_dir=tmp_path, fast_dev_run=2, max_epochs=5, enable_progress_bar=False
+    )
     trainer.fit(model, _data(n=40), _data(n=40))
     assert len(model.seen) == 2 and model.val_batches == 2  # 2 train + 2 val batches, no sanity check
     assert trainer.global_step == 2 and trainer.fast_dev_run == 2
@@ -134,7 +136,9 @@ def test_fast_dev_run_runs_n_batches_and_writes_nothing(tmp_path):
 
 def test_fast_dev_run_skips_the_users_own_checkpoint_callback(tmp_path):
     ck = surge.callbacks.ModelCheckpoint(dirpath=tmp_path / "ck", every_n_train_steps=1)
-    trainer = surge.Trainer(default_root_dir=tmp_path, fast_dev_run=True, callbacks=[ck], enable_progress_bar=False)
+    trainer = surge.Trainer(
+        default_root_dir=tmp_path, fast_dev_run=True, callbacks=[ck], enable_progress_bar=False
+    )
     trainer.fit(Steps(), _data())
     assert trainer.global_step == 1 and not list((tmp_path / "ck").glob("*.ckpt"))
 
@@ -165,7 +169,9 @@ def test_max_time_stops_at_a_step_boundary_and_checkpoints(tmp_path):
     trainer.fit(model, _data(n=400, batch_size=4))
     assert trainer.max_epochs == -1 and trainer.max_time == timedelta(seconds=0.2)
     assert 5 <= trainer.global_step < 60  # stopped early, far before the 100 batches of an epoch
-    assert [p.name for p in (tmp_path / "checkpoints").glob("*.ckpt")] == [f"epoch=0-step={trainer.global_step}.ckpt"]
+    assert [p.name for p in (tmp_path / "checkpoints").glob("*.ckpt")] == [
+        f"epoch=0-step={trainer.global_step}.ckpt"
+    ]
 
 
 @pytest.mark.parametrize(
@@ -220,7 +226,9 @@ class Flags(surge.callbacks.Callback):
         self.seen: list[tuple] = []
 
     def _note(self, trainer, where):
-        self.seen.append((where, trainer.training, trainer.validating, trainer.fitting, trainer.sanity_checking))
+        self.seen.append(
+            (where, trainer.training, trainer.validating, trainer.fitting, trainer.sanity_checking)
+        )
 
     def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
         self.seen.append(("batch_end", batch_idx, trainer.is_last_batch))
@@ -254,7 +262,12 @@ def test_trainer_attributes_as_lightning_names_them(tmp_path):
     model = Steps()
     trainer.fit(model, _data(), _data())
     ends = [s for s in flags.seen if s[0] == "batch_end"]
-    assert ends == [("batch_end", 0, False), ("batch_end", 1, False), ("batch_end", 2, False), ("batch_end", 3, True)]
+    assert ends == [
+        ("batch_end", 0, False),
+        ("batch_end", 1, False),
+        ("batch_end", 2, False),
+        ("batch_end", 3, True),
+    ]
     starts = [s for s in flags.seen if s[0] == "batch_start"]
     assert [s[2] for s in starts] == [False, False, False, True]
     # (where, training, validating, fitting, sanity_checking)

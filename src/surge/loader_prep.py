@@ -65,5 +65,7 @@ def in_order(loader: Iterable, why: str) -> Iterable:
     if not (type(loader.batch_sampler) is BatchSampler and loader.batch_sampler.sampler is loader.sampler):
         warn(f"{why}: the train dataloader's own batch sampler decides its order; surge keeps it")
         return loader
-    warn(f"{why}: the train dataloader shuffles; surge reads it in order, so every epoch sees the same batches")
-    return recreate_loader(loader, sampler=SequentialSampler(loader.dataset))
+    warn(
+        f"{why}: the train dataloader shuffles; surge reads it in order, so every epoch sees the same batches"
+    )
+    return recreate_loader(loader, sampler=SequentialSampler(loader.dataset))  # type: ignore[arg-type]

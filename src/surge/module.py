@@ -198,8 +198,13 @@ class Module(nn.Module, HyperparametersMixin):
         """The optimizer (or list of them) from `configure_optimizers`. Under manual optimization
         each steps through the precision and counts in `global_step` (`use_pl_optimizer=False`:
         the bare torch optimizers)."""
-        opts = self._manual_optimizers if use_pl_optimizer and self._manual_optimizers else self.trainer.optimizers
+        opts = (
+            self._manual_optimizers
+            if use_pl_optimizer and self._manual_optimizers
+            else self.trainer.optimizers
+        )
         return opts[0] if len(opts) == 1 else opts
+
     def lr_schedulers(self) -> Any:
         """The scheduler (or list), for manual optimization."""
         scheds = [c.scheduler for c in self.trainer.lr_scheduler_configs]

@@ -45,7 +45,9 @@ class TimeLimit(Callback):
             trainer.should_stop = True
             if not self._said:
                 self._said = True
-                info(f"max_time reached ({timedelta(seconds=self.duration)}): stopping at step {trainer.global_step}")
+                info(
+                    f"max_time reached ({timedelta(seconds=self.duration)}): stopping at step {trainer.global_step}"
+                )
 
     def state_dict(self) -> dict[str, Any]:
         return {"elapsed": self.elapsed()}

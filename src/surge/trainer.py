@@ -218,7 +218,9 @@ class Trainer(TrainerProperties):
         return FitContext(*parts, self.profiler)
 
     def _loader_prep(self) -> LoaderPreparation:
-        return LoaderPreparation.of(self._cfg, self._accelerator.pin_memory, self.global_rank, self.world_size)
+        return LoaderPreparation.of(
+            self._cfg, self._accelerator.pin_memory, self.global_rank, self.world_size
+        )
 
     def _fit_stages(self, pending_rng: dict[str, Any] | None) -> None:
         hooks = self._hooks
