@@ -3,6 +3,7 @@ the batch pipeline. Each is a plain function of what it needs, so the Trainer on
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -71,7 +72,7 @@ def build_callbacks(cfg: TrainerConfig) -> list[Callback]:
         raise MisconfigurationError(
             "callbacks contains a ModelCheckpoint but enable_checkpointing=False; drop one."
         )
-    if cfg.enable_checkpointing and not has(ModelCheckpoint):
+    if cfg.enable_checkpointing and not has(ModelCheckpoint) and not cfg.fast_dev_run:
         callbacks.append(ModelCheckpoint())
     if has(ProgressBar) and not cfg.enable_progress_bar:
         raise MisconfigurationError(
@@ -81,6 +82,10 @@ def build_callbacks(cfg: TrainerConfig) -> list[Callback]:
         callbacks.append(ProgressBar())
     if cfg.enable_model_summary and not has(ModelSummary):
         callbacks.append(ModelSummary())
+    if cfg.max_time is not None:
+        from .time_limit import TimeLimit
+
+        callbacks.append(TimeLimit(cfg.max_time))
     # Checkpointing last, so the state it saves includes what other callbacks did this step.
     return [cb for cb in callbacks if not isinstance(cb, ModelCheckpoint)] + [
         cb for cb in callbacks if isinstance(cb, ModelCheckpoint)
@@ -128,6 +133,11 @@ def build_loggers(logger: Any, root: Path) -> list[Logger]:
                 f"logger={item!r} is not valid: pass True, False, a surge Logger or a list of them."
             )
     return list(items)
+
+
+def anomaly_mode(on: bool) -> contextlib.AbstractContextManager:
+    """`detect_anomaly=True`: torch's autograd anomaly detection around the fit (slow; for debugging)."""
+    return torch.autograd.detect_anomaly() if on else contextlib.nullcontext()
 
 
 def set_deterministic(mode: bool | str) -> None:

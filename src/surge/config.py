@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeGuard
 
@@ -13,6 +14,7 @@ import torch
 from .errors import MisconfigurationError, SurgeTypeError, bad_value
 from .paths import user_dir
 from .profiler.base import Profiler
+from .rank_zero import info
 from .registry import PRECISIONS, STRATEGIES
 
 ACCELERATORS = ("auto", "cpu", "cuda", "gpu", "mps")
@@ -43,6 +45,31 @@ def _check_limit(name: str, value: Any) -> None:
         raise bad_value(
             name, value, "an int >= 0 (a number of batches) or a float in [0.0, 1.0] (a fraction)"
         )
+
+
+def parse_max_time(value: Any) -> timedelta | None:
+    """`max_time` as a timedelta: "DD:HH:MM:SS", a dict of timedelta's arguments, or a timedelta."""
+    allowed = '"DD:HH:MM:SS", a dict such as {"hours": 2} or a datetime.timedelta, more than zero'
+    if value is None:
+        return None
+    if isinstance(value, str):
+        parts = value.split(":")
+        if len(parts) != 4 or not all(p.strip().isdigit() for p in parts):
+            raise bad_value("max_time", value, allowed)
+        days, hours, minutes, seconds = (int(p) for p in parts)
+        value = timedelta(days=days, hours=hours, minutes=minutes, seconds=seconds)
+    elif isinstance(value, dict):
+        known = {"weeks", "days", "hours", "minutes", "seconds", "milliseconds", "microseconds"}
+        if (
+            not value
+            or set(value) - known
+            or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in value.values())
+        ):
+            raise bad_value("max_time", value, f"{allowed} (dict keys among {sorted(known)}, numbers)")
+        value = timedelta(**value)
+    if not isinstance(value, timedelta) or value <= timedelta(0):
+        raise bad_value("max_time", value, allowed)
+    return value
 
 
 @dataclass(kw_only=True)
@@ -86,14 +113,21 @@ class TrainerConfig:
     scale_lr: str | None = None
     reference_batch_size: int | None = None
     num_workers: int | str | None = None
+    fast_dev_run: int | bool = False
+    overfit_batches: int | float = 0.0
+    max_time: Any = None
+    detect_anomaly: bool = False
+    reload_dataloaders_every_n_epochs: int = 0
 
     def __post_init__(self) -> None:
         if self.max_epochs is not None:
             _check_int("max_epochs", self.max_epochs, -1, "an int >= 0, -1 for no limit, or None")
         _check_int("min_epochs", self.min_epochs, 0, "an int >= 0")
         _check_int("max_steps", self.max_steps, -1, "an int >= 0, or -1 for no limit")
-        if self.max_epochs is None:
-            self.max_epochs = -1 if self.max_steps != -1 else 1000
+        self.max_time = parse_max_time(self.max_time)
+        if self.max_epochs is None:  # as Lightning: a step or time limit alone sets no epoch limit
+            self.max_epochs = -1 if self.max_steps != -1 or self.max_time is not None else 1000
+        self._check_debugging()
         for name in (
             "limit_train_batches",
             "limit_val_batches",
@@ -137,6 +171,50 @@ class TrainerConfig:
         if root is not None and not isinstance(root, str | os.PathLike):
             raise bad_value("default_root_dir", root, "None (the current directory), a str or a path")
         self.default_root_dir = user_dir("default_root_dir", root) if root is not None else Path.cwd()
+
+    def _check_debugging(self) -> None:
+        """fast_dev_run, overfit_batches, detect_anomaly, reload_dataloaders_every_n_epochs; the
+        first two set the batch limits as Lightning does (said once, not silently)."""
+        n = self.fast_dev_run
+        if not isinstance(n, bool) and not (_is_int(n) and n >= 0):
+            raise bad_value("fast_dev_run", n, "True (1 batch), False, or an int >= 0 (batches per stage)")
+        self.fast_dev_run = n = int(n)
+        _check_limit("overfit_batches", self.overfit_batches)
+        if not isinstance(self.detect_anomaly, bool):
+            raise bad_value("detect_anomaly", self.detect_anomaly, "True or False")
+        _check_int(
+            "reload_dataloaders_every_n_epochs",
+            self.reload_dataloaders_every_n_epochs,
+            0,
+            "an int >= 0 (0: never)",
+        )
+        if self.reload_dataloaders_every_n_epochs:
+            raise MisconfigurationError(
+                f"reload_dataloaders_every_n_epochs={self.reload_dataloaders_every_n_epochs} is not supported "
+                "yet: surge keeps the loaders of fit() for the whole run. Use 0, or build the varying data "
+                "inside the dataset (e.g. in its __iter__ or a sampler's set_epoch)."
+            )
+        if n:
+            for name in (
+                "limit_train_batches",
+                "limit_val_batches",
+                "limit_test_batches",
+                "limit_predict_batches",
+            ):
+                setattr(self, name, n)
+            self.max_steps, self.max_epochs, self.num_sanity_val_steps = n, 1, 0
+            self.val_check_interval, self.check_val_every_n_epoch, self.logger = 1.0, 1, False
+            self.overfit_batches = 0.0
+            info(
+                f"fast_dev_run={n}: runs {n} batch(es) of each stage; the batch limits, max_steps, "
+                "max_epochs and the sanity check are set by it, and logging and checkpointing are off."
+            )
+        elif self.overfit_batches:
+            self.limit_train_batches = self.limit_val_batches = self.overfit_batches
+            info(
+                f"overfit_batches={self.overfit_batches}: limit_train_batches and limit_val_batches are set "
+                "to it, and the train dataloader does not shuffle (the same batches every epoch)."
+            )
 
     def _check_speed_options(self) -> None:
         if self.benchmark not in (None, True, False):

@@ -7,9 +7,10 @@ import copy
 from collections.abc import Iterable
 from typing import Any
 
-from torch.utils.data import BatchSampler, DataLoader, IterableDataset
+from torch.utils.data import BatchSampler, DataLoader, IterableDataset, RandomSampler, SequentialSampler
 
 from .data import clone_loader
+from .rank_zero import warn
 from .seed import worker_init_fn
 from .signals import WorkerSignals
 
@@ -55,3 +56,16 @@ def recreate_loader(loader: DataLoader, **changes: Any) -> DataLoader:
         else:
             changes.setdefault("batch_sampler", batches)
     return clone_loader(loader, **changes)
+
+
+def in_order(loader: Iterable, why: str) -> Iterable:
+    """`loader` reading its dataset in order (a SequentialSampler), said once when it shuffled."""
+    if not isinstance(loader, DataLoader) or not isinstance(loader.sampler, RandomSampler):
+        return loader
+    if not (type(loader.batch_sampler) is BatchSampler and loader.batch_sampler.sampler is loader.sampler):
+        warn(f"{why}: the train dataloader's own batch sampler decides its order; surge keeps it")
+        return loader
+    warn(
+        f"{why}: the train dataloader shuffles; surge reads it in order, so every epoch sees the same batches"
+    )
+    return recreate_loader(loader, sampler=SequentialSampler(loader.dataset))  # type: ignore[arg-type]

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor, nn
 
-from .errors import SurgeRuntimeError
+from .errors import MisconfigurationError, SurgeRuntimeError, SurgeTypeError
 from .hparams import HyperparametersMixin, init_kwargs
 from .rank_zero import warn
 
@@ -51,6 +51,8 @@ class Module(nn.Module, HyperparametersMixin):
         self._results: Results | None = None
         self._device = torch.device("cpu")
         self.automatic_optimization = True
+        self._manual_optimizers: list[Any] = []  # set by the fit loop under manual optimization
+        self._requires_grad_saved: dict[nn.Parameter, bool] = {}  # toggle_optimizer's record
 
     # -- the steps ---------------------------------------------------------------------------
     def forward(self, *args: Any, **kwargs: Any) -> Any:
@@ -178,9 +180,29 @@ class Module(nn.Module, HyperparametersMixin):
     def local_rank(self) -> int:
         return self._trainer.local_rank if self._trainer is not None else 0
 
-    def optimizers(self) -> Any:
-        """The optimizer (or list of them) from `configure_optimizers`, for manual optimization."""
-        opts = self.trainer.optimizers
+    @property
+    def logger(self) -> Any:
+        """The Trainer's first logger (None without a Trainer or loggers)."""
+        return self._trainer.logger if self._trainer is not None else None
+
+    @property
+    def loggers(self) -> list[Any]:
+        return self._trainer.loggers if self._trainer is not None else []
+
+    @property
+    def on_gpu(self) -> bool:
+        """Whether the module runs on a CUDA device."""
+        return self._device.type == "cuda"
+
+    def optimizers(self, use_pl_optimizer: bool = True) -> Any:
+        """The optimizer (or list of them) from `configure_optimizers`. Under manual optimization
+        each steps through the precision and counts in `global_step` (`use_pl_optimizer=False`:
+        the bare torch optimizers)."""
+        opts = (
+            self._manual_optimizers
+            if use_pl_optimizer and self._manual_optimizers
+            else self.trainer.optimizers
+        )
         return opts[0] if len(opts) == 1 else opts
 
     def lr_schedulers(self) -> Any:
@@ -194,11 +216,84 @@ class Module(nn.Module, HyperparametersMixin):
         """Backward with the Trainer's precision (loss scaling); use with automatic_optimization=False."""
         self.trainer.precision_plugin.backward(loss)
 
+    # -- Lightning's helpers for manual optimization and fine-tuning --------------------------
+    def toggle_optimizer(self, optimizer: Any) -> None:
+        """Only `optimizer`'s parameters require grad (each keeps its own setting) until
+        `untoggle_optimizer`: the others' gradients are not computed."""
+        saved: dict[nn.Parameter, bool] = {}
+        for opt in self.trainer.optimizers:
+            for param in _params(opt):
+                if param not in saved:
+                    saved[param] = param.requires_grad
+                    param.requires_grad = False
+        for param in _params(_bare(optimizer)):
+            param.requires_grad = saved[param]
+        self._requires_grad_saved = saved
+
+    def untoggle_optimizer(self, optimizer: Any) -> None:
+        """Give the other optimizers' parameters back the `requires_grad` they had before `toggle_optimizer`."""
+        bare = _bare(optimizer)
+        for opt in self.trainer.optimizers:
+            if opt is not bare:
+                for param in _params(opt):
+                    if param in self._requires_grad_saved:
+                        param.requires_grad = self._requires_grad_saved[param]
+        self._requires_grad_saved = {}
+
+    def clip_gradients(
+        self,
+        optimizer: Any,
+        gradient_clip_val: float | None = None,
+        gradient_clip_algorithm: str | None = None,
+    ) -> None:
+        """Clip `optimizer`'s gradients (at true scale under fp16) by norm (default) or value; a
+        value of None or 0 clips nothing."""
+        algorithm = "norm" if gradient_clip_algorithm is None else str(gradient_clip_algorithm).lower()
+        if algorithm not in ("norm", "value"):
+            raise MisconfigurationError(
+                f'clip_gradients(gradient_clip_algorithm={gradient_clip_algorithm!r}) is not valid: use "norm" or "value".'
+            )
+        value = 0.0 if gradient_clip_val is None else gradient_clip_val
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise SurgeTypeError(
+                f"clip_gradients(gradient_clip_val={gradient_clip_val!r}) is not valid: use a number or None."
+            )
+        if value <= 0:
+            return
+        bare = _bare(optimizer)
+        self.trainer.precision_plugin.unscale_gradients(bare)
+        params = list(_params(bare))
+        if algorithm == "norm":
+            torch.nn.utils.clip_grad_norm_(params, value)
+        else:
+            torch.nn.utils.clip_grad_value_(params, value)
+
+    def freeze(self) -> None:
+        """No parameter requires grad, and the module is in eval mode."""
+        for param in self.parameters():
+            param.requires_grad = False
+        self.eval()
+
+    def unfreeze(self) -> None:
+        """Every parameter requires grad, and the module is in train mode."""
+        for param in self.parameters():
+            param.requires_grad = True
+        self.train()
+
     def print(self, *args: Any) -> None:
         """Print from rank zero only."""
         from .rank_zero import info
 
         info(" ".join(str(a) for a in args))
+
+
+def _bare(optimizer: Any) -> Any:
+    """The torch optimizer behind a `ManualOptimizer` (or the optimizer itself)."""
+    return getattr(optimizer, "optimizer", optimizer)
+
+
+def _params(optimizer: Any) -> list[nn.Parameter]:
+    return [p for group in optimizer.param_groups for p in group["params"]]
 
 
 def _noop(self: Any, *args: Any, **kwargs: Any) -> None:

@@ -207,6 +207,21 @@ class Optimization:
         self._precision.after_optimizer_steps()
         self.skipped = not stepped
 
+    def manual(self, count: Callable[[], None]) -> list[Any]:
+        """Hand the optimizers to a module that steps them itself (automatic_optimization=False),
+        as Lightning does: each `step()` counts through `count`, and the schedulers are left to
+        the module (`self.lr_schedulers()`); they are still saved in checkpoints."""
+        from .manual_optim import ManualOptimizer
+
+        if any(clip is not None for clip in self._clips):
+            raise MisconfigurationError(
+                "gradient_clip_val is set, but the module uses manual optimization "
+                "(automatic_optimization=False): call self.clip_gradients(opt, gradient_clip_val=...) "
+                "in training_step instead, and drop gradient_clip_val."
+            )
+        self._by_interval = {"step": [], "epoch": []}
+        return [ManualOptimizer(opt, self._precision, count) for opt in self.optimizers]
+
     def zero_grad(self) -> None:
         for opt in self.optimizers:
             opt.zero_grad(set_to_none=True)

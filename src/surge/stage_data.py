@@ -9,7 +9,7 @@ from typing import Any
 
 from . import data as data_mod
 from .errors import MisconfigurationError, SurgeTypeError
-from .loader_prep import prepare_loader
+from .loader_prep import in_order, prepare_loader
 from .module import Module
 from .seed import last_seeding
 
@@ -87,6 +87,13 @@ class LoaderPreparation:
     global_rank: int
     world_size: int
     distribute: bool
+    unshuffle: bool = False  # overfit_batches: the train loader reads its dataset in order
+
+    @classmethod
+    def of(cls, cfg: Any, pin_memory: bool, global_rank: int, world_size: int) -> LoaderPreparation:
+        """The preparation a Trainer's settings (`cfg`, a TrainerConfig) ask for on this process."""
+        overfit = bool(cfg.overfit_batches)
+        return cls(pin_memory, global_rank, world_size, cfg.use_distributed_sampler, overfit)
 
     def adjust(self, loader: Any) -> Any:
         """Worker seeding (after `seed_everything(workers=True)`), the workers' signal guard, pinning."""
@@ -96,6 +103,8 @@ class LoaderPreparation:
     def prepare(self, loader: Iterable, train: bool = False) -> Iterable:
         """`adjust`, then this process's share: shuffled by the run's seed for training."""
         loader = self.adjust(loader)
+        if train and self.unshuffle:
+            loader = in_order(loader, "overfit_batches")
         if self.world_size == 1 or not self.distribute:
             return loader
         if train:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import weakref
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import torch
 from . import data as data_mod
 from .accelerators import resolve_accelerator, resolve_devices
 from .assembly import (
+    anomaly_mode,
     batch_mover,
     build_callbacks,
     build_loggers,
@@ -95,6 +97,11 @@ class Trainer(TrainerProperties):
         reference_batch_size: int | None = None,
         num_workers: int | str | None = None,
         profiler: str | Profiler | None = None,
+        fast_dev_run: int | bool = False,
+        overfit_batches: int | float = 0.0,
+        max_time: str | dict[str, float] | timedelta | None = None,
+        detect_anomaly: bool = False,
+        reload_dataloaders_every_n_epochs: int = 0,
     ) -> None:
         args = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
         doctor = requested_doctor_run()  # `surge doctor` runs this script: profile a short fit
@@ -212,13 +219,13 @@ class Trainer(TrainerProperties):
         return FitContext(parts, settings, optim, self._train_results, validation, signals, self.profiler)
 
     def _loader_prep(self) -> LoaderPreparation:
-        return LoaderPreparation(
-            self._accelerator.pin_memory, self.global_rank, self.world_size, self._cfg.use_distributed_sampler
+        return LoaderPreparation.of(
+            self._cfg, self._accelerator.pin_memory, self.global_rank, self.world_size
         )
 
     def _fit_stages(self, ctx: FitContext, pending_rng: dict[str, Any] | None) -> None:
         hooks = ctx.parts.hooks
-        with ctx.signals.installed():  # preemption: a flag the loop acts on
+        with ctx.signals.installed(), anomaly_mode(self._cfg.detect_anomaly):  # preemption: a flag
             hooks.callbacks("setup", "fit")
             hooks.call("on_fit_start")
             self._publisher.log_run_start(ctx.parts.module)
@@ -320,11 +327,7 @@ class Trainer(TrainerProperties):
             )
         if found is not None:
             restore_model(self._strategy, model, found.state, found.path)
-        arg = {
-            "validate": "limit_val_batches",
-            "test": "limit_test_batches",
-            "predict": "limit_predict_batches",
-        }[stage]
+        arg = f"limit_{'val' if stage == 'validate' else stage}_batches"
         return parts, loaders, [data_mod.limit_batches(v, getattr(self._cfg, arg), arg) for v in loaders]
 
     # -- checkpoints -----------------------------------------------------------------------
@@ -341,11 +344,11 @@ class Trainer(TrainerProperties):
         return RunObjects(*parts, *more, training_rng=self.training_rng)
 
     def _find_checkpoint(self, ckpt_path: str | Path | None) -> Found | None:
-        if ckpt_path is None:
-            return None
-        return find_checkpoint(
+        found = ckpt_path and find_checkpoint(
             ckpt_path, self._strategy.load_checkpoint, self.default_root_dir, self.checkpoint_callback
         )
+        self.ckpt_path = str(found.path) if found else None  # Lightning's trainer.ckpt_path
+        return found or None
 
     def export(self, path: str | Path) -> Path:
         """Write the model's bare weights to a `.safetensors` file (see `surge.export_safetensors`)."""

@@ -7,7 +7,9 @@ A base of `Trainer` only; the attributes it reads are set by `Trainer.__init__` 
 from __future__ import annotations
 
 import math
+import signal
 from collections.abc import Mapping
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -49,6 +51,7 @@ class TrainerProperties:
     callbacks: list[Callback]
     state: str
     sanity_checking: bool
+    ckpt_path: str | None = None  # the checkpoint the last stage loaded (Lightning's trainer.ckpt_path)
 
     @property
     def lightning_module(self) -> Module | None:
@@ -216,9 +219,133 @@ class TrainerProperties:
     def is_global_zero(self) -> bool:
         return self._strategy.is_global_zero
 
+    # -- what runs now (Lightning's stage flags) ----------------------------------------------
     @property
     def training(self) -> bool:
-        return self.state == "fit" and not self.sanity_checking
+        """Training steps run now (fit, outside its sanity check and validation)."""
+        return self.state == "fit" and not self.sanity_checking and self.training_rng is None
+
+    @property
+    def fitting(self) -> bool:
+        """fit() runs now (its sanity check and validation included)."""
+        return self.state == "fit"
+
+    @property
+    def validating(self) -> bool:
+        """validate() runs, or fit's validation (not its sanity check)."""
+        in_fit = self.state == "fit" and not self.sanity_checking and self.training_rng is not None
+        return self.state == "validate" or in_fit
+
+    @property
+    def testing(self) -> bool:
+        return self.state == "test"
+
+    @property
+    def predicting(self) -> bool:
+        return self.state == "predict"
+
+    @property
+    def evaluating(self) -> bool:
+        """Validation, test or the sanity check runs now."""
+        return self.validating or self.testing or self.sanity_checking
+
+    @property
+    def interrupted(self) -> bool:
+        """The last stage ended by Ctrl-C or a preemption signal."""
+        return self.state == "interrupted"
+
+    @property
+    def received_sigterm(self) -> bool:
+        """This fit received SIGTERM (it checkpoints and stops at the next step boundary)."""
+        ctx = self.fit_loop.ctx
+        return ctx is not None and ctx.signals.received == signal.SIGTERM
+
+    @property
+    def is_last_batch(self) -> bool:
+        """The training batch being run is the epoch's last (False for a loader without a length)."""
+        loop = self.fit_loop
+        return loop.batches_done + (0 if loop.ending else 1) >= self._plan.train
+
+    # -- the arguments, as given (Lightning's names) -----------------------------------------
+    @property
+    def precision(self) -> str:
+        """The precision's name, e.g. "32-true" or "bf16-mixed"."""
+        return self._precision.name
+
+    @property
+    def accelerator(self) -> Accelerator:
+        return self._accelerator
+
+    @property
+    def num_nodes(self) -> int:
+        return self._cfg.num_nodes
+
+    @property
+    def num_devices(self) -> int:
+        """Devices per node."""
+        return len(self._devices)
+
+    @property
+    def device_ids(self) -> list[int]:
+        """The device indices this node trains on."""
+        return list(self._devices)
+
+    @property
+    def min_epochs(self) -> int:
+        return self._cfg.min_epochs
+
+    @property
+    def max_time(self) -> timedelta | None:
+        return self._cfg.max_time
+
+    @property
+    def gradient_clip_val(self) -> float | None:
+        return self._cfg.gradient_clip_val
+
+    @property
+    def gradient_clip_algorithm(self) -> str:
+        return self._cfg.gradient_clip_algorithm
+
+    @property
+    def val_check_interval(self) -> int | float:
+        return self._cfg.val_check_interval
+
+    @property
+    def check_val_every_n_epoch(self) -> int:
+        return self._cfg.check_val_every_n_epoch
+
+    @property
+    def num_sanity_val_steps(self) -> int:
+        return self._cfg.num_sanity_val_steps
+
+    @property
+    def limit_train_batches(self) -> int | float:
+        return self._cfg.limit_train_batches
+
+    @property
+    def limit_val_batches(self) -> int | float:
+        return self._cfg.limit_val_batches
+
+    @property
+    def limit_test_batches(self) -> int | float:
+        return self._cfg.limit_test_batches
+
+    @property
+    def limit_predict_batches(self) -> int | float:
+        return self._cfg.limit_predict_batches
+
+    @property
+    def fast_dev_run(self) -> int:
+        """Batches per stage of a fast_dev_run (True is 1); 0 when off."""
+        return self._cfg.fast_dev_run
+
+    @property
+    def overfit_batches(self) -> int | float:
+        return self._cfg.overfit_batches
+
+    @property
+    def reload_dataloaders_every_n_epochs(self) -> int:
+        return self._cfg.reload_dataloaders_every_n_epochs
 
     @property
     def estimated_stepping_batches(self) -> int | float:

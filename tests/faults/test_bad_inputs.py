@@ -249,6 +249,21 @@ def _checkpoint_to(filename=None, dirpath=None, **kwargs):
     ).fit(TinyModel(), loader())  # fmt: skip
 
 
+class ManualTiny(TinyModel):
+    """TinyModel with automatic_optimization=False (steps its optimizer itself)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.automatic_optimization = False
+
+    def training_step(self, batch, batch_idx):
+        opt = self.optimizers()
+        loss = torch.nn.functional.cross_entropy(self.net(batch[0]), batch[1])
+        self.manual_backward(loss)
+        self.clip_gradients(opt, gradient_clip_val=1.0, gradient_clip_algorithm="l3")
+        opt.step()
+
+
 _EMPTY = DataLoader(TensorDataset(torch.zeros(0, 4), torch.zeros(0, dtype=torch.long)), batch_size=2)
 
 ROWS = [
@@ -498,6 +513,36 @@ ROWS = [
         lambda tmp: surge.tune.lr_find(TinyModel()),
         ValueError,
         ["lr_find", "train_dataloaders=None", "TinyModel defines no train_dataloader()"],
+    ),
+    # Lightning's debugging arguments and manual optimization
+    ("fast-dev-run-negative", _trainer(fast_dev_run=-1), ValueError, ["fast_dev_run", "-1", "int >= 0"]),
+    ("overfit-batches-over-one", _trainer(overfit_batches=1.5), ValueError, ["overfit_batches", "1.5"]),
+    ("max-time-format", _trainer(max_time="1:00:00"), ValueError, ["max_time", "'1:00:00'", "DD:HH:MM:SS"]),
+    ("max-time-dict-key", _trainer(max_time={"hrs": 1}), ValueError, ["max_time", "hrs", "hours"]),
+    ("detect-anomaly-not-bool", _trainer(detect_anomaly="yes"), ValueError, ["detect_anomaly", "'yes'"]),
+    (
+        "reload-dataloaders-unsupported",
+        _trainer(reload_dataloaders_every_n_epochs=2),
+        ValueError,
+        ["reload_dataloaders_every_n_epochs=2", "not supported"],
+    ),
+    (
+        "manual-with-accumulate",
+        _fit(ManualTiny(), accumulate_grad_batches=2),
+        ValueError,
+        ["accumulate_grad_batches=2", "manual optimization"],
+    ),
+    (
+        "manual-with-clip-val",
+        _fit(ManualTiny(), gradient_clip_val=1.0),
+        ValueError,
+        ["gradient_clip_val", "manual optimization", "self.clip_gradients"],
+    ),
+    (
+        "clip-gradients-algorithm",
+        _fit(ManualTiny()),
+        ValueError,
+        ["clip_gradients(gradient_clip_algorithm='l3')", '"norm" or "value"'],
     ),
 ]
 

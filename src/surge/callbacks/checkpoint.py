@@ -163,6 +163,8 @@ class ModelCheckpoint(Callback):
 
     # -- what --------------------------------------------------------------------------------
     def _save(self, trainer: Any) -> None:
+        if trainer.fast_dev_run:
+            return  # a fast_dev_run writes no checkpoints, as in Lightning
         metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
         self._last_saved_step = trainer.global_step
         if self.monitor is not None and self.monitor not in metrics:

@@ -60,6 +60,8 @@ class EarlyStopping(Callback):
             self._check(trainer)
 
     def _check(self, trainer: Any) -> None:
+        if trainer.fast_dev_run:
+            return  # a fast_dev_run does not stop early, as in Lightning
         metrics = trainer.callback_metrics
         if self.monitor not in metrics:
             if self.strict:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from ..manual_optim import batch_only
 from ..results import Results
 
 if TYPE_CHECKING:
@@ -38,7 +39,7 @@ def run_evaluation(
     """
     model, hooks, precision, strategy = parts.module, parts.hooks, parts.precision, parts.strategy
     hook = "validation" if stage == "validate" else stage
-    step = strategy.step_fn(model, f"{hook}_step")
+    step = batch_only(strategy.step_fn(model, f"{hook}_step"), getattr(model, f"{hook}_step"))
     pass_idx = len(loaders) > 1 and takes_dataloader_idx(getattr(model, f"{hook}_step"))
     was_training = model.training
     previous_results = model._results

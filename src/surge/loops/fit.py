@@ -23,8 +23,9 @@ from ..data import (
     resume_iterator,
     starts_workers,
 )
-from ..errors import SurgeRuntimeError
+from ..errors import MisconfigurationError, SurgeRuntimeError
 from ..loader_state import generator_states, sampler_seed, set_generator_states, set_sampler_seed
+from ..manual_optim import batch_only
 from ..profiler.base import LoopParts
 from ..rank_zero import info, warn
 from ..seed import rng_state
@@ -55,6 +56,7 @@ class FitLoop:
         self._resume_results: dict[str, Any] | None = None  # the resumed epoch's metrics so far
         self.epoch_start_rng: dict[str, Any] | None = None
         self._advised = False
+        self.ending = False  # the batch-end hooks run (`trainer.is_last_batch` tells the phases apart)
         self.auto_workers: AutoWorkers | None = None  # num_workers="auto", until its first epoch ends
         self.inexact_said: str | None = (
             None  # why this run's checkpoints cannot resume exactly ("" : they can)
@@ -63,6 +65,21 @@ class FitLoop:
     def bind(self, ctx: FitContext, train_loader: Any) -> None:
         self.ctx, self.train_loader = ctx, train_loader
         self.trainer = ctx.parts.hooks.trainer  # what callbacks get; its public `should_stop` they set
+        module = ctx.parts.module
+        module._manual_optimizers = [] if module.automatic_optimization else self._manual(ctx)
+
+    def _manual(self, ctx: FitContext) -> list[Any]:
+        """The optimizers a manually optimizing module steps: each step is one `global_step`."""
+        if ctx.settings.accumulate_grad_batches != 1:
+            raise MisconfigurationError(
+                f"accumulate_grad_batches={ctx.settings.accumulate_grad_batches} is not supported with "
+                "manual optimization (automatic_optimization=False): accumulate in training_step and "
+                "step the optimizer every n batches yourself."
+            )
+        return ctx.optim.manual(self._count_step)
+
+    def _count_step(self) -> None:
+        self.global_step += 1
 
     def _context(self) -> FitContext:
         """The bound context (a method that needs it calls this once, never per step)."""
@@ -232,10 +249,11 @@ class FitLoop:
         """The callables the step uses, looked up once per epoch (timed versions under a profiler)."""
         ctx = self._context()
         hooks, precision = ctx.parts.hooks, ctx.parts.precision
+        module, strategy = ctx.parts.module, ctx.parts.strategy
         parts = LoopParts(
             batches=batches,
             move=ctx.parts.move,
-            step=ctx.parts.strategy.step_fn(ctx.parts.module, "training_step"),
+            step=batch_only(strategy.step_fn(module, "training_step"), module.training_step),
             backward=precision.backward,
             optimizer_step=ctx.optim.step,
             start_module=hooks.module_fns.get("on_train_batch_start"),
@@ -307,8 +325,7 @@ class FitLoop:
                 with forward_context():
                     out = step(batch, batch_idx)
                 if manual:
-                    loss = out
-                    self.global_step += 1  # the module steps its own optimizers: one step per batch
+                    loss = out  # the module steps its optimizers; each step counts (ManualOptimizer)
                 else:
                     loss = out if isinstance(out, Tensor) else loss_from(out, batch_idx)
                     if not checked:
@@ -340,10 +357,12 @@ class FitLoop:
             self.batches_done = batch_idx = batch_idx + 1
             if wants_outputs:
                 detached = detach_outputs(out)
+                self.ending = True
                 if end_module is not None:
                     end_module(detached, batch, batch_idx - 1)
                 for fn in end_callbacks:
                     fn(t, model, detached, batch, batch_idx - 1)
+                self.ending = False
             if window_end and (signals.received is not None or not single) and self._signalled(ctx, single):
                 self._preempt()  # (ranks agree at log intervals: a collective and a host read there)
             if batch_idx == ADVICE_AFTER_BATCHES and not self._advised:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from ..manual_optim import batch_only
 from .evaluate import takes_dataloader_idx
 
 if TYPE_CHECKING:
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
 def run_prediction(parts: RunParts, loaders: Sequence[Iterable], limits: Sequence[int | float]) -> list[Any]:
     """`predict_step` over each loader; a list of outputs (a list of lists with several loaders)."""
     model, hooks, precision, strategy = parts.module, parts.hooks, parts.precision, parts.strategy
-    step = strategy.step_fn(model, "predict_step")
+    step = batch_only(strategy.step_fn(model, "predict_step"), model.predict_step)
     pass_idx = len(loaders) > 1 and takes_dataloader_idx(model.predict_step)
     was_training = model.training
     model.eval()

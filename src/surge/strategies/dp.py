@@ -53,7 +53,7 @@ class _ReplicaStep(nn.Module):
         super().__init__()
         self.module = module
 
-    def forward(self, batch: Any, batch_idx: int) -> tuple[Any, list[Any]]:
+    def forward(self, batch: Any, *args: Any) -> tuple[Any, list[Any]]:
         replica: Any = self.module  # a replica of the surge Module; its results become a _ReplicaLog here
         # A replica starts with the original's attributes; these two must be its own. With one
         # device DataParallel runs the original itself, so they are put back afterwards.
@@ -61,7 +61,7 @@ class _ReplicaStep(nn.Module):
         replica._device = next(replica.parameters()).device
         log = replica._results = _ReplicaLog(batch)
         try:
-            out = replica.training_step(batch, batch_idx)
+            out = replica.training_step(batch, *args)  # (batch_idx unless the step takes only batch)
         finally:
             replica._results, replica._device = saved
         if isinstance(out, Tensor) and out.dim() == 0:
@@ -128,8 +128,8 @@ class DataParallelStrategy(Strategy):
             return getattr(module, hook)
         wrapped, results_of = self.wrapped, module
 
-        def step(batch: Any, batch_idx: int) -> Any:
-            out, logs = wrapped(batch, batch_idx)
+        def step(batch: Any, *args: Any) -> Any:
+            out, logs = wrapped(batch, *args)
             sizes = chunk_sizes(infer_batch_size(batch), len(self.device_ids))
             merge_logs(results_of._results, logs, sizes, self.device)
             return self.merge(out, sizes)

@@ -20,6 +20,7 @@ from torch import Tensor
 from .. import data as data_mod
 from ..accelerators import resolve_accelerator
 from ..errors import MisconfigurationError, SurgeTypeError
+from ..manual_optim import batch_only
 from ..module import Module
 from ..optim import parse_optimizers
 from ..precision import Precision, precision_plugin
@@ -132,7 +133,7 @@ class TrialSteps:
     def loss(self, batch: Any, batch_idx: int) -> Tensor:
         """Forward and backward of one batch; returns the loss, detached."""
         with self.precision.forward_context():
-            out = self.model.training_step(batch, batch_idx)
+            out = batch_only(self.model.training_step, self.model.training_step)(batch, batch_idx)
         loss = out["loss"] if isinstance(out, dict) else out
         if not isinstance(loss, Tensor):
             raise MisconfigurationError(
