@@ -43,7 +43,8 @@ from .results import Results
 from .run_state import Found, RunObjects, checkpoint_state, find_checkpoint, restore_model, restore_state
 from .seed import set_rng_state
 from .signals import Preempted, SignalFlag
-from .stage_data import LoaderPreparation, check_step_defined, enter_datamodule, eval_loaders, fit_loaders
+from .stage_data import LoaderPreparation, check_step_defined, eval_loaders, fit_loaders
+from .stage_hooks import enter_stage, leave_stage
 from .strategies import Strategy
 from .trainer_properties import TrainerProperties
 from .tune import setup as tune_setup
@@ -135,8 +136,6 @@ class Trainer(TrainerProperties):
         self.state = stage
         self._module = model
         model._trainer = self
-        if self.datamodule is not None:
-            self.datamodule.trainer = self
         device = self.root_device
         self._accelerator.setup_device(device)
         self._strategy.setup_environment(device)
@@ -150,7 +149,7 @@ class Trainer(TrainerProperties):
             self._compiled.add(model)  # remembered here: nothing is stamped on the user's model
         hooks = Hooks(self, model, [*self.callbacks, *(self.profiler.callbacks() if self.profiler else ())])
         self._hooks = hooks
-        move = batch_mover(model, self._precision, cfg.channels_last)
+        move = batch_mover(model, self.datamodule, self._precision, cfg.channels_last)
         self._parts = RunParts(model, self._strategy, self._precision, hooks, move, self._publisher)
 
     # -- fit -------------------------------------------------------------------------------
@@ -167,8 +166,9 @@ class Trainer(TrainerProperties):
             writable_dir(self.default_root_dir, f"default_root_dir={str(self.default_root_dir)!r}")
         if isinstance(train_dataloaders, DataModule):
             datamodule, train_dataloaders = train_dataloaders, None
-        self.datamodule = enter_datamodule(datamodule, "fit")
         check_step_defined(model, "training_step", "fit")
+        self.datamodule = datamodule
+        self.callbacks = enter_stage(self, model, datamodule, "fit")
         train, vals = fit_loaders(train_dataloaders, val_dataloaders, datamodule, model)
         self._setup(model, "fit")
         cfg = self._cfg
@@ -218,7 +218,6 @@ class Trainer(TrainerProperties):
     def _fit_stages(self, pending_rng: dict[str, Any] | None) -> None:
         hooks = self._hooks
         with self.fit_loop.ctx.signals.installed():  # preemption: a flag the loop acts on
-            hooks.callbacks("setup", "fit")
             hooks.call("on_fit_start")
             self._publisher.log_run_start(self._module)
             flag = lambda on: setattr(self, "sanity_checking", on)  # noqa: E731
@@ -235,15 +234,18 @@ class Trainer(TrainerProperties):
             self._precision.report_skipped_steps()
             hooks.call("on_train_end")
             hooks.call("on_fit_end")
-            hooks.callbacks("teardown", "fit")
 
     def _run_stage(self, stage: str, body: Any, loaders: Any = ()) -> Any:
         status = "success"
         try:
-            return body()
+            result = body()
+            leave_stage(self._hooks, self._module, self.datamodule, stage)
+            return result
         except BaseException as err:
             status = "interrupted" if isinstance(err, KeyboardInterrupt | Preempted) else "failed"
             self._hooks.callbacks("on_exception", err)
+            if self.datamodule is not None:
+                self.datamodule.on_exception(err)
             self._strategy.explain_failure(err)
             self._strategy.teardown(failed=not isinstance(err, Preempted))
             raise
@@ -307,9 +309,10 @@ class Trainer(TrainerProperties):
         if isinstance(dataloaders, DataModule):
             datamodule, dataloaders = dataloaders, None
         if datamodule is not None:
-            self.datamodule = enter_datamodule(datamodule, stage)
+            self.datamodule = datamodule
         if stage != "predict":
             check_step_defined(model, "validation_step" if stage == "validate" else "test_step", stage)
+        self.callbacks = enter_stage(self, model, self.datamodule, stage)
         loaders = eval_loaders(stage, dataloaders, self.datamodule, model)
         self._setup(model, stage)
         prep = self._loader_prep()
