@@ -20,6 +20,7 @@ from .errors import MisconfigurationError, SurgeTypeError
 from .launch.environment import ClusterEnvironment
 from .loggers.base import Logger
 from .loops.context import FitSettings
+from .loops.fit import FitLoop
 from .module import Module
 from .nonfinite import NonFiniteGuard
 from .optim import Optimization
@@ -164,9 +165,15 @@ def build_optimization(
     precision: Precision,
     hooks: Any,
     metrics: Callable[[], Mapping[str, Any]],
-    where: Callable[[], tuple[int, int, int]],
+    loop: FitLoop,
 ) -> Optimization:
-    """The fit's optimizer steps: clipping and the non-finite guard as the arguments ask."""
+    """The fit's optimizer steps: clipping and the non-finite guard as the arguments ask; where
+    training stands is `loop`'s (a module's own optimizer_step sees its step counted, as in Lightning)."""
+    where = lambda: (loop.global_step + 1, loop.epoch, loop.batches_done)  # noqa: E731
+
+    def count(steps: int) -> None:
+        loop.global_step += steps
+
     has_scaler = getattr(precision, "scaler", None) is not None
     return Optimization(
         optimizers,
@@ -178,6 +185,7 @@ def build_optimization(
         metrics,
         guard=NonFiniteGuard(cfg.on_nonfinite, optimizers, has_scaler),
         where=where,
+        count=count,
     )
 
 

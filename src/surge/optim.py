@@ -151,6 +151,7 @@ class Optimization:
         metrics: Callable[[], Mapping[str, Any]],
         guard: NonFiniteGuard | None = None,
         where: Callable[[], tuple[int, int, int]] = lambda: (0, 0, 0),
+        count: Callable[[int], None] = lambda steps: None,
     ) -> None:
         self.optimizers = optimizers
         self.schedulers = schedulers
@@ -174,7 +175,9 @@ class Optimization:
         self._module_step: ModuleOptimizerStep | None = None
         if "optimizer_step" in fns:
             before = self._before_optimizer_step if self._before_step else None
-            self._module_step = ModuleOptimizerStep(fns["optimizer_step"], optimizers, self._step_one, before)
+            self._module_step = ModuleOptimizerStep(
+                fns["optimizer_step"], optimizers, self._step_one, before, count
+            )
 
     def _clip_fn(self, opt: Optimizer, value: float | None, algorithm: str) -> Callable[[], None] | None:
         if value is None:

@@ -187,10 +187,9 @@ class Trainer(TrainerProperties):
             tune_setup.scale_learning_rates(
                 optimizers, schedulers, train_loader, self._accumulate * self.world_size, cfg
             )
-        where = lambda: (self.global_step + 1, self.current_epoch, self.fit_loop.batches_done)  # noqa: E731
         metrics = lambda: self.callback_metrics  # noqa: E731
         self._optim = build_optimization(
-            cfg, optimizers, schedulers, self._precision, self._hooks, metrics, where
+            cfg, optimizers, schedulers, self._precision, self._hooks, metrics, self.fit_loop
         )
         step = lambda: self.global_step  # noqa: E731
         self._validation = Validation(self._parts, val_loaders, self._plan, cfg.check_val_every_n_epoch, step)
