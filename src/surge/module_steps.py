@@ -5,6 +5,7 @@ accumulation window, with an optimizer whose `step(closure=...)` goes through su
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from torch.optim import Optimizer
@@ -48,7 +49,7 @@ class ModuleOptimizerStep:
     ) -> None:
         self._module_step, self._count = module_step, count
         self._wrapped = [
-            StepOptimizer(opt, lambda i=i: self._stepped(step_one, i)) for i, opt in enumerate(optimizers)
+            StepOptimizer(opt, partial(self._stepped, step_one, i)) for i, opt in enumerate(optimizers)
         ]
         self._closures = [self._closure(opt, before_step) for opt in optimizers]
         self._counted = 0

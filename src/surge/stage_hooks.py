@@ -4,7 +4,7 @@ prepared, and `setup`/`teardown` on the datamodule, the callbacks and the module
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 from .callbacks.base import Callback, overrides
 from .errors import MisconfigurationError
@@ -64,14 +64,14 @@ def enter_stage(trainer: Any, module: Module, datamodule: Any, stage: str) -> li
         datamodule.setup(stage)
     for cb in callbacks:
         if overrides(cb, Callback, "setup"):
-            cb.setup(trainer, module, stage)
+            cast(Any, cb).setup(trainer, module, stage)
     for name, args in (("setup", (stage,)), ("configure_model", ())):
         if overrides(module, Module, name):
             getattr(module, name)(*args)
     return callbacks
 
 
-def leave_stage(hooks: Any, module: Module, datamodule: Any, stage: str) -> None:
+def leave_stage(hooks: Any, module: Module | None, datamodule: Any, stage: str) -> None:
     """After a stage succeeded: `teardown(stage)` on the datamodule, the callbacks, the module."""
     if datamodule is not None:
         datamodule.teardown(stage)
