@@ -30,13 +30,13 @@ class CountingStrategy(SingleDeviceStrategy):
 
 
 class ReadsAtSetup(Callback):
-    """The files `torch.load` had read when the run's callbacks were set up (after any restore)."""
+    """The files `torch.load` had read when the fit started (after any restore; `setup` runs before it, as in Lightning)."""
 
     def __init__(self, reads: list[Path]) -> None:
         self.reads = reads
         self.seen: list[Path] = []
 
-    def setup(self, trainer, module, stage) -> None:
+    def on_fit_start(self, trainer, module) -> None:
         self.seen = list(self.reads)
 
 

@@ -14,16 +14,19 @@ import torch
 from . import data as data_mod
 from . import speed
 from .accelerators import Accelerator
-from .callbacks.base import Callback
+from .callbacks.base import Callback, overrides
 from .config import TrainerConfig
+from .datamodule import DataModule
 from .errors import MisconfigurationError, SurgeTypeError
 from .launch.environment import ClusterEnvironment
 from .loggers.base import Logger
 from .loops.context import FitSettings
+from .loops.fit import FitLoop
 from .module import Module
 from .nonfinite import NonFiniteGuard
 from .optim import Optimization
 from .precision import Precision
+from .rank_zero import warn
 from .registry import STRATEGIES
 from .strategies import Layout, Strategy
 
@@ -92,31 +95,48 @@ def build_callbacks(cfg: TrainerConfig) -> list[Callback]:
     ]
 
 
-def batch_mover(model: Module, precision: Precision, channels_last: bool) -> Callable[[Any], Any] | None:
-    """What each batch goes through before the step (device move, input cast, memory format);
-    None when nothing is needed, so the loop skips the call."""
+def batch_mover(
+    model: Module, datamodule: Any, precision: Precision, channels_last: bool
+) -> Callable[..., Any] | None:
+    """What each batch goes through before the step, `(batch, dataloader_idx=0)`: the batch hooks
+    overridden (Lightning's order), the device move, input cast, memory format; None when nothing
+    is needed, so the loop skips the call."""
     device = model._device
-    custom = type(model).transfer_batch_to_device is not Module.transfer_batch_to_device
-    if device.type == "cpu" and not (custom or precision.converts_input or channels_last):
+    before, transfer, after = (_batch_hook(name, model, datamodule) for name in BATCH_HOOKS)
+    converts = precision.converts_input
+    if device.type == "cpu" and not (before or transfer or after or converts or channels_last):
         return None  # batches are already where the steps run
-    if custom:
-        move = lambda b: model.transfer_batch_to_device(b, device, 0)  # noqa: E731
-    else:
-        move = lambda b: data_mod.move_to_device(b, device)  # noqa: E731
-    steps = [move]
-    if precision.converts_input:
-        steps.append(precision.convert_input)
-    if channels_last:
-        steps.append(lambda b: data_mod.apply_to_tensors(b, speed.to_channels_last))
-    if len(steps) == 1:
-        return move
+    move = data_mod.move_to_device
+    if not (before or transfer or after or converts or channels_last):
+        return lambda batch, dataloader_idx=0: move(batch, device)
 
-    def pipeline(batch: Any) -> Any:
-        for fn in steps:
-            batch = fn(batch)
+    def pipeline(batch: Any, dataloader_idx: int = 0) -> Any:
+        if before is not None:
+            batch = before(batch, dataloader_idx)
+        batch = transfer(batch, device, dataloader_idx) if transfer is not None else move(batch, device)
+        if after is not None:
+            batch = after(batch, dataloader_idx)
+        if converts:
+            batch = precision.convert_input(batch)
+        if channels_last:
+            batch = data_mod.apply_to_tensors(batch, speed.to_channels_last)
         return batch
 
     return pipeline
+
+
+BATCH_HOOKS = ("on_before_batch_transfer", "transfer_batch_to_device", "on_after_batch_transfer")
+
+
+def _batch_hook(name: str, model: Module, datamodule: Any) -> Callable[..., Any] | None:
+    """The datamodule's `name` if it overrides it, else the module's if it does, else None."""
+    own = overrides(model, Module, name)
+    if datamodule is not None and overrides(datamodule, DataModule, name):
+        if own:
+            warn(f"{name} is defined on both {type(model).__name__} and {type(datamodule).__name__}: "
+                 "the datamodule's is used, as in Lightning")  # fmt: skip
+        return getattr(datamodule, name)
+    return getattr(model, name) if own else None
 
 
 def build_loggers(logger: Any, root: Path) -> list[Logger]:
@@ -156,9 +176,15 @@ def build_optimization(
     precision: Precision,
     hooks: Any,
     metrics: Callable[[], Mapping[str, Any]],
-    where: Callable[[], tuple[int, int, int]],
+    loop: FitLoop,
 ) -> Optimization:
-    """The fit's optimizer steps: clipping and the non-finite guard as the arguments ask."""
+    """The fit's optimizer steps: clipping and the non-finite guard as the arguments ask; where
+    training stands is `loop`'s (a module's own optimizer_step sees its step counted, as in Lightning)."""
+    where = lambda: (loop.global_step + 1, loop.epoch, loop.batches_done)  # noqa: E731
+
+    def count(steps: int) -> None:
+        loop.global_step += steps
+
     return Optimization(
         optimizers,
         schedulers,
@@ -169,6 +195,7 @@ def build_optimization(
         metrics,
         guard=NonFiniteGuard(cfg.on_nonfinite, optimizers, precision.skips_nonfinite_steps),
         where=where,
+        count=count,
     )
 
 

@@ -34,6 +34,23 @@ class DataModule(HyperparametersMixin):
     def predict_dataloader(self) -> Any:
         raise NotImplementedError(f"{type(self).__name__} defines no predict_dataloader()")
 
+    def on_exception(self, exception: BaseException) -> None:
+        """Called when a stage fails, after the callbacks' `on_exception`."""
+
+    def on_before_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
+        """Change a batch before it is moved (used instead of the module's when overridden here)."""
+        return batch
+
+    def transfer_batch_to_device(self, batch: Any, device: Any, dataloader_idx: int) -> Any:
+        """Move a batch to the device (used instead of the module's when overridden here)."""
+        from .data import move_to_device
+
+        return move_to_device(batch, device)
+
+    def on_after_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
+        """Change a batch after it is moved (used instead of the module's when overridden here)."""
+        return batch
+
     def state_dict(self) -> dict[str, Any]:
         """State to keep in checkpoints."""
         return {}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Iterable, Mapping
+from types import FrameType
 from typing import Any
 
 from .errors import CheckpointError
@@ -32,8 +33,7 @@ class HyperparametersMixin:
             values = dict(args[0])
         else:
             frame = inspect.currentframe()
-            caller = frame.f_back if frame is not None else None
-            init_args = _init_args(caller.f_locals if caller is not None else {}, type(self))
+            init_args = _collect_init_args(frame.f_back if frame is not None else None, self)
             if args:
                 missing = [name for name in args if name not in init_args]
                 if missing:
@@ -54,17 +54,48 @@ class HyperparametersMixin:
         return self.__dict__["_hparams"]
 
 
-def _init_args(local_vars: Mapping[str, Any], cls: type[Any]) -> dict[str, Any]:
-    params = inspect.signature(cls.__init__).parameters
-    values: dict[str, Any] = {}
-    for name, param in params.items():
-        if name == "self" or name not in local_vars:
-            continue
-        if param.kind is inspect.Parameter.VAR_KEYWORD:
-            values.update(local_vars[name])
-        elif param.kind is not inspect.Parameter.VAR_POSITIONAL:
-            values[name] = local_vars[name]
+def _collect_init_args(frame: FrameType | None, obj: object) -> dict[str, Any]:
+    """The arguments of the `__init__` that called, and of each `__init__` of `obj` that called it
+    in turn (a subclass's), the outermost's winning, as Lightning collects them: a parent that
+    saves them records what its subclass passed up."""
+    levels: list[dict[str, Any]] = []
+    while frame is not None and _is_init_of(frame, obj):
+        levels.append(_frame_args(frame))
+        frame = frame.f_back
+    merged: dict[str, Any] = {}
+    for args in levels:  # innermost (the parent) first; its subclass's values override
+        merged.update(args)
+    return merged
+
+
+def _is_init_of(frame: FrameType, obj: object) -> bool:
+    code = frame.f_code
+    return (
+        code.co_name == "__init__" and code.co_argcount > 0 and frame.f_locals.get(code.co_varnames[0]) is obj
+    )
+
+
+def _frame_args(frame: FrameType) -> dict[str, Any]:
+    """A frame's named arguments (but `self`) as they stand, `**kwargs` spread in, `*args` left out."""
+    code, local_vars = frame.f_code, frame.f_locals
+    n = code.co_argcount + code.co_kwonlyargcount
+    names = list(code.co_varnames[1:n])
+    if code.co_flags & inspect.CO_VARARGS:
+        n += 1  # *args: not named, not saved
+    values = {name: local_vars[name] for name in names if name in local_vars}
+    if code.co_flags & inspect.CO_VARKEYWORDS:
+        values.update(local_vars.get(code.co_varnames[n], {}))
     return values
+
+
+def _parent_init_names(cls: type[Any]) -> set[str]:
+    """The argument names of the `__init__`s of `cls`'s hyper-parameter-saving parents."""
+    return {
+        name
+        for base in cls.__mro__[1:]
+        if issubclass(base, HyperparametersMixin) and "__init__" in vars(base)
+        for name in inspect.signature(vars(base)["__init__"]).parameters
+    } - {"self", "args", "kwargs"}
 
 
 def plain(value: Any) -> Any:
@@ -90,8 +121,11 @@ def init_kwargs(cls: type[Any], saved: Any, overrides: Mapping[str, Any], source
             f"{where}: the checkpoint's 'hyper_parameters' is a {type(saved).__name__}, not a dict of "
             f"{cls.__name__}.__init__ arguments."
         )
-    kwargs = {**saved, **overrides}
     params = [p for name, p in inspect.signature(cls.__init__).parameters.items() if name != "self"]
+    own = {p.name for p in params}
+    # Saved by a parent's save_hyperparameters from what this class passed up: not this class's to take.
+    saved = {k: v for k, v in saved.items() if k in own or k not in _parent_init_names(cls)}
+    kwargs = {**saved, **overrides}
     takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
     named = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
     unknown = [] if takes_any else sorted(set(kwargs) - named)

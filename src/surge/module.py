@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +29,13 @@ HOOKS = (
     "on_predict_batch_start", "on_predict_batch_end",
     "on_before_backward", "on_after_backward", "on_before_optimizer_step", "on_before_zero_grad",
     "on_save_checkpoint", "on_load_checkpoint",
+)  # fmt: skip
+
+# Methods with a default that does the work; a subclass's own version is called instead of it.
+OVERRIDABLE = (
+    "prepare_data", "setup", "teardown", "configure_callbacks", "configure_model",
+    "on_before_batch_transfer", "transfer_batch_to_device", "on_after_batch_transfer",
+    "optimizer_step", "optimizer_zero_grad", "lr_scheduler_step",
 )  # fmt: skip
 
 
@@ -81,6 +88,49 @@ class Module(nn.Module, HyperparametersMixin):
         from .data import move_to_device
 
         return move_to_device(batch, device)
+
+    # -- overridable steps of a stage (called only when overridden; see docs/lightning.md) ---
+    def prepare_data(self) -> None:
+        """Download or write data, once per machine (local rank 0), before `setup`."""
+
+    def setup(self, stage: str) -> None:
+        """Build what the stage needs (layers, datasets) before its data is read; every process."""
+
+    def teardown(self, stage: str) -> None:
+        """Release what `setup` built, at the end of a stage that succeeded."""
+
+    def configure_callbacks(self) -> Sequence[Any] | Any:
+        """Callbacks to add to the Trainer's; one of a type the Trainer has replaces it."""
+        return []
+
+    def configure_model(self) -> None:
+        """Create layers late (after `setup`, before the strategy wraps the module)."""
+
+    def on_before_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
+        """Change a batch before it is moved to the device."""
+        return batch
+
+    def on_after_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
+        """Change a batch after it is moved to the device."""
+        return batch
+
+    def optimizer_step(
+        self, epoch: int, batch_idx: int, optimizer: Any, optimizer_closure: Callable[[], Any] | None = None
+    ) -> None:
+        """Step `optimizer` at the end of an accumulation window; an override must call
+        `optimizer.step(closure=optimizer_closure)`."""
+        optimizer.step(closure=optimizer_closure)
+
+    def optimizer_zero_grad(self, epoch: int, batch_idx: int, optimizer: Any) -> None:
+        """Clear the gradients after a step."""
+        optimizer.zero_grad()
+
+    def lr_scheduler_step(self, scheduler: Any, metric: Any) -> None:
+        """Advance a learning-rate scheduler (with the monitored value for ReduceLROnPlateau)."""
+        if metric is None:
+            scheduler.step()
+        else:
+            scheduler.step(metric)
 
     # -- logging -----------------------------------------------------------------------------
     def log(

@@ -10,6 +10,7 @@ import torch
 from torch.optim import Optimizer
 
 from .errors import CheckpointError, MisconfigurationError
+from .module_steps import ModuleOptimizerStep
 from .nonfinite import NonFiniteGuard
 
 
@@ -150,6 +151,7 @@ class Optimization:
         metrics: Callable[[], Mapping[str, Any]],
         guard: NonFiniteGuard | None = None,
         where: Callable[[], tuple[int, int, int]] = lambda: (0, 0, 0),
+        count: Callable[[int], None] = lambda steps: None,
     ) -> None:
         self.optimizers = optimizers
         self.schedulers = schedulers
@@ -167,6 +169,15 @@ class Optimization:
         self.guard = guard if guard is not None else NonFiniteGuard(None, optimizers, False)
         self._where = where
         self._allow = self.guard.allow if self.guard.mode in ("raise", "skip") else None
+        fns = getattr(hooks, "module_fns", {})  # the module's own optimizer_step & co., if overridden
+        self._module_zero = fns.get("optimizer_zero_grad")
+        self._module_schedule = fns.get("lr_scheduler_step")
+        self._module_step: ModuleOptimizerStep | None = None
+        if "optimizer_step" in fns:
+            before = self._before_optimizer_step if self._before_step else None
+            self._module_step = ModuleOptimizerStep(
+                fns["optimizer_step"], optimizers, self._step_one, before, count
+            )
 
     def _clip_fn(self, opt: Optimizer, value: float | None, algorithm: str) -> Callable[[], None] | None:
         if value is None:
@@ -187,23 +198,28 @@ class Optimization:
         return clip
 
     def step(self, grad_scale: float | None = None) -> None:
-        """One optimizer step for every optimizer, then `zero_grad(set_to_none=True)`."""
-        stepped, allow = True, self._allow
-        for opt, clip in zip(self.optimizers, self._clips):
+        """One optimizer step for every optimizer, then `zero_grad(set_to_none=True)` (or the
+        module's own `optimizer_step`/`optimizer_zero_grad` where it overrides them)."""
+        stepped, module_step = True, self._module_step
+        for i, opt in enumerate(self.optimizers):
             if grad_scale is not None:
                 grads = [p.grad for g in opt.param_groups for p in g["params"] if p.grad is not None]
                 if grads:
                     torch._foreach_mul_(grads, grad_scale)
-            if self._before_step:
-                self._precision.unscale_gradients(opt)  # hooks see true-scale gradients
-                self._hooks.call("on_before_optimizer_step", opt)
-            if allow is not None and not allow(opt, self._where):
-                stepped = False  # on_nonfinite="skip": this window's gradients are dropped
+            if module_step is not None:
+                _, epoch, batch_idx = self._where()
+                stepped &= module_step(i, epoch, batch_idx)
             else:
-                stepped &= self._precision.optimizer_step(opt, clip)
+                if self._before_step:
+                    self._before_optimizer_step(opt)
+                stepped &= self._step_one(i)
             if self._before_zero:
                 self._hooks.call("on_before_zero_grad", opt)
-            opt.zero_grad(set_to_none=True)
+            if self._module_zero is not None:
+                _, epoch, batch_idx = self._where()
+                self._module_zero(epoch, batch_idx, opt)
+            else:
+                opt.zero_grad(set_to_none=True)
         self._precision.after_optimizer_steps()
         self.skipped = not stepped
 
@@ -221,6 +237,17 @@ class Optimization:
             )
         self._by_interval = {"step": [], "epoch": []}
         return [ManualOptimizer(opt, self._precision, count) for opt in self.optimizers]
+
+    def _before_optimizer_step(self, opt: Optimizer) -> None:
+        self._precision.unscale_gradients(opt)  # hooks see true-scale gradients
+        self._hooks.call("on_before_optimizer_step", opt)
+
+    def _step_one(self, i: int) -> bool:
+        """Clip and step optimizer `i` through the precision; False if skipped (non-finite gradients)."""
+        opt, allow = self.optimizers[i], self._allow
+        if allow is not None and not allow(opt, self._where):
+            return False  # on_nonfinite="skip": this window's gradients are dropped
+        return self._precision.optimizer_step(opt, self._clips[i])
 
     def zero_grad(self) -> None:
         for opt in self.optimizers:
@@ -242,9 +269,15 @@ class Optimization:
                             f"the lr_scheduler monitors {config.monitor!r}, which was not logged; logged: {sorted(metrics)}"
                         )
                     continue
-                config.scheduler.step(float(metrics[config.monitor]))
+                metric: float | None = float(metrics[config.monitor])
             else:
+                metric = None
+            if self._module_schedule is not None:
+                self._module_schedule(config.scheduler, metric)
+            elif metric is None:
                 config.scheduler.step()
+            else:
+                config.scheduler.step(metric)
 
     def state_dict(self) -> dict[str, Any]:
         return {

@@ -37,14 +37,6 @@ def stage_loaders(given: Any, hook: str, datamodule: Any, model: Module, arg: st
     return []
 
 
-def enter_datamodule(datamodule: Any, stage: str) -> Any:
-    """Let a datamodule prepare and set up its data for `stage`; returns it."""
-    if datamodule is not None:
-        datamodule.prepare_data()
-        datamodule.setup(stage)
-    return datamodule
-
-
 def fit_loaders(train: Any, val: Any, datamodule: Any, model: Module) -> tuple[Iterable, list[Iterable]]:
     """fit()'s one train loader and its val loaders (none is fine), from the arguments or the hooks."""
     found = stage_loaders(train, "train_dataloader", datamodule, model, "train_dataloaders")

@@ -45,7 +45,8 @@ from .results import Results
 from .run_state import Found, RunObjects, checkpoint_state, find_checkpoint, restore_model, restore_state
 from .seed import set_rng_state
 from .signals import Preempted, SignalFlag
-from .stage_data import LoaderPreparation, check_step_defined, enter_datamodule, eval_loaders, fit_loaders
+from .stage_data import LoaderPreparation, check_step_defined, eval_loaders, fit_loaders
+from .stage_hooks import enter_stage, leave_stage
 from .strategies import Strategy
 from .trainer_properties import TrainerProperties
 from .tune import setup as tune_setup
@@ -142,8 +143,6 @@ class Trainer(TrainerProperties):
         self.state = stage
         self._module = model
         model._trainer = self
-        if self.datamodule is not None:
-            self.datamodule.trainer = self
         device = self.root_device
         self._accelerator.setup_device(device)
         self._strategy.setup_environment(device)
@@ -157,7 +156,7 @@ class Trainer(TrainerProperties):
             self._compiled.add(model)  # remembered here: nothing is stamped on the user's model
         hooks = Hooks(self, model, [*self.callbacks, *(self.profiler.callbacks() if self.profiler else ())])
         self._hooks = hooks
-        move = batch_mover(model, self._precision, cfg.channels_last)
+        move = batch_mover(model, self.datamodule, self._precision, cfg.channels_last)
         self._parts = parts = RunParts(model, self._strategy, self._precision, hooks, move, self._publisher)
         return parts
 
@@ -175,8 +174,9 @@ class Trainer(TrainerProperties):
             writable_dir(self.default_root_dir, f"default_root_dir={str(self.default_root_dir)!r}")
         if isinstance(train_dataloaders, DataModule):
             datamodule, train_dataloaders = train_dataloaders, None
-        self.datamodule = enter_datamodule(datamodule, "fit")
         check_step_defined(model, "training_step", "fit")
+        self.datamodule = datamodule
+        self.callbacks = enter_stage(self, model, datamodule, "fit")
         train, vals = fit_loaders(train_dataloaders, val_dataloaders, datamodule, model)
         parts = self._setup(model, "fit")
         cfg = self._cfg
@@ -195,10 +195,9 @@ class Trainer(TrainerProperties):
             tune_setup.scale_learning_rates(
                 optimizers, schedulers, train_loader, self._accumulate * self.world_size, cfg
             )
-        where = lambda: (self.global_step + 1, self.current_epoch, self.fit_loop.batches_done)  # noqa: E731
         metrics = lambda: self.callback_metrics  # noqa: E731
         self._optim = optim = build_optimization(
-            cfg, optimizers, schedulers, self._precision, self._hooks, metrics, where
+            cfg, optimizers, schedulers, self._precision, self._hooks, metrics, self.fit_loop
         )
         step = lambda: self.global_step  # noqa: E731
         validation = Validation(parts, val_loaders, self._plan, cfg.check_val_every_n_epoch, step)
@@ -207,11 +206,8 @@ class Trainer(TrainerProperties):
         if tuned.auto_workers is not None:
             self.fit_loop.auto_workers = tuned.auto_workers(train_loader, val_loaders, prepare=prep.adjust)
         pending_rng = restore_state(self._run_objects(), resume) if resume is not None else None
-        self._run_stage(
-            "fit",
-            lambda: self._fit_stages(ctx, pending_rng),
-            lambda: [self.train_dataloader, *self.val_dataloaders],
-        )
+        loaders = lambda: [self.train_dataloader, *self.val_dataloaders]  # noqa: E731 - as they stand at the end
+        self._run_stage("fit", lambda: self._fit_stages(ctx, pending_rng), loaders)
 
     def _fit_context(self, parts: RunParts, optim: Optimization, validation: Validation) -> FitContext:
         settings = fit_settings(self._cfg, self._accumulate, self._plan.train)
@@ -226,7 +222,6 @@ class Trainer(TrainerProperties):
     def _fit_stages(self, ctx: FitContext, pending_rng: dict[str, Any] | None) -> None:
         hooks = ctx.parts.hooks
         with ctx.signals.installed(), anomaly_mode(self._cfg.detect_anomaly):  # preemption: a flag
-            hooks.callbacks("setup", "fit")
             hooks.call("on_fit_start")
             self._publisher.log_run_start(ctx.parts.module)
             flag = lambda on: setattr(self, "sanity_checking", on)  # noqa: E731
@@ -243,15 +238,18 @@ class Trainer(TrainerProperties):
             self._precision.report_skipped_steps()
             hooks.call("on_train_end")
             hooks.call("on_fit_end")
-            hooks.callbacks("teardown", "fit")
 
     def _run_stage(self, stage: str, body: Any, loaders: Any = ()) -> Any:
         status = "success"
         try:
-            return body()
+            result = body()
+            leave_stage(self._hooks, self._module, self.datamodule, stage)
+            return result
         except BaseException as err:
             status = "interrupted" if isinstance(err, KeyboardInterrupt | Preempted) else "failed"
             self._hooks.callbacks("on_exception", err)
+            if self.datamodule is not None:
+                self.datamodule.on_exception(err)
             self._strategy.explain_failure(err)
             self._strategy.teardown(failed=not isinstance(err, Preempted))
             raise
@@ -313,9 +311,10 @@ class Trainer(TrainerProperties):
         if isinstance(dataloaders, DataModule):
             datamodule, dataloaders = dataloaders, None
         if datamodule is not None:
-            self.datamodule = enter_datamodule(datamodule, stage)
+            self.datamodule = datamodule
         if stage != "predict":
             check_step_defined(model, "validation_step" if stage == "validate" else "test_step", stage)
+        self.callbacks = enter_stage(self, model, self.datamodule, stage)
         loaders = eval_loaders(stage, dataloaders, self.datamodule, model)
         parts = self._setup(model, stage)
         prep = self._loader_prep()

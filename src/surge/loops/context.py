@@ -31,7 +31,7 @@ class RunParts:
     strategy: Strategy
     precision: Precision
     hooks: Hooks
-    move: Callable[[Any], Any] | None  # the batch's way to the device (None: it is there already)
+    move: Callable[..., Any] | None  # the batch's way to the device (None: it is there already)
     publisher: MetricsPublisher
 
 

@@ -57,7 +57,7 @@ def run_evaluation(
                     if batch_idx >= limit:
                         break
                     if move is not None:
-                        batch = move(batch)
+                        batch = move(batch, dl_idx)
                     results.batch = batch
                     extra = (dl_idx,) if pass_idx else ()
                     hooks.call(f"on_{hook}_batch_start", batch, batch_idx, *extra)

@@ -6,7 +6,61 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..callbacks.base import CALLBACK_HOOKS, Callback, overrides
-from ..module import HOOKS, Module
+from ..errors import MisconfigurationError
+from ..module import HOOKS, OVERRIDABLE, Module
+
+# Lightning hooks surge does not call: overriding one is refused before any work, with what to do.
+REFUSED_MODULE_HOOKS = {
+    "backward": "surge runs the backward itself (with the precision's loss scaling); use "
+    "on_before_backward/on_after_backward, or automatic_optimization=False and manual_backward",
+    "configure_gradient_clipping": "use Trainer(gradient_clip_val=, gradient_clip_algorithm=), or clip in "
+    "on_before_optimizer_step",
+    "configure_sharded_model": "rename it configure_model (Lightning deprecated configure_sharded_model)",
+    "on_validation_model_eval": "surge puts the module in eval mode itself; use on_validation_start",
+    "on_validation_model_train": "surge restores the module's training mode itself; use on_validation_end",
+    "on_validation_model_zero_grad": "surge keeps gradients through validation; use on_validation_start",
+    "on_test_model_eval": "surge puts the module in eval mode itself; use on_test_start",
+    "on_test_model_train": "surge restores the module's training mode itself; use on_test_end",
+    "on_predict_model_eval": "surge puts the module in eval mode itself; use on_predict_start",
+    # Removed in Lightning 2.0, which refuses them too:
+    "training_epoch_end": "use on_train_epoch_end (Lightning 2.0 removed training_epoch_end)",
+    "validation_epoch_end": "use on_validation_epoch_end (Lightning 2.0 removed validation_epoch_end)",
+    "test_epoch_end": "use on_test_epoch_end (Lightning 2.0 removed test_epoch_end)",
+    "predict_epoch_end": "use on_predict_epoch_end (Lightning 2.0 removed predict_epoch_end)",
+    "training_step_end": "do the work in training_step (Lightning 2.0 removed training_step_end)",
+    "validation_step_end": "do the work in validation_step (Lightning 2.0 removed validation_step_end)",
+    "test_step_end": "do the work in test_step (Lightning 2.0 removed test_step_end)",
+    "on_epoch_start": "use on_train_epoch_start (Lightning 2.0 removed on_epoch_start)",
+    "on_epoch_end": "use on_train_epoch_end (Lightning 2.0 removed on_epoch_end)",
+    "on_batch_start": "use on_train_batch_start (Lightning 2.0 removed on_batch_start)",
+    "on_batch_end": "use on_train_batch_end (Lightning 2.0 removed on_batch_end)",
+    "on_pretrain_routine_start": "use on_fit_start (Lightning 2.0 removed on_pretrain_routine_start)",
+    "on_pretrain_routine_end": "use on_fit_start (Lightning 2.0 removed on_pretrain_routine_end)",
+}
+REFUSED_CALLBACK_HOOKS = {
+    name: advice
+    for name, advice in REFUSED_MODULE_HOOKS.items()
+    if "removed" in advice and name not in ("training_step_end", "validation_step_end", "test_step_end")
+}
+
+
+def refuse_unsupported(module: Module, callbacks: Sequence[Any], stage: str) -> None:
+    """Raise, naming the hook, if `module` or a callback overrides a hook surge would not call."""
+    found = [
+        (f"{type(obj).__name__}.{name}", advice)
+        for obj, table in [
+            (module, REFUSED_MODULE_HOOKS),
+            *((cb, REFUSED_CALLBACK_HOOKS) for cb in callbacks),
+        ]
+        for name, advice in table.items()
+        if callable(getattr(type(obj), name, None))
+    ]
+    if found:
+        listed = "; ".join(f"{where}: {advice}" for where, advice in found)
+        raise MisconfigurationError(
+            f"{stage}() does not call {', '.join(w for w, _ in found)}, which you defined; nothing is "
+            f"silently skipped, so it stops here. {listed}."
+        )
 
 
 class Hooks:
@@ -19,7 +73,7 @@ class Hooks:
     def __init__(self, trainer: Any, module: Module, callbacks: Sequence[Callback]) -> None:
         self.trainer = trainer
         self.module_fns: dict[str, Callable[..., Any]] = {
-            name: getattr(module, name) for name in HOOKS if overrides(module, Module, name)
+            name: getattr(module, name) for name in (*HOOKS, *OVERRIDABLE) if overrides(module, Module, name)
         }
         self.callback_fns: dict[str, list[Callable[..., Any]]] = {}
         for name in CALLBACK_HOOKS:

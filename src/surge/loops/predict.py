@@ -34,7 +34,7 @@ def run_prediction(parts: RunParts, loaders: Sequence[Iterable], limits: Sequenc
                     if batch_idx >= limit:
                         break
                     if move is not None:
-                        batch = move(batch)
+                        batch = move(batch, dl_idx)
                     extra = (dl_idx,) if pass_idx else ()
                     hooks.call("on_predict_batch_start", batch, batch_idx, *extra)
                     with precision.forward_context():

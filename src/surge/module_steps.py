@@ -1,0 +1,82 @@
+"""The module's own `optimizer_step`, as Lightning calls it: once per optimizer at the end of an
+accumulation window, with an optimizer whose `step(closure=...)` goes through surge's precision
+(unscale, clip, loss-scaler skip) and a closure. Built only when the module overrides it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+from torch.optim import Optimizer
+
+
+class StepOptimizer:
+    """The optimizer handed to `Module.optimizer_step`: attributes are the wrapped optimizer's;
+    `step(closure)` runs the closure, then the precision's clipped (or skipped) step."""
+
+    def __init__(self, optimizer: Optimizer, step: Callable[[], bool]) -> None:
+        self.__dict__["optimizer"] = optimizer
+        self.__dict__["_step"] = step
+        self.__dict__["stepped"] = True
+
+    def step(self, closure: Callable[[], Any] | None = None) -> Any:
+        """The training step and backward already ran; the closure runs the hooks that precede a step."""
+        result = closure() if closure is not None else None
+        self.__dict__["stepped"] = self._step()
+        return result
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.__dict__["optimizer"], name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        setattr(self.__dict__["optimizer"], name, value)
+
+    def __repr__(self) -> str:
+        return f"StepOptimizer({self.optimizer!r})"
+
+
+class ModuleOptimizerStep:
+    """Calls `module_step(epoch, batch_idx, optimizer, closure)` for each optimizer of the run."""
+
+    def __init__(
+        self,
+        module_step: Callable[..., Any],
+        optimizers: list[Optimizer],
+        step_one: Callable[[int], bool],
+        before_step: Callable[[Optimizer], None] | None,
+        count: Callable[[int], None],
+    ) -> None:
+        self._module_step, self._count = module_step, count
+        self._wrapped = [
+            StepOptimizer(opt, partial(self._stepped, step_one, i)) for i, opt in enumerate(optimizers)
+        ]
+        self._closures = [self._closure(opt, before_step) for opt in optimizers]
+        self._counted = 0
+
+    @staticmethod
+    def _closure(opt: Optimizer, before_step: Callable[[Optimizer], None] | None) -> Callable[[], None]:
+        def closure() -> None:
+            if before_step is not None:
+                before_step(opt)
+
+        return closure
+
+    def _stepped(self, step_one: Callable[[int], bool], index: int) -> bool:
+        """Step optimizer `index`; until the module's hook returns, the step counts in `global_step`
+        (Lightning counts it when `optimizer.step()` returns; the fit loop counts it after the hook)."""
+        done = step_one(index)
+        self._count(1)
+        self._counted += 1
+        return done
+
+    def __call__(self, index: int, epoch: int, batch_idx: int) -> bool:
+        """Step optimizer `index` through the module; False if the precision skipped the step."""
+        wrapped = self._wrapped[index]
+        wrapped.__dict__["stepped"] = True
+        self._counted = 0
+        try:
+            self._module_step(epoch, batch_idx, wrapped, self._closures[index])
+        finally:
+            self._count(-self._counted)
+        return bool(wrapped.stepped)
