@@ -159,14 +159,19 @@ class Optimization:
         self._before_zero = hooks.any("on_before_zero_grad")
         self._metrics = metrics
         self._clips = [self._clip_fn(opt, clip_val, clip_algorithm) for opt in optimizers]
-        self._by_interval = {
-            "step": [s for s in schedulers if s.interval == "step"],
-            "epoch": [s for s in schedulers if s.interval == "epoch"],
-        }
+        self.refresh_schedulers()
         self.skipped = False
         self.guard = guard if guard is not None else NonFiniteGuard(None, optimizers, False)
         self._where = where
         self._allow = self.guard.allow if self.guard.mode in ("raise", "skip") else None
+
+    def refresh_schedulers(self) -> None:
+        """Sort `schedulers` by interval again (the fit loop calls it at each epoch's start, as a
+        callback may have replaced one through `trainer.lr_scheduler_configs`)."""
+        self._by_interval = {
+            "step": [s for s in self.schedulers if s.interval == "step"],
+            "epoch": [s for s in self.schedulers if s.interval == "epoch"],
+        }
 
     def _clip_fn(self, opt: Optimizer, value: float | None, algorithm: str) -> Callable[[], None] | None:
         if value is None:

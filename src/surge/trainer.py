@@ -173,7 +173,7 @@ class Trainer(TrainerProperties):
         self._setup(model, "fit")
         cfg = self._cfg
         tuning = tune_setup.Tuning.of(cfg, self._strategy, self._accelerator.name, len(self._devices), self)
-        tuned = tune_setup.tune_loaders(tuning, model, train, vals)
+        tuned = tune_setup.tune_loaders(tuning, model, train, vals, given=train_dataloaders is not None)
         self._accumulate = tuned.accumulate_grad_batches
         prep = self._loader_prep()
         train_loader = prep.prepare(tuned.train, train=True)
@@ -182,6 +182,7 @@ class Trainer(TrainerProperties):
             train_loader, val_loaders, cfg.limit_train_batches, cfg.limit_val_batches, cfg.val_check_interval
         )
         resume = self._find_checkpoint(ckpt_path)
+        self._hooks.callbacks("setup", "fit")  # Lightning's point: before configure_optimizers
         optimizers, schedulers = parse_optimizers(model.configure_optimizers())
         if cfg.scale_lr is not None:
             tune_setup.scale_learning_rates(
@@ -218,7 +219,6 @@ class Trainer(TrainerProperties):
     def _fit_stages(self, pending_rng: dict[str, Any] | None) -> None:
         hooks = self._hooks
         with self.fit_loop.ctx.signals.installed():  # preemption: a flag the loop acts on
-            hooks.callbacks("setup", "fit")
             hooks.call("on_fit_start")
             self._publisher.log_run_start(self._module)
             flag = lambda on: setattr(self, "sanity_checking", on)  # noqa: E731
