@@ -40,7 +40,11 @@ class BatchSizeFinder(Callback):
         mode = mode.lower() if isinstance(mode, str) else mode
         if mode not in MODES:
             raise bad_value("BatchSizeFinder(mode)", mode, f"one of {MODES}")
-        for name, value in (("steps_per_trial", steps_per_trial), ("init_val", init_val), ("max_trials", max_trials)):
+        for name, value in (
+            ("steps_per_trial", steps_per_trial),
+            ("init_val", init_val),
+            ("max_trials", max_trials),
+        ):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise bad_value(f"BatchSizeFinder({name})", value, "an int >= 1")
         self._mode, self._steps_per_trial, self._init_val = mode, steps_per_trial, init_val
@@ -67,7 +71,9 @@ class BatchSizeFinder(Callback):
 
     def _check(self, trainer: Any, module: Any, given: bool) -> None:
         if trainer.world_size > 1:
-            raise MisconfigurationError("BatchSizeFinder runs in one process; it does not support distributed strategies.")
+            raise MisconfigurationError(
+                "BatchSizeFinder runs in one process; it does not support distributed strategies."
+            )
         if given:
             raise MisconfigurationError(
                 "BatchSizeFinder re-creates the train loader from train_dataloader(), so it cannot be used with "

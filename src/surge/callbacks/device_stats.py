@@ -56,7 +56,9 @@ class DeviceStatsMonitor(Callback):
         stats: dict[str, float] = {}
         if device.type == "cuda":
             stats.update({k: float(v) for k, v in torch.cuda.memory_stats(device).items()})
-        if (device.type == "cpu" and self._cpu_stats is not False) or (device.type != "cpu" and self._cpu_stats):
+        if (device.type == "cpu" and self._cpu_stats is not False) or (
+            device.type != "cpu" and self._cpu_stats
+        ):
             stats.update(cpu_stats())
         return stats
 

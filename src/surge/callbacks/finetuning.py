@@ -84,7 +84,8 @@ class BaseFinetuning(Callback):
     def filter_on_optimizer(optimizer: Optimizer, params: Iterable[nn.Parameter]) -> list[nn.Parameter]:
         """`params` not already in one of `optimizer`'s groups (those are skipped, with a warning)."""
         held = [p for group in optimizer.param_groups for p in group["params"]]
-        out, removed = [], []
+        out: list[nn.Parameter] = []
+        removed: list[nn.Parameter] = []
         for p in params:
             (removed if any(torch.equal(q, p) for q in held) else out).append(p)
         if removed:
@@ -126,7 +127,10 @@ class BaseFinetuning(Callback):
     def _store(self, module: nn.Module, opt_idx: int, before: int, groups: list[dict[str, Any]]) -> None:
         """The param groups by parameter name (what a checkpoint records of them)."""
         names = {p: n for n, p in module.named_parameters()}
-        described = lambda gs: [{**{k: v for k, v in g.items() if k != "params"}, "params": [names[p] for p in g["params"]]} for g in gs]  # noqa: E731
+
+        def described(gs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+            return [{**g, "params": [names[p] for p in g["params"]]} for g in gs]
+
         if opt_idx not in self._internal_optimizer_metadata:
             self._internal_optimizer_metadata[opt_idx] = described(groups)
         elif before != len(groups):
@@ -136,7 +140,9 @@ class BaseFinetuning(Callback):
         return {"internal_optimizer_metadata": self._internal_optimizer_metadata}
 
     def finetune_function(self, pl_module: Any, epoch: int, optimizer: Optimizer) -> None:
-        raise NotImplementedError(f"{type(self).__name__} must implement finetune_function(module, epoch, optimizer)")
+        raise NotImplementedError(
+            f"{type(self).__name__} must implement finetune_function(module, epoch, optimizer)"
+        )
 
     def freeze_before_training(self, pl_module: Any) -> None:
         raise NotImplementedError(f"{type(self).__name__} must implement freeze_before_training(module)")
@@ -165,8 +171,14 @@ class BackboneFinetuning(BaseFinetuning):
         rounding: int = 12,
     ) -> None:
         super().__init__()
-        if isinstance(unfreeze_backbone_at_epoch, bool) or not isinstance(unfreeze_backbone_at_epoch, int) or unfreeze_backbone_at_epoch < 0:
-            raise bad_value("BackboneFinetuning(unfreeze_backbone_at_epoch)", unfreeze_backbone_at_epoch, "an int >= 0")
+        if (
+            isinstance(unfreeze_backbone_at_epoch, bool)
+            or not isinstance(unfreeze_backbone_at_epoch, int)
+            or unfreeze_backbone_at_epoch < 0
+        ):
+            raise bad_value(
+                "BackboneFinetuning(unfreeze_backbone_at_epoch)", unfreeze_backbone_at_epoch, "an int >= 0"
+            )
         if not callable(lambda_func):
             raise bad_value("BackboneFinetuning(lambda_func)", lambda_func, "a callable epoch -> factor")
         self.unfreeze_backbone_at_epoch = unfreeze_backbone_at_epoch
@@ -206,14 +218,22 @@ class BackboneFinetuning(BaseFinetuning):
             )
             self.previous_backbone_lr = initial
             self.unfreeze_and_add_param_group(
-                pl_module.backbone, optimizer, initial, train_bn=self.train_bn, initial_denom_lr=self.initial_denom_lr
+                pl_module.backbone,
+                optimizer,
+                initial,
+                train_bn=self.train_bn,
+                initial_denom_lr=self.initial_denom_lr,
             )
             if self.verbose:
-                info(f"Current lr: {round(current_lr, self.rounding)}, Backbone lr: {round(initial, self.rounding)}")
+                info(
+                    f"Current lr: {round(current_lr, self.rounding)}, Backbone lr: {round(initial, self.rounding)}"
+                )
         elif epoch > self.unfreeze_backbone_at_epoch and self.previous_backbone_lr is not None:
             following = self.lambda_func(epoch + 1) * self.previous_backbone_lr
             following = current_lr if self.should_align and following > current_lr else following
             optimizer.param_groups[-1]["lr"] = following
             self.previous_backbone_lr = following
             if self.verbose:
-                info(f"Current lr: {round(current_lr, self.rounding)}, Backbone lr: {round(following, self.rounding)}")
+                info(
+                    f"Current lr: {round(current_lr, self.rounding)}, Backbone lr: {round(following, self.rounding)}"
+                )

@@ -25,9 +25,13 @@ class RichProgressBar(ProgressBar):
         try:
             import rich  # noqa: F401
         except ImportError:
-            raise MisconfigurationError("RichProgressBar needs rich, which is not installed: pip install rich") from None
+            raise MisconfigurationError(
+                "RichProgressBar needs rich, which is not installed: pip install rich"
+            ) from None
         if isinstance(refresh_rate, bool) or not isinstance(refresh_rate, int) or refresh_rate < 0:
-            raise bad_value("RichProgressBar(refresh_rate)", refresh_rate, "an int >= 0 (batches; 0 hides the bar)")
+            raise bad_value(
+                "RichProgressBar(refresh_rate)", refresh_rate, "an int >= 0 (batches; 0 hides the bar)"
+            )
         if theme is not None:
             raise bad_value("RichProgressBar(theme)", theme, "None (surge draws rich's default theme)")
         if console_kwargs is not None and not isinstance(console_kwargs, dict):

@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 from torch import Tensor, nn
+from torch.nn.modules.batchnorm import _BatchNorm
 from torch.optim.swa_utils import SWALR
 
 from ..data import move_to_device
@@ -54,7 +55,7 @@ class StochasticWeightAveraging(Callback):
         self._latest_update_epoch = -1
         self._max_epochs = -1
         self._has_batch_norm = False
-        self.momenta: dict[nn.Module, float | None] = {}
+        self.momenta: dict[_BatchNorm, float | None] = {}
 
     @property
     def swa_start(self) -> int:
@@ -91,7 +92,7 @@ class StochasticWeightAveraging(Callback):
         if isinstance(self._swa_epoch_start, float):
             self._swa_epoch_start = int(trainer.max_epochs * self._swa_epoch_start)
         self._max_epochs = trainer.max_epochs
-        self._has_batch_norm = any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in module.modules())
+        self._has_batch_norm = any(isinstance(m, _BatchNorm) for m in module.modules())
 
     def on_train_epoch_start(self, trainer: Any, module: Any) -> None:
         epoch = trainer.current_epoch
@@ -116,12 +117,21 @@ class StochasticWeightAveraging(Callback):
         if isinstance(lrs, float):
             lrs = [lrs] * len(optimizer.param_groups)
         if len(lrs) != len(optimizer.param_groups):
-            raise bad_value("StochasticWeightAveraging(swa_lrs)", lrs, f"one rate per param group ({len(optimizer.param_groups)})")
+            raise bad_value(
+                "StochasticWeightAveraging(swa_lrs)",
+                lrs,
+                f"one rate per param group ({len(optimizer.param_groups)})",
+            )
         for lr, group in zip(lrs, optimizer.param_groups):
             group["initial_lr"] = lr
         last = trainer.max_epochs if self._annealing_strategy == "cos" else -1
-        scheduler = SWALR(optimizer, swa_lr=lrs, anneal_epochs=self._annealing_epochs,
-                          anneal_strategy=self._annealing_strategy, last_epoch=last)  # fmt: skip
+        scheduler = SWALR(
+            optimizer,
+            swa_lr=lrs,  # type: ignore[arg-type]  # one rate per param group works (Lightning passes a list)
+            anneal_epochs=self._annealing_epochs,
+            anneal_strategy=self._annealing_strategy,  # type: ignore[arg-type]  # checked: "cos" or "linear"
+            last_epoch=last,
+        )
         config = SchedulerConfig(scheduler=scheduler)  # stepped every epoch
         configs = trainer.lr_scheduler_configs
         if configs:
@@ -172,7 +182,7 @@ class StochasticWeightAveraging(Callback):
         """Zero the running statistics and use a cumulative mean (momentum None), as `update_bn` does."""
         self.momenta = {}
         for m in module.modules():
-            if isinstance(m, nn.modules.batchnorm._BatchNorm) and m.track_running_stats:
+            if isinstance(m, _BatchNorm) and m.track_running_stats:
                 m.reset_running_stats()
                 self.momenta[m] = m.momentum
                 m.momentum = None

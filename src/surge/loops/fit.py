@@ -140,6 +140,7 @@ class FitLoop:
 
     def run_epoch(self) -> None:
         t, ctx = self.trainer, self.ctx
+        assert ctx is not None, "bind() first"
         hooks, results, model = ctx.parts.hooks, ctx.results, ctx.parts.module
         publish, validation, strategy = ctx.parts.publisher.publish, ctx.validation, ctx.parts.strategy
         results.reset()
@@ -269,7 +270,8 @@ class FitLoop:
         forward_context = ctx.parts.precision.forward_context
         checked = self.global_step > 0
         before_backward, after_backward = hooks.any("on_before_backward"), hooks.any("on_after_backward")
-        pending, window = 0, k  # micro-batches since the last optimizer step; the current divisor
+        pending = 0  # micro-batches since the last optimizer step
+        window: int | float = k  # the current divisor
         clock = perf_counter
         wait, t_epoch = 0.0, clock()
         batch_idx = self.batches_done
