@@ -102,6 +102,10 @@ class TrainerProperties:
         loop reads it once per epoch, right after that hook."""
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise bad_value("trainer.accumulate_grad_batches", value, "an int >= 1")
+        if value != 1 and self._module is not None and not self._module.automatic_optimization:
+            raise bad_value(
+                "trainer.accumulate_grad_batches", value, "1 with manual optimization (accumulate by hand)"
+            )
         self._accumulate = value
 
     @property
