@@ -161,10 +161,8 @@ class Optimization:
         self._before_zero = hooks.any("on_before_zero_grad")
         self._metrics = metrics
         self._clips = [self._clip_fn(opt, clip_val, clip_algorithm) for opt in optimizers]
-        self._by_interval = {
-            "step": [s for s in schedulers if s.interval == "step"],
-            "epoch": [s for s in schedulers if s.interval == "epoch"],
-        }
+        self._manual = False  # set by `manual()`: the module steps optimizers and schedulers
+        self.refresh_schedulers()
         self.skipped = False
         self.guard = guard if guard is not None else NonFiniteGuard(None, optimizers, False)
         self._where = where
@@ -178,6 +176,17 @@ class Optimization:
             self._module_step = ModuleOptimizerStep(
                 fns["optimizer_step"], optimizers, self._step_one, before, count
             )
+
+    def refresh_schedulers(self) -> None:
+        """Sort `schedulers` by interval again (the fit loop calls it at each epoch's start, as a
+        callback may have replaced one through `trainer.lr_scheduler_configs`). A module that steps
+        its own optimizers steps its schedulers too: surge then steps none."""
+        if self._manual:
+            return
+        self._by_interval = {
+            "step": [s for s in self.schedulers if s.interval == "step"],
+            "epoch": [s for s in self.schedulers if s.interval == "epoch"],
+        }
 
     def _clip_fn(self, opt: Optimizer, value: float | None, algorithm: str) -> Callable[[], None] | None:
         if value is None:
@@ -223,18 +232,25 @@ class Optimization:
         self._precision.after_optimizer_steps()
         self.skipped = not stepped
 
-    def manual(self, count: Callable[[], None]) -> list[Any]:
+    def manual(self, count: Callable[[], None], accumulate_grad_batches: int = 1) -> list[Any]:
         """Hand the optimizers to a module that steps them itself (automatic_optimization=False),
         as Lightning does: each `step()` counts through `count`, and the schedulers are left to
         the module (`self.lr_schedulers()`); they are still saved in checkpoints."""
         from .manual_optim import ManualOptimizer
 
+        if accumulate_grad_batches != 1:
+            raise MisconfigurationError(
+                f"accumulate_grad_batches={accumulate_grad_batches} is not supported with "
+                "manual optimization (automatic_optimization=False): accumulate in training_step and "
+                "step the optimizer every n batches yourself."
+            )
         if any(clip is not None for clip in self._clips):
             raise MisconfigurationError(
                 "gradient_clip_val is set, but the module uses manual optimization "
                 "(automatic_optimization=False): call self.clip_gradients(opt, gradient_clip_val=...) "
                 "in training_step instead, and drop gradient_clip_val."
             )
+        self._manual = True
         self._by_interval = {"step": [], "epoch": []}
         return [ManualOptimizer(opt, self._precision, count) for opt in self.optimizers]
 

@@ -181,7 +181,7 @@ class Trainer(TrainerProperties):
         parts = self._setup(model, "fit")
         cfg = self._cfg
         tuning = tune_setup.Tuning.of(cfg, self._strategy, self._accelerator.name, len(self._devices), self)
-        tuned = tune_setup.tune_loaders(tuning, model, train, vals)
+        tuned = tune_setup.tune_loaders(tuning, model, train, vals, given=train_dataloaders is not None)
         self._accumulate = tuned.accumulate_grad_batches
         prep = self._loader_prep()
         train_loader = prep.prepare(tuned.train, train=True)

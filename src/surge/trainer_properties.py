@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
+from .errors import bad_value
+
 if TYPE_CHECKING:
     from .accelerators import Accelerator
     from .callbacks.base import Callback
@@ -96,6 +98,18 @@ class TrainerProperties:
     def accumulate_grad_batches(self) -> int:
         """The accumulation in use (`effective_batch_size=` decides it)."""
         return self._accumulate
+
+    @accumulate_grad_batches.setter
+    def accumulate_grad_batches(self, value: int) -> None:
+        """Set by a callback in `on_train_epoch_start` (GradientAccumulationScheduler): the fit
+        loop reads it once per epoch, right after that hook."""
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise bad_value("trainer.accumulate_grad_batches", value, "an int >= 1")
+        if value != 1 and self._module is not None and not self._module.automatic_optimization:
+            raise bad_value(
+                "trainer.accumulate_grad_batches", value, "1 with manual optimization (accumulate by hand)"
+            )
+        self._accumulate = value
 
     @property
     def log_every_n_steps(self) -> int:

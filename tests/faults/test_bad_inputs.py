@@ -18,6 +18,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 import surge
 from helpers import TinyModel, make_loaders
+from surge import callbacks
 from surge.callbacks import ModelCheckpoint
 from surge.checkpoint import load_checkpoint, save_atomic
 from surge.errors import CheckpointError, SurgeError
@@ -543,6 +544,41 @@ ROWS = [
         _fit(ManualTiny()),
         ValueError,
         ["clip_gradients(gradient_clip_algorithm='l3')", '"norm" or "value"'],
+    ),
+    # Lightning's callbacks
+    (
+        "swa-lrs-negative",
+        lambda tmp: callbacks.StochasticWeightAveraging(swa_lrs=-0.1),
+        ValueError,
+        ["StochasticWeightAveraging(swa_lrs)=-0.1", "positive float"],
+    ),
+    (
+        "accumulation-scheduler-twice",
+        _fit(
+            TinyModel(),
+            accumulate_grad_batches=2,
+            callbacks=[callbacks.GradientAccumulationScheduler({1: 4})],
+        ),
+        ValueError,
+        ["accumulate_grad_batches", "GradientAccumulationScheduler", "remove one"],
+    ),
+    (
+        "timer-duration-format",
+        lambda tmp: callbacks.Timer(duration="1:00"),
+        ValueError,
+        ["Timer(duration)='1:00'", "DD:HH:MM:SS"],
+    ),
+    (
+        "batch-size-finder-given-loader",
+        _fit(TinyModel(), callbacks=[callbacks.BatchSizeFinder()]),
+        ValueError,
+        ["BatchSizeFinder", "passed to fit()", "train_dataloader()"],
+    ),
+    (
+        "lr-finder-attr-missing",
+        _fit(TinyModel(), callbacks=[callbacks.LearningRateFinder(attr_name="learning_rate")]),
+        ValueError,
+        ["LearningRateFinder(attr_name='learning_rate')", "TinyModel"],
     ),
 ]
 

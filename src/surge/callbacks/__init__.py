@@ -1,17 +1,37 @@
-"""Callbacks: checkpointing, early stopping, progress, learning-rate monitoring, the model summary."""
+"""Callbacks: checkpointing, early stopping, progress, learning-rate monitoring, the model summary,
+and Lightning's others (weight averaging, finetuning, timing, tuning, device statistics)."""
 
+from .accumulation import GradientAccumulationScheduler
 from .base import Callback
+from .batch_size_finder import BatchSizeFinder
 from .checkpoint import ModelCheckpoint
+from .device_stats import DeviceStatsMonitor
 from .early_stopping import EarlyStopping
+from .exception_checkpoint import OnExceptionCheckpoint
+from .finetuning import BackboneFinetuning, BaseFinetuning
+from .lr_finder import LearningRateFinder
 from .lr_monitor import LearningRateMonitor
 from .progress import ProgressBar
+from .rich_progress import RichProgressBar
 from .summary import ModelSummary
+from .swa import StochasticWeightAveraging
+from .timer import Timer
 
 __all__ = [
+    "BackboneFinetuning",
+    "BaseFinetuning",
+    "BatchSizeFinder",
     "Callback",
+    "DeviceStatsMonitor",
     "EarlyStopping",
+    "GradientAccumulationScheduler",
+    "LearningRateFinder",
     "LearningRateMonitor",
     "ModelCheckpoint",
     "ModelSummary",
+    "OnExceptionCheckpoint",
     "ProgressBar",
+    "RichProgressBar",
+    "StochasticWeightAveraging",
+    "Timer",
 ]

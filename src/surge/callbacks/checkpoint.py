@@ -125,6 +125,9 @@ class ModelCheckpoint(Callback):
             self._restored = None
 
     def on_train_start(self, trainer: Any, module: Any) -> None:
+        if self._restored is not None:  # restored after setup() (a resumed fit restores then)
+            self._apply_restored(self._restored)
+            self._restored = None
         self._timer = time.monotonic()
 
     def on_train_batch_end(self, trainer: Any, module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:

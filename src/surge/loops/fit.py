@@ -23,7 +23,7 @@ from ..data import (
     resume_iterator,
     starts_workers,
 )
-from ..errors import MisconfigurationError, SurgeRuntimeError
+from ..errors import SurgeRuntimeError
 from ..loader_state import generator_states, sampler_seed, set_generator_states, set_sampler_seed
 from ..manual_optim import batch_only
 from ..profiler.base import LoopParts
@@ -51,6 +51,7 @@ class FitLoop:
         self.batches_done = 0  # batches trained in the current epoch
         self.epoch_done = False  # the epoch's batches ran out (not stopped early by max_steps)
         self.epoch_closed = False  # the epoch's end has run through its schedulers' step
+        self.accumulate = 1  # this epoch's accumulation window, read at the epoch's start
         self._resume_rng: dict[str, Any] | None = None  # RNG at the epoch's start, for a mid-epoch resume
         self._keep_grads = False  # resumed inside an accumulation window: its gradients were restored
         self._resume_results: dict[str, Any] | None = None  # the resumed epoch's metrics so far
@@ -65,18 +66,13 @@ class FitLoop:
     def bind(self, ctx: FitContext, train_loader: Any) -> None:
         self.ctx, self.train_loader = ctx, train_loader
         self.trainer = ctx.parts.hooks.trainer  # what callbacks get; its public `should_stop` they set
+        self.accumulate = ctx.settings.accumulate_grad_batches
         module = ctx.parts.module
         module._manual_optimizers = [] if module.automatic_optimization else self._manual(ctx)
 
     def _manual(self, ctx: FitContext) -> list[Any]:
         """The optimizers a manually optimizing module steps: each step is one `global_step`."""
-        if ctx.settings.accumulate_grad_batches != 1:
-            raise MisconfigurationError(
-                f"accumulate_grad_batches={ctx.settings.accumulate_grad_batches} is not supported with "
-                "manual optimization (automatic_optimization=False): accumulate in training_step and "
-                "step the optimizer every n batches yourself."
-            )
-        return ctx.optim.manual(self._count_step)
+        return ctx.optim.manual(self._count_step, ctx.settings.accumulate_grad_batches)
 
     def _count_step(self) -> None:
         self.global_step += 1
@@ -136,7 +132,7 @@ class FitLoop:
         """True between two micro-batches of one accumulation window (gradients are pending)."""
         ctx = self._context()
         settings = ctx.settings
-        k, n, b = settings.accumulate_grad_batches, settings.batches_per_epoch, self.batches_done
+        k, n, b = self.accumulate, settings.batches_per_epoch, self.batches_done
         if k == 1 or b == 0 or self.epoch_done or not ctx.parts.module.automatic_optimization:
             return False
         last = b - 1
@@ -180,6 +176,10 @@ class FitLoop:
             self.epoch_start_rng = self._resume_rng
         self.epoch_done = self.epoch_closed = False
         hooks.call("on_train_epoch_start")
+        # Once per epoch, after its start hooks: a callback may set `trainer.accumulate_grad_batches`
+        # (GradientAccumulationScheduler) or change `trainer.lr_scheduler_configs` (SWA).
+        self.accumulate = t.accumulate_grad_batches
+        ctx.optim.refresh_schedulers()
         exhausted = self._train_batches(self._iterator(loader))
         if self.auto_workers is not None:  # the worker count is decided: the loaders for later epochs
             self.train_loader, validation.loaders = self.auto_workers.settled()
@@ -277,7 +277,7 @@ class FitLoop:
         start_module, start_callbacks = p.start_module, p.start_callbacks
         end_module, end_callbacks = p.end_module, p.end_callbacks
         wants_outputs = bool(end_callbacks) or end_module is not None
-        n, k = settings.batches_per_epoch, settings.accumulate_grad_batches
+        n, k = settings.batches_per_epoch, self.accumulate
         max_steps = settings.max_steps if settings.max_steps >= 0 else math.inf
         log_every = settings.log_every_n_steps if ctx.parts.publisher.loggers else 0
         single = strategy.world_size == 1

@@ -24,6 +24,7 @@ from .loaders import loader_batch_size, with_batch_size, with_workers
 from .workers import cpu_count
 
 if TYPE_CHECKING:
+    from ..callbacks.batch_size_finder import BatchSizeFinder
     from ..config import TrainerConfig
     from ..optim import SchedulerConfig
     from ..strategies import Strategy
@@ -74,9 +75,15 @@ class Tuned:
     auto_workers: Callable[..., AutoWorkers] | None = None
 
 
-def tune_loaders(tuning: Tuning, model: Module, train: Iterable, vals: list[Iterable]) -> Tuned:
-    """Apply `effective_batch_size` (micro-batch and accumulation) and `num_workers` to the loaders."""
+def tune_loaders(
+    tuning: Tuning, model: Module, train: Iterable, vals: list[Iterable], given: bool = False
+) -> Tuned:
+    """Apply a `BatchSizeFinder` callback, `effective_batch_size` (micro-batch and accumulation) and
+    `num_workers` to the loaders; `given`: the train loader was passed to fit(), not from a hook."""
     accumulate, auto = tuning.accumulate_grad_batches, None
+    finder = _batch_size_finder(tuning.trainer)
+    if finder is not None:
+        train = finder.tune_train_loader(tuning.trainer, model, train, given)
     if tuning.effective_batch_size is not None:
         train, accumulate = plan_effective_batch(tuning, model, train, tuning.effective_batch_size)
     if tuning.num_workers == "auto":
@@ -84,6 +91,12 @@ def tune_loaders(tuning: Tuning, model: Module, train: Iterable, vals: list[Iter
     elif isinstance(tuning.num_workers, int):  # (TrainerConfig allows only None, "auto" or an int)
         train, vals = _set_workers(train, vals, tuning.num_workers)
     return Tuned(train, vals, accumulate, auto)
+
+
+def _batch_size_finder(trainer: Trainer) -> BatchSizeFinder | None:
+    from ..callbacks.batch_size_finder import BatchSizeFinder
+
+    return next((cb for cb in trainer.callbacks if isinstance(cb, BatchSizeFinder)), None)
 
 
 def plan_effective_batch(tuning: Tuning, model: Module, loader: Any, effective: int) -> tuple[Iterable, int]:

@@ -1,0 +1,81 @@
+"""`DeviceStatsMonitor`: memory and utilisation of the device (and CPU) at log intervals."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ..errors import MisconfigurationError, bad_value
+from .base import Callback
+
+
+class DeviceStatsMonitor(Callback):
+    """Logs `torch.cuda.memory_stats()` on CUDA, and the CPU's (psutil: `cpu_percent`,
+    `cpu_vm_percent`, `cpu_swap_percent`) on the CPU or with `cpu_stats=True`, through
+    `trainer.log_metrics` under `DeviceStatsMonitor.on_train_batch_start/...` and `..._end/...`.
+
+    Only at the steps that log (every `log_every_n_steps` optimizer steps); the statistics are
+    host-side counters, so reading them does not wait for the device.
+    """
+
+    def __init__(self, cpu_stats: bool | None = None) -> None:
+        if cpu_stats is not None and not isinstance(cpu_stats, bool):
+            raise bad_value("DeviceStatsMonitor(cpu_stats)", cpu_stats, "None, True or False")
+        self._cpu_stats = cpu_stats
+        self._logged: dict[str, int] = {}
+
+    def setup(self, trainer: Any, module: Any, stage: str) -> None:
+        if stage != "fit":
+            return
+        on_cpu = trainer.root_device.type == "cpu"
+        if (self._cpu_stats or (self._cpu_stats is None and on_cpu)) and not _has_psutil():
+            raise MisconfigurationError(
+                "DeviceStatsMonitor logs CPU stats with psutil, which is not installed: "
+                "pip install psutil (or pass cpu_stats=False)."
+            )
+
+    def on_train_batch_start(self, trainer: Any, module: Any, batch: Any, batch_idx: int) -> None:
+        # The step about to run is a logging step.
+        self._log(trainer, "on_train_batch_start", trainer.global_step + 1)
+
+    def on_train_batch_end(self, trainer: Any, module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+        self._log(trainer, "on_train_batch_end", trainer.global_step)
+
+    def _log(self, trainer: Any, key: str, step: int) -> None:
+        every = trainer.log_every_n_steps
+        if not trainer.loggers or every <= 0 or step % every or self._logged.get(key) == step:
+            return
+        self._logged[key] = step  # once per step (accumulation runs several batches per step)
+        stats = self.device_stats(trainer.root_device)
+        if stats:
+            trainer.log_metrics({f"DeviceStatsMonitor.{key}/{k}": v for k, v in stats.items()}, step=step)
+
+    def device_stats(self, device: torch.device) -> dict[str, float]:
+        """The statistics logged for `device` (the CPU's as asked by `cpu_stats`)."""
+        stats: dict[str, float] = {}
+        if device.type == "cuda":
+            stats.update({k: float(v) for k, v in torch.cuda.memory_stats(device).items()})
+        if (device.type == "cpu" and self._cpu_stats is not False) or (
+            device.type != "cpu" and self._cpu_stats
+        ):
+            stats.update(cpu_stats())
+        return stats
+
+
+def cpu_stats() -> dict[str, float]:
+    import psutil
+
+    return {
+        "cpu_vm_percent": psutil.virtual_memory().percent,
+        "cpu_percent": psutil.cpu_percent(),
+        "cpu_swap_percent": psutil.swap_memory().percent,
+    }
+
+
+def _has_psutil() -> bool:
+    try:
+        import psutil  # noqa: F401
+    except ImportError:
+        return False
+    return True

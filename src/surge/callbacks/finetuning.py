@@ -1,0 +1,239 @@
+"""`BaseFinetuning` and `BackboneFinetuning`: freeze layers before training, unfreeze them on a
+schedule with their own param group (Lightning's semantics).
+
+`freeze_before_training` runs in `setup`, which comes before `configure_optimizers()`, so an
+optimizer built from `filter(lambda p: p.requires_grad, self.parameters())` starts without the
+frozen layers; `finetune_function(module, epoch, optimizer)` runs for every optimizer at each
+epoch's start.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Iterable
+from typing import Any
+
+import torch
+from torch import nn
+from torch.nn.modules.batchnorm import _BatchNorm
+from torch.optim import Optimizer
+
+from ..errors import MisconfigurationError, bad_value
+from ..rank_zero import info, warn
+from .base import Callback
+
+Modules = nn.Module | Iterable[nn.Module]
+
+
+class BaseFinetuning(Callback):
+    """Subclass it and implement `freeze_before_training(module)` and
+    `finetune_function(module, epoch, optimizer)`, using the static helpers below."""
+
+    def __init__(self) -> None:
+        self._internal_optimizer_metadata: dict[int, list[dict[str, Any]]] = {}
+
+    @staticmethod
+    def flatten_modules(modules: Modules) -> list[nn.Module]:
+        """The leaf modules, and parents that hold parameters themselves."""
+        if isinstance(modules, nn.ModuleDict):
+            modules = modules.values()
+        if isinstance(modules, Iterable):
+            found: list[nn.Module] = []
+            for m in modules:
+                found.extend(BaseFinetuning.flatten_modules(m))
+            candidates: Iterable[nn.Module] = found
+        else:
+            candidates = modules.modules()
+        return [m for m in candidates if not list(m.children()) or m._parameters]
+
+    @staticmethod
+    def filter_params(
+        modules: Modules, train_bn: bool = True, requires_grad: bool = True
+    ) -> Generator[nn.Parameter, None, None]:
+        for m in BaseFinetuning.flatten_modules(modules):
+            if isinstance(m, _BatchNorm) and not train_bn:
+                continue
+            for p in m.parameters(recurse=False):
+                if p.requires_grad == requires_grad:
+                    yield p
+
+    @staticmethod
+    def make_trainable(modules: Modules) -> None:
+        for m in BaseFinetuning.flatten_modules(modules):
+            if isinstance(m, _BatchNorm):
+                m.track_running_stats = True
+            for p in m.parameters(recurse=False):
+                p.requires_grad = True
+
+    @staticmethod
+    def freeze_module(module: nn.Module) -> None:
+        if isinstance(module, _BatchNorm):
+            module.track_running_stats = False
+        for p in module.parameters(recurse=False):
+            p.requires_grad = False
+
+    @staticmethod
+    def freeze(modules: Modules, train_bn: bool = True) -> None:
+        """Stop gradients in `modules` (BatchNorm layers stay trainable with `train_bn`)."""
+        for m in BaseFinetuning.flatten_modules(modules):
+            if isinstance(m, _BatchNorm) and train_bn:
+                BaseFinetuning.make_trainable(m)
+            else:
+                BaseFinetuning.freeze_module(m)
+
+    @staticmethod
+    def filter_on_optimizer(optimizer: Optimizer, params: Iterable[nn.Parameter]) -> list[nn.Parameter]:
+        """`params` not already in one of `optimizer`'s groups (those are skipped, with a warning)."""
+        held = [p for group in optimizer.param_groups for p in group["params"]]
+        out: list[nn.Parameter] = []
+        removed: list[nn.Parameter] = []
+        for p in params:
+            (removed if any(torch.equal(q, p) for q in held) else out).append(p)
+        if removed:
+            warn(
+                "finetuning: some parameters to unfreeze are already in another param group of the "
+                "optimizer and are skipped; build it from filter(lambda p: p.requires_grad, self.parameters())."
+            )
+        return out
+
+    @staticmethod
+    def unfreeze_and_add_param_group(
+        modules: Modules,
+        optimizer: Optimizer,
+        lr: float | None = None,
+        initial_denom_lr: float = 10.0,
+        train_bn: bool = True,
+    ) -> None:
+        """Make `modules` trainable and add their parameters to `optimizer` as a new group, with
+        `lr` (default: the first group's rate divided by `initial_denom_lr`)."""
+        BaseFinetuning.make_trainable(modules)
+        params_lr = optimizer.param_groups[0]["lr"] if lr is None else float(lr)
+        denom = initial_denom_lr if lr is None else 1.0
+        params = BaseFinetuning.filter_on_optimizer(
+            optimizer, BaseFinetuning.filter_params(modules, train_bn=train_bn, requires_grad=True)
+        )
+        if params:
+            optimizer.add_param_group({"params": params, "lr": params_lr / denom})
+
+    def setup(self, trainer: Any, module: Any, stage: str) -> None:
+        if stage == "fit":
+            self.freeze_before_training(module)
+
+    def on_train_epoch_start(self, trainer: Any, module: Any) -> None:
+        for opt_idx, optimizer in enumerate(trainer.optimizers):
+            groups = len(optimizer.param_groups)
+            self.finetune_function(module, trainer.current_epoch, optimizer)
+            self._store(module, opt_idx, groups, optimizer.param_groups)
+
+    def _store(self, module: nn.Module, opt_idx: int, before: int, groups: list[dict[str, Any]]) -> None:
+        """The param groups by parameter name (what a checkpoint records of them)."""
+        names = {p: n for n, p in module.named_parameters()}
+
+        def described(gs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+            return [{**g, "params": [names[p] for p in g["params"]]} for g in gs]
+
+        if opt_idx not in self._internal_optimizer_metadata:
+            self._internal_optimizer_metadata[opt_idx] = described(groups)
+        elif before != len(groups):
+            self._internal_optimizer_metadata[opt_idx].extend(described(groups[before:]))
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"internal_optimizer_metadata": self._internal_optimizer_metadata}
+
+    def finetune_function(self, pl_module: Any, epoch: int, optimizer: Optimizer) -> None:
+        raise NotImplementedError(
+            f"{type(self).__name__} must implement finetune_function(module, epoch, optimizer)"
+        )
+
+    def freeze_before_training(self, pl_module: Any) -> None:
+        raise NotImplementedError(f"{type(self).__name__} must implement freeze_before_training(module)")
+
+
+def multiplicative(epoch: int) -> float:
+    return 2.0
+
+
+class BackboneFinetuning(BaseFinetuning):
+    """Freeze `module.backbone`; at `unfreeze_backbone_at_epoch` add it to the optimizer with rate
+    `backbone_initial_lr` (default: the current rate x `backbone_initial_ratio_lr`); after that,
+    each epoch multiply its rate by `lambda_func(epoch + 1)`, capped at the current rate when
+    `should_align`."""
+
+    def __init__(
+        self,
+        unfreeze_backbone_at_epoch: int = 10,
+        lambda_func: Callable[[int], float] = multiplicative,
+        backbone_initial_ratio_lr: float = 10e-2,
+        backbone_initial_lr: float | None = None,
+        should_align: bool = True,
+        initial_denom_lr: float = 10.0,
+        train_bn: bool = True,
+        verbose: bool = False,
+        rounding: int = 12,
+    ) -> None:
+        super().__init__()
+        if (
+            isinstance(unfreeze_backbone_at_epoch, bool)
+            or not isinstance(unfreeze_backbone_at_epoch, int)
+            or unfreeze_backbone_at_epoch < 0
+        ):
+            raise bad_value(
+                "BackboneFinetuning(unfreeze_backbone_at_epoch)", unfreeze_backbone_at_epoch, "an int >= 0"
+            )
+        if not callable(lambda_func):
+            raise bad_value("BackboneFinetuning(lambda_func)", lambda_func, "a callable epoch -> factor")
+        self.unfreeze_backbone_at_epoch = unfreeze_backbone_at_epoch
+        self.lambda_func = lambda_func
+        self.backbone_initial_ratio_lr = backbone_initial_ratio_lr
+        self.backbone_initial_lr = backbone_initial_lr
+        self.should_align = should_align
+        self.initial_denom_lr = initial_denom_lr
+        self.train_bn = train_bn
+        self.verbose = verbose
+        self.rounding = rounding
+        self.previous_backbone_lr: float | None = None
+
+    def state_dict(self) -> dict[str, Any]:
+        return {**super().state_dict(), "previous_backbone_lr": self.previous_backbone_lr}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.previous_backbone_lr = state_dict.get("previous_backbone_lr")
+
+    def setup(self, trainer: Any, module: Any, stage: str) -> None:
+        if not isinstance(getattr(module, "backbone", None), nn.Module):
+            raise MisconfigurationError(
+                f"BackboneFinetuning needs {type(module).__name__}.backbone to be an nn.Module."
+            )
+        super().setup(trainer, module, stage)
+
+    def freeze_before_training(self, pl_module: Any) -> None:
+        self.freeze(pl_module.backbone)
+
+    def finetune_function(self, pl_module: Any, epoch: int, optimizer: Optimizer) -> None:
+        current_lr = optimizer.param_groups[0]["lr"]
+        if epoch == self.unfreeze_backbone_at_epoch:
+            initial = (
+                self.backbone_initial_lr
+                if self.backbone_initial_lr is not None
+                else current_lr * self.backbone_initial_ratio_lr
+            )
+            self.previous_backbone_lr = initial
+            self.unfreeze_and_add_param_group(
+                pl_module.backbone,
+                optimizer,
+                initial,
+                train_bn=self.train_bn,
+                initial_denom_lr=self.initial_denom_lr,
+            )
+            if self.verbose:
+                info(
+                    f"Current lr: {round(current_lr, self.rounding)}, Backbone lr: {round(initial, self.rounding)}"
+                )
+        elif epoch > self.unfreeze_backbone_at_epoch and self.previous_backbone_lr is not None:
+            following = self.lambda_func(epoch + 1) * self.previous_backbone_lr
+            following = current_lr if self.should_align and following > current_lr else following
+            optimizer.param_groups[-1]["lr"] = following
+            self.previous_backbone_lr = following
+            if self.verbose:
+                info(
+                    f"Current lr: {round(current_lr, self.rounding)}, Backbone lr: {round(following, self.rounding)}"
+                )

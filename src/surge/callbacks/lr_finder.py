@@ -1,0 +1,78 @@
+"""`LearningRateFinder`: the learning-rate range test at fit start, its suggestion applied."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import MisconfigurationError, bad_value
+from ..rank_zero import info
+from ..tune.lr_finder import MODES, LRFinderResult, lr_find
+from .base import Callback
+from .tuned_attr import has_tuned_attr, set_tuned_attr
+
+
+class LearningRateFinder(Callback):
+    """In `on_fit_start`, run `surge.tune.lr_find` (the model, optimizers and RNG are restored
+    afterwards); with `update_attr`, set the suggested rate on the module's `attr_name` (default:
+    `lr` or `learning_rate`, on the module, its hparams or the datamodule) and in every param
+    group of the fit's optimizers. The result is `optimal_lr` (`.suggestion()`, `.lrs`, `.losses`)."""
+
+    SUPPORTED_MODES = MODES
+
+    def __init__(
+        self,
+        min_lr: float = 1e-8,
+        max_lr: float = 1,
+        num_training_steps: int = 100,
+        mode: str = "exponential",
+        early_stop_threshold: float | None = 4.0,
+        update_attr: bool = True,
+        attr_name: str = "",
+    ) -> None:
+        mode = mode.lower() if isinstance(mode, str) else mode
+        if mode not in MODES:
+            raise bad_value("LearningRateFinder(mode)", mode, f"one of {MODES}")
+        self._min_lr, self._max_lr, self._num_training_steps = min_lr, max_lr, num_training_steps
+        self._mode, self._early_stop_threshold = mode, early_stop_threshold
+        self._update_attr, self._attr_name = update_attr, attr_name
+        self.optimal_lr: LRFinderResult | None = None
+
+    def _attr(self, trainer: Any, module: Any) -> str:
+        if self._attr_name:
+            if not has_tuned_attr(module, trainer.datamodule, self._attr_name):
+                raise MisconfigurationError(
+                    f"LearningRateFinder(attr_name={self._attr_name!r}): no such attribute on "
+                    f"{type(module).__name__}, its hparams or the datamodule."
+                )
+            return self._attr_name
+        for name in ("lr", "learning_rate"):
+            if has_tuned_attr(module, trainer.datamodule, name):
+                return name
+        raise MisconfigurationError(
+            f"LearningRateFinder: {type(module).__name__} has no `lr` or `learning_rate` (nor its hparams or "
+            "the datamodule); name the attribute with attr_name=, or pass update_attr=False."
+        )
+
+    def lr_find(self, trainer: Any, module: Any) -> None:
+        attr = self._attr(trainer, module) if self._update_attr else ""
+        self.optimal_lr = lr_find(
+            module,
+            trainer.train_dataloader,
+            trainer=trainer,
+            min_lr=self._min_lr,
+            max_lr=self._max_lr,
+            num_training=self._num_training_steps,
+            mode=self._mode,
+            early_stop_threshold=self._early_stop_threshold,
+        )
+        lr = self.optimal_lr.suggestion()
+        if not attr or lr is None:
+            return
+        set_tuned_attr(module, trainer.datamodule, attr, lr)
+        for opt in trainer.optimizers:
+            for group in opt.param_groups:
+                group["lr"] = lr
+        info(f"LearningRateFinder: learning rate set to {lr:.4g}")
+
+    def on_fit_start(self, trainer: Any, module: Any) -> None:
+        self.lr_find(trainer, module)
