@@ -114,10 +114,11 @@ def batch_mover(model: Module, precision: Precision, channels_last: bool) -> Cal
 
 
 def build_loggers(logger: Any, root: Path) -> list[Logger]:
-    from .loggers.csv import CSVLogger
+    """The loggers `logger=` asks for; True: TensorBoard's (when installed) and CSV's."""
+    from .loggers.default import default_loggers
 
     if logger is True:
-        return [CSVLogger(root)]
+        return default_loggers(root)
     if logger is False or logger is None:
         return []
     items = logger if isinstance(logger, list | tuple) else [logger]
