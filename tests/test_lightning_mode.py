@@ -119,7 +119,11 @@ def test_lightning_cli_fit_subcommand_through_python_m(tmp_path):
 def test_a_missing_script_is_refused(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(SRC)}
     proc = subprocess.run(
-        [sys.executable, "-m", "surge", "run", "nope.py"], cwd=tmp_path, env=env, capture_output=True, text=True
+        [sys.executable, "-m", "surge", "run", "nope.py"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
     )
     assert proc.returncode == 2 and "script='nope.py' is not a file" in proc.stderr
 
@@ -141,6 +145,13 @@ def test_lightning_names_are_surge_objects(mode):
     assert rank_zero_only.rank == 0
     assert apply_to_collection({"a": [1, 2]}, int, lambda x: x * 10) == {"a": [10, 20]}
     assert L.pytorch is pl
+    from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
+
+    # surge's own classes, so `isinstance(trainer.logger, TensorBoardLogger)` holds for the default.
+    assert isinstance(L.Trainer(logger=True).logger, TensorBoardLogger)
+    assert CSVLogger is surge.loggers.CSVLogger
+    with pytest.raises(MisconfigurationError, match="prefix"):
+        CSVLogger("logs", prefix="train")
 
 
 @pytest.mark.parametrize(

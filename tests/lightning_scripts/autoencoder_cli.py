@@ -29,7 +29,9 @@ class ImageSampler(callbacks.Callback):
     def on_train_epoch_end(self, trainer: Trainer, pl_module: LightningModule) -> None:
         if not _TORCHVISION_AVAILABLE:
             images = pl_module(torch.randn(self.num_samples, 64, device=pl_module.device))
-            trainer.logger.experiment.add_image("images", images.view(1, -1, 8), global_step=trainer.global_step)
+            trainer.logger.experiment.add_image(
+                "images", images.view(1, -1, 8), global_step=trainer.global_step
+            )
             return
         images = pl_module(torch.randn(self.num_samples, 64, device=pl_module.device))
         grid = torchvision.utils.make_grid(images.view(-1, 1, 8, 8), nrow=self.nrow)
@@ -107,8 +109,10 @@ def cli_main():
     cli.trainer.fit(cli.model, datamodule=cli.datamodule)
     cli.trainer.test(ckpt_path="best", datamodule=cli.datamodule)
     predictions = cli.trainer.predict(ckpt_path="best", datamodule=cli.datamodule)
-    print(f"RESULT global_step={cli.trainer.global_step} epochs={cli.trainer.current_epoch} "
-          f"predictions={len(predictions)}x{tuple(predictions[0].shape)}")
+    print(
+        f"RESULT global_step={cli.trainer.global_step} epochs={cli.trainer.current_epoch} "
+        f"predictions={len(predictions)}x{tuple(predictions[0].shape)}"
+    )
 
 
 if __name__ == "__main__":

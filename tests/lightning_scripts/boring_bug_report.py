@@ -4,7 +4,8 @@ import os
 
 import torch
 from lightning.pytorch import LightningModule, Trainer
-from lightning.pytorch.demos.boring_classes import BoringDataModule, BoringModel as DemoBoringModel
+from lightning.pytorch.demos.boring_classes import BoringDataModule
+from lightning.pytorch.demos.boring_classes import BoringModel as DemoBoringModel
 from torch.utils.data import DataLoader, Dataset
 
 
@@ -62,12 +63,16 @@ def run():
     )
     trainer.fit(model, train_dataloaders=train_data, val_dataloaders=val_data)
     results = trainer.test(model, dataloaders=test_data)
-    print(f"RESULT custom global_step={trainer.global_step} epochs={trainer.current_epoch} test_keys={sorted(results[0])}")
+    print(
+        f"RESULT custom global_step={trainer.global_step} epochs={trainer.current_epoch} test_keys={sorted(results[0])}"
+    )
 
     demo = DemoBoringModel()
     trainer = Trainer(max_epochs=2, enable_progress_bar=False, logger=False, enable_checkpointing=False)
     trainer.fit(demo, datamodule=BoringDataModule())
-    print(f"RESULT demo global_step={trainer.global_step} lr={trainer.optimizers[0].param_groups[0]['lr']:.6g}")
+    print(
+        f"RESULT demo global_step={trainer.global_step} lr={trainer.optimizers[0].param_groups[0]['lr']:.6g}"
+    )
 
 
 if __name__ == "__main__":

@@ -7,7 +7,13 @@ import sys
 import lightning as L
 import torch
 import torch.nn.functional as F
-from lightning.pytorch.callbacks import Callback, EarlyStopping, LearningRateMonitor, ModelCheckpoint, TQDMProgressBar
+from lightning.pytorch.callbacks import (
+    Callback,
+    EarlyStopping,
+    LearningRateMonitor,
+    ModelCheckpoint,
+    TQDMProgressBar,
+)
 from lightning.pytorch.loggers import CSVLogger
 from lightning.pytorch.utilities import rank_zero_info, rank_zero_only
 from torch.utils.data import DataLoader, TensorDataset
@@ -31,7 +37,10 @@ class Regressor(L.LightningModule):
 
     def configure_optimizers(self):
         opt = torch.optim.SGD(self.parameters(), lr=self.hparams.lr)
-        return {"optimizer": opt, "lr_scheduler": torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)}
+        return {
+            "optimizer": opt,
+            "lr_scheduler": torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5),
+        }
 
 
 class EpochCounter(Callback):

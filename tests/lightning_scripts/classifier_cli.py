@@ -13,7 +13,9 @@ class Classifier(LightningModule):
     def __init__(self, num_classes: int = 2, hidden: int = 16, lr: float = 0.1):
         super().__init__()
         self.save_hyperparameters()
-        self.net = torch.nn.Sequential(torch.nn.Linear(4, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, num_classes))
+        self.net = torch.nn.Sequential(
+            torch.nn.Linear(4, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, num_classes)
+        )
 
     def training_step(self, batch, batch_idx):
         x, y = batch
@@ -55,8 +57,10 @@ class MyCLI(LightningCLI):
         print(f"BEFORE_FIT num_classes={self.model.hparams.num_classes}")
 
     def after_fit(self):
-        print(f"RESULT global_step={self.trainer.global_step} epochs={self.trainer.current_epoch} "
-              f"val_acc={float(self.trainer.callback_metrics['val_acc']):.2f}")
+        print(
+            f"RESULT global_step={self.trainer.global_step} epochs={self.trainer.current_epoch} "
+            f"val_acc={float(self.trainer.callback_metrics['val_acc']):.2f}"
+        )
 
 
 if __name__ == "__main__":

@@ -11,7 +11,9 @@ from .mode import run_script
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
-        sys.stdout.write("usage: python -m surge.lightning SCRIPT [ARGS...]   (or: surge run SCRIPT [ARGS...])\n")
+        sys.stdout.write(
+            "usage: python -m surge.lightning SCRIPT [ARGS...]   (or: surge run SCRIPT [ARGS...])\n"
+        )
         return 0 if argv else 2
     try:
         run_script(argv[0], argv[1:])

@@ -54,7 +54,9 @@ class LightningCLI(SurgeCLI):
         auto_configure_optimizers: bool = True,
         load_from_checkpoint_support: bool = True,
     ) -> None:
-        _check(save_config_callback, save_config_kwargs, trainer_class, seed_everything_default, parser_kwargs)
+        _check(
+            save_config_callback, save_config_kwargs, trainer_class, seed_everything_default, parser_kwargs
+        )
         self.save_config_kwargs = dict(save_config_kwargs or {})
         self.trainer_defaults = dict(trainer_defaults or {})
         self.seed_everything_default = seed_everything_default
@@ -135,7 +137,9 @@ def _check(
         )  # fmt: skip
     unknown = set(save_config_kwargs or {}) - SAVE_CONFIG_KEYS
     if unknown:
-        raise bad_value("LightningCLI(save_config_kwargs)", sorted(unknown), f"keys among {sorted(SAVE_CONFIG_KEYS)}")
+        raise bad_value(
+            "LightningCLI(save_config_kwargs)", sorted(unknown), f"keys among {sorted(SAVE_CONFIG_KEYS)}"
+        )
     if not (isinstance(trainer_class, type) and issubclass(trainer_class, Trainer)):
         raise bad_value("LightningCLI(trainer_class)", trainer_class, "surge.Trainer or a subclass")
     if not isinstance(seed, bool | int):

@@ -111,7 +111,9 @@ def run_script(script: str, args: Sequence[str]) -> None:
     """Run `script` as `__main__` with `args` as its command line, in Lightning mode."""
     path = Path(script)
     if not path.is_file():
-        raise MisconfigurationError(f"surge run: script={script!r} is not a file; pass a Python script to run.")
+        raise MisconfigurationError(
+            f"surge run: script={script!r} is not a file; pass a Python script to run."
+        )
     install()
     info(DIFFERENCES.format(script=path.name))
     sys.argv = [str(path), *args]

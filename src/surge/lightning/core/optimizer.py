@@ -22,9 +22,7 @@ class LightningOptimizer:
         if isinstance(optimizer, LightningOptimizer):
             optimizer = optimizer.optimizer
         if not isinstance(optimizer, Optimizer):
-            raise SurgeTypeError(
-                f"LightningOptimizer(optimizer={optimizer!r}) needs a torch.optim.Optimizer"
-            )
+            raise SurgeTypeError(f"LightningOptimizer(optimizer={optimizer!r}) needs a torch.optim.Optimizer")
         self._optimizer = optimizer
 
     @property
@@ -33,7 +31,9 @@ class LightningOptimizer:
 
     def step(self, closure: Callable[[], Any] | None = None, **kwargs: Any) -> Any:
         """`optimizer.step(closure, **kwargs)`: the closure runs the step and backward, as in torch."""
-        return self._optimizer.step(closure, **kwargs) if closure is not None else self._optimizer.step(**kwargs)
+        return (
+            self._optimizer.step(closure, **kwargs) if closure is not None else self._optimizer.step(**kwargs)
+        )
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         self._optimizer.zero_grad(set_to_none=set_to_none)

@@ -18,6 +18,8 @@ from ...module import Module
 class PositionalEncoding(nn.Module):
     """The sinusoidal position encoding added to token embeddings, then dropout."""
 
+    pe: Tensor
+
     def __init__(self, dim: int, dropout: float = 0.1, max_len: int = 5000) -> None:
         super().__init__()
         self.dropout = nn.Dropout(p=dropout)
