@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from helpers import TinyModel, fast_trainer, make_loaders
-from surge.loggers import CSVLogger
+from surge.loggers import CSVLogger, TensorBoardLogger
 
 
 def read_csv(path: Path) -> tuple[list[str], list[dict[str, str]]]:
@@ -148,9 +148,11 @@ def test_no_hparams_yaml_without_hyperparameters(tmp_path):
 def test_logger_true_writes_under_default_root_dir(tmp_path):
     root = tmp_path / "root"
     trainer, _ = fit(True, default_root_dir=root)
-    assert isinstance(trainer.logger, CSVLogger)
+    # As Lightning: TensorBoard's logger first when tensorboard is installed; metrics.csv beside it.
+    assert [type(lg) for lg in trainer.loggers] == [TensorBoardLogger, CSVLogger]
     assert trainer.log_dir == root / "surge_logs" / "version_0"
-    assert trainer.logger.log_dir == trainer.log_dir
+    assert all(lg.log_dir == trainer.log_dir for lg in trainer.loggers)
+    assert list(trainer.log_dir.glob("events.out.tfevents.*"))
     assert (trainer.log_dir / "metrics.csv").is_file()
     assert (trainer.log_dir / "hparams.yaml").is_file()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["root"]

@@ -140,10 +140,11 @@ def _batch_hook(name: str, model: Module, datamodule: Any) -> Callable[..., Any]
 
 
 def build_loggers(logger: Any, root: Path) -> list[Logger]:
-    from .loggers.csv import CSVLogger
+    """The loggers `logger=` asks for; True: TensorBoard's (when installed) and CSV's."""
+    from .loggers.default import default_loggers
 
     if logger is True:
-        return [CSVLogger(root)]
+        return default_loggers(root)
     if logger is False or logger is None:
         return []
     items = logger if isinstance(logger, list | tuple) else [logger]

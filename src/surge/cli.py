@@ -1,5 +1,5 @@
-"""The `surge` command: `fit`/`validate`/`test`/`predict` (config_cli.py), `demo`, `launch`, `slurm`,
-`export` (also `python -m surge`)."""
+"""The `surge` command: `fit`/`validate`/`test`/`predict` (config_cli.py), `run` (a Lightning
+script, unmodified), `demo`, `launch`, `slurm`, `export` (also `python -m surge`)."""
 
 from __future__ import annotations
 
@@ -65,6 +65,12 @@ def _doctor(args: argparse.Namespace) -> int:
     return subprocess.call([sys.executable, args.script, *args.script_args], env=env)
 
 
+def _run(args: argparse.Namespace) -> int:
+    from .lightning.__main__ import main
+
+    return main([args.script, *args.script_args])
+
+
 def _plot(args: argparse.Namespace) -> int:
     from .plotting import plot_run
 
@@ -128,6 +134,13 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.add_argument("script")
     doctor.add_argument("script_args", nargs=argparse.REMAINDER)
     doctor.set_defaults(fn=_doctor)
+
+    run = sub.add_parser(
+        "run", help="run an unmodified Lightning script on surge (python -m surge.lightning)"
+    )
+    run.add_argument("script", help="a script that imports lightning, lightning.pytorch or pytorch_lightning")
+    run.add_argument("script_args", nargs=argparse.REMAINDER)
+    run.set_defaults(fn=_run)
 
     plot = sub.add_parser("plot", help="draw a run's logged curves to a PNG (needs matplotlib)")
     plot.add_argument("run_dir", help="a run directory with metrics.csv, e.g. surge_logs/version_0")

@@ -25,7 +25,7 @@ from typing import Any
 from . import config_guard
 from .callbacks.base import Callback
 from .datamodule import DataModule
-from .errors import SurgeError, bad_value
+from .errors import MisconfigurationError, SurgeError, bad_value
 from .module import Module
 from .rank_zero import info
 from .trainer import Trainer
@@ -48,14 +48,20 @@ CONFIG_IS_CODE = (
 
 
 class SaveConfig(Callback):
-    """Writes the merged config to `<log_dir>/config.yaml` when a fit starts (rank zero)."""
+    """Writes the merged config to `<log_dir>/<filename>` when a fit starts (rank zero); with
+    `overwrite=False` an existing file there stops the fit before any work (as Lightning's)."""
 
-    def __init__(self, text: str) -> None:
-        self.text = text
+    def __init__(self, text: str, filename: str = "config.yaml", overwrite: bool = True) -> None:
+        self.text, self.filename, self.overwrite = text, filename, overwrite
 
     def setup(self, trainer: Trainer, module: Module, stage: str) -> None:
         if stage == "fit" and trainer.is_global_zero:
-            path = Path(trainer.log_dir) / "config.yaml"
+            path = Path(trainer.log_dir) / self.filename
+            if path.exists() and not self.overwrite:
+                raise MisconfigurationError(
+                    f"{path} exists and save_config_kwargs={{'overwrite': False}}: delete it, pass "
+                    "save_config_kwargs={'overwrite': True}, or save_config_callback=None."
+                )
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(self.text)
 
@@ -85,6 +91,8 @@ class SurgeCLI:
         prog: str | None = None,
         allow_class_paths: Sequence[str] | None = None,
     ) -> None:
+        self._subcommands: bool = getattr(self, "_subcommands", True)  # LightningCLI(run=False): none
+        self._trainer_class: type[Trainer] = getattr(self, "_trainer_class", Trainer)
         self._model_class = model_class
         self._data_class = datamodule_class
         self._model_subclass = model_class is None or subclass_mode_model
@@ -98,6 +106,9 @@ class SurgeCLI:
 
     # -- the parsers -------------------------------------------------------------------------
     def _root_parser(self, prog: str | None) -> Any:
+        if not self._subcommands:  # one command line: the fit's, without --ckpt_path
+            self._parsers = {"fit": self._command_parser("fit", prog)}
+            return self._parsers["fit"]
         parser = _new_parser(prog=prog, description="Run surge from a config: model, data and trainer.")
         commands = parser.add_subcommands(required=True, dest="subcommand")
         self._parsers = {name: self._command_parser(name) for name in COMMANDS}
@@ -105,10 +116,10 @@ class SurgeCLI:
             commands.add_subcommand(name, self._parsers[name], help=help_text)
         return parser
 
-    def _command_parser(self, command: str) -> Any:
+    def _command_parser(self, command: str, prog: str | None = None) -> Any:
         from jsonargparse import ActionConfigFile
 
-        parser = _new_parser(description=f"{COMMANDS[command]}.\n\n{CONFIG_IS_CODE}")
+        parser = _new_parser(prog=prog, description=f"{COMMANDS[command]}.\n\n{CONFIG_IS_CODE}")
         parser.add_argument(
             "--config", action=ActionConfigFile, help="a YAML config (several merge in order)"
         )
@@ -120,19 +131,27 @@ class SurgeCLI:
             parser.add_subclass_arguments(self._data_class or DataModule, "data", required=False)
         else:
             parser.add_class_arguments(self._data_class, "data")
-        parser.add_class_arguments(Trainer, "trainer")
-        parser.add_argument(
-            "--ckpt_path", type=str | None, default=None,
-            help='a checkpoint, "last" or "best": resume a fit, or the weights to evaluate',
-        )  # fmt: skip
-        parser.add_argument(
-            "--seed_everything", type=int | None, default=None, help="seed python, numpy and torch first"
-        )
+        parser.add_class_arguments(self._trainer_class, "trainer")
+        if self._subcommands:
+            parser.add_argument(
+                "--ckpt_path", type=str | None, default=None,
+                help='a checkpoint, "last" or "best": resume a fit, or the weights to evaluate',
+            )  # fmt: skip
+        self._add_seed_argument(parser)
         if command == "predict":
             parser.add_argument(
                 "--predictions_path", type=str | None, default=None, help="torch.save the predictions here"
             )
+        self._customize(parser, command)
         return parser
+
+    def _add_seed_argument(self, parser: Any) -> None:
+        parser.add_argument(
+            "--seed_everything", type=int | None, default=None, help="seed python, numpy and torch first"
+        )
+
+    def _customize(self, parser: Any, command: str) -> None:
+        """A subclass's changes to a command's parser (LightningCLI: defaults, its hook)."""
 
     def _policy(
         self, args: list[str], allowed: Sequence[str] | None
@@ -155,6 +174,8 @@ class SurgeCLI:
         try:
             with config_guard.applying(self.class_path_policy):
                 cfg = self.parser.parse_args(args)
+            if not self._subcommands:
+                cfg = _as_fit(cfg)
             if self.class_path_policy is not None:  # also catches bare names and dotted flags
                 config_guard.check_namespace(cfg[cfg.subcommand], self.class_path_policy)
         except config_guard.ConfigRefused as err:
@@ -167,17 +188,27 @@ class SurgeCLI:
     def _instantiate(self, save_config: bool) -> tuple[Module, DataModule | None, Trainer]:
         parser = self._parsers[self.subcommand]
         cfg = self.config
-        if cfg.seed_everything is not None:
-            _seed(cfg.seed_everything, self.parser.prog, self.subcommand)
+        self._apply_seed(cfg)
         instantiate = getattr(parser, "instantiate", None) or parser.instantiate_classes
         try:
-            built = instantiate(cfg)
+            built = instantiate(self._for_instantiation(cfg))
         except (SurgeError, TypeError, ValueError) as err:
             _fail(self.parser.prog, self.subcommand, f"{type(err).__name__}: {err}", CONFIG_ERROR)
         trainer = built.trainer
         if save_config and self.subcommand == "fit":
-            trainer.callbacks.insert(0, SaveConfig(_dump(parser, cfg)))  # the loops bind hooks at fit()
+            trainer.callbacks.insert(0, self._save_config(_dump(parser, cfg)))  # hooks bind at fit()
         return built.model, built.data, trainer
+
+    def _apply_seed(self, cfg: Any) -> None:
+        if cfg.seed_everything is not None:
+            _seed(cfg.seed_everything, self.parser.prog, self.subcommand)
+
+    def _for_instantiation(self, cfg: Any) -> Any:
+        """The config the classes are built from (a subclass may add objects; the saved one is `cfg`)."""
+        return cfg
+
+    def _save_config(self, text: str) -> Callback:
+        return SaveConfig(text)
 
     # -- running -----------------------------------------------------------------------------
     def _run(self) -> Any:
@@ -215,6 +246,13 @@ def run_cli(
     except SystemExit as done:  # --help, --print_config, or a reported error
         return done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
     return 0
+
+
+def _as_fit(cfg: Any) -> Any:
+    """A command line parsed without subcommands, shaped as a `fit` one."""
+    from jsonargparse import Namespace
+
+    return Namespace(subcommand="fit", fit=cfg)
 
 
 def _new_parser(**kwargs: Any) -> Any:

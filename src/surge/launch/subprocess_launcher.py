@@ -31,6 +31,10 @@ def free_port() -> int:
 
 
 def _command() -> list[str]:
+    for finder in sys.meta_path:  # a mode that maps imports (`surge run`) starts the ranks in it too
+        relaunch = getattr(finder, "relaunch", None)
+        if isinstance(relaunch, str):
+            return [sys.executable, "-m", relaunch, os.path.abspath(sys.argv[0]), *sys.argv[1:]]
     main = sys.modules.get("__main__")
     spec = getattr(main, "__spec__", None)
     if spec is not None and spec.name and spec.name != "__main__":

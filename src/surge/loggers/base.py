@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..errors import bad_value
+
 
 class Logger:
     """Receives host floats at log intervals; never tensors, never per step unless asked."""
@@ -36,6 +38,12 @@ class Logger:
     def finalize(self, status: str) -> None:
         """Close files at the end of a run ("success", "failed" or "interrupted")."""
         self.save()
+
+
+def no_prefix(cls: str, prefix: str) -> None:
+    """Lightning's `prefix=` for metric names: only the empty one (name the metrics in `self.log`)."""
+    if prefix:
+        raise bad_value(f"{cls}(prefix)", prefix, '"" (put the prefix in the names given to self.log)')
 
 
 class RunDir:

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..hparams import plain
 from ..rank_zero import warn
-from .base import Logger, RunDir
+from .base import Logger, RunDir, no_prefix
 from .files import WriteFailures, append_whole, write_atomic
 
 
@@ -29,7 +29,12 @@ class CSVLogger(Logger):
         name: str = "surge_logs",
         version: int | str | None = None,
         flush_every: int = 100,
+        prefix: str = "",
+        flush_logs_every_n_steps: int | None = None,
     ) -> None:
+        no_prefix("CSVLogger", prefix)  # Lightning's arguments: prefix only empty; its name for flush_every
+        if flush_logs_every_n_steps is not None:
+            flush_every = flush_logs_every_n_steps
         self._run = RunDir(save_dir, name, version)
         self._rows: list[dict[str, Any]] = []
         self._columns: list[str] = []  # the header of metrics.csv as written

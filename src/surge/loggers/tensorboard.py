@@ -14,10 +14,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..errors import SurgeRuntimeError
+from ..errors import SurgeRuntimeError, bad_value
 from ..hparams import plain
 from ..rank_zero import warn
-from .base import Logger, RunDir
+from .base import Logger, RunDir, no_prefix
 from .files import WriteFailures
 
 RETRY_EVERY = 100  # scalars kept while writing fails, between two attempts
@@ -26,7 +26,8 @@ RETRY_EVERY = 100  # scalars kept while writing fails, between two attempts
 class TensorBoardLogger(Logger):
     """Writes to `save_dir/name/version_N/` (the same layout as `CSVLogger`), viewable with
     `tensorboard --logdir save_dir`. `log_graph=True` records the module's graph once at fit start,
-    traced from the module's `example_input_array`."""
+    traced from the module's `example_input_array`. Lightning's `default_hp_metric` is accepted
+    (surge writes no `hp_metric` placeholder either way); `prefix` must be empty, `sub_dir` None."""
 
     def __init__(
         self,
@@ -35,7 +36,17 @@ class TensorBoardLogger(Logger):
         version: int | str | None = None,
         log_graph: bool = False,
         flush_secs: int = 30,
+        default_hp_metric: bool = True,
+        prefix: str = "",
+        sub_dir: str | Path | None = None,
     ) -> None:
+        no_prefix("TensorBoardLogger", prefix)  # Lightning's arguments, as far as surge has them
+        if sub_dir is not None:
+            raise bad_value(
+                "TensorBoardLogger(sub_dir)", sub_dir, "None (surge writes into version_N itself)"
+            )
+        if not isinstance(default_hp_metric, bool):
+            raise bad_value("TensorBoardLogger(default_hp_metric)", default_hp_metric, "True or False")
         self._run = RunDir(save_dir, name, version)
         self._writer: Any = None
         self.log_graph = log_graph

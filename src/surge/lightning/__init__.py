@@ -1,0 +1,54 @@
+"""Lightning's names on surge's objects: what `import lightning as L`, `lightning.pytorch` and
+`pytorch_lightning` give a script run by `surge run train.py` (or `python -m surge.lightning`).
+
+`LightningModule` is `surge.Module`, `LightningDataModule` is `surge.DataModule`, `Trainer` is
+`surge.Trainer`: a layer of names, not a second trainer. Submodules: `callbacks`, `loggers`,
+`cli`, `utilities`, `demos`, `core`. A Lightning name surge has no counterpart for is refused by
+name when imported (docs/lightning.md lists what is provided).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from ..callbacks import Callback
+from ..datamodule import DataModule as LightningDataModule
+from ..module import Module as LightningModule
+from ..trainer import Trainer
+from ..version import __version__
+from .refuse import refuse
+from .seeding import seed_everything
+
+SUBMODULES = ("callbacks", "cli", "core", "demos", "loggers", "utilities")
+REFUSED = {
+    "Fabric": "surge has no Fabric; write a surge.Module and use surge.Trainer",
+    "LightningWork": "surge has no Lightning apps",
+    "LightningFlow": "surge has no Lightning apps",
+    "LightningApp": "surge has no Lightning apps",
+}
+
+
+def cli_lightning_logo() -> None:
+    """Lightning prints its logo here; surge prints nothing."""
+
+
+def __getattr__(name: str) -> Any:
+    if name in SUBMODULES:
+        return importlib.import_module(f"{__name__}.{name}")
+    if name == "pytorch":  # `import lightning as L; L.pytorch.Trainer`
+        return importlib.import_module(__name__)
+    if name in REFUSED:
+        raise refuse("lightning", name, REFUSED[name])
+    raise AttributeError(f"module 'lightning.pytorch' has no attribute {name!r}")
+
+
+__all__ = [
+    "Callback",
+    "LightningDataModule",
+    "LightningModule",
+    "Trainer",
+    "__version__",
+    "cli_lightning_logo",
+    "seed_everything",
+]

@@ -1,0 +1,5 @@
+"""`lightning.pytorch.core.module`: `LightningModule` is `surge.Module`."""
+
+from ...module import Module as LightningModule
+
+__all__ = ["LightningModule"]

@@ -1,0 +1,17 @@
+"""`lightning.pytorch.loggers`: surge's CSV and TensorBoard loggers, which take Lightning's
+arguments (`flush_logs_every_n_steps`, `default_hp_metric`, an empty `prefix`, no `sub_dir`)."""
+
+from __future__ import annotations
+
+from ..loggers import CSVLogger, Logger, TensorBoardLogger
+from .refuse import module_getattr
+
+__getattr__ = module_getattr(
+    "lightning.pytorch.loggers",
+    {
+        name: "surge writes CSV and TensorBoard; pass a surge.loggers.Logger subclass of your own"
+        for name in ("WandbLogger", "MLFlowLogger", "CometLogger", "NeptuneLogger", "LitLogger")
+    },
+)
+
+__all__ = ["CSVLogger", "Logger", "TensorBoardLogger"]

@@ -1,0 +1,121 @@
+"""The no-edit Lightning mode: `surge run train.py [args]` or `python -m surge.lightning train.py [args]`.
+
+A `sys.meta_path` finder, installed only in this mode, maps `lightning`, `lightning.pytorch` and
+`pytorch_lightning` (and the submodules this namespace covers) to `surge.lightning`, then the
+script runs as `__main__`. Outside the mode nothing is installed: `import surge as L` works as is.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import runpy
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from types import ModuleType
+
+from ..errors import MisconfigurationError
+from ..rank_zero import info
+from .refuse import DOCS, LightningNameError
+
+ROOTS = ("lightning.pytorch", "pytorch_lightning", "lightning")  # longest first
+TARGET = "surge.lightning"
+# Lightning's module (relative to lightning.pytorch) -> this namespace's (relative to TARGET).
+MODULES = {
+    "": "", "trainer": "", "trainer.trainer": "", "seed": "seeding",
+    "callbacks": "callbacks", "loggers": "loggers", "cli": "cli", "demos": "demos",
+    "demos.boring_classes": "demos.boring_classes", "demos.transformer": "demos.transformer",
+    "core": "core", "core.module": "core.module", "core.datamodule": "core.datamodule",
+    "core.optimizer": "core.optimizer", "utilities": "utilities", "utilities.rank_zero": "utilities.rank_zero",
+    "utilities.imports": "utilities.imports", "utilities.types": "utilities.types",
+    "utilities.seed": "seeding",
+}  # fmt: skip
+WHOLE = ("callbacks", "loggers")  # `callbacks.early_stopping` and the like: the whole module
+DIFFERENCES = (
+    "surge runs {script} in Lightning mode: `lightning`, `lightning.pytorch` and `pytorch_lightning` "
+    "are surge's compatibility layer. Deliberate differences: checkpoints are loaded weights-only "
+    "(tensors and plain containers, digest verified), a sequential sampler stays sequential on many "
+    "processes, the progress bar refreshes on a timer, and the default logger writes metrics.csv "
+    "beside TensorBoard's files; see docs/lightning.md."
+)
+
+
+def surge_name(fullname: str) -> str | None:
+    """The surge module behind a Lightning module name; None when `fullname` is not Lightning's.
+    A Lightning module this namespace does not cover raises `LightningNameError`."""
+    for root in ROOTS:
+        if fullname == root or fullname.startswith(root + "."):
+            rel = fullname[len(root) + 1 :]
+            break
+    else:
+        return None
+    if rel.split(".")[0] == "fabric" and root == "lightning":
+        raise LightningNameError(f"{fullname}: surge has no Fabric; {DOCS}.")
+    head = rel.split(".")[0]
+    mapped = MODULES.get(rel, head if head in WHOLE else None)
+    if mapped is None:
+        raise LightningNameError(f"{fullname} is not provided by surge's Lightning mode; {DOCS}.")
+    return f"{TARGET}.{mapped}" if mapped else TARGET
+
+
+class _Alias(importlib.abc.Loader):
+    """Gives the import system the surge module itself under the Lightning name."""
+
+    def __init__(self, target: str) -> None:
+        self.target = target
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
+        return importlib.import_module(self.target)
+
+    def exec_module(self, module: ModuleType) -> None:
+        """Already executed when surge imported it."""
+
+
+class LightningFinder(importlib.abc.MetaPathFinder):
+    """Maps Lightning's module names to `surge.lightning`. `relaunch` is the `-m` module that
+    starts this mode again; surge's process launcher runs other ranks with it."""
+
+    relaunch = "surge.lightning"
+
+    def find_spec(
+        self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        name = surge_name(fullname)
+        if name is None:
+            return None
+        # A package spec: `lightning.pytorch.callbacks.progress` needs its parent to have a __path__.
+        return importlib.util.spec_from_loader(fullname, _Alias(name), is_package=True)
+
+
+def install() -> LightningFinder:
+    """Put the finder first on `sys.meta_path` (once); returns it."""
+    for finder in sys.meta_path:
+        if isinstance(finder, LightningFinder):
+            return finder
+    finder = LightningFinder()
+    sys.meta_path.insert(0, finder)
+    return finder
+
+
+def uninstall() -> None:
+    """Remove the finder and the Lightning names it put in `sys.modules`."""
+    sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, LightningFinder)]
+    for name in [n for n in sys.modules if any(n == r or n.startswith(r + ".") for r in ROOTS)]:
+        del sys.modules[name]
+
+
+def run_script(script: str, args: Sequence[str]) -> None:
+    """Run `script` as `__main__` with `args` as its command line, in Lightning mode."""
+    path = Path(script)
+    if not path.is_file():
+        raise MisconfigurationError(
+            f"surge run: script={script!r} is not a file; pass a Python script to run."
+        )
+    install()
+    info(DIFFERENCES.format(script=path.name))
+    sys.argv = [str(path), *args]
+    sys.path.insert(0, str(path.resolve().parent))
+    runpy.run_path(str(path), run_name="__main__")

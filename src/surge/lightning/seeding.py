@@ -1,0 +1,28 @@
+"""Lightning's `seed_everything(seed=None, workers=False, verbose=True)` over surge's."""
+
+from __future__ import annotations
+
+import os
+
+from .. import seed as _seed
+from ..rank_zero import info, warn
+
+
+def seed_everything(seed: int | None = None, workers: bool = False, verbose: bool = True) -> int:
+    """Seed python, numpy and torch; returns the seed. As in Lightning: no seed means
+    `PL_GLOBAL_SEED` from the environment, else 0 (with a warning); the seed and `workers` are put
+    in `PL_GLOBAL_SEED`/`PL_SEED_WORKERS` for processes started later; `workers=True` seeds each
+    DataLoader worker's numpy and python from torch's seed for it."""
+    if seed is None:
+        env = os.environ.get("PL_GLOBAL_SEED")
+        if env is None:
+            seed = 0
+            warn("seed_everything(): no seed given and PL_GLOBAL_SEED is not set; seed set to 0")
+        else:
+            seed = int(env)
+    _seed.seed_everything(seed, workers=workers)
+    os.environ["PL_GLOBAL_SEED"] = str(seed)
+    os.environ["PL_SEED_WORKERS"] = str(int(workers))
+    if verbose:
+        info(f"Seed set to {seed}")
+    return seed

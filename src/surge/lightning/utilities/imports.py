@@ -1,0 +1,52 @@
+"""Availability flags as Lightning names them (`_TORCHVISION_AVAILABLE`, `_IS_WINDOWS`, ...), each
+the true answer for this environment."""
+
+from __future__ import annotations
+
+import platform
+import sys
+
+import torch
+from lightning_utilities.core.imports import RequirementCache, compare_version, module_available
+
+_IS_WINDOWS = platform.system() == "Windows"
+_IS_INTERACTIVE = hasattr(sys, "ps1") or bool(sys.flags.interactive)
+_PYTHON_GREATER_EQUAL_3_10_0 = sys.version_info >= (3, 10)
+_PYTHON_GREATER_EQUAL_3_11_0 = sys.version_info >= (3, 11)
+_TORCH_VERSION = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
+_TORCH_GREATER_EQUAL_2_1 = _TORCH_VERSION >= (2, 1)
+_TORCH_GREATER_EQUAL_2_2 = _TORCH_VERSION >= (2, 2)
+_TORCH_GREATER_EQUAL_2_3 = _TORCH_VERSION >= (2, 3)
+_TORCH_GREATER_EQUAL_2_4 = _TORCH_VERSION >= (2, 4)
+_TORCHVISION_AVAILABLE = RequirementCache("torchvision")
+_TORCHMETRICS_AVAILABLE = RequirementCache("torchmetrics")
+_TENSORBOARD_AVAILABLE = RequirementCache("tensorboard")
+_TENSORBOARDX_AVAILABLE = RequirementCache("tensorboardX")
+_OMEGACONF_AVAILABLE = RequirementCache("omegaconf")
+_RICH_AVAILABLE = RequirementCache("rich")
+_JSONARGPARSE_AVAILABLE = RequirementCache("jsonargparse")
+_SKLEARN_AVAILABLE = RequirementCache("scikit-learn")
+_GYM_AVAILABLE = RequirementCache("gym") or RequirementCache("gymnasium")
+
+__all__ = [
+    "RequirementCache",
+    "_GYM_AVAILABLE",
+    "_IS_INTERACTIVE",
+    "_IS_WINDOWS",
+    "_JSONARGPARSE_AVAILABLE",
+    "_OMEGACONF_AVAILABLE",
+    "_PYTHON_GREATER_EQUAL_3_10_0",
+    "_PYTHON_GREATER_EQUAL_3_11_0",
+    "_RICH_AVAILABLE",
+    "_SKLEARN_AVAILABLE",
+    "_TENSORBOARDX_AVAILABLE",
+    "_TENSORBOARD_AVAILABLE",
+    "_TORCHMETRICS_AVAILABLE",
+    "_TORCHVISION_AVAILABLE",
+    "_TORCH_GREATER_EQUAL_2_1",
+    "_TORCH_GREATER_EQUAL_2_2",
+    "_TORCH_GREATER_EQUAL_2_3",
+    "_TORCH_GREATER_EQUAL_2_4",
+    "compare_version",
+    "module_available",
+]

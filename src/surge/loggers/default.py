@@ -1,0 +1,27 @@
+"""The loggers `logger=True` gives: TensorBoard's when tensorboard is installed (as Lightning's
+default, so `self.logger.experiment` is a `SummaryWriter`), with `metrics.csv` beside it in the
+same run directory (what `surge plot` and the doctor read); CSV alone otherwise."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+from .base import Logger
+from .csv import CSVLogger
+from .tensorboard import TensorBoardLogger
+
+
+def tensorboard_available() -> bool:
+    """Whether the tensorboard package is installed (found, not imported)."""
+    return importlib.util.find_spec("tensorboard") is not None
+
+
+def default_loggers(root: Path) -> list[Logger]:
+    """`[TensorBoardLogger, CSVLogger]` sharing `root/surge_logs/version_N`, or `[CSVLogger]`."""
+    csv = CSVLogger(root)
+    if not tensorboard_available():
+        return [csv]
+    board = TensorBoardLogger(root)
+    csv._run = board._run  # one run directory, claimed once, for both
+    return [board, csv]
