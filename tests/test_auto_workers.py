@@ -65,7 +65,9 @@ def test_a_switch_mid_epoch_trains_what_the_chosen_count_trains(trainer_factory,
     lines = auto_lines(caplog)
     assert len(lines) == 1 and "switched at batch 6" in lines[0], lines
     chosen = trainer.train_dataloader.num_workers
-    assert chosen >= 1 and trainer.train_dataloader.persistent_workers
+    # On a loaded machine the check after the switch may find the workers slower and go back to the
+    # main process: the order and weights must then equal num_workers=0's, having switched twice.
+    assert trainer.train_dataloader.persistent_workers if chosen else "went back" in lines[0], lines
     fixed, _ = fit(trainer_factory, chosen, Sleepy(240))
     assert auto.seen == fixed.seen  # the same samples in the same order, both epochs
     for (name, a), (_, b) in zip(auto.state_dict().items(), fixed.state_dict().items()):

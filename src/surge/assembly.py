@@ -16,6 +16,7 @@ from . import speed
 from .accelerators import Accelerator
 from .callbacks.base import Callback, overrides
 from .config import TrainerConfig
+from .config_lightning import check_sync_batchnorm
 from .datamodule import DataModule
 from .errors import MisconfigurationError, SurgeTypeError
 from .launch.environment import ClusterEnvironment
@@ -208,6 +209,7 @@ def fit_settings(
         accumulate_grad_batches=accumulate_grad_batches,
         max_epochs=cast(int, cfg.max_epochs),  # TrainerConfig resolves None to an int
         min_epochs=cfg.min_epochs,
+        min_steps=cfg.min_steps or 0,
         max_steps=cfg.max_steps,
         log_every_n_steps=cfg.log_every_n_steps,
         batches_per_epoch=batches_per_epoch,
@@ -223,6 +225,9 @@ def prepare_module(
         set_deterministic(cfg.deterministic)
     speed.apply_backend_flags(cfg.benchmark, cfg.matmul_precision)
     model = precision.convert_module(model)
+    if cfg.sync_batchnorm:  # before the strategy wraps it, as Lightning does
+        check_sync_batchnorm(True, strategy.device.type, strategy.world_size)
+        torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)
     strategy.setup_module(model)
     if cfg.channels_last:
         # nn.Module.to takes memory_format (documented), but torch's overloads leave it out

@@ -11,6 +11,7 @@ from typing import Any, TypeGuard
 
 import torch
 
+from .config_lightning import check_lightning_arguments
 from .errors import MisconfigurationError, SurgeTypeError, bad_value
 from .paths import user_dir
 from .profiler.base import Profiler
@@ -118,6 +119,12 @@ class TrainerConfig:
     max_time: Any = None
     detect_anomaly: bool = False
     reload_dataloaders_every_n_epochs: int = 0
+    min_steps: int | None = None
+    inference_mode: bool = True
+    sync_batchnorm: bool = False
+    barebones: bool = False
+    plugins: Any = None
+    model_registry: str | None = None
 
     def __post_init__(self) -> None:
         if self.max_epochs is not None:
@@ -128,6 +135,7 @@ class TrainerConfig:
         if self.max_epochs is None:  # as Lightning: a step or time limit alone sets no epoch limit
             self.max_epochs = -1 if self.max_steps != -1 or self.max_time is not None else 1000
         self._check_debugging()
+        check_lightning_arguments(self)
         for name in (
             "limit_train_batches",
             "limit_val_batches",

@@ -53,9 +53,18 @@ class ManualOptimizer:
 
 
 def positional_count(fn: Callable[..., Any]) -> int:
-    """How many positional arguments a (bound) step method takes; a large number for `*args`."""
+    """How many positional arguments a (bound) step method takes; a large number for `*args`.
+
+    A method a wrapper replaced on the instance (FSDP's forward-method registration) is read from
+    the class, where the user defined it.
+    """
+    owner, name = getattr(fn, "__self__", None), getattr(fn, "__name__", None)
+    defined = getattr(type(owner), name, None) if owner is not None and name else None
     try:
-        params = inspect.signature(fn).parameters.values()
+        if inspect.isfunction(defined):
+            params = list(inspect.signature(defined).parameters.values())[1:]  # without self
+        else:
+            params = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):
         return 1 << 16
     kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)

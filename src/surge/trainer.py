@@ -103,6 +103,12 @@ class Trainer(TrainerProperties):
         max_time: str | dict[str, float] | timedelta | None = None,
         detect_anomaly: bool = False,
         reload_dataloaders_every_n_epochs: int = 0,
+        min_steps: int | None = None,
+        inference_mode: bool = True,
+        sync_batchnorm: bool = False,
+        barebones: bool = False,
+        plugins: Any = None,
+        model_registry: str | None = None,
     ) -> None:
         args = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
         doctor = requested_doctor_run()  # `surge doctor` runs this script: profile a short fit
@@ -137,18 +143,20 @@ class Trainer(TrainerProperties):
         self._compiled: weakref.WeakSet[torch.nn.Module] = weakref.WeakSet()  # compiled once each
 
     # -- assembly --------------------------------------------------------------------------
+    def _connect(self) -> None:
+        """Before a stage's hooks (as Lightning): the device, the process group, one run directory."""
+        self._accelerator.setup_device(self.root_device)
+        self._strategy.setup_environment(self.root_device)
+        if self.world_size > 1 and self._log_dir is None:  # rank zero picks version_N; all use it
+            shared = self._strategy.broadcast(str(self.log_dir) if self.is_global_zero else None)
+            self._log_dir = Path(shared) if shared is not None else None
+
     def _setup(self, model: Module, stage: str) -> RunParts:
         if not isinstance(model, Module):
             raise SurgeTypeError(f"model must be a surge.Module, got {type(model).__name__}")
         self.state = stage
         self._module = model
         model._trainer = self
-        device = self.root_device
-        self._accelerator.setup_device(device)
-        self._strategy.setup_environment(device)
-        if self.world_size > 1 and self._log_dir is None:  # rank zero picks version_N; all use it
-            shared = self._strategy.broadcast(str(self.log_dir) if self.is_global_zero else None)
-            self._log_dir = Path(shared) if shared is not None else None
         cfg = self._cfg
         compile_now = bool(cfg.compile) and stage == "fit" and model not in self._compiled
         prepare_module(model, cfg, self._strategy, self._precision, compile_now)
@@ -157,7 +165,10 @@ class Trainer(TrainerProperties):
         hooks = Hooks(self, model, [*self.callbacks, *(self.profiler.callbacks() if self.profiler else ())])
         self._hooks = hooks
         move = batch_mover(model, self.datamodule, self._precision, cfg.channels_last)
-        self._parts = parts = RunParts(model, self._strategy, self._precision, hooks, move, self._publisher)
+        no_grad = torch.inference_mode if cfg.inference_mode else torch.no_grad
+        self._parts = parts = RunParts(
+            model, self._strategy, self._precision, hooks, move, self._publisher, no_grad
+        )
         return parts
 
     # -- fit -------------------------------------------------------------------------------
@@ -176,6 +187,7 @@ class Trainer(TrainerProperties):
             datamodule, train_dataloaders = train_dataloaders, None
         check_step_defined(model, "training_step", "fit")
         self.datamodule = datamodule
+        self._connect()
         self.callbacks = enter_stage(self, model, datamodule, "fit")
         train, vals = fit_loaders(train_dataloaders, val_dataloaders, datamodule, model)
         parts = self._setup(model, "fit")
@@ -210,8 +222,8 @@ class Trainer(TrainerProperties):
         self._run_stage("fit", lambda: self._fit_stages(ctx, pending_rng), loaders)
 
     def _fit_context(self, parts: RunParts, optim: Optimization, validation: Validation) -> FitContext:
-        settings = fit_settings(self._cfg, self._accumulate, self._plan.train)
         signals = SignalFlag(forward_to=getattr(self._strategy, "launcher", None))
+        settings = fit_settings(self._cfg, self._accumulate, self._plan.train)
         return FitContext(parts, settings, optim, self._train_results, validation, signals, self.profiler)
 
     def _loader_prep(self) -> LoaderPreparation:
@@ -310,10 +322,10 @@ class Trainer(TrainerProperties):
             )
         if isinstance(dataloaders, DataModule):
             datamodule, dataloaders = dataloaders, None
-        if datamodule is not None:
-            self.datamodule = datamodule
+        self.datamodule = datamodule if datamodule is not None else self.datamodule
         if stage != "predict":
             check_step_defined(model, "validation_step" if stage == "validate" else "test_step", stage)
+        self._connect()
         self.callbacks = enter_stage(self, model, self.datamodule, stage)
         loaders = eval_loaders(stage, dataloaders, self.datamodule, model)
         parts = self._setup(model, stage)
@@ -321,9 +333,7 @@ class Trainer(TrainerProperties):
         loaders = [prep.prepare(v) for v in loaders]
         found = self._find_checkpoint(ckpt_path)
         if ckpt_path == "auto" and found is None:
-            info(
-                f'{stage}(ckpt_path="auto"): no checkpoint under {self.default_root_dir}; using the current weights'
-            )
+            info(f'{stage}(ckpt_path="auto"): no checkpoint in {self.default_root_dir}; weights as they are')
         if found is not None:
             restore_model(self._strategy, model, found.state, found.path)
         arg = f"limit_{'val' if stage == 'validate' else stage}_batches"
@@ -343,16 +353,7 @@ class Trainer(TrainerProperties):
         return RunObjects(*parts, *more, training_rng=self.training_rng)
 
     def _find_checkpoint(self, ckpt_path: str | Path | None) -> Found | None:
-        found = ckpt_path and find_checkpoint(
-            ckpt_path, self._strategy.load_checkpoint, self.default_root_dir, self.checkpoint_callback
-        )
+        load, callback = self._strategy.load_checkpoint, self.checkpoint_callback
+        found = ckpt_path and find_checkpoint(ckpt_path, load, self.default_root_dir, callback)
         self.ckpt_path = str(found.path) if found else None  # Lightning's trainer.ckpt_path
         return found or None
-
-    def export(self, path: str | Path) -> Path:
-        """Write the model's bare weights to a `.safetensors` file (see `surge.export_safetensors`)."""
-        if self._module is None:
-            raise MisconfigurationError("export() needs a model: call fit() first.")
-        from .export import export_safetensors
-
-        return export_safetensors(self._module, path) if self.is_global_zero else Path(path)

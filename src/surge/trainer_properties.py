@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import torch
 
-from .errors import bad_value
+from .errors import MisconfigurationError, bad_value
 
 if TYPE_CHECKING:
     from .accelerators import Accelerator
@@ -368,3 +368,11 @@ class TrainerProperties:
         epochs = self.max_epochs if self.max_epochs >= 0 else math.inf
         total = per_epoch * epochs
         return min(total, self._cfg.max_steps) if self._cfg.max_steps >= 0 else total
+
+    def export(self, path: str | Path) -> Path:
+        """Write the model's bare weights to a `.safetensors` file (see `surge.export_safetensors`)."""
+        if self._module is None:
+            raise MisconfigurationError("export() needs a model: call fit() first.")
+        from .export import export_safetensors
+
+        return export_safetensors(self._module, path) if self.is_global_zero else Path(path)

@@ -7,8 +7,11 @@ passes to callbacks (`Hooks.trainer`), as their public API promises.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+import torch
 
 if TYPE_CHECKING:
     from ..module import Module
@@ -33,6 +36,7 @@ class RunParts:
     hooks: Hooks
     move: Callable[..., Any] | None  # the batch's way to the device (None: it is there already)
     publisher: MetricsPublisher
+    evaluation_mode: Callable[[], AbstractContextManager[Any]] = torch.no_grad  # or torch.inference_mode
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,7 @@ class FitSettings:
     accumulate_grad_batches: int
     max_epochs: int
     min_epochs: int
+    min_steps: int  # early stopping waits for both minimums
     max_steps: int
     log_every_n_steps: int  # 0: nothing logs per step (no loggers)
     batches_per_epoch: int | float  # after limit_train_batches; math.inf without a length

@@ -6,8 +6,6 @@ import inspect
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-import torch
-
 from ..manual_optim import batch_only
 from ..results import Results
 
@@ -47,7 +45,7 @@ def run_evaluation(
     all_results = [Results(stage, strategy.reducer) for _ in loaders]
     move = parts.move
     try:
-        with torch.no_grad():
+        with parts.evaluation_mode():
             hooks.call(f"on_{hook}_start")
             hooks.call(f"on_{hook}_epoch_start")
             for dl_idx, (loader, limit) in enumerate(zip(loaders, limits)):

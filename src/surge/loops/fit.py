@@ -34,7 +34,7 @@ from .step_checks import check_loss, detach_outputs, explain_backward_error, exp
 
 if TYPE_CHECKING:
     from ..tune.auto_workers import AutoWorkers
-    from .context import FitContext
+    from .context import FitContext, FitSettings
 
 
 class FitLoop:
@@ -146,7 +146,10 @@ class FitLoop:
             return True
         if 0 <= settings.max_epochs <= self.epoch:
             return True
-        return self.trainer.should_stop and self.epoch >= settings.min_epochs
+        return self.trainer.should_stop and self._minimums_met(settings)
+
+    def _minimums_met(self, settings: FitSettings) -> bool:
+        return self.epoch >= settings.min_epochs and self.global_step >= settings.min_steps
 
     def run(self) -> None:
         t, settings = self.trainer, self._context().settings
@@ -154,8 +157,8 @@ class FitLoop:
             return
         while not self.done():
             self.run_epoch()
-            if t.should_stop and self.epoch < settings.min_epochs:
-                t.should_stop = False  # min_epochs overrides early stopping until reached
+            if t.should_stop and not self._minimums_met(settings):
+                t.should_stop = False  # min_epochs/min_steps override early stopping until reached
 
     def run_epoch(self) -> None:
         t, ctx = self.trainer, self._context()
@@ -372,7 +375,7 @@ class FitLoop:
                 validation.run()  # host read at its end (the epoch metrics of validation)
                 model._results = results
             if self.global_step >= max_steps or (
-                t.should_stop and window_end and self.epoch >= settings.min_epochs
+                t.should_stop and window_end and self._minimums_met(settings)
             ):
                 break
         if batch is not _END and batch_idx == n == loader_length(self.train_loader):

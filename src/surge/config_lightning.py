@@ -1,0 +1,45 @@
+"""Trainer arguments Lightning has that surge answers differently: each is either honoured or
+refused here, by name, before any work (never accepted and ignored)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .errors import MisconfigurationError, bad_value
+
+
+def check_lightning_arguments(cfg: Any) -> None:
+    """`min_steps`, `inference_mode`, `sync_batchnorm` are honoured; `barebones`, `plugins` and
+    `model_registry` are refused unless left at their defaults, with what to do instead."""
+    steps = cfg.min_steps
+    if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 0):
+        raise bad_value("min_steps", steps, "None or an int >= 0")
+    for name in ("inference_mode", "sync_batchnorm", "barebones"):
+        if not isinstance(getattr(cfg, name), bool):
+            raise bad_value(name, getattr(cfg, name), "True or False")
+    if cfg.barebones:
+        raise MisconfigurationError(
+            "barebones=True is not supported: surge's step is already bare (no per-step host reads, and hooks "
+            "nobody overrides are never called). For a run without the extras set logger=False, "
+            "enable_checkpointing=False, enable_progress_bar=False and enable_model_summary=False."
+        )
+    if cfg.plugins is not None:
+        raise MisconfigurationError(
+            f"plugins={cfg.plugins!r} is not supported: pass your own precision as precision=<a "
+            "surge.precision.Precision> or strategy=<a surge.strategies.Strategy> (docs/trainer.md, "
+            '"Your own strategy or precision").'
+        )
+    if cfg.model_registry is not None:
+        raise MisconfigurationError(
+            f"model_registry={cfg.model_registry!r} is not supported: surge uploads nothing; write the weights "
+            "with trainer.export(path) (safetensors) and upload them yourself."
+        )
+
+
+def check_sync_batchnorm(sync_batchnorm: bool, device_type: str, world_size: int) -> None:
+    """torch's SyncBatchNorm synchronises on GPUs only: refuse it on CPU processes before any work."""
+    if sync_batchnorm and world_size > 1 and device_type not in ("cuda", "xpu"):
+        raise MisconfigurationError(
+            f"sync_batchnorm=True with {world_size} processes on {device_type}: torch's SyncBatchNorm "
+            "synchronises only on CUDA (or XPU) devices. Use accelerator='cuda', or sync_batchnorm=False."
+        )
