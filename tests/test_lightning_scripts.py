@@ -1,0 +1,40 @@
+"""More scripts written against Lightning's API, run unmodified by `surge run` in a subprocess (as in
+tests/test_lightning_mode.py). Each prints one JSON line last; the expected values are what
+Lightning's documented semantics give, written out here (Lightning is not installed)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+SCRIPTS = Path(__file__).parent / "lightning_scripts"
+
+
+def surge_run(cwd: Path, script: str, *args: str) -> dict:
+    """Run a script of lightning_scripts/ through `surge run`; returns its last line, parsed."""
+    env = {**os.environ, "PYTHONPATH": str(SRC), "OMP_NUM_THREADS": "1"}
+    env.pop("PL_GLOBAL_SEED", None)
+    cmd = [sys.executable, "-m", "surge", "run", str(SCRIPTS / script), *args]
+    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_gan_with_manual_optimization_and_two_optimizers(tmp_path):
+    got = surge_run(tmp_path, "gan_manual_optimization.py")
+    # 3 epochs of 4 batches; each batch steps both optimizers: each step counts (Lightning 2.x).
+    assert (got["global_step"], got["current_epoch"]) == (24, 3)
+    # The module steps StepLR(gamma=0.5) and ExponentialLR(gamma=0.9) at each epoch's last batch:
+    # the lrs used in epoch e are 0.01 * 0.5**e and 0.01 * 0.9**e; nothing else steps them.
+    expected = [(0.01 * 0.5**e, 0.01 * 0.9**e) for e in range(3) for _ in range(4)]
+    assert [tuple(lrs) for lrs in got["lrs"]] == [pytest.approx(lrs) for lrs in expected]
+    assert got["final_lrs"] == pytest.approx([0.01 * 0.5**3, 0.01 * 0.9**3])
+    # toggle_optimizer(opt_g) froze the discriminator; untoggle_optimizer restored it.
+    assert got["frozen_while_generating"] and got["all_trainable_after"]
+    assert got["callback_metrics"] == ["d_loss", "g_loss"]
