@@ -38,3 +38,21 @@ def test_gan_with_manual_optimization_and_two_optimizers(tmp_path):
     # toggle_optimizer(opt_g) froze the discriminator; untoggle_optimizer restored it.
     assert got["frozen_while_generating"] and got["all_trainable_after"]
     assert got["callback_metrics"] == ["d_loss", "g_loss"]
+
+
+def test_an_iterable_replay_buffer_without_length(tmp_path):
+    got = surge_run(tmp_path, "iterable_replay_buffer.py")
+    # 200 samples a pass in batches of 16: the epoch ends when the stream does, after 13 batches
+    # (the last one short); the loader is iterated anew each epoch. No length: inf batches.
+    assert got["exhausted"] == {
+        "global_step": 26, "current_epoch": 2, "epoch_starts": [0, 1], "passes": 2,
+        "num_training_batches": "inf",
+    }  # fmt: skip
+    # An endless stream: limit_train_batches=5 ends each of the 3 epochs after 5 batches.
+    assert got["limited"] == {
+        "global_step": 15, "current_epoch": 3, "epoch_starts": [0, 1, 2], "passes": 3,
+        "num_training_batches": "5",
+    }  # fmt: skip
+    # An endless stream with max_steps=7 (max_epochs unset): stops after 7 batches of epoch 0.
+    limited = got["max_steps"]
+    assert (limited["global_step"], limited["epoch_starts"], limited["passes"]) == (7, [0], 1)
