@@ -56,3 +56,46 @@ def test_an_iterable_replay_buffer_without_length(tmp_path):
     # An endless stream with max_steps=7 (max_epochs unset): stops after 7 batches of epoch 0.
     limited = got["max_steps"]
     assert (limited["global_step"], limited["epoch_starts"], limited["passes"]) == (7, [0], 1)
+
+
+def test_transformer_language_model_on_wikitext2(tmp_path):
+    got = surge_run(tmp_path, "transformer_language_model.py")
+    assert (got["global_step"], got["vocab_size"]) == (40, 1000)
+    # The default ModelCheckpoint saved the last epoch (Lightning: lightning_logs/version_0/...).
+    assert got["checkpoint"] == "surge_logs/version_0/checkpoints/epoch=0-step=40.ckpt"
+    assert got["restored_equal"] and got["restored_hparams"] == {"vocab_size": 1000}
+    losses = json.loads((tmp_path / "losses.json").read_text())
+    # on_train_batch_end's outputs are {"loss": ...} (Lightning wraps a returned tensor), one a step.
+    assert len(losses) == 40
+    # The generated text starts at about log(1000) = 6.9 nats a word and is learnable.
+    assert sum(losses[:5]) / 5 > 6.5 and sum(losses[-5:]) / 5 < 5.0
+
+
+def test_on_train_batch_end_gets_a_returned_loss_as_a_dict(tmp_path):
+    """Lightning passes `{"loss": loss}` (detached) for a returned tensor and `{}` for None."""
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    import surge
+
+    class Manual(surge.Module):
+        def __init__(self):
+            super().__init__()
+            self.automatic_optimization = False
+            self.lin = torch.nn.Linear(2, 1)
+            self.seen = []
+
+        def training_step(self, batch, batch_idx):
+            loss = self.lin(batch[0]).sum()
+            return loss if batch_idx == 0 else None
+
+        def on_train_batch_end(self, outputs, batch, batch_idx):
+            self.seen.append({k: v.requires_grad for k, v in outputs.items()})
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    model = Manual()
+    loader = DataLoader(TensorDataset(torch.ones(4, 2)), batch_size=2)
+    surge.Trainer(max_epochs=1, logger=False, enable_checkpointing=False, default_root_dir=tmp_path).fit(model, loader)
+    assert model.seen == [{"loss": False}, {}]
