@@ -99,3 +99,43 @@ def test_on_train_batch_end_gets_a_returned_loss_as_a_dict(tmp_path):
     loader = DataLoader(TensorDataset(torch.ones(4, 2)), batch_size=2)
     surge.Trainer(max_epochs=1, logger=False, enable_checkpointing=False, default_root_dir=tmp_path).fit(model, loader)
     assert model.seen == [{"loss": False}, {}]
+
+
+def test_multiple_val_dataloaders_suffix_the_metric_names(tmp_path):
+    got = surge_run(tmp_path, "multiple_val_dataloaders.py")
+    # The sanity check runs 2 batches of each loader, then validation runs all of them; batch_idx
+    # restarts for each loader, and dataloader_idx is passed since there are two.
+    sanity = [[True, 0, 0], [True, 0, 1], [True, 1, 0], [True, 1, 1]]
+    full = [[False, 0, 0], [False, 0, 1], [False, 0, 2], [False, 1, 0], [False, 1, 1]]
+    assert got["fit_calls"] == sanity + full and got["validate_calls"] == full
+    # Epoch values: batch-size-weighted means (2, 5, 8 -> 5; 10, 20 -> 15); add_dataloader_idx=False
+    # keeps the name as logged. validate() returns one dict per dataloader with what it logged.
+    assert got["callback_metrics"] == {
+        "mean_a": 5.0, "mean_b": 15.0, "val_mean/dataloader_idx_0": 5.0, "val_mean/dataloader_idx_1": 15.0,
+    }  # fmt: skip
+    assert got["validated"] == [
+        {"mean_a": 5.0, "val_mean/dataloader_idx_0": 5.0},
+        {"mean_b": 15.0, "val_mean/dataloader_idx_1": 15.0},
+    ]
+    assert got["tested"] == [{"test_mean": 4.0}]  # one loader: no suffix
+
+
+def test_one_name_unsuffixed_on_two_dataloaders_is_refused(tmp_path):
+    """Lightning refuses logging one name with add_dataloader_idx=False from two dataloaders."""
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    import surge
+    from surge.errors import MisconfigurationError
+
+    class Clash(surge.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(1, 1)
+
+        def validation_step(self, batch, batch_idx, dataloader_idx=0):
+            self.log("val_x", batch[0].mean(), add_dataloader_idx=False)
+
+    loader = DataLoader(TensorDataset(torch.ones(2, 1)))
+    with pytest.raises(MisconfigurationError, match=r"'val_x', add_dataloader_idx=False.*dataloaders 0 and 1"):
+        surge.Trainer(logger=False, default_root_dir=tmp_path).validate(Clash(), [loader, loader])

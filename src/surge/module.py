@@ -144,12 +144,15 @@ class Module(nn.Module, HyperparametersMixin):
         reduce_fx: str = "mean",
         batch_size: int | None = None,
         sync_dist: bool = False,
+        add_dataloader_idx: bool = True,
         **_ignored: Any,
     ) -> None:
         """Record a scalar: kept detached on the device; epoch values are batch-size-weighted means.
 
         Defaults follow the hook: per step in `training_step`, per epoch in evaluation.
         `sync_dist` averages step values over processes; epoch values are always exact over all.
+        With several evaluation loaders the name gets `/dataloader_idx_{i}` unless
+        `add_dataloader_idx=False`.
         """
         results = self._results
         if results is None:
@@ -159,6 +162,7 @@ class Module(nn.Module, HyperparametersMixin):
         results.log(
             name, value, on_step=on_step, on_epoch=on_epoch, prog_bar=prog_bar, logger=logger,
             reduce_fx=reduce_fx, batch_size=batch_size, sync_dist=sync_dist,
+            add_dataloader_idx=add_dataloader_idx,
         )  # fmt: skip
 
     def log_dict(self, dictionary: Mapping[str, Any], **kwargs: Any) -> None:
