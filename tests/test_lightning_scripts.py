@@ -139,3 +139,22 @@ def test_one_name_unsuffixed_on_two_dataloaders_is_refused(tmp_path):
     loader = DataLoader(TensorDataset(torch.ones(2, 1)))
     with pytest.raises(MisconfigurationError, match=r"'val_x', add_dataloader_idx=False.*dataloaders 0 and 1"):
         surge.Trainer(logger=False, default_root_dir=tmp_path).validate(Clash(), [loader, loader])
+
+
+def test_configure_callbacks_replace_the_trainers(tmp_path):
+    got = surge_run(tmp_path, "configure_callbacks.py")
+    # val_loss 1.0, 0.8, 0.79, 0.9: with min_delta=0.05 only epoch 1 improves, so patience=2 runs
+    # out at epoch 3 (the Trainer's EarlyStopping(patience=100) was replaced): 4 epochs of 2 batches.
+    assert (got["global_step"], got["current_epoch"], got["stopped_epoch"], got["patience"]) == (8, 4, 3, 2)
+    assert got["events"] == [
+        ["val", 0, 1.0], ["epoch_end", 0, False], ["val", 1, 0.8], ["epoch_end", 1, False],
+        ["val", 2, 0.79], ["epoch_end", 2, False], ["val", 3, 0.9], ["epoch_end", 3, True],
+    ]  # fmt: skip
+    # The module's ModelCheckpoint replaced the Trainer's (which would have written trainer_ckpts/);
+    # without a logger it writes to <default_root_dir>/checkpoints; its best is 0.79 (no min_delta).
+    assert (got["early_stopping_callbacks"], got["checkpoint_callbacks"]) == (1, 1)
+    assert got["best_model_path"] == "checkpoints/best-epoch=2-val_loss=0.79.ckpt"
+    assert got["best_model_score"] == 0.79 and not got["trainer_ckpts_exists"]
+    assert [p.name for p in (tmp_path / "checkpoints").iterdir()] == ["best-epoch=2-val_loss=0.79.ckpt"]
+    # Lightning's order: the Trainer's remaining callbacks, ModelSummary, the module's; checkpoints last.
+    assert got["callback_types"] == ["History", "ModelSummary", "EarlyStopping", "ModelCheckpoint"]
