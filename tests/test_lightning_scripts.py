@@ -158,3 +158,31 @@ def test_configure_callbacks_replace_the_trainers(tmp_path):
     assert [p.name for p in (tmp_path / "checkpoints").iterdir()] == ["best-epoch=2-val_loss=0.79.ckpt"]
     # Lightning's order: the Trainer's remaining callbacks, ModelSummary, the module's; checkpoints last.
     assert got["callback_types"] == ["History", "ModelSummary", "EarlyStopping", "ModelCheckpoint"]
+
+
+def test_lr_warmup_in_an_optimizer_step_override(tmp_path):
+    import torch
+    import torch.nn.functional as F
+
+    got = surge_run(tmp_path, "lr_warmup_optimizer_step.py")
+    assert got["global_step"] == 12  # 2 epochs of 24 samples in batches of 4
+    # Lightning counts the step after optimizer_step returns, so at step k the hook sets the lr
+    # for step k + 1 to min(1, (k + 1) / 5) * 0.1; step 0 uses configure_optimizers' lr.
+    assert got["lrs"] == pytest.approx([0.1, 0.02, 0.04, 0.06, 0.08] + [0.1] * 7)
+    # The same warm-up as a plain PyTorch loop gives the same weights.
+    saved = torch.load(tmp_path / "warmup.pt", weights_only=True)
+    layer = torch.nn.Linear(4, 1)
+    layer.load_state_dict({k.removeprefix("layer."): v for k, v in saved["initial"].items()})
+    opt = torch.optim.SGD(layer.parameters(), lr=0.1, momentum=0.9)
+    step = 0
+    for _ in range(2):
+        for i in range(0, 24, 4):
+            F.mse_loss(layer(saved["x"][i : i + 4]), saved["y"][i : i + 4]).backward()
+            opt.step()
+            if step < 5:
+                for pg in opt.param_groups:
+                    pg["lr"] = min(1.0, (step + 1) / 5) * 0.1
+            opt.zero_grad()
+            step += 1
+    for name, value in layer.state_dict().items():
+        torch.testing.assert_close(saved["final"][f"layer.{name}"], value)
