@@ -186,3 +186,25 @@ def test_lr_warmup_in_an_optimizer_step_override(tmp_path):
             step += 1
     for name, value in layer.state_dict().items():
         torch.testing.assert_close(saved["final"][f"layer.{name}"], value)
+
+
+def test_prepare_data_setup_and_teardown_run_in_lightnings_order(tmp_path):
+    got = surge_run(tmp_path, "prepare_and_setup.py")
+    # Lightning: prepare_data (datamodule, module), setup (datamodule, callbacks, module),
+    # configure_optimizers, on_fit_start ... on_fit_end, teardown (datamodule, callbacks, module);
+    # each once per trainer call, with the call's stage.
+    assert got["fit_events"] == [
+        "dm.prepare_data", "model.prepare_data", "dm.setup:fit", "callback.setup:fit", "model.setup:fit",
+        "model.configure_optimizers", "model.on_fit_start", "model.on_fit_end",
+        "dm.teardown:fit", "callback.teardown:fit", "model.teardown:fit",
+    ]  # fmt: skip
+    assert got["test_events"] == [
+        "dm.prepare_data", "model.prepare_data", "dm.setup:test", "callback.setup:test", "model.setup:test",
+        "dm.teardown:test", "callback.teardown:test", "model.teardown:test",
+    ]  # fmt: skip
+    assert (tmp_path / "data" / "data.pt").is_file()
+    # Training used what setup built: the 40-sample split (4 batches an epoch, 3 epochs) and the
+    # layer sized from the data, which the optimizer holds and the test evaluates trained.
+    assert got["global_step"] == 12 and got["num_features"] == 3
+    assert got["net_in_optimizer"] and got["same_net_in_test"]
+    assert got["test_acc"] >= 0.8  # a linearly separable rule; chance is 0.5
