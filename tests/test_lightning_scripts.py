@@ -97,7 +97,9 @@ def test_on_train_batch_end_gets_a_returned_loss_as_a_dict(tmp_path):
 
     model = Manual()
     loader = DataLoader(TensorDataset(torch.ones(4, 2)), batch_size=2)
-    surge.Trainer(max_epochs=1, logger=False, enable_checkpointing=False, default_root_dir=tmp_path).fit(model, loader)
+    surge.Trainer(max_epochs=1, logger=False, enable_checkpointing=False, default_root_dir=tmp_path).fit(
+        model, loader
+    )
     assert model.seen == [{"loss": False}, {}]
 
 
@@ -137,7 +139,9 @@ def test_one_name_unsuffixed_on_two_dataloaders_is_refused(tmp_path):
             self.log("val_x", batch[0].mean(), add_dataloader_idx=False)
 
     loader = DataLoader(TensorDataset(torch.ones(2, 1)))
-    with pytest.raises(MisconfigurationError, match=r"'val_x', add_dataloader_idx=False.*dataloaders 0 and 1"):
+    with pytest.raises(
+        MisconfigurationError, match=r"'val_x', add_dataloader_idx=False.*dataloaders 0 and 1"
+    ):
         surge.Trainer(logger=False, default_root_dir=tmp_path).validate(Clash(), [loader, loader])
 
 

@@ -24,7 +24,9 @@ class History(Callback):
 
     def on_validation_end(self, trainer, pl_module):
         if not trainer.sanity_checking:
-            self.events.append(["val", trainer.current_epoch, round(float(trainer.callback_metrics["val_loss"]), 4)])
+            self.events.append(
+                ["val", trainer.current_epoch, round(float(trainer.callback_metrics["val_loss"]), 4)]
+            )
 
     def on_train_epoch_end(self, trainer, pl_module):
         self.events.append(["epoch_end", trainer.current_epoch, trainer.should_stop])

@@ -29,9 +29,7 @@ class GAN(L.LightningModule):
         zeros = torch.zeros(real.shape[0], 1).type_as(real)
 
         self.toggle_optimizer(opt_g)
-        self.frozen_while_generating.append(
-            not any(p.requires_grad for p in self.discriminator.parameters())
-        )
+        self.frozen_while_generating.append(not any(p.requires_grad for p in self.discriminator.parameters()))
         fake = self.generator(z)
         g_loss = F.binary_cross_entropy_with_logits(self.discriminator(fake), ones)
         self.manual_backward(g_loss)

@@ -36,8 +36,7 @@ class RLDataset(IterableDataset):
         self.passes += 1
         count = 0
         while self.sample_size is None or count < self.sample_size:
-            for state, action, reward, next_state in self.buffer.sample(1):
-                yield state, action, reward, next_state
+            yield from self.buffer.sample(1)
             count += 1
 
 

@@ -35,7 +35,9 @@ class CSVData(L.LightningDataModule):
         full = TensorDataset(saved["x"], saved["y"])
         self.num_features = saved["x"].shape[1]
         if stage == "fit":
-            self.train_set, self.val_set = random_split(full, [40, 10], generator=torch.Generator().manual_seed(1))
+            self.train_set, self.val_set = random_split(
+                full, [40, 10], generator=torch.Generator().manual_seed(1)
+            )
         if stage == "test":
             self.test_set = full
 
@@ -104,7 +106,11 @@ def main():
     dm = CSVData()
     model = Classifier()
     trainer = L.Trainer(
-        max_epochs=3, logger=False, enable_checkpointing=False, enable_progress_bar=False, callbacks=[Tracker()]
+        max_epochs=3,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        callbacks=[Tracker()],
     )
     trainer.fit(model, datamodule=dm)
     initial_net = model.net
