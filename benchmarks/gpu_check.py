@@ -286,7 +286,7 @@ class LossRecorder(Callback):
         self.losses: list[Tensor] = []
 
     def on_train_batch_end(self, trainer: Any, module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
-        self.losses.append(outputs)
+        self.losses.append(outputs["loss"])
 
     def values(self) -> list[float]:
         return torch.stack(self.losses).float().tolist()

@@ -410,7 +410,9 @@ class BatchArgs(Callback):
 
     def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
         self.train_batches.append(batch_idx)
-        self.outputs_detached.append(isinstance(outputs, torch.Tensor) and not outputs.requires_grad)
+        self.outputs_detached.append(
+            isinstance(outputs["loss"], torch.Tensor) and not outputs["loss"].requires_grad
+        )
 
 
 def _expected_calls(epochs: int, train_batches: int, val_batches: int, sanity_batches: int) -> list[str]:

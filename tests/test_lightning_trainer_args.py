@@ -157,3 +157,18 @@ def test_bad_values_are_named(kwargs, words):
     with pytest.raises(ValueError) as err:
         surge.Trainer(**kwargs)
     assert all(word in str(err.value) for word in words), str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("option", "value"), [("rank_zero_only", True), ("sync_dist_group", object()), ("enable_graph", True)]
+)
+def test_log_options_surge_does_not_honour_are_refused_by_name(tmp_path, option, value):
+    class Logs(Recorder):
+        def training_step(self, batch, batch_idx):
+            loss = super().training_step(batch, batch_idx)
+            self.log("loss", loss, metric_attribute="unused", **{option: value})
+            return loss
+
+    with pytest.raises(ValueError) as err:
+        _trainer(tmp_path).fit(Logs(), _data())
+    assert option in str(err.value) and "'loss'" in str(err.value), str(err.value)

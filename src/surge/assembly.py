@@ -181,11 +181,8 @@ def build_optimization(
     loop: FitLoop,
 ) -> Optimization:
     """The fit's optimizer steps: clipping and the non-finite guard as the arguments ask; where
-    training stands is `loop`'s (a module's own optimizer_step sees its step counted, as in Lightning)."""
+    training stands is `loop`'s."""
     where = lambda: (loop.global_step + 1, loop.epoch, loop.batches_done)  # noqa: E731
-
-    def count(steps: int) -> None:
-        loop.global_step += steps
 
     return Optimization(
         optimizers,
@@ -197,7 +194,6 @@ def build_optimization(
         metrics,
         guard=NonFiniteGuard(cfg.on_nonfinite, optimizers, precision.skips_nonfinite_steps),
         where=where,
-        count=count,
     )
 
 

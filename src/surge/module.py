@@ -144,13 +144,24 @@ class Module(nn.Module, HyperparametersMixin):
         reduce_fx: str = "mean",
         batch_size: int | None = None,
         sync_dist: bool = False,
-        **_ignored: Any,
+        add_dataloader_idx: bool = True,
+        *,
+        rank_zero_only: bool = False,
+        sync_dist_group: Any = None,
+        enable_graph: bool = False,
+        metric_attribute: str | None = None,
     ) -> None:
         """Record a scalar: kept detached on the device; epoch values are batch-size-weighted means.
 
         Defaults follow the hook: per step in `training_step`, per epoch in evaluation.
         `sync_dist` averages step values over processes; epoch values are always exact over all.
+        With several evaluation loaders the name gets `/dataloader_idx_{i}` unless
+        `add_dataloader_idx=False`. Lightning's `metric_attribute` is accepted and not needed (surge
+        finds a logged Metric by the object); `rank_zero_only`, `sync_dist_group` and `enable_graph`
+        are refused unless left at their defaults.
         """
+        if rank_zero_only or enable_graph or sync_dist_group is not None:
+            _refuse_log_options(name, rank_zero_only, sync_dist_group, enable_graph)
         results = self._results
         if results is None:
             if self._trainer is None:
@@ -159,6 +170,7 @@ class Module(nn.Module, HyperparametersMixin):
         results.log(
             name, value, on_step=on_step, on_epoch=on_epoch, prog_bar=prog_bar, logger=logger,
             reduce_fx=reduce_fx, batch_size=batch_size, sync_dist=sync_dist,
+            add_dataloader_idx=add_dataloader_idx,
         )  # fmt: skip
 
     def log_dict(self, dictionary: Mapping[str, Any], **kwargs: Any) -> None:
@@ -352,3 +364,21 @@ def _noop(self: Any, *args: Any, **kwargs: Any) -> None:
 
 for _hook in HOOKS:
     setattr(Module, _hook, _noop)
+
+
+def _refuse_log_options(name: str, rank_zero_only: bool, sync_dist_group: Any, enable_graph: bool) -> None:
+    """Lightning's `self.log` options surge does not honour: refused by name, never ignored."""
+    if rank_zero_only:
+        raise MisconfigurationError(
+            f"self.log({name!r}, rank_zero_only=True) is not supported: log from every process (surge "
+            "reduces epoch values exactly across them), or write rank zero's value with trainer.log_metrics."
+        )
+    if sync_dist_group is not None:
+        raise MisconfigurationError(
+            f"self.log({name!r}, sync_dist_group=...) is not supported: values are reduced over all processes."
+        )
+    if enable_graph:
+        raise MisconfigurationError(
+            f"self.log({name!r}, enable_graph=True) is not supported: logged values are kept detached, so "
+            "no autograd graph is held between steps."
+        )

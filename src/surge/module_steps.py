@@ -45,14 +45,10 @@ class ModuleOptimizerStep:
         optimizers: list[Optimizer],
         step_one: Callable[[int], bool],
         before_step: Callable[[Optimizer], None] | None,
-        count: Callable[[int], None],
     ) -> None:
-        self._module_step, self._count = module_step, count
-        self._wrapped = [
-            StepOptimizer(opt, partial(self._stepped, step_one, i)) for i, opt in enumerate(optimizers)
-        ]
+        self._module_step = module_step
+        self._wrapped = [StepOptimizer(opt, partial(step_one, i)) for i, opt in enumerate(optimizers)]
         self._closures = [self._closure(opt, before_step) for opt in optimizers]
-        self._counted = 0
 
     @staticmethod
     def _closure(opt: Optimizer, before_step: Callable[[Optimizer], None] | None) -> Callable[[], None]:
@@ -62,21 +58,11 @@ class ModuleOptimizerStep:
 
         return closure
 
-    def _stepped(self, step_one: Callable[[int], bool], index: int) -> bool:
-        """Step optimizer `index`; until the module's hook returns, the step counts in `global_step`
-        (Lightning counts it when `optimizer.step()` returns; the fit loop counts it after the hook)."""
-        done = step_one(index)
-        self._count(1)
-        self._counted += 1
-        return done
-
     def __call__(self, index: int, epoch: int, batch_idx: int) -> bool:
-        """Step optimizer `index` through the module; False if the precision skipped the step."""
+        """Step optimizer `index` through the module; False if the precision skipped the step.
+        `global_step` counts the step after the hook returns (Lightning's automatic optimization:
+        inside the hook, after `optimizer.step()`, it is still the step's index)."""
         wrapped = self._wrapped[index]
         wrapped.__dict__["stepped"] = True
-        self._counted = 0
-        try:
-            self._module_step(epoch, batch_idx, wrapped, self._closures[index])
-        finally:
-            self._count(-self._counted)
+        self._module_step(epoch, batch_idx, wrapped, self._closures[index])
         return bool(wrapped.stepped)

@@ -151,7 +151,6 @@ class Optimization:
         metrics: Callable[[], Mapping[str, Any]],
         guard: NonFiniteGuard | None = None,
         where: Callable[[], tuple[int, int, int]] = lambda: (0, 0, 0),
-        count: Callable[[int], None] = lambda steps: None,
     ) -> None:
         self.optimizers = optimizers
         self.schedulers = schedulers
@@ -173,9 +172,7 @@ class Optimization:
         self._module_step: ModuleOptimizerStep | None = None
         if "optimizer_step" in fns:
             before = self._before_optimizer_step if self._before_step else None
-            self._module_step = ModuleOptimizerStep(
-                fns["optimizer_step"], optimizers, self._step_one, before, count
-            )
+            self._module_step = ModuleOptimizerStep(fns["optimizer_step"], optimizers, self._step_one, before)
 
     def refresh_schedulers(self) -> None:
         """Sort `schedulers` by interval again (the fit loop calls it at each epoch's start, as a

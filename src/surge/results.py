@@ -45,6 +45,7 @@ class Slot:
     logger: bool
     reduce_fx: str
     sync_dist: bool
+    add_dataloader_idx: bool = True
     last: Value | None = None
     total: Value | None = None
     weight: float = 0.0
@@ -131,12 +132,14 @@ class Results:
         reduce_fx: str,
         batch_size: int | None,
         sync_dist: bool,
+        add_dataloader_idx: bool = True,
     ) -> None:
         """Record a value: a reference for its step value, and a device-side epoch sum if asked."""
         slot = self.slots.get(name)
         metric = None if isinstance(value, Tensor) else _as_metric(value)
         if slot is None:
             slot = self._new_slot(name, value, on_step, on_epoch, prog_bar, logger, reduce_fx, sync_dist)
+            slot.add_dataloader_idx = bool(add_dataloader_idx)
         if metric is not None:
             slot.metric = metric
             if slot.on_step:
@@ -241,6 +244,15 @@ class Results:
             pair = self._reduce.all_reduce(torch.stack([total.to(torch.float64), weight]), "sum")
             return pair[0] / pair[1]
         return self._reduce.all_reduce(total, slot.reduce_fx)
+
+    def unsuffixed_keys(self) -> set[str]:
+        """Keys `read_*` yields for names logged with `add_dataloader_idx=False`."""
+        return {
+            self._key(s, step)
+            for s in self.slots.values()
+            if not s.add_dataloader_idx
+            for step in (True, False)
+        }
 
     def flags(self) -> dict[str, tuple[bool, bool, str]]:
         """Per key that `read_*` yields: (shown on the progress bar, sent to loggers, logged name)."""

@@ -202,10 +202,15 @@ class TrainerProperties:
         return cbs[0] if cbs else None
 
     @property
-    def early_stopping_callback(self) -> Any:
+    def early_stopping_callbacks(self) -> list[Any]:
         from .callbacks.early_stopping import EarlyStopping
 
-        return next((cb for cb in self.callbacks if isinstance(cb, EarlyStopping)), None)
+        return [cb for cb in self.callbacks if isinstance(cb, EarlyStopping)]
+
+    @property
+    def early_stopping_callback(self) -> Any:
+        cbs = self.early_stopping_callbacks
+        return cbs[0] if cbs else None
 
     @property
     def progress_bar_callback(self) -> Any:

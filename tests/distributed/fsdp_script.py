@@ -54,7 +54,7 @@ class StepLosses(surge.callbacks.Callback):
         self.losses: list[float] = []
 
     def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
-        self.losses.append(float(outputs))
+        self.losses.append(float(outputs["loss"]))
 
 
 def data(n: int) -> TensorDataset:

@@ -24,7 +24,8 @@ class Callback:
 
     Hooks that a subclass does not override are never called, so an unused hook costs nothing.
     Batch hooks: `on_train_batch_start(trainer, module, batch, batch_idx)`,
-    `on_train_batch_end(trainer, module, outputs, batch, batch_idx)` (outputs detached),
+    `on_train_batch_end(trainer, module, outputs, batch, batch_idx)` (outputs detached; a
+    returned loss comes as `{"loss": loss}`),
     `on_validation_batch_end(trainer, module, outputs, batch, batch_idx, dataloader_idx)`.
     `on_save_checkpoint(trainer, module, checkpoint)` may add keys to the checkpoint dict.
     """

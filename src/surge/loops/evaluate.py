@@ -6,6 +6,7 @@ import inspect
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ..errors import MisconfigurationError
 from ..manual_optim import batch_only
 from ..results import Results
 
@@ -86,10 +87,22 @@ def _collect(all_results: list[Results], epoch_end: Results) -> list[dict[str, f
     shared = epoch_end.read_epoch() if epoch_end not in all_results else {}
     if len(all_results) == 1:
         return [{**all_results[0].read_epoch(), **shared}]
+    owner: dict[str, int] = {}
+    for i, r in enumerate(all_results):
+        for key in r.unsuffixed_keys():
+            if owner.setdefault(key, i) != i:
+                raise MisconfigurationError(
+                    f"self.log({key!r}, add_dataloader_idx=False) was called with dataloaders {owner[key]} "
+                    f"and {i}: use a different name for each dataloader, or add_dataloader_idx=True."
+                )
     return [
-        {**{f"{k}/dataloader_idx_{i}": v for k, v in r.read_epoch().items()}, **shared}
+        {**{_suffixed(k, i, r): v for k, v in r.read_epoch().items()}, **shared}
         for i, r in enumerate(all_results)
     ]
+
+
+def _suffixed(key: str, i: int, results: Results) -> str:
+    return key if key in results.unsuffixed_keys() else f"{key}/dataloader_idx_{i}"
 
 
 def _suffixed_flags(results: Results, all_results: list[Results]) -> dict[str, tuple[bool, bool, str]]:
@@ -97,6 +110,8 @@ def _suffixed_flags(results: Results, all_results: list[Results]) -> dict[str, t
     if len(all_results) == 1 or results not in all_results:
         return flags
     i = all_results.index(results)
+    keep = results.unsuffixed_keys()
     return {
-        f"{k}/dataloader_idx_{i}": (p, lg, f"{name}/dataloader_idx_{i}") for k, (p, lg, name) in flags.items()
+        _suffixed(k, i, results): (p, lg, name if k in keep else f"{name}/dataloader_idx_{i}")
+        for k, (p, lg, name) in flags.items()
     }

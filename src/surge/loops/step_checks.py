@@ -88,8 +88,12 @@ def check_loss(loss: Any) -> None:
 
 
 def detach_outputs(out: Any) -> Any:
+    """`training_step`'s output as `on_train_batch_end` gets it, detached; as in Lightning, a
+    returned loss tensor comes as `{"loss": loss}` and None as `{}`."""
     if isinstance(out, Tensor):
-        return out.detach()
+        return {"loss": out.detach()}
+    if out is None:
+        return {}
     if isinstance(out, Mapping):
         return {k: v.detach() if isinstance(v, Tensor) else v for k, v in out.items()}
     return out

@@ -87,12 +87,12 @@ class WikiText2(Dataset):
     `successors` others), from its own generator seeded with `seed`: the same text every time,
     and torch's global random stream is not touched. A model can learn it (the loss falls from
     log(vocab_size) towards log(successors)). Item i is `(inputs, target)`: `block_size` tokens
-    and the same shifted by one, as in Lightning's `WikiText2`. `root` and `download` are
-    accepted for Lightning's signature and unused: nothing is read from or written to disk.
+    and the same shifted by one, as in Lightning's `WikiText2`. `data_dir` and `download`
+    are accepted for Lightning's signature and unused: nothing is read from or written to disk.
     """
 
     def __init__(
-        self, root: str | Path = "./data", block_size: int = 35, download: bool = True,
+        self, data_dir: str | Path = Path("./data"), block_size: int = 35, download: bool = True,
         vocab_size: int = 1000, num_tokens: int = 20_000, successors: int = 4, seed: int = 0,
     ) -> None:  # fmt: skip
         self.block_size = block_size
