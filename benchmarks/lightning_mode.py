@@ -7,7 +7,7 @@ Every run is a fresh process, alternating: lightning, surge, lightning, surge, .
 warm-up pair (file caches). Lightning runs with the venv's python (`<venv>/bin/python
 lightning_script.py`); surge with this environment's `python -m surge.lightning lightning_script.py`
 and `PYTHONPATH=<this checkout>/src`. Each script times its own training loop (first batch's start
-to last batch's end: steps/s) and `trainer.fit`; the harness times the whole process (wall, and its
+to last batch's end: steps/s, and steps per CPU-second of the process in that span) and `trainer.fit`; the harness times the whole process (wall, and its
 CPU time). Both get `OMP_NUM_THREADS=1` and call `torch.set_num_threads(1)`.
 
 Checks (exit status 1 if one fails): every run took the same number of optimizer steps; every run
@@ -123,20 +123,21 @@ def spread(values: list[float], fmt: str) -> tuple[str, str]:
 
 def table(runs: dict[str, list[dict]]) -> str:
     head = (
-        "| framework | steps/s (median) | min–max | loop time | `trainer.fit` | process wall time | min–max "
-        "| process CPU | final val loss |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+        "| framework | steps/s (median) | min–max | steps per CPU-second | loop time | `trainer.fit` "
+        "| process wall time | min–max | process CPU | final val loss |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     )
     rows = [head]
     for fw, rs in runs.items():
         sps, sps_range = spread([r["steps_per_s"] for r in rs], ".0f")
         wall, wall_range = spread([r["wall_s"] for r in rs], ".2f")
+        per_cpu = statistics.median(r["batches"] / r["loop_cpu_s"] for r in rs)
         loop = statistics.median(r["loop_s"] for r in rs)
         fit = statistics.median(r["fit_s"] for r in rs)
         cpu = statistics.median(r["process_cpu_s"] for r in rs)
         loss = statistics.median(r["val_loss"] for r in rs)
         label = "surge (`surge run`)" if fw == "surge" else fw
         rows.append(
-            f"| {label} | {sps} | {sps_range} | {loop:.2f} s | {fit:.2f} s | {wall} s | {wall_range} s "
+            f"| {label} | {sps} | {sps_range} | {per_cpu:.0f} | {loop:.2f} s | {fit:.2f} s | {wall} s | {wall_range} s "
             f"| {cpu:.2f} s | {loss:.4f} |"
         )
     if len(runs) == 2:
@@ -148,12 +149,16 @@ def table(runs: dict[str, list[dict]]) -> str:
             paired = med(s[key] / lt[key] for s, lt in zip(sr, lr, strict=True))
             return (1 / overall, 1 / paired) if inverse else (overall, paired)
 
+        for r in lr + sr:
+            r["steps_per_cpu_s"] = r["batches"] / r["loop_cpu_s"]
         sps, sps_p = ratio("steps_per_s")
+        cpu, cpu_p = ratio("steps_per_cpu_s")
         wall, wall_p = ratio("wall_s", inverse=True)
         fit, fit_p = ratio("fit_s", inverse=True)
         rows.append("")
         rows.append(
-            f"surge / Lightning: steps/s **{sps:.2f}x** (paired {sps_p:.2f}x); process wall time: Lightning's "
+            f"surge / Lightning: steps/s **{sps:.2f}x** (paired {sps_p:.2f}x), steps per CPU-second {cpu:.2f}x "
+            f"(paired {cpu_p:.2f}x); process wall time: Lightning's "
             f"is {wall:.2f}x surge's (paired {wall_p:.2f}x); `trainer.fit`: {fit:.2f}x (paired {fit_p:.2f}x)."
         )
     return "\n".join(rows)
