@@ -15,6 +15,7 @@ from . import data as data_mod
 from . import speed
 from .accelerators import Accelerator
 from .callbacks.base import Callback, overrides
+from .callbacks.timer import Timer
 from .config import TrainerConfig
 from .config_lightning import check_sync_batchnorm
 from .datamodule import DataModule
@@ -86,10 +87,8 @@ def build_callbacks(cfg: TrainerConfig) -> list[Callback]:
         callbacks.append(ProgressBar())
     if cfg.enable_model_summary and not has(ModelSummary):
         callbacks.append(ModelSummary())
-    if cfg.max_time is not None:
-        from .time_limit import TimeLimit
-
-        callbacks.append(TimeLimit(cfg.max_time))
+    if cfg.max_time is not None:  # as Lightning: a step-interval Timer
+        callbacks.append(Timer(duration=cfg.max_time, interval="step"))
     # Checkpointing last, so the state it saves includes what other callbacks did this step.
     return [cb for cb in callbacks if not isinstance(cb, ModelCheckpoint)] + [
         cb for cb in callbacks if isinstance(cb, ModelCheckpoint)

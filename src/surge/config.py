@@ -5,12 +5,12 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass, field
-from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeGuard
 
 import torch
 
+from .callbacks.timer import parse_duration
 from .config_lightning import check_lightning_arguments
 from .errors import MisconfigurationError, SurgeTypeError, bad_value
 from .paths import user_dir
@@ -46,31 +46,6 @@ def _check_limit(name: str, value: Any) -> None:
         raise bad_value(
             name, value, "an int >= 0 (a number of batches) or a float in [0.0, 1.0] (a fraction)"
         )
-
-
-def parse_max_time(value: Any) -> timedelta | None:
-    """`max_time` as a timedelta: "DD:HH:MM:SS", a dict of timedelta's arguments, or a timedelta."""
-    allowed = '"DD:HH:MM:SS", a dict such as {"hours": 2} or a datetime.timedelta, more than zero'
-    if value is None:
-        return None
-    if isinstance(value, str):
-        parts = value.split(":")
-        if len(parts) != 4 or not all(p.strip().isdigit() for p in parts):
-            raise bad_value("max_time", value, allowed)
-        days, hours, minutes, seconds = (int(p) for p in parts)
-        value = timedelta(days=days, hours=hours, minutes=minutes, seconds=seconds)
-    elif isinstance(value, dict):
-        known = {"weeks", "days", "hours", "minutes", "seconds", "milliseconds", "microseconds"}
-        if (
-            not value
-            or set(value) - known
-            or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in value.values())
-        ):
-            raise bad_value("max_time", value, f"{allowed} (dict keys among {sorted(known)}, numbers)")
-        value = timedelta(**value)
-    if not isinstance(value, timedelta) or value <= timedelta(0):
-        raise bad_value("max_time", value, allowed)
-    return value
 
 
 @dataclass(kw_only=True)
@@ -131,7 +106,7 @@ class TrainerConfig:
             _check_int("max_epochs", self.max_epochs, -1, "an int >= 0, -1 for no limit, or None")
         _check_int("min_epochs", self.min_epochs, 0, "an int >= 0")
         _check_int("max_steps", self.max_steps, -1, "an int >= 0, or -1 for no limit")
-        self.max_time = parse_max_time(self.max_time)
+        self.max_time = parse_duration(self.max_time, "max_time")
         if self.max_epochs is None:  # as Lightning: a step or time limit alone sets no epoch limit
             self.max_epochs = -1 if self.max_steps != -1 or self.max_time is not None else 1000
         self._check_debugging()

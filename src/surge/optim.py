@@ -178,11 +178,10 @@ class Optimization:
         """Sort `schedulers` by interval again (the fit loop calls it at each epoch's start, as a
         callback may have replaced one through `trainer.lr_scheduler_configs`). A module that steps
         its own optimizers steps its schedulers too: surge then steps none."""
-        if self._manual:
-            return
+        stepped = [] if self._manual else self.schedulers
         self._by_interval = {
-            "step": [s for s in self.schedulers if s.interval == "step"],
-            "epoch": [s for s in self.schedulers if s.interval == "epoch"],
+            "step": [s for s in stepped if s.interval == "step"],
+            "epoch": [s for s in stepped if s.interval == "epoch"],
         }
 
     def _clip_fn(self, opt: Optimizer, value: float | None, algorithm: str) -> Callable[[], None] | None:
@@ -248,7 +247,7 @@ class Optimization:
                 "in training_step instead, and drop gradient_clip_val."
             )
         self._manual = True
-        self._by_interval = {"step": [], "epoch": []}
+        self.refresh_schedulers()
         return [ManualOptimizer(opt, self._precision, count) for opt in self.optimizers]
 
     def _before_optimizer_step(self, opt: Optimizer) -> None:

@@ -1,8 +1,8 @@
-"""`Timer`: stop training once a time budget is spent; time each stage (Lightning's)."""
+"""`Timer` (and `Trainer(max_time=...)`): stop training once a time budget is spent; time each
+stage (Lightning's)."""
 
 from __future__ import annotations
 
-import re
 import time
 from datetime import timedelta
 from typing import Any
@@ -13,6 +13,32 @@ from .base import Callback
 
 STAGES = ("train", "sanity_check", "validate", "test", "predict")
 INTERVALS = ("step", "epoch")
+
+
+def parse_duration(value: Any, arg: str) -> timedelta | None:
+    """`arg` (`max_time`, `Timer(duration)`) as a timedelta: "DD:HH:MM:SS", a dict of timedelta's
+    arguments, or a timedelta; None stays None."""
+    allowed = '"DD:HH:MM:SS", a dict such as {"hours": 2} or a datetime.timedelta, more than zero'
+    if value is None:
+        return None
+    if isinstance(value, str):
+        parts = value.split(":")
+        if len(parts) != 4 or not all(p.strip().isdigit() for p in parts):
+            raise bad_value(arg, value, allowed)
+        days, hours, minutes, seconds = (int(p) for p in parts)
+        value = timedelta(days=days, hours=hours, minutes=minutes, seconds=seconds)
+    elif isinstance(value, dict):
+        known = {"weeks", "days", "hours", "minutes", "seconds", "milliseconds", "microseconds"}
+        if (
+            not value
+            or set(value) - known
+            or not all(isinstance(v, int | float) and not isinstance(v, bool) for v in value.values())
+        ):
+            raise bad_value(arg, value, f"{allowed} (dict keys among {sorted(known)}, numbers)")
+        value = timedelta(**value)
+    if not isinstance(value, timedelta) or value <= timedelta(0):
+        raise bad_value(arg, value, allowed)
+    return value
 
 
 class Timer(Callback):
@@ -26,19 +52,7 @@ class Timer(Callback):
         interval: str = "step",
         verbose: bool = True,
     ) -> None:
-        if isinstance(duration, str):
-            match = re.fullmatch(r"(\d+):(\d\d):(\d\d):(\d\d)", duration.strip())
-            if not match:
-                raise bad_value("Timer(duration)", duration, 'a string "DD:HH:MM:SS"')
-            d, h, m, s = (int(g) for g in match.groups())
-            duration = timedelta(days=d, hours=h, minutes=m, seconds=s)
-        elif isinstance(duration, dict):
-            try:
-                duration = timedelta(**duration)
-            except TypeError as err:
-                raise bad_value("Timer(duration)", duration, f"timedelta arguments ({err})") from None
-        elif duration is not None and not isinstance(duration, timedelta):
-            raise bad_value("Timer(duration)", duration, 'None, "DD:HH:MM:SS", a timedelta or a dict')
+        duration = parse_duration(duration, "Timer(duration)")
         if interval not in INTERVALS:
             raise bad_value("Timer(interval)", interval, f"one of {INTERVALS}")
         self._duration = duration.total_seconds() if duration is not None else None
@@ -100,8 +114,11 @@ class Timer(Callback):
             self._check_time_remaining(trainer)
 
     def on_train_batch_end(self, trainer: Any, module: Any, *args: Any) -> None:
-        if self._interval == "step" and self._duration is not None:
-            self._check_time_remaining(trainer)
+        if self._interval != "step" or self._duration is None:
+            return
+        if trainer.world_size > 1 and trainer.global_step % trainer.log_every_n_steps:
+            return  # ranks agree at log intervals (one small collective there), not every step
+        self._check_time_remaining(trainer)
 
     def on_train_epoch_end(self, trainer: Any, module: Any) -> None:
         if self._interval == "epoch" and self._duration is not None:
@@ -111,7 +128,7 @@ class Timer(Callback):
         assert self._duration is not None
         stop = self.time_elapsed() >= self._duration
         if trainer.world_size > 1:
-            stop = trainer.strategy.broadcast(stop)  # every rank stops at the same step
+            stop = trainer.strategy.reduce_bool(stop)  # every rank stops at the same step
         trainer.should_stop = trainer.should_stop or stop
         if stop and self._verbose:
             elapsed = timedelta(seconds=int(self.time_elapsed()))

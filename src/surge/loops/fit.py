@@ -273,6 +273,7 @@ class FitLoop:
         settings = ctx.settings
         model, optim, hooks, strategy = ctx.parts.module, ctx.optim, ctx.parts.hooks, ctx.parts.strategy
         results, validation, signals = ctx.results, ctx.validation, ctx.signals
+        val_every = validation.plan.val_every_n_batches  # 0: validation only at the epoch's end
         p = self._loop_parts(it)
         batches, move, step, backward, optimizer_step, publish = (
             p.batches, p.move, p.step, p.backward, p.optimizer_step, p.publish
@@ -371,7 +372,7 @@ class FitLoop:
             if batch_idx == ADVICE_AFTER_BATCHES and not self._advised:
                 self._advised = True
                 data_wait_advice(self.train_loader, wait, clock() - t_epoch, batch_idx)
-            if validation.due_inside(self.epoch, batch_idx):
+            if val_every and batch_idx % val_every == 0 and validation.due_inside(self.epoch, batch_idx):
                 validation.run()  # host read at its end (the epoch metrics of validation)
                 model._results = results
             if self.global_step >= max_steps or (
