@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+
 import pytest
 import torch
 from torch import nn
@@ -155,7 +157,10 @@ def test_a_scheduler_without_an_optimizer_is_refused(capsys):
     with pytest.raises(SystemExit) as done:
         build(OwnOptimizer, "--lr_scheduler=StepLR", "--lr_scheduler.step_size=1")
     assert done.value.code == 2
-    assert "--lr_scheduler=torch.optim.lr_scheduler.StepLR was given without --optimizer" in capsys.readouterr().err
+    assert (
+        "--lr_scheduler=torch.optim.lr_scheduler.StepLR was given without --optimizer"
+        in capsys.readouterr().err
+    )
 
 
 def test_add_optimizer_args_with_one_class_configures_it_without_a_class_path():
@@ -204,7 +209,9 @@ def test_checkpoint_hparams_are_the_model_defaults_and_the_command_line_wins(che
 
 
 def test_fit_resumes_with_the_checkpoints_hparams(checkpoint):
-    cli = run("fit", f"--ckpt_path={checkpoint}", "--trainer.max_epochs=2", "--optimizer=SGD", "--optimizer.lr=0.1")
+    cli = run(
+        "fit", f"--ckpt_path={checkpoint}", "--trainer.max_epochs=2", "--optimizer=SGD", "--optimizer.lr=0.1"
+    )
     assert cli.model.hparams.hidden == 6 and cli.trainer.global_step == 8  # 4 restored + 4 new
 
 
@@ -234,3 +241,40 @@ def test_adapt_checkpoint_hparams_can_drop_or_change_them(checkpoint):
     args = ["validate", f"--ckpt_path={checkpoint}"]
     cli = Adapting(Net, BoringDataModule, args=args, trainer_defaults=QUIET, save_config_callback=None)
     assert dict(cli.model.hparams) == {"hidden": 6, "scale": 3.0}
+
+
+class Injected(Net):
+    """Takes its optimizer as a callable, as Lightning's `OptimizerCallable` argument."""
+
+    def __init__(self, optimizer: Callable[[Iterable], torch.optim.Optimizer] = torch.optim.SGD) -> None:
+        super().__init__()
+        self.optimizer = optimizer
+
+    def configure_optimizers(self):
+        return self.optimizer(self.parameters())
+
+
+def test_an_optimizer_group_with_link_to_is_passed_to_that_argument():
+    class LinkedCLI(LightningCLI):
+        def add_arguments_to_parser(self, parser):
+            parser.add_optimizer_args(torch.optim.Adam, link_to="model.optimizer")
+
+    cli = build(Injected, "--optimizer.lr=0.04", cli=LinkedCLI)
+    optimizer = cli.model.configure_optimizers()  # the module's own: not replaced
+    assert type(optimizer) is torch.optim.Adam and optimizer.param_groups[0]["lr"] == 0.04
+
+
+def test_the_parser_classes_are_lightnings_names():
+    from surge.lightning import cli as cli_module
+    from surge.lightning.cli_parser import LightningArgumentParser, ReduceLROnPlateau
+
+    assert cli_module.LightningArgumentParser is LightningArgumentParser
+    assert cli_module.ReduceLROnPlateau is ReduceLROnPlateau
+    seen = []
+
+    class Seeing(LightningCLI):
+        def add_arguments_to_parser(self, parser):
+            seen.append(parser)
+
+    build(Net, cli=Seeing)
+    assert seen and all(isinstance(p, LightningArgumentParser) for p in seen)
