@@ -4,7 +4,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Callable, Iterable
+from pathlib import Path
 
 import pytest
 import torch
@@ -278,3 +282,9 @@ def test_the_parser_classes_are_lightnings_names():
 
     build(Net, cli=Seeing)
     assert seen and all(isinstance(p, LightningArgumentParser) for p in seen)
+
+
+def test_importing_the_cli_module_leaves_jsonargparse_unloaded():
+    code = "import sys, surge.lightning.cli; assert 'jsonargparse' not in sys.modules"
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
+    subprocess.run([sys.executable, "-c", code], check=True, env=env, timeout=60)

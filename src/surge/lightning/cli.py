@@ -28,7 +28,6 @@ from ..errors import CheckpointError, bad_value
 from ..module import Module
 from ..trainer import Trainer
 from . import cli_checkpoint
-from .cli_optimizers import default_configure_optimizers
 from .seeding import seed_everything
 
 if TYPE_CHECKING:  # jsonargparse is optional: the parser module is imported when a CLI is built
@@ -95,6 +94,8 @@ class LightningCLI(SurgeCLI):
     @staticmethod
     def configure_optimizers(lightning_module: Module, optimizer: Optimizer, lr_scheduler: Any = None) -> Any:
         """What the module's `configure_optimizers` returns under `--optimizer` (override to change)."""
+        from .cli_optimizers import default_configure_optimizers
+
         return default_configure_optimizers(lightning_module, optimizer, lr_scheduler)
 
     def adapt_checkpoint_hparams(self, subcommand: str, checkpoint_hparams: dict[str, Any]) -> dict[str, Any]:
@@ -124,8 +125,10 @@ class LightningCLI(SurgeCLI):
         cli_parser.link_optimizers_and_lr_schedulers(parser)
 
     def _parser_class(self) -> type:
-        from .cli_parser import LightningArgumentParser
-
+        try:
+            from .cli_parser import LightningArgumentParser
+        except ImportError as err:
+            raise ImportError(f"LightningCLI needs jsonargparse: pip install surge[cli] ({err})") from None
         return LightningArgumentParser
 
     def _reparse(self, args: list[str], cfg: Any) -> Any:
