@@ -153,6 +153,11 @@ class BaseFinetuning(Callback):
         }
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        if "internal_optimizer_metadata" not in state_dict:
+            raise CheckpointError(
+                f"{type(self).__name__}: the checkpoint's state for it has no 'internal_optimizer_metadata' "
+                f"(its entries: {sorted(state_dict)}); it was not written by this callback."
+            )
         self._restarting = True
         self._internal_optimizer_metadata = state_dict["internal_optimizer_metadata"]
         self._trainable = state_dict.get("trainable", {})
