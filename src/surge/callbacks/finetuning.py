@@ -173,18 +173,21 @@ class BaseFinetuning(Callback):
             return
         self._restarting = False
         named = dict(module.named_parameters())
-        _set_trainable(self, module, named)
         saved = self._internal_optimizer_metadata
         if any(i >= len(optimizers) for i in saved):
             raise CheckpointError(
                 f"{type(self).__name__}: the checkpoint has param groups of {len(saved)} optimizers, "
                 f"configure_optimizers() returned {len(optimizers)}; resume with the optimizers it was saved with."
             )
-        for i, groups in saved.items():
-            optimizer = optimizers[i]
-            optimizer.param_groups = []
+        rebuilt = {
+            i: [{**group, "params": _params(self, group["params"], named)} for group in groups]
+            for i, groups in saved.items()
+        }  # every name checked before anything changes
+        _set_trainable(self, module, named)
+        for i, groups in rebuilt.items():
+            optimizers[i].param_groups = []
             for group in groups:
-                optimizer.add_param_group({**group, "params": _params(self, group["params"], named)})
+                optimizers[i].add_param_group(group)
 
     def finetune_function(self, pl_module: Any, epoch: int, optimizer: Optimizer) -> None:
         raise NotImplementedError(
@@ -223,7 +226,7 @@ def _params(cb: BaseFinetuning, names: list[str], named: dict[str, nn.Parameter]
     missing = [n for n in names if n not in named]
     if missing:
         raise CheckpointError(
-            f"{type(cb).__name__}: the checkpoint's param groups name parameters this model lacks: "
+            f"{type(cb).__name__}: the checkpoint names parameters this model lacks: "
             f"{missing[:5]}; resume with the model the run was saved with."
         )
     return [named[n] for n in names]
