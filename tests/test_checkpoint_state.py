@@ -74,7 +74,8 @@ def fitted(root: Path, strategy: SingleDeviceStrategy | None = None):
 def test_every_entry_of_a_checkpoint_is_written_by_one_named_part(tmp_path):
     trainer, _, _ = fitted(tmp_path)
     parts = state_parts(trainer._run_objects())
-    assert list(parts) == ["model", "optimizers", "precision", "loop", "callbacks", "datamodule", "rng"]
+    # the callbacks before the optimizers: they may rebuild param groups or a scheduler first
+    assert list(parts) == ["model", "callbacks", "optimizers", "precision", "loop", "datamodule", "rng"]
     header = {"epoch", "global_step", "surge"}
     owner: dict[str, str] = {}
     for name, part in parts.items():

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import torch
 
+from .callback_state import restore_callbacks, save_callbacks
 from .errors import CheckpointError, MisconfigurationError
 from .hparams import plain
 from .loader_state import inexact_resume_reason
@@ -70,18 +71,22 @@ class RunObjects:
 
 
 def state_parts(run: RunObjects) -> dict[str, Part]:
-    """The run's stateful parts by name, in the order they are restored (the optimizers after the
-    model, the loop and its window's gradients after the optimizers)."""
+    """The run's stateful parts by name, in the order they are restored (the callbacks after the
+    model and before the optimizers, which they may have changed; the loop and its window's
+    gradients after the optimizers)."""
     precision = run.precision
     return {
         "model": _model_part(run.strategy, run.module),
+        "callbacks": Part(
+            lambda state: save_callbacks(run.callbacks, state),
+            lambda ckpt, path: restore_callbacks(run.callbacks, run.optim, run.module, ckpt, path),
+        ),
         "optimizers": _optimizers_part(run),
         "precision": Part(
             lambda state: state.update(precision=precision.state_dict()),
             lambda ckpt, path: precision.load_state_dict(ckpt.get("precision", {})),
         ),
         "loop": _loop_part(run),
-        "callbacks": _callbacks_part(run.callbacks),
         "datamodule": _datamodule_part(run.datamodule),
         "rng": Part(lambda state: state.update(rng=run.training_rng or rng_state()), None),
     }
@@ -171,18 +176,6 @@ def _loop_part(run: RunObjects) -> Part:
             loop.keep_window_gradients()
 
     return Part(save, restore)
-
-
-def _callbacks_part(callbacks: list[Any]) -> Part:
-    def restore(ckpt: Mapping[str, Any], path: Path) -> None:
-        saved = ckpt.get("callbacks", {})
-        for cb in callbacks:
-            if cb.state_key in saved:
-                cb.load_state_dict(saved[cb.state_key])
-
-    return Part(
-        lambda state: state.update(callbacks={cb.state_key: cb.state_dict() for cb in callbacks}), restore
-    )
 
 
 def _datamodule_part(datamodule: Any) -> Part:

@@ -42,6 +42,13 @@ class Callback:
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Restore what `state_dict` returned."""
 
+    def restore_optimization(
+        self, optimizers: list[Any], lr_scheduler_configs: list[Any], module: Any
+    ) -> None:
+        """On resume, after `load_state_dict` and before the optimizers' and schedulers' state is
+        loaded: rebuild what this callback added to them (param groups, a scheduler), so that the
+        saved state fits. `lr_scheduler_configs` is the run's list, changed in place."""
+
 
 def _noop(self: Any, *args: Any, **kwargs: Any) -> None:
     return None

@@ -17,7 +17,7 @@ from torch import nn
 from torch.nn.modules.batchnorm import _BatchNorm
 from torch.optim import Optimizer
 
-from ..errors import MisconfigurationError, bad_value
+from ..errors import CheckpointError, MisconfigurationError, bad_value
 from ..rank_zero import info, warn
 from .base import Callback
 
@@ -30,6 +30,10 @@ class BaseFinetuning(Callback):
 
     def __init__(self) -> None:
         self._internal_optimizer_metadata: dict[int, list[dict[str, Any]]] = {}
+        self._restarting = False  # a checkpoint's state was loaded; its param groups are rebuilt next
+        self._trainable: dict[str, list[str]] = {}  # what requires grad, as of the latest epoch start
+        self._epoch_started = -1  # the latest epoch whose start ran `finetune_function`
+        self._resumed_epoch: int | None = None  # a resume inside that epoch must not run it twice
 
     @staticmethod
     def flatten_modules(modules: Modules) -> list[nn.Module]:
@@ -119,10 +123,15 @@ class BaseFinetuning(Callback):
             self.freeze_before_training(module)
 
     def on_train_epoch_start(self, trainer: Any, module: Any) -> None:
+        epoch, resumed, self._resumed_epoch = trainer.current_epoch, self._resumed_epoch, None
+        if epoch == resumed:
+            return  # resumed inside an epoch whose start already ran (its groups were rebuilt)
         for opt_idx, optimizer in enumerate(trainer.optimizers):
             groups = len(optimizer.param_groups)
-            self.finetune_function(module, trainer.current_epoch, optimizer)
+            self.finetune_function(module, epoch, optimizer)
             self._store(module, opt_idx, groups, optimizer.param_groups)
+        self._trainable = _trainable(module)
+        self._epoch_started = epoch
 
     def _store(self, module: nn.Module, opt_idx: int, before: int, groups: list[dict[str, Any]]) -> None:
         """The param groups by parameter name (what a checkpoint records of them)."""
@@ -137,7 +146,48 @@ class BaseFinetuning(Callback):
             self._internal_optimizer_metadata[opt_idx].extend(described(groups[before:]))
 
     def state_dict(self) -> dict[str, Any]:
-        return {"internal_optimizer_metadata": self._internal_optimizer_metadata}
+        return {
+            "internal_optimizer_metadata": self._internal_optimizer_metadata,
+            "trainable": self._trainable,
+            "epoch_started": self._epoch_started,
+        }
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        if "internal_optimizer_metadata" not in state_dict:
+            raise CheckpointError(
+                f"{type(self).__name__}: the checkpoint's state for it has no 'internal_optimizer_metadata' "
+                f"(its entries: {sorted(state_dict)}); it was not written by this callback."
+            )
+        self._restarting = True
+        self._internal_optimizer_metadata = state_dict["internal_optimizer_metadata"]
+        self._trainable = state_dict.get("trainable", {})
+        self._epoch_started = state_dict.get("epoch_started", -1)
+        self._resumed_epoch = self._epoch_started if self._epoch_started >= 0 else None
+
+    def restore_optimization(
+        self, optimizers: list[Any], lr_scheduler_configs: list[Any], module: Any
+    ) -> None:
+        """Resumed: the layers the run had unfrozen are trainable again and every optimizer gets
+        the param groups it had (by parameter name); their saved state is loaded next."""
+        if not self._restarting:
+            return
+        self._restarting = False
+        named = dict(module.named_parameters())
+        saved = self._internal_optimizer_metadata
+        if any(i >= len(optimizers) for i in saved):
+            raise CheckpointError(
+                f"{type(self).__name__}: the checkpoint has param groups of {len(saved)} optimizers, "
+                f"configure_optimizers() returned {len(optimizers)}; resume with the optimizers it was saved with."
+            )
+        rebuilt = {
+            i: [{**group, "params": _params(self, group["params"], named)} for group in groups]
+            for i, groups in saved.items()
+        }  # every name checked before anything changes
+        _set_trainable(self, module, named)
+        for i, groups in rebuilt.items():
+            optimizers[i].param_groups = []
+            for group in groups:
+                optimizers[i].add_param_group(group)
 
     def finetune_function(self, pl_module: Any, epoch: int, optimizer: Optimizer) -> None:
         raise NotImplementedError(
@@ -146,6 +196,40 @@ class BaseFinetuning(Callback):
 
     def freeze_before_training(self, pl_module: Any) -> None:
         raise NotImplementedError(f"{type(self).__name__} must implement freeze_before_training(module)")
+
+
+def _trainable(module: nn.Module) -> dict[str, list[str]]:
+    """The names of the parameters that require grad and of the BatchNorm layers that track statistics."""
+    return {
+        "params": [n for n, p in module.named_parameters() if p.requires_grad],
+        "batch_norms": [
+            n for n, m in module.named_modules() if isinstance(m, _BatchNorm) and m.track_running_stats
+        ],
+    }
+
+
+def _set_trainable(cb: BaseFinetuning, module: nn.Module, named: dict[str, nn.Parameter]) -> None:
+    """Freeze and unfreeze as `_trainable` recorded (resume: `freeze_before_training` has just run)."""
+    if not cb._trainable:
+        return
+    _params(cb, cb._trainable["params"], named)  # every name must still be there
+    trainable = set(cb._trainable["params"])
+    for name, p in named.items():
+        p.requires_grad = name in trainable
+    tracking = set(cb._trainable["batch_norms"])
+    for name, m in module.named_modules():
+        if isinstance(m, _BatchNorm):
+            m.track_running_stats = name in tracking
+
+
+def _params(cb: BaseFinetuning, names: list[str], named: dict[str, nn.Parameter]) -> list[nn.Parameter]:
+    missing = [n for n in names if n not in named]
+    if missing:
+        raise CheckpointError(
+            f"{type(cb).__name__}: the checkpoint names parameters this model lacks: "
+            f"{missing[:5]}; resume with the model the run was saved with."
+        )
+    return [named[n] for n in names]
 
 
 def multiplicative(epoch: int) -> float:
@@ -197,6 +281,7 @@ class BackboneFinetuning(BaseFinetuning):
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self.previous_backbone_lr = state_dict.get("previous_backbone_lr")
+        super().load_state_dict(state_dict)
 
     def setup(self, trainer: Any, module: Any, stage: str) -> None:
         if not isinstance(getattr(module, "backbone", None), nn.Module):

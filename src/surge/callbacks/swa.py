@@ -16,10 +16,11 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 from torch.nn.modules.batchnorm import _BatchNorm
+from torch.optim import Optimizer
 from torch.optim.swa_utils import SWALR
 
 from ..data import move_to_device
-from ..errors import MisconfigurationError, bad_value
+from ..errors import CheckpointError, MisconfigurationError, bad_value
 from ..optim import SchedulerConfig
 from ..rank_zero import info
 from .base import Callback
@@ -74,16 +75,7 @@ class StochasticWeightAveraging(Callback):
             )
 
     def on_fit_start(self, trainer: Any, module: Any) -> None:
-        if len(trainer.optimizers) != 1:
-            raise MisconfigurationError(
-                f"StochasticWeightAveraging works with 1 optimizer; configure_optimizers() returned "
-                f"{len(trainer.optimizers)}."
-            )
-        if len(trainer.lr_scheduler_configs) > 1:
-            raise MisconfigurationError(
-                "StochasticWeightAveraging supports at most 1 lr_scheduler; configure_optimizers() "
-                f"returned {len(trainer.lr_scheduler_configs)}."
-            )
+        _check_optimization(trainer.optimizers, trainer.lr_scheduler_configs)
         if trainer.max_epochs < 0:
             raise MisconfigurationError(
                 f"StochasticWeightAveraging needs max_epochs (its last epoch ends the average); "
@@ -112,7 +104,13 @@ class StochasticWeightAveraging(Callback):
 
     # -- the steps -------------------------------------------------------------------------
     def _start(self, trainer: Any, module: Any) -> None:
-        optimizer = trainer.optimizers[0]
+        last = trainer.max_epochs if self._annealing_strategy == "cos" else -1
+        self._install_swalr(trainer.optimizers[0], trainer.lr_scheduler_configs, last)
+        self._average = [p.detach().to(self._device or p.device, copy=True) for p in module.parameters()]
+        self.n_averaged = torch.tensor(0, dtype=torch.long)
+
+    def _install_swalr(self, optimizer: Optimizer, configs: list[SchedulerConfig], last_epoch: int) -> None:
+        """SWALR on `optimizer` in place of the scheduler in `configs` (or as the only one)."""
         lrs = self._swa_lrs
         if isinstance(lrs, float):
             lrs = [lrs] * len(optimizer.param_groups)
@@ -124,23 +122,39 @@ class StochasticWeightAveraging(Callback):
             )
         for lr, group in zip(lrs, optimizer.param_groups):
             group["initial_lr"] = lr
-        last = trainer.max_epochs if self._annealing_strategy == "cos" else -1
         scheduler = SWALR(
             optimizer,
             swa_lr=lrs,  # type: ignore[arg-type]  # one rate per param group works (Lightning passes a list)
             anneal_epochs=self._annealing_epochs,
             anneal_strategy=self._annealing_strategy,  # type: ignore[arg-type]  # checked: "cos" or "linear"
-            last_epoch=last,
+            last_epoch=last_epoch,
         )
         config = SchedulerConfig(scheduler=scheduler)  # stepped every epoch
-        configs = trainer.lr_scheduler_configs
         if configs:
             info(f"StochasticWeightAveraging: swapping {type(configs[0].scheduler).__name__} for SWALR")
             configs[0] = config
         else:
             configs.append(config)
-        self._average = [p.detach().to(self._device or p.device, copy=True) for p in module.parameters()]
-        self.n_averaged = torch.tensor(0, dtype=torch.long)
+
+    def restore_optimization(
+        self, optimizers: list[Any], lr_scheduler_configs: list[Any], module: Any
+    ) -> None:
+        """Resumed after averaging began: SWALR replaces the scheduler again (its state and the
+        optimizer's are loaded next) and the average is checked against the module's parameters."""
+        if not self._initialized:
+            return
+        _check_optimization(optimizers, lr_scheduler_configs)
+        params = list(module.parameters())
+        average = self._average or []
+        shapes = [tuple(a.shape) for a in average]
+        if shapes != [tuple(p.shape) for p in params]:
+            raise CheckpointError(
+                f"StochasticWeightAveraging: the checkpoint's average holds {len(shapes)} tensors of shapes "
+                f"{shapes[:4]}..., but {type(module).__name__} has {len(params)} parameters of other shapes; "
+                "resume with the model the run was saved with."
+            )
+        self._average = [a.to(self._device or p.device, copy=True) for a, p in zip(average, params)]
+        self._install_swalr(optimizers[0], lr_scheduler_configs, -1)  # the saved state sets its epoch
 
     def _update(self, module: Any) -> None:
         assert self._average is not None and self.n_averaged is not None
@@ -196,12 +210,26 @@ class StochasticWeightAveraging(Callback):
             "n_averaged": 0 if self.n_averaged is None else int(self.n_averaged),
             "latest_update_epoch": self._latest_update_epoch,
             "average": self._average,
+            "initialized": self._initialized,
         }
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self._latest_update_epoch = state_dict["latest_update_epoch"]
         self._average = state_dict["average"]
+        self._initialized = state_dict.get("initialized", self._average is not None)
         self.n_averaged = torch.tensor(state_dict["n_averaged"], dtype=torch.long)
+
+
+def _check_optimization(optimizers: list[Any], configs: list[Any]) -> None:
+    if len(optimizers) != 1:
+        raise MisconfigurationError(
+            f"StochasticWeightAveraging works with 1 optimizer; configure_optimizers() returned {len(optimizers)}."
+        )
+    if len(configs) > 1:
+        raise MisconfigurationError(
+            "StochasticWeightAveraging supports at most 1 lr_scheduler; configure_optimizers() "
+            f"returned {len(configs)}."
+        )
 
 
 def _check(lrs: Any, start: Any, annealing: Any, strategy: Any, avg_fn: Any, device: Any) -> None:
