@@ -74,7 +74,7 @@ def fitted(root: Path, strategy: SingleDeviceStrategy | None = None):
 def test_every_entry_of_a_checkpoint_is_written_by_one_named_part(tmp_path):
     trainer, _, _ = fitted(tmp_path)
     parts = state_parts(trainer._run_objects())
-    assert list(parts) == ["model", "optimizers", "precision", "loop", "callbacks", "datamodule", "rng"]
+    assert list(parts) == ["model", "optimizers", "precision", "loop", "callbacks", "datamodule", "rng", "loggers"]
     header = {"epoch", "global_step", "surge"}
     owner: dict[str, str] = {}
     for name, part in parts.items():
