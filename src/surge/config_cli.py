@@ -119,7 +119,9 @@ class SurgeCLI:
     def _command_parser(self, command: str, prog: str | None = None) -> Any:
         from jsonargparse import ActionConfigFile
 
-        parser = _new_parser(prog=prog, description=f"{COMMANDS[command]}.\n\n{CONFIG_IS_CODE}")
+        parser = _new_parser(
+            self._parser_class(), prog=prog, description=f"{COMMANDS[command]}.\n\n{CONFIG_IS_CODE}"
+        )
         parser.add_argument(
             "--config", action=ActionConfigFile, help="a YAML config (several merge in order)"
         )
@@ -153,6 +155,14 @@ class SurgeCLI:
     def _customize(self, parser: Any, command: str) -> None:
         """A subclass's changes to a command's parser (LightningCLI: defaults, its hook)."""
 
+    def _parser_class(self) -> type | None:
+        """The class of the command parsers (None: jsonargparse's ArgumentParser)."""
+        return None
+
+    def _reparse(self, args: list[str], cfg: Any) -> Any:
+        """A subclass's second look at the parsed command line (LightningCLI: --ckpt_path hparams)."""
+        return cfg
+
     def _policy(
         self, args: list[str], allowed: Sequence[str] | None
     ) -> tuple[list[str], config_guard.ClassPathPolicy | None]:
@@ -173,7 +183,7 @@ class SurgeCLI:
         command = args[0] if args and args[0] in COMMANDS else None
         try:
             with config_guard.applying(self.class_path_policy):
-                cfg = self.parser.parse_args(args)
+                cfg = self._reparse(args, self.parser.parse_args(args))
             if not self._subcommands:
                 cfg = _as_fit(cfg)
             if self.class_path_policy is not None:  # also catches bare names and dotted flags
@@ -191,7 +201,8 @@ class SurgeCLI:
         self._apply_seed(cfg)
         instantiate = getattr(parser, "instantiate", None) or parser.instantiate_classes
         try:
-            built = instantiate(self._for_instantiation(cfg))
+            built = self.config_init = instantiate(self._for_instantiation(cfg))
+            self._after_instantiation(built)
         except (SurgeError, TypeError, ValueError) as err:
             _fail(self.parser.prog, self.subcommand, f"{type(err).__name__}: {err}", CONFIG_ERROR)
         trainer = built.trainer
@@ -206,6 +217,9 @@ class SurgeCLI:
     def _for_instantiation(self, cfg: Any) -> Any:
         """The config the classes are built from (a subclass may add objects; the saved one is `cfg`)."""
         return cfg
+
+    def _after_instantiation(self, built: Any) -> None:
+        """A subclass's changes to the built objects (LightningCLI: --optimizer, its hook)."""
 
     def _save_config(self, text: str) -> Callback:
         return SaveConfig(text)
@@ -255,7 +269,7 @@ def _as_fit(cfg: Any) -> Any:
     return Namespace(subcommand="fit", fit=cfg)
 
 
-def _new_parser(**kwargs: Any) -> Any:
+def _new_parser(parser_class: type | None = None, **kwargs: Any) -> Any:
     try:
         from jsonargparse import ArgumentParser
     except ImportError:
@@ -264,7 +278,7 @@ def _new_parser(**kwargs: Any) -> Any:
         ) from None
     # No abbreviations: a misspelt key must be refused, not silently expanded to a real one.
     # The guarded YAML mode refuses alias bombs (and, under an allowlist, class paths) as it loads.
-    return ArgumentParser(
+    return (parser_class or ArgumentParser)(
         exit_on_error=False, allow_abbrev=False, parser_mode=config_guard.yaml_mode(), **kwargs
     )
 

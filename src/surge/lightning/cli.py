@@ -6,8 +6,11 @@
 
 `run=True` (the default) reads a subcommand (`fit`, `validate`, `test`, `predict`) and runs it;
 `run=False` reads one command line without a subcommand and only builds. Subclasses may override
-`add_arguments_to_parser(parser)`, `before_instantiate_classes()` and `before_<subcommand>()` /
-`after_<subcommand>()`, called where Lightning calls them.
+`add_arguments_to_parser(parser)` (a `LightningArgumentParser`: `add_lightning_class_args`,
+`add_optimizer_args`, `add_lr_scheduler_args`), `before_instantiate_classes()`,
+`after_instantiate_classes()`, `configure_optimizers(module, optimizer, lr_scheduler)`,
+`adapt_checkpoint_hparams(subcommand, hparams)` and `before_<subcommand>()` / `after_<subcommand>()`,
+called where Lightning calls them.
 """
 
 from __future__ import annotations
@@ -15,20 +18,27 @@ from __future__ import annotations
 import os
 import random
 from collections.abc import Sequence
-from typing import Any
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 from ..callbacks.base import Callback
-from ..config_cli import SaveConfig, SurgeCLI
+from ..config_cli import CONFIG_ERROR, RUN_ERROR, SaveConfig, SurgeCLI, _fail
 from ..datamodule import DataModule
-from ..errors import bad_value
+from ..errors import CheckpointError, bad_value
 from ..module import Module
 from ..trainer import Trainer
+from . import cli_checkpoint
 from .seeding import seed_everything
+
+if TYPE_CHECKING:  # jsonargparse is optional: the parser module is imported when a CLI is built
+    from torch.optim import Optimizer
+
+    from .cli_parser import LightningArgumentParser, ReduceLROnPlateau
 
 SaveConfigCallback = SaveConfig
 SAVE_CONFIG_KEYS = {"config_filename", "overwrite"}
 PARSER_KEYS = {"default_config_files", "description"}
-LightningArgumentParser = Any  # jsonargparse's ArgumentParser: add_argument, set_defaults, link_arguments
+LAZY = {"LightningArgumentParser", "ReduceLROnPlateau"}  # from cli_parser, on first use
 
 
 class LightningCLI(SurgeCLI):
@@ -62,6 +72,8 @@ class LightningCLI(SurgeCLI):
         self.seed_everything_default = seed_everything_default
         self.parser_kwargs = dict(parser_kwargs or {})
         self._subcommands, self._trainer_class = run, trainer_class
+        self.auto_configure_optimizers = auto_configure_optimizers
+        self.load_from_checkpoint_support = load_from_checkpoint_support
         super().__init__(
             model_class, datamodule_class, args=args, subclass_mode_model=subclass_mode_model,
             subclass_mode_data=subclass_mode_data, save_config=save_config_callback is not None, run=run,
@@ -75,6 +87,20 @@ class LightningCLI(SurgeCLI):
 
     def before_instantiate_classes(self) -> None:
         """Called after parsing, before the model, data and trainer are built."""
+
+    def after_instantiate_classes(self) -> None:
+        """Called once the model, data and trainer are built (`self.config_init` holds them all)."""
+
+    @staticmethod
+    def configure_optimizers(lightning_module: Module, optimizer: Optimizer, lr_scheduler: Any = None) -> Any:
+        """What the module's `configure_optimizers` returns under `--optimizer` (override to change)."""
+        from .cli_optimizers import default_configure_optimizers
+
+        return default_configure_optimizers(lightning_module, optimizer, lr_scheduler)
+
+    def adapt_checkpoint_hparams(self, subcommand: str, checkpoint_hparams: dict[str, Any]) -> dict[str, Any]:
+        """The `--ckpt_path` hyper-parameters to use as `--model.*` defaults (override to adapt them)."""
+        return checkpoint_hparams
 
     # -- what SurgeCLI asks a subclass -------------------------------------------------------
     def _add_seed_argument(self, parser: Any) -> None:
@@ -92,6 +118,41 @@ class LightningCLI(SurgeCLI):
         if self.parser_kwargs.get("description"):
             parser.description = self.parser_kwargs["description"]
         self.add_arguments_to_parser(parser)
+        from . import cli_optimizers, cli_parser
+
+        if self.auto_configure_optimizers:
+            cli_optimizers.add_defaults(parser)
+        cli_parser.link_optimizers_and_lr_schedulers(parser)
+
+    def _parser_class(self) -> type:
+        try:
+            from .cli_parser import LightningArgumentParser
+        except ImportError as err:
+            raise ImportError(f"LightningCLI needs jsonargparse: pip install surge[cli] ({err})") from None
+        return LightningArgumentParser
+
+    def _reparse(self, args: list[str], cfg: Any) -> Any:
+        """With `load_from_checkpoint_support`, parse again with the `--ckpt_path` checkpoint's
+        hyper-parameters in front of the command line (Lightning 2.x: they are the defaults)."""
+        command = cfg.get("subcommand")
+        if not (self.load_from_checkpoint_support and command):
+            return cfg
+        ckpt_path, model = cfg[command].ckpt_path, cfg[command].model
+        try:
+            found = cli_checkpoint.model_flag(
+                ckpt_path, partial(self.adapt_checkpoint_hparams, command), self._model_subclass, model
+            )
+        except CheckpointError as err:
+            _fail(self.parser.prog, command, f"CheckpointError: {err}", RUN_ERROR)
+        if found is None:
+            return cfg
+        from jsonargparse import ArgumentError
+
+        try:
+            return self.parser.parse_args(cli_checkpoint.with_model_flag(args, command, found[0]))
+        except ArgumentError as err:
+            refused = cli_checkpoint.refused(ckpt_path, found[1], err)
+            _fail(self.parser.prog, command, f"CheckpointError: {refused}", CONFIG_ERROR)
 
     def _apply_seed(self, cfg: Any) -> None:
         value = cfg.seed_everything
@@ -102,15 +163,29 @@ class LightningCLI(SurgeCLI):
         cfg.seed_everything = seed_everything(value, workers=True)
 
     def _for_instantiation(self, cfg: Any) -> Any:
+        """The config with the trainer's callbacks in Lightning's order: the parsed ones, those of
+        `add_lightning_class_args` keys, then `trainer_defaults["callbacks"]`."""
+        from .cli_parser import build_callbacks
+
         self.before_instantiate_classes()
         extra = self.trainer_defaults.get("callbacks")
-        if extra is None:
+        extra = [] if extra is None else (extra if isinstance(extra, list) else [extra])
+        keyed = build_callbacks(self._parsers[self.subcommand or "fit"], cfg)
+        if not (extra or keyed):
             return cfg
         cfg = cfg.clone()
         given = cfg.trainer.callbacks
         given = [] if given is None else (given if isinstance(given, list) else [given])
-        cfg.trainer.callbacks = given + (extra if isinstance(extra, list) else [extra])
+        cfg.trainer.callbacks = given + keyed + extra
         return cfg
+
+    def _after_instantiation(self, built: Any) -> None:
+        from . import cli_optimizers
+
+        if self.auto_configure_optimizers:
+            parser = self._parsers[self.subcommand or "fit"]
+            cli_optimizers.install(built.model, parser, built, self.configure_optimizers, type(self).__name__)
+        self.after_instantiate_classes()
 
     def _save_config(self, text: str) -> Callback:
         return SaveConfig(
@@ -149,4 +224,12 @@ def _check(
         raise bad_value("LightningCLI(parser_kwargs)", sorted(unknown), f"keys among {sorted(PARSER_KEYS)}")
 
 
-__all__ = ["LightningArgumentParser", "LightningCLI", "SaveConfigCallback"]
+__all__ = ["LightningArgumentParser", "LightningCLI", "ReduceLROnPlateau", "SaveConfigCallback"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in LAZY:
+        from . import cli_parser
+
+        return getattr(cli_parser, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
