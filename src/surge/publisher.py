@@ -25,7 +25,8 @@ class MetricsPublisher:
         self.callback_metrics: dict[str, torch.Tensor] = {}
         self.logged_metrics: dict[str, torch.Tensor] = {}
         self.progress_bar_metrics: dict[str, float] = {}
-        self._last_step, self._at_last_step = -1, []  # the rows the loggers were given at the latest step
+        self._last_step = -1
+        self._at_last_step: list[dict[str, float]] = []  # the rows the loggers were given at the latest step
         self._replayed: set[str] = set()  # after a resume: names the loggers hold at its step already
 
     def publish(
