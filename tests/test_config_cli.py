@@ -208,3 +208,16 @@ def test_help_says_a_config_is_code(capsys):
     assert main(["fit", "--help"]) == 0
     text = " ".join(capsys.readouterr().out.split())
     assert "A config file is code" in text and "--allow_class_paths PREFIX" in text
+
+
+def test_a_resumed_fit_continues_the_run_directory_and_keeps_its_config(tmp_path):
+    config = write_config(tmp_path, trainer={**TINY["trainer"], "default_root_dir": str(tmp_path / "runs")})
+    first = SurgeCLI(args=["fit", "--config", config])
+    run = Path(first.trainer.log_dir)
+    ckpt = first.trainer.checkpoint_callback.last_model_path
+    original = (run / "config.yaml").read_text()
+    resumed = SurgeCLI(args=["fit", "--config", config, "--ckpt_path", ckpt, "--trainer.max_epochs", "2"])
+    assert Path(resumed.trainer.log_dir) == run  # the same version_N, not a new one
+    assert (run / "config.yaml").read_text() == original  # the first config is kept...
+    assert "max_epochs: 2" in (run / "config.resume-1.yaml").read_text()  # ...and the resume's beside it
+    assert resumed.trainer.global_step == 4

@@ -49,7 +49,9 @@ CONFIG_IS_CODE = (
 
 class SaveConfig(Callback):
     """Writes the merged config to `<log_dir>/<filename>` when a fit starts (rank zero); with
-    `overwrite=False` an existing file there stops the fit before any work (as Lightning's)."""
+    `overwrite=False` an existing file there stops the fit before any work (as Lightning's). A
+    resumed fit continues its run's directory: it keeps the first config and writes its own beside
+    it (`config.resume-1.yaml`, ...) unless it is the same."""
 
     def __init__(self, text: str, filename: str = "config.yaml", overwrite: bool = True) -> None:
         self.text, self.filename, self.overwrite = text, filename, overwrite
@@ -57,13 +59,30 @@ class SaveConfig(Callback):
     def setup(self, trainer: Trainer, module: Module, stage: str) -> None:
         if stage == "fit" and trainer.is_global_zero:
             path = Path(trainer.log_dir) / self.filename
-            if path.exists() and not self.overwrite:
+            if path.exists() and trainer.ckpt_path is not None:  # a resume continues this run
+                free = _beside(path, self.text)
+                if free is None:
+                    return
+                path = free
+            elif path.exists() and not self.overwrite:
                 raise MisconfigurationError(
                     f"{path} exists and save_config_kwargs={{'overwrite': False}}: delete it, pass "
                     "save_config_kwargs={'overwrite': True}, or save_config_callback=None."
                 )
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(self.text)
+
+
+def _beside(path: Path, text: str) -> Path | None:
+    """The first free `<stem>.resume-N<suffix>` next to `path`; None when `path` or one of those
+    already holds `text`."""
+    n = 0
+    while path.exists():
+        if path.read_text() == text:
+            return None
+        n += 1
+        path = path.with_name(f"{path.name.split('.')[0]}.resume-{n}{path.suffix}")
+    return path
 
 
 class SurgeCLI:

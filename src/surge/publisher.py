@@ -25,6 +25,9 @@ class MetricsPublisher:
         self.callback_metrics: dict[str, torch.Tensor] = {}
         self.logged_metrics: dict[str, torch.Tensor] = {}
         self.progress_bar_metrics: dict[str, float] = {}
+        self._last_step = -1
+        self._at_last_step: list[dict[str, float]] = []  # the rows the loggers were given at the latest step
+        self._replayed: set[str] = set()  # after a resume: names the loggers hold at its step already
 
     def publish(
         self,
@@ -50,8 +53,13 @@ class MetricsPublisher:
                 logged[key] = value
         if logged and to_loggers:
             self.logged_metrics.update({k: torch.tensor(v) for k, v in logged.items()})
-            if self.loggers and self.is_global_zero():
+            if self._replayed:
+                logged = self._not_replayed(logged, step)
+            if logged and self.loggers and self.is_global_zero():
                 row = {**logged, "epoch": self.epoch()}
+                if step != self._last_step:
+                    self._last_step, self._at_last_step = step, []
+                self._at_last_step.append(row)
                 for lg in self.loggers:
                     lg.log_metrics(row, step)
 
@@ -66,6 +74,44 @@ class MetricsPublisher:
             if getattr(lg, "log_graph", False) and example is not None:
                 graph_logger: Any = lg  # one that has log_graph (TensorBoardLogger) has log_module_graph
                 graph_logger.log_module_graph(module, move_to_device(example, module.device))
+
+    def runs_state(self) -> dict[str, Any]:
+        """The checkpoint's "loggers" entry: each logger's run, and what they were given at the
+        latest step (a resume from this step gives it again: the loggers replace that step)."""
+        if not self.is_global_zero():  # the loggers' runs are rank zero's
+            return {"runs": [], "step": -1, "rows": []}
+        runs = [{"class": type(lg).__name__, "run": lg.run_state()} for lg in self.loggers]
+        return {"runs": runs, "step": self._last_step, "rows": list(self._at_last_step)}
+
+    def continue_runs(self, ckpt: Mapping[str, Any]) -> None:
+        """Point each logger at the run a checkpoint names (by class, in order) before the run
+        directory is chosen (rank zero); a checkpoint without the entry changes nothing."""
+        saved = ckpt.get("loggers")
+        if not (isinstance(saved, dict) and self.loggers and self.is_global_zero()):
+            return
+        step = int(ckpt.get("global_step", 0))
+        runs = [e for e in saved.get("runs", []) if isinstance(e, dict) and e.get("run")]
+        resumed = []
+        for lg in self.loggers:  # each takes the first run saved by a logger of its class
+            entry = next((e for e in runs if e.get("class") == type(lg).__name__), None)
+            if entry is not None:
+                runs.remove(entry)
+                lg.resume_run(entry["run"], step)
+                resumed.append(lg)
+        rows = list(saved.get("rows") or []) if saved.get("step") == step else []
+        for row in rows:
+            for lg in resumed:
+                lg.log_metrics(row, step)
+        self._last_step, self._at_last_step = step, rows
+        self._replayed = {k for row in rows for k in row if k != "epoch"}
+
+    def _not_replayed(self, logged: dict[str, float], step: int) -> dict[str, float]:
+        """A resumed fit logs some of its checkpoint step's metrics again (a validation that ran
+        before the save runs again): the loggers have them, from the checkpoint."""
+        if step != self._last_step:
+            self._replayed = set()
+            return logged
+        return {k: v for k, v in logged.items() if k not in self._replayed}
 
     def finalize_loggers(self, status: str) -> None:
         """Close the loggers with the stage's outcome ("success", "failed", "interrupted"; rank zero)."""

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from .module import Module
     from .optim import Optimization
     from .precision import Precision
+    from .publisher import MetricsPublisher
     from .results import Results
     from .strategies.base import Strategy
 
@@ -68,6 +69,7 @@ class RunObjects:
     accumulate_grad_batches: int
     batches_per_epoch: int | float
     training_rng: dict[str, Any] | None  # set while validation runs inside fit
+    publisher: MetricsPublisher | None = None
 
 
 def state_parts(run: RunObjects) -> dict[str, Part]:
@@ -89,7 +91,17 @@ def state_parts(run: RunObjects) -> dict[str, Part]:
         "loop": _loop_part(run),
         "datamodule": _datamodule_part(run.datamodule),
         "rng": Part(lambda state: state.update(rng=run.training_rng or rng_state()), None),
+        # read before the run directory is chosen (`continue_runs`), so nothing to restore here
+        "loggers": Part(_loggers_save(run.publisher), None),
     }
+
+
+def _loggers_save(publisher: MetricsPublisher | None) -> Callable[[dict[str, Any]], None]:
+    def save(state: dict[str, Any]) -> None:
+        if publisher is not None:
+            state["loggers"] = publisher.runs_state()
+
+    return save
 
 
 def checkpoint_state(run: RunObjects, weights_only: bool = False) -> dict[str, Any]:

@@ -187,6 +187,9 @@ class Trainer(TrainerProperties):
             datamodule, train_dataloaders = train_dataloaders, None
         check_step_defined(model, "training_step", "fit")
         self.datamodule = datamodule
+        resume = self._find_checkpoint(ckpt_path)  # first: a resume continues its loggers' runs
+        if resume is not None:
+            self._publisher.continue_runs(resume.state)
         self._connect()
         self.callbacks = enter_stage(self, model, datamodule, "fit")
         train, vals = fit_loaders(train_dataloaders, val_dataloaders, datamodule, model)
@@ -201,7 +204,6 @@ class Trainer(TrainerProperties):
         self._plan = plan_batches(
             train_loader, val_loaders, cfg.limit_train_batches, cfg.limit_val_batches, cfg.val_check_interval
         )
-        resume = self._find_checkpoint(ckpt_path)
         optimizers, schedulers = parse_optimizers(model.configure_optimizers())
         if cfg.scale_lr is not None:
             tune_setup.scale_learning_rates(
@@ -350,7 +352,7 @@ class Trainer(TrainerProperties):
             raise MisconfigurationError("save_checkpoint() needs a model: call fit() first.")
         parts = (module, self._strategy, self._precision, self._hooks, self.fit_loop, self._optim)
         more = (self._train_results, self.callbacks, self.datamodule, self._accumulate, self._plan.train)
-        return RunObjects(*parts, *more, training_rng=self.training_rng)
+        return RunObjects(*parts, *more, training_rng=self.training_rng, publisher=self._publisher)
 
     def _find_checkpoint(self, ckpt_path: str | Path | None) -> Found | None:
         load, callback = self._strategy.load_checkpoint, self.checkpoint_callback

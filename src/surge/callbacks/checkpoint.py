@@ -187,6 +187,9 @@ class ModelCheckpoint(Callback):
         for path in self._doomed:
             trainer.strategy.remove_checkpoint(path)
         self._doomed.clear()
+        if trainer.is_global_zero:
+            for lg in trainer.loggers:
+                lg.after_save_checkpoint(self)
 
     def _save_top_k(self, trainer: Any, metrics: dict[str, float]) -> Path | None:
         path = self._unique(self.format_filename(trainer.current_epoch, trainer.global_step, metrics))

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import bad_value
+from ..rank_zero import info
 
 
 class Logger:
@@ -38,6 +39,20 @@ class Logger:
     def finalize(self, status: str) -> None:
         """Close files at the end of a run ("success", "failed" or "interrupted")."""
         self.save()
+
+    def after_save_checkpoint(self, checkpoint_callback: Any) -> None:
+        """A `ModelCheckpoint` has saved (rank zero): a logger that uploads checkpoints does it here."""
+
+    def run_state(self) -> dict[str, Any] | None:
+        """What identifies this logger's run (a version, a run id), stored in checkpoints so that
+        `fit(ckpt_path=...)` continues the same run (starting the run if it was not); None: no run."""
+        return None
+
+    def resume_run(self, state: Mapping[str, Any], step: int) -> None:
+        """Continue the run `state` (from `run_state`) names, before anything is logged. What the run
+        holds from `step` on is replaced (or, where it cannot be removed, not written again): the
+        resumed fit logs it again, and the values logged at `step` before the checkpoint are given
+        again first."""
 
 
 def no_prefix(cls: str, prefix: str) -> None:
@@ -77,6 +92,22 @@ class RunDir:
     @property
     def path(self) -> Path:
         return self._resolve()
+
+    def run_state(self) -> dict[str, Any]:
+        """`{"version": ...}` (a logger's `run_state`); the directory is made now if it was not: a
+        checkpoint written before anything was logged still names the run its resume continues."""
+        return {"version": self.version}
+
+    def adopt(self, version: int | str, owner: str) -> bool:
+        """Use the checkpoint's `version` (a resume continues its run); False, and said why, when a
+        version was given or this run already has its directory."""
+        if self._requested is not None or self._path is not None:
+            mine = self._requested if self._path is None else self._version
+            if mine != version:
+                info(f"{owner}: logging to version {mine!r}, not the checkpoint's {version!r}")
+            return mine == version
+        self._requested = version
+        return True
 
     @property
     def where(self) -> Path:

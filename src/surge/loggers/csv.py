@@ -43,6 +43,7 @@ class CSVLogger(Logger):
         self._flush_every = flush_every
         self._flush_at = flush_every
         self._failures = WriteFailures("CSVLogger")
+        self._drop_from: int | None = None  # a resumed run: rows from its checkpoint's step on are replaced
 
     @property
     def name(self) -> str:
@@ -59,6 +60,13 @@ class CSVLogger(Logger):
     @property
     def metrics_path(self) -> Path:
         return self.log_dir / "metrics.csv"
+
+    def run_state(self) -> dict[str, Any] | None:
+        return self._run.run_state()
+
+    def resume_run(self, state: Mapping[str, Any], step: int) -> None:
+        if "version" in state and self._run.adopt(state["version"], "CSVLogger"):
+            self._drop_from = step
 
     def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
         if (
@@ -117,6 +125,9 @@ class CSVLogger(Logger):
         """Replace metrics.csv by one with the rows written so far, the buffered rows and a header
         wide enough for all of them."""
         header, old = self._written(path)
+        if self._drop_from is not None:  # the resumed run writes these steps again
+            old = [row for row in old if _step(row) < self._drop_from]
+            self._drop_from = None
         columns = list(dict.fromkeys([*header, *self._columns, *(k for r in self._rows for k in r)]))
         data = _encode(columns, old + self._rows, header=True)
         write_atomic(path, data)
@@ -131,6 +142,13 @@ class CSVLogger(Logger):
         reader = csv.DictReader(io.StringIO(data.decode(), newline=""))
         rows = [{k: v for k, v in row.items() if k is not None} for row in reader]  # no cells past the header
         return list(reader.fieldnames or []), rows
+
+
+def _step(row: Mapping[str, Any]) -> float:
+    try:
+        return float(row.get("step") or 0)
+    except ValueError:
+        return 0.0
 
 
 def _encode(columns: list[str], rows: list[dict[str, Any]], header: bool) -> bytes:

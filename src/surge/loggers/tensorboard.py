@@ -55,6 +55,7 @@ class TensorBoardLogger(Logger):
         self._hparams: dict[str, Any] | None = None
         self._retry_at = 0
         self._failures = WriteFailures("TensorBoardLogger")
+        self._purge_step: int | None = None  # a resumed run: TensorBoard hides the old events from here
 
     @property
     def name(self) -> str:
@@ -78,8 +79,18 @@ class TensorBoardLogger(Logger):
                 raise SurgeRuntimeError(
                     "TensorBoardLogger needs the tensorboard package: pip install tensorboard"
                 ) from err
-            self._writer = SummaryWriter(log_dir=str(self.log_dir), flush_secs=self._flush_secs)
+            self._writer = SummaryWriter(
+                log_dir=str(self.log_dir), flush_secs=self._flush_secs, purge_step=self._purge_step
+            )
+            self._purge_step = None  # once: a writer made again after a disk error purges nothing
         return self._writer
+
+    def run_state(self) -> dict[str, Any] | None:
+        return self._run.run_state()
+
+    def resume_run(self, state: Mapping[str, Any], step: int) -> None:
+        if "version" in state and self._run.adopt(state["version"], "TensorBoardLogger"):
+            self._purge_step = step
 
     def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
         self._pending.extend((k, v, step) for k, v in metrics.items() if k != "epoch")

@@ -1,0 +1,58 @@
+"""Real services the tests start and stop themselves."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextmanager
+def mlflow_server(root: Path, timeout: float = 240.0) -> Iterator[str]:
+    """`mlflow server` with a SQLite store and local artifacts under `root`, on a free port; yields
+    its URI and stops it (and its workers) afterwards."""
+    port = free_port()
+    exe = shutil.which("mlflow") or str(Path(sys.executable).with_name("mlflow"))
+    cmd = [
+        exe, "server", "--backend-store-uri", f"sqlite:///{root / 'mlflow.db'}",
+        "--default-artifact-root", str(root / "artifacts"), "--host", "127.0.0.1",
+        "--port", str(port), "--workers", "1",
+    ]  # fmt: skip
+    log = open(root / "server.log", "wb")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    uri = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"mlflow server exited: {(root / 'server.log').read_text()[-2000:]}")
+            try:
+                with urllib.request.urlopen(f"{uri}/health", timeout=2) as r:
+                    if r.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"mlflow server not up after {timeout} s")
+            time.sleep(0.5)
+        yield uri
+    finally:
+        try:
+            os.killpg(proc.pid, 15)
+            proc.wait(timeout=20)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            os.killpg(proc.pid, 9)
+        log.close()

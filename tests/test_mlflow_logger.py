@@ -1,0 +1,150 @@
+"""`MLFlowLogger` against a real MLflow tracking server (SQLite store) started here, read back with
+`MlflowClient`: every value, step and parameter; checkpoints as artifacts; a resume continues the
+same run with no step written twice, from several save points; no host read per step."""
+
+from __future__ import annotations
+
+import sys
+from collections import defaultdict
+
+import pytest
+import torch
+
+import resume_points as rp
+import surge
+from servers import mlflow_server
+
+mlflow = pytest.importorskip("mlflow")
+from mlflow.tracking import MlflowClient  # noqa: E402
+
+from surge.loggers import MLFlowLogger  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    with mlflow_server(tmp_path_factory.mktemp("mlflow")) as uri:
+        yield uri
+
+
+class HNet(rp.Net):
+    def __init__(self, width: int = 16, note: str = "x", nested: dict | None = None) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+
+
+def _fit(root, logger, seed=11, callbacks=(), ckpt=None, **kw) -> surge.Trainer:
+    surge.seed_everything(seed)
+    trainer = surge.Trainer(
+        default_root_dir=root,
+        max_epochs=rp.EPOCHS,
+        accelerator="cpu",
+        accumulate_grad_batches=rp.ACCUMULATE,
+        log_every_n_steps=1,
+        logger=logger,
+        callbacks=list(callbacks),
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        **kw,
+    )
+    trainer.fit(HNet(nested={"a": 1, "b": [2, 3]}), *rp.loaders(), ckpt_path=ckpt)
+    return trainer
+
+
+def history(client: MlflowClient, run_id: str) -> dict[str, list[tuple[int, float]]]:
+    run = client.get_run(run_id)
+    return {
+        key: sorted((m.step, m.value) for m in client.get_metric_history(run_id, key))
+        for key in run.data.metrics
+    }
+
+
+def test_every_value_step_and_parameter_reaches_the_server(server, tmp_path):
+    recorder = rp.Recorder()
+    logger = MLFlowLogger(experiment_name="values", tracking_uri=server, log_model="all", tags={"team": "a"})
+    saves = surge.callbacks.ModelCheckpoint(dirpath=tmp_path / "ckpts", every_n_train_steps=5, save_top_k=2)
+    _fit(tmp_path, [logger, recorder], callbacks=[saves])
+
+    client = MlflowClient(server)
+    run = client.get_run(logger.run_id)
+    assert run.info.status == "FINISHED"
+    assert run.data.tags["team"] == "a"
+    assert run.data.params == {"width": "16", "note": "x", "nested/a": "1", "nested/b": "[2, 3]"}
+    want: dict[str, list] = defaultdict(list)
+    for step, key, value in recorder.rows:
+        want[key].append((step, value))
+    got = history(client, logger.run_id)
+    assert {k: v for k, v in got.items() if k != "epoch"} == {k: sorted(v) for k, v in want.items()}
+    assert [s for s, _ in got["epoch"]] == sorted(s for s, _ in got["epoch"])  # epoch at each log point
+    uploaded = {a.path.split("/")[-1] for a in client.list_artifacts(logger.run_id, "checkpoints")}
+    assert {p.name for p in (tmp_path / "ckpts").glob("*.ckpt")} <= uploaded  # each save, as made
+
+
+def test_a_resume_continues_the_run_and_writes_no_step_twice(server, tmp_path):
+    reference = MLFlowLogger(experiment_name="resume", tracking_uri=server)
+    _fit(tmp_path / "ref", reference)
+    client = MlflowClient(server)
+    want = history(client, reference.run_id)
+
+    # A run that went on past its checkpoints (its history runs to the end, as after a late crash):
+    # each resume must leave it holding exactly what the uninterrupted run holds.
+    n = 14
+    saves = [
+        surge.callbacks.ModelCheckpoint(dirpath=tmp_path / "steps", every_n_train_steps=4, save_top_k=-1),
+        rp.SaveAt(tmp_path / "hooks", batch_ends=[(0, 1), (1, n - 1)], validation_ends=[0]),
+    ]
+    crashed = MLFlowLogger(experiment_name="resume", tracking_uri=server)
+    _fit(tmp_path / "run", crashed, callbacks=saves)
+    points = sorted((tmp_path / "hooks").glob("*.ckpt")) + sorted((tmp_path / "steps").glob("*.ckpt"))[:2]
+    assert len(points) == 5
+    for ckpt in points:
+        assert torch.load(ckpt, weights_only=True)["loggers"]["runs"][0]["run"]["run_id"] == crashed.run_id
+        resumed = MLFlowLogger(experiment_name="resume", tracking_uri=server)
+        _fit(tmp_path / "run", resumed, seed=999, ckpt=ckpt)
+        assert resumed.run_id == crashed.run_id, ckpt.name
+        got = history(client, crashed.run_id)
+        assert got == want, (
+            f"{ckpt.name}: {[(k, got.get(k), want.get(k)) for k in want if got.get(k) != want[k]][:2]}"
+        )
+        assert client.get_run(crashed.run_id).info.status == "FINISHED"
+    runs = client.search_runs([client.get_experiment_by_name("resume").experiment_id])
+    assert len(runs) == 2  # the reference and the one continued run: no run per resume
+
+
+def test_logging_to_mlflow_reads_the_host_only_at_intervals(server, tmp_path, monkeypatch):
+    counts = {"item": 0, "tolist": 0}
+    real_item, real_tolist = torch.Tensor.item, torch.Tensor.tolist
+
+    def ours() -> bool:
+        return not sys._getframe(2).f_globals.get("__name__", "").startswith("torch.utils.data")
+
+    def item(self):
+        counts["item"] += ours()
+        return real_item(self)
+
+    def tolist(self):
+        counts["tolist"] += ours()
+        return real_tolist(self)
+
+    monkeypatch.setattr(torch.Tensor, "item", item)
+    monkeypatch.setattr(torch.Tensor, "tolist", tolist)
+    logger = MLFlowLogger(experiment_name="reads", tracking_uri=server)
+    x, y = torch.randn(64 * 50, 6), torch.randint(0, 3, (64 * 50,))
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=64)
+    surge.seed_everything(0)
+    trainer = surge.Trainer(
+        default_root_dir=tmp_path, max_steps=200, log_every_n_steps=50, logger=logger,
+        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+    )  # fmt: skip
+    trainer.fit(HNet(), loader)
+    assert counts["item"] == 0
+    assert counts["tolist"] <= 200 // 50 + 4 * 4  # log intervals and epoch ends, never per step
+    assert len(MlflowClient(server).get_metric_history(logger.run_id, "train_loss")) == 4
+
+
+def test_bad_arguments_are_refused():
+    with pytest.raises(surge.errors.SurgeError, match="log_model"):
+        MLFlowLogger(log_model="some")
+    with pytest.raises(surge.errors.SurgeError, match="prefix"):
+        MLFlowLogger(prefix="x")
+    with pytest.raises(surge.errors.SurgeError, match="run_id"):
+        MLFlowLogger(run_id="")
