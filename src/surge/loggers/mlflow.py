@@ -27,8 +27,9 @@ _BATCH = 1000  # MLflow's limit on metrics per request (and 100 on params)
 
 
 class MLFlowLogger(Logger):
-    """Logs to the MLflow tracking server at `tracking_uri` (default: `MLFLOW_TRACKING_URI`, else
-    `file:<save_dir>`), in the run `run_id` or a new run of `experiment_name`.
+    """Logs to the MLflow tracking server at `tracking_uri` (default: `MLFLOW_TRACKING_URI`, else a
+    local SQLite store `<save_dir>/mlflow.db` with artifacts in `<save_dir>/artifacts`), in the run
+    `run_id` or a new run of `experiment_name`.
 
     `log_model`: False (no artifacts), True (the checkpoint callbacks' kept checkpoints when the fit
     ends) or "all" (each checkpoint as soon as it is saved), under `checkpoints/`. The run id is stored
@@ -56,12 +57,16 @@ class MLFlowLogger(Logger):
         if run_id is not None and not (isinstance(run_id, str) and run_id):
             raise bad_value("MLFlowLogger(run_id)", run_id, "None or a run id string")
         tracking_uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
+        self._local: Path | None = None  # the folder of the local store, when no server is named
         if tracking_uri is None:
             if save_dir is None:
                 raise bad_value(
                     "MLFlowLogger(save_dir)", save_dir, "a directory when no tracking_uri is given"
                 )
-            tracking_uri = f"file:{Path(save_dir).resolve()}"
+            # MLflow 3 refuses its old file store: a local SQLite store, its artifacts beside it
+            self._local = Path(save_dir).resolve()
+            tracking_uri = f"sqlite:///{self._local / 'mlflow.db'}"
+            artifact_location = artifact_location or (self._local / "artifacts").as_uri()
         self._experiment_name, self._run_name = experiment_name, run_name
         self._tracking_uri, self._tags = tracking_uri, dict(tags or {})
         self._artifact_location, self._log_model = artifact_location, log_model
@@ -87,6 +92,8 @@ class MLFlowLogger(Logger):
                 raise SurgeRuntimeError(
                     'MLFlowLogger needs mlflow: pip install "surge[mlflow]" (or mlflow)'
                 ) from err
+            if self._local is not None:
+                self._local.mkdir(parents=True, exist_ok=True)
             self._client = MlflowClient(tracking_uri=self._tracking_uri)
         return self._client
 
@@ -126,9 +133,8 @@ class MLFlowLogger(Logger):
 
     @property
     def save_dir(self) -> str | None:
-        """The local folder of a `file:` tracking URI, else None."""
-        uri = self._tracking_uri
-        return uri[len("file:") :] if uri.startswith("file:") else None
+        """The folder of the local store (no `tracking_uri` given), else None."""
+        return None if self._local is None else str(self._local)
 
     # -- what the Trainer calls ----------------------------------------------------------------
     def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
