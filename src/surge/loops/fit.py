@@ -34,6 +34,7 @@ from .step_checks import check_loss, detach_outputs, explain_backward_error, exp
 if TYPE_CHECKING:
     from ..tune.auto_workers import AutoWorkers
     from .context import FitContext, FitSettings
+    from .reload import LoaderReload
 
 
 class FitLoop:
@@ -58,6 +59,7 @@ class FitLoop:
         self._advised = False
         self.ending = False  # the batch-end hooks run (`trainer.is_last_batch` tells the phases apart)
         self.auto_workers: AutoWorkers | None = None  # num_workers="auto", until its first epoch ends
+        self.reload: LoaderReload | None = None  # reload_dataloaders_every_n_epochs > 0
         self.inexact_said: str | None = (
             None  # why this run's checkpoints cannot resume exactly ("" : they can)
         )
@@ -160,6 +162,8 @@ class FitLoop:
                 t.should_stop = False  # min_epochs/min_steps override early stopping until reached
 
     def run_epoch(self) -> None:
+        if self.reload is not None:
+            self.reload.at_epoch_start()  # once per epoch: new loaders when due
         t, ctx = self.trainer, self._context()
         hooks, results, model = ctx.parts.hooks, ctx.results, ctx.parts.module
         publish, validation, strategy = ctx.parts.publisher.publish, ctx.validation, ctx.parts.strategy
