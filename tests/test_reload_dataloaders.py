@@ -198,3 +198,16 @@ def test_a_resume_between_reloads_requests_the_loader_for_its_epoch(tmp_path):
     assert resumed.requests["train"] == [0, 1, 3]  # 0: fit's start, before the checkpoint is read
     assert resumed.planned == {1: 6, 2: 6, 3: 10, 4: 10}
     assert resumed.seen == {1: 4 * 4, 2: 24, 3: 40, 4: 40}
+
+
+def test_tuned_settings_apply_to_each_new_loader(tmp_path):
+    model = Curriculum(batch_size=16)
+    trainer = _trainer(
+        tmp_path, reload_dataloaders_every_n_epochs=1, max_epochs=2, effective_batch_size=8, num_workers=1,
+        limit_val_batches=0,
+    )  # fmt: skip
+    trainer.fit(model)
+    loader = trainer.train_dataloader
+    assert model.requests["train"] == [0, 1]
+    assert loader.dataset.tensors[0].shape[0] == 24 and loader.batch_size == 8 and loader.num_workers == 1
+    assert model.planned == {0: 2, 1: 3}  # 16 and 24 samples in the micro-batches of 8 it chose
