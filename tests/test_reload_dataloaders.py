@@ -9,7 +9,6 @@ import torch.nn.functional as F
 from torch.utils.data import DataLoader, TensorDataset
 
 import surge
-from surge.errors import CheckpointError
 
 
 def _data(epoch: int, per_epoch: int = 8, base: int = 16, seed: int = 0) -> TensorDataset:
@@ -175,18 +174,6 @@ def test_resume_after_a_reload_is_bit_exact(tmp_path, n, stop_step):
     assert trainer.global_step == full.trainer.global_step
     assert torch.equal(torch.stack(full.losses[stop_step:]), torch.stack(resumed.losses))
     assert all(torch.equal(p, q) for p, q in zip(full.parameters(), resumed.parameters()))
-
-
-def test_a_resume_position_the_new_loader_cannot_hold_is_refused(tmp_path):
-    _, first = _fit(tmp_path / "part", 1, 3, max_steps=14, max_epochs=4)  # 4 batches into epoch 2
-
-    class Shrunk(Curriculum):
-        def train_dataloader(self) -> DataLoader:
-            return DataLoader(_data(0, base=8), batch_size=4)  # 2 batches
-
-    trainer = _trainer(tmp_path / "resumed", reload_dataloaders_every_n_epochs=1, enable_checkpointing=True)
-    with pytest.raises(CheckpointError, match="batch 4 of epoch 2.*has 2 batches"):
-        trainer.fit(Shrunk(), ckpt_path=first.checkpoint_callback.last_model_path)
 
 
 def test_a_resume_between_reloads_requests_the_loader_for_its_epoch(tmp_path):
