@@ -150,7 +150,7 @@ class LoaderReload:
         self._use_plan(plan)
 
     def _use_plan(self, plan: BatchPlan) -> None:
-        self.validation.use_plan(plan)
+        self.validation.plan = plan
         self.source.on_plan(plan)
 
 

@@ -79,10 +79,6 @@ class Validation:
         self.training_rng: dict[str, Any] | None = None
         self.before_run: Callable[[], None] | None = None  # e.g. val loaders requested again (fit only)
 
-    def use_plan(self, plan: BatchPlan) -> None:
-        """Batches planned for new loaders (reload_dataloaders_every_n_epochs)."""
-        self.plan = plan
-
     def due(self, epoch: int) -> bool:
         """Whether epoch `epoch` validates (at its end, and at the interval inside it)."""
         return self.enabled and (epoch + 1) % self.every_n_epochs == 0
