@@ -212,3 +212,12 @@ def test_prepare_data_setup_and_teardown_run_in_lightnings_order(tmp_path):
     assert got["global_step"] == 12 and got["num_features"] == 3
     assert got["net_in_optimizer"] and got["same_net_in_test"]
     assert got["test_acc"] >= 0.8  # a linearly separable rule; chance is 0.5
+
+
+def test_a_curriculum_datamodule_reloaded_every_two_epochs(tmp_path):
+    got = surge_run(tmp_path, "curriculum_reload.py")
+    # Lightning requests the loaders at epochs 0 and 2 (the first val request is the sanity check's);
+    # epochs 0-1 train on 20 samples (2 batches), epochs 2-3 on the 40 of epoch 2's loader (4).
+    assert (got["train_requests"], got["val_requests"]) == ([0, 2], [0, 2])
+    assert got["batches_per_epoch"] == [2, 2, 4, 4] and got["seen"] == [20, 20, 40, 40]
+    assert got["global_step"] == 12

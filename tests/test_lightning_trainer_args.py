@@ -61,7 +61,6 @@ REFUSED = {
     "barebones": True,
     "plugins": ["some-plugin"],
     "model_registry": "my-model",
-    "reload_dataloaders_every_n_epochs": 2,
 }
 
 

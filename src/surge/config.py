@@ -171,12 +171,6 @@ class TrainerConfig:
             0,
             "an int >= 0 (0: never)",
         )
-        if self.reload_dataloaders_every_n_epochs:
-            raise MisconfigurationError(
-                f"reload_dataloaders_every_n_epochs={self.reload_dataloaders_every_n_epochs} is not supported "
-                "yet: surge keeps the loaders of fit() for the whole run. Use 0, or build the varying data "
-                "inside the dataset (e.g. in its __iter__ or a sampler's set_epoch)."
-            )
         if n:
             for name in (
                 "limit_train_batches",

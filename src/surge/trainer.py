@@ -32,6 +32,7 @@ from .loops.evaluate import run_evaluation
 from .loops.fit import FitLoop
 from .loops.hooks import Hooks
 from .loops.predict import run_prediction
+from .loops.reload import loader_reload
 from .loops.validation import BatchPlan, Validation, plan_batches
 from .module import Module
 from .optim import Optimization, parse_optimizers
@@ -219,6 +220,9 @@ class Trainer(TrainerProperties):
         self.fit_loop.bind(ctx, train_loader)
         if tuned.auto_workers is not None:
             self.fit_loop.auto_workers = tuned.auto_workers(train_loader, val_loaders, prepare=prep.adjust)
+        on_plan = lambda plan: setattr(self, "_plan", plan)  # noqa: E731 - loaders requested again
+        data = (model, datamodule, (train_dataloaders is not None, val_dataloaders is not None))
+        self.fit_loop.reload = loader_reload(cfg, self.fit_loop, validation, data, prep, tuned.train, on_plan)
         pending_rng = restore_state(self._run_objects(), resume) if resume is not None else None
         loaders = lambda: [self.train_dataloader, *self.val_dataloaders]  # noqa: E731 - as they stand at the end
         self._run_stage("fit", lambda: self._fit_stages(ctx, pending_rng), loaders)
@@ -351,7 +355,8 @@ class Trainer(TrainerProperties):
         if module is None:
             raise MisconfigurationError("save_checkpoint() needs a model: call fit() first.")
         parts = (module, self._strategy, self._precision, self._hooks, self.fit_loop, self._optim)
-        more = (self._train_results, self.callbacks, self.datamodule, self._accumulate, self._plan.train)
+        per_epoch = self._plan.train if self.fit_loop.reload is None else float("inf")  # checked at reload
+        more = (self._train_results, self.callbacks, self.datamodule, self._accumulate, per_epoch)
         return RunObjects(*parts, *more, training_rng=self.training_rng, publisher=self._publisher)
 
     def _find_checkpoint(self, ckpt_path: str | Path | None) -> Found | None:

@@ -522,12 +522,6 @@ ROWS = [
     ("max-time-dict-key", _trainer(max_time={"hrs": 1}), ValueError, ["max_time", "hrs", "hours"]),
     ("detect-anomaly-not-bool", _trainer(detect_anomaly="yes"), ValueError, ["detect_anomaly", "'yes'"]),
     (
-        "reload-dataloaders-unsupported",
-        _trainer(reload_dataloaders_every_n_epochs=2),
-        ValueError,
-        ["reload_dataloaders_every_n_epochs=2", "not supported"],
-    ),
-    (
         "manual-with-accumulate",
         _fit(ManualTiny(), accumulate_grad_batches=2),
         ValueError,
@@ -579,6 +573,18 @@ ROWS = [
         _fit(TinyModel(), callbacks=[callbacks.LearningRateFinder(attr_name="learning_rate")]),
         ValueError,
         ["LearningRateFinder(attr_name='learning_rate')", "TinyModel"],
+    ),
+    (
+        "reload-dataloaders-negative",
+        _trainer(reload_dataloaders_every_n_epochs=-1),
+        ValueError,
+        ["reload_dataloaders_every_n_epochs=-1", "int >= 0"],
+    ),
+    (
+        "reload-dataloaders-not-int",
+        _trainer(reload_dataloaders_every_n_epochs=1.5),
+        ValueError,
+        ["reload_dataloaders_every_n_epochs=1.5", "int >= 0"],
     ),
 ]
 

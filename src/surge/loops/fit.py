@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import signal
 from collections.abc import Iterator, Mapping
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
@@ -27,14 +26,15 @@ from ..errors import SurgeRuntimeError
 from ..loader_state import generator_states, sampler_seed, set_generator_states, set_sampler_seed
 from ..manual_optim import batch_only
 from ..profiler.base import LoopParts
-from ..rank_zero import info, warn
+from ..rank_zero import warn
 from ..seed import rng_state
-from ..signals import EXIT_CODES, Preempted, requeue_slurm_job
+from .preempt import preempt, signalled
 from .step_checks import check_loss, detach_outputs, explain_backward_error, explain_fetch_error, loss_from
 
 if TYPE_CHECKING:
     from ..tune.auto_workers import AutoWorkers
     from .context import FitContext, FitSettings
+    from .reload import LoaderReload
 
 
 class FitLoop:
@@ -59,6 +59,7 @@ class FitLoop:
         self._advised = False
         self.ending = False  # the batch-end hooks run (`trainer.is_last_batch` tells the phases apart)
         self.auto_workers: AutoWorkers | None = None  # num_workers="auto", until its first epoch ends
+        self.reload: LoaderReload | None = None  # reload_dataloaders_every_n_epochs > 0
         self.inexact_said: str | None = (
             None  # why this run's checkpoints cannot resume exactly ("" : they can)
         )
@@ -161,6 +162,8 @@ class FitLoop:
                 t.should_stop = False  # min_epochs/min_steps override early stopping until reached
 
     def run_epoch(self) -> None:
+        if self.reload is not None:
+            self.reload.at_epoch_start()  # once per epoch: new loaders when due
         t, ctx = self.trainer, self._context()
         hooks, results, model = ctx.parts.hooks, ctx.results, ctx.parts.module
         publish, validation, strategy = ctx.parts.publisher.publish, ctx.validation, ctx.parts.strategy
@@ -224,28 +227,6 @@ class FitLoop:
             it = self.auto_workers.watch(it, self.batches_done, self.epoch_start_rng)
             self._advised = True  # the advice to load in workers is what auto acts on
         return it
-
-    # -- preemption ------------------------------------------------------------------------
-    def _signalled(self, ctx: FitContext, single: bool) -> bool:
-        if single:
-            return ctx.signals.received is not None
-        if self.global_step % ctx.settings.log_every_n_steps:
-            return False
-        # Ranks agree at log intervals (one small collective there), so all stop at the same step.
-        return ctx.parts.strategy.reduce_bool(ctx.signals.received is not None)
-
-    def _preempt(self) -> None:
-        """Checkpoint at this step boundary, requeue under SLURM on SIGUSR1, and exit."""
-        t = self.trainer
-        sig = self._context().signals.received or signal.SIGTERM
-        cb = t.checkpoint_callback
-        folder = cb.dirpath if cb is not None and cb.dirpath is not None else t.log_dir / "checkpoints"
-        path = folder / "last.ckpt"
-        t.save_checkpoint(path)
-        info(f"{signal.Signals(sig).name}: saved {path} at step {self.global_step}; stopping")
-        if sig == signal.SIGUSR1 and t.is_global_zero:
-            requeue_slurm_job()
-        raise Preempted(EXIT_CODES.get(sig, 143))
 
     # -- the training step -----------------------------------------------------------------
     def _loop_parts(self, batches: Iterator[Any]) -> LoopParts:
@@ -367,8 +348,8 @@ class FitLoop:
                 for fn in end_callbacks:
                     fn(t, model, detached, batch, batch_idx - 1)
                 self.ending = False
-            if window_end and (signals.received is not None or not single) and self._signalled(ctx, single):
-                self._preempt()  # (ranks agree at log intervals: a collective and a host read there)
+            if window_end and (signals.received is not None or not single) and signalled(self, single):
+                preempt(self)  # (ranks agree at log intervals: a collective and a host read there)
             if batch_idx == ADVICE_AFTER_BATCHES and not self._advised:
                 self._advised = True
                 data_wait_advice(self.train_loader, wait, clock() - t_epoch, batch_idx)

@@ -77,6 +77,7 @@ class Validation:
         has_step = type(parts.module).validation_step is not Module.validation_step
         self.enabled = has_step and bool(loaders) and sum(plan.val) > 0
         self.training_rng: dict[str, Any] | None = None
+        self.before_run: Callable[[], None] | None = None  # e.g. val loaders requested again (fit only)
 
     def due(self, epoch: int) -> bool:
         """Whether epoch `epoch` validates (at its end, and at the interval inside it)."""
@@ -111,6 +112,10 @@ class Validation:
 
     def run(self, limits: list[int | float] | None = None, sanity: bool = False) -> None:
         """Validate on every loader, training's RNG (global and CPU generators) left as it was."""
+        if not sanity and self.before_run is not None:
+            self.before_run()
+            if sum(self.plan.val) == 0:
+                return  # the loaders requested again have no batches (as Lightning, nothing runs)
         with rng_untouched() as training_rng:
             self.training_rng = training_rng
             try:

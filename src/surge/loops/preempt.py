@@ -1,0 +1,37 @@
+"""Preemption inside the fit loop: ranks agreeing that a signal came, and the checkpoint-and-exit."""
+
+from __future__ import annotations
+
+import signal
+from typing import TYPE_CHECKING
+
+from ..rank_zero import info
+from ..signals import EXIT_CODES, Preempted, requeue_slurm_job
+
+if TYPE_CHECKING:
+    from .fit import FitLoop
+
+
+def signalled(loop: FitLoop, single: bool) -> bool:
+    """Whether a preemption signal came (under several processes: to any rank, agreed at log intervals)."""
+    ctx, global_step = loop._context(), loop.global_step
+    if single:
+        return ctx.signals.received is not None
+    if global_step % ctx.settings.log_every_n_steps:
+        return False
+    # Ranks agree at log intervals (one small collective there), so all stop at the same step.
+    return ctx.parts.strategy.reduce_bool(ctx.signals.received is not None)
+
+
+def preempt(loop: FitLoop) -> None:
+    """Checkpoint at this step boundary, requeue under SLURM on SIGUSR1, and exit."""
+    trainer, ctx, global_step = loop.trainer, loop._context(), loop.global_step
+    sig = ctx.signals.received or signal.SIGTERM
+    cb = trainer.checkpoint_callback
+    folder = cb.dirpath if cb is not None and cb.dirpath is not None else trainer.log_dir / "checkpoints"
+    path = folder / "last.ckpt"
+    trainer.save_checkpoint(path)
+    info(f"{signal.Signals(sig).name}: saved {path} at step {global_step}; stopping")
+    if sig == signal.SIGUSR1 and trainer.is_global_zero:
+        requeue_slurm_job()
+    raise Preempted(EXIT_CODES.get(sig, 143))

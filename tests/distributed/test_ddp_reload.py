@@ -1,0 +1,28 @@
+"""reload_dataloaders_every_n_epochs under DDP: each new loader is split between the ranks as fit's
+first one is (a DistributedSampler, its epoch set), on 2 real gloo processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPT = Path(__file__).with_name("reload_script.py")
+SRC = Path(__file__).resolve().parents[2] / "src"
+
+
+def test_each_reloaded_loader_is_shared_between_the_ranks(tmp_path):
+    env = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "SURGE_LAUNCHED"):
+        env.pop(var, None)
+    cmd = [sys.executable, str(SCRIPT), "--root", str(tmp_path / "run"), "--out", str(tmp_path)]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=180, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+    for epoch, size in enumerate([16, 24, 32]):
+        a, b = (r["ids"][str(epoch)] for r in ranks)
+        assert len(a) == len(b) == size // 2 and sorted(a + b) == list(range(size))  # each id once
+        assert ranks[0]["planned"][str(epoch)] == size // 4  # batches of 2 per rank
+    assert ranks[0]["ids"]["2"] != sorted(ranks[0]["ids"]["2"])  # the new loader's shuffle is kept
