@@ -298,7 +298,8 @@ class ModelCheckpoint(Callback):
         scores = scores if isinstance(scores, dict) else {}
         named = [*recent, *scores, *(state.get(k) for k in _PATH_KEYS)]
         own = {p for p in named if self._is_own_checkpoint(p)}
-        dropped = sorted({repr(p) for p in named if p not in own and p not in ("", None)})
+        # a file gone is one this callback deleted after the state was taken (the older top-k)
+        dropped = sorted({repr(p) for p in named if p not in own and p and Path(p).exists()})
         if dropped:
             warn(
                 f"ModelCheckpoint: the checkpoint being resumed names files that are not surge checkpoints in "
