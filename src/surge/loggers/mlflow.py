@@ -1,9 +1,10 @@
 """`MLFlowLogger`: metrics, hyper-parameters and (when asked) checkpoints in an MLflow run.
 
 mlflow is imported when the run is first used, not by `import surge` (`pip install "surge[mlflow]"`).
-Metrics are sent in one batch per logging call, at the log points the other loggers use, without
-waiting for the server (`synchronous=False`, mlflow's asynchronous logging); `save()` and the end
-of the run wait for what is queued, so a failed request is raised, never dropped.
+Metrics are given at the log points the other loggers use and sent at most every `SEND_EVERY_S`
+seconds in one request, without waiting for the server (mlflow's asynchronous logging); `save()`
+(at epoch ends) and the end of the run send the rest and wait, so a failed request is raised,
+never dropped.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ _STATUS = {"success": "FINISHED", "failed": "FAILED", "interrupted": "KILLED"}
 _BAD_KEY_CHARS = re.compile(r"[^\w\-. /]")  # what MLflow accepts in a metric or parameter name
 _MAX_PARAM_LEN = 6000  # MLflow's limit on a parameter's value
 _BATCH = 1000  # MLflow's limit on metrics per request (and 100 on params)
+SEND_EVERY_S = 2.0  # metrics logged meanwhile go in one request
 
 
 class MLFlowLogger(Logger):
@@ -76,6 +78,8 @@ class MLFlowLogger(Logger):
         self._client: Any = None
         self._synchronous = bool(synchronous)  # None (mlflow's default) -> asynchronous, awaited at save()
         self._pending: list[Any] = []  # mlflow's RunOperations of requests not yet awaited
+        self._buffer: list[Any] = []  # metrics not yet sent
+        self._sent_at = 0.0
         self._logged_upto: dict[str, int] = {}  # after a resume: the last step the run holds per metric
         self._resumed = False  # continuing a run: its parameters are compared, not logged again
         self._renamed: set[str] = set()
@@ -140,15 +144,15 @@ class MLFlowLogger(Logger):
     def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
         from mlflow.entities import Metric
 
-        now = int(time.time() * 1000)
-        upto = self._logged_upto
-        batch = [
-            Metric(self._key(k), float(v), now, step)
+        now = time.time()
+        upto, stamp = self._logged_upto, int(now * 1000)
+        self._buffer += [
+            Metric(self._key(k), float(v), stamp, step)
             for k, v in metrics.items()
             if not upto or step > upto.get(k, -1)
         ]
-        for i in range(0, len(batch), _BATCH):
-            self._send(metrics=batch[i : i + _BATCH])
+        if len(self._buffer) >= _BATCH or now - self._sent_at >= SEND_EVERY_S:
+            self._flush()
 
     def log_hyperparams(self, params: Mapping[str, Any]) -> None:
         from mlflow.entities import Param
@@ -180,6 +184,7 @@ class MLFlowLogger(Logger):
             self._checkpoint_callback = checkpoint_callback
 
     def save(self) -> None:
+        self._flush()
         pending, self._pending = self._pending, []
         for op in pending:
             op.wait()  # raises what the request raised
@@ -225,6 +230,14 @@ class MLFlowLogger(Logger):
         info(f"MLFlowLogger: continuing run {saved} at step {step} (steps it holds are not sent again)")
 
     # -- helpers ---------------------------------------------------------------------------------
+    def _flush(self) -> None:
+        """Send the buffered metrics: one request per `SEND_EVERY_S` at most (a server takes
+        milliseconds per request; a step logging every time would outrun it)."""
+        batch, self._buffer = self._buffer, []
+        self._sent_at = time.time()
+        for i in range(0, len(batch), _BATCH):
+            self._send(metrics=batch[i : i + _BATCH])
+
     def _send(self, **entities: Any) -> None:
         op = self.experiment.log_batch(self.run_id, synchronous=self._synchronous, **entities)
         if op is not None:
