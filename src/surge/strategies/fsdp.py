@@ -172,6 +172,14 @@ class FSDPStrategy(ProcessGroupStrategy):
         """None: FSDP accumulates an unfinished window's gradients unsharded, inside its own state."""
         return None
 
+    def use_checkpoint_writer(self, writer: Any) -> None:
+        if writer.asynchronous:
+            raise MisconfigurationError(
+                "async_checkpoint=True is not supported with strategy='fsdp' yet: its sharded save is a "
+                "collective on the training process group. Use async_checkpoint=False (the default)."
+            )
+        super().use_checkpoint_writer(writer)
+
     def save_checkpoint(self, state: dict[str, Any], path: str | Path) -> None:
         from ..sharded import save_sharded
 
