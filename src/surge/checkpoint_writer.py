@@ -23,13 +23,17 @@ Write = Callable[[dict[str, Any], Path], Any]
 
 
 class CheckpointWriter:
-    """Writes at once, in the caller's thread."""
+    """Writes at once, in the caller's thread. `write` writes one file (`save_atomic`; a wrapper
+    around it can, e.g., time the writes)."""
 
     asynchronous = False
 
-    def save(self, state: dict[str, Any], path: str | Path, write: Write = save_atomic) -> None:
+    def __init__(self, write: Write = save_atomic) -> None:
+        self.write = write
+
+    def save(self, state: dict[str, Any], path: str | Path) -> None:
         """Write `state` to `path` (a durable file once the write has finished)."""
-        write(state, Path(path))
+        self.write(state, Path(path))
 
     def then(self, action: Callable[[], None]) -> None:
         """Run `action` once the last write is durable (dropped if that write failed)."""
@@ -52,7 +56,8 @@ class AsyncCheckpointWriter(CheckpointWriter):
 
     asynchronous = True
 
-    def __init__(self) -> None:
+    def __init__(self, write: Write = save_atomic) -> None:
+        super().__init__(write)
         self._thread: threading.Thread | None = None
         self._jobs: list[Callable[[], None]] = []
         self._lock = threading.Lock()
@@ -60,10 +65,10 @@ class AsyncCheckpointWriter(CheckpointWriter):
         self._error: BaseException | None = None
         self._pinned = PinnedBuffers()
 
-    def save(self, state: dict[str, Any], path: str | Path, write: Write = save_atomic) -> None:
+    def save(self, state: dict[str, Any], path: str | Path) -> None:
         self.wait()  # at most one pending write; its buffers are free again afterwards
         snapshot = snapshot_state(state, self._pinned)
-        target = Path(path)
+        target, write = Path(path), self.write
         self._jobs = [lambda: write(snapshot, target)]
         self._running = True
         self._thread = threading.Thread(target=self._work, name="surge-checkpoint-writer", daemon=False)

@@ -580,6 +580,12 @@ ROWS = [
         ValueError,
         ["LearningRateFinder(attr_name='learning_rate')", "TinyModel"],
     ),
+    (
+        "async-checkpoint-not-bool",
+        _trainer(async_checkpoint="yes"),
+        ValueError,
+        ["async_checkpoint", "'yes'"],
+    ),
 ]
 
 
