@@ -113,7 +113,9 @@ def run(asynchronous: bool, args: argparse.Namespace, folder: Path) -> dict[str,
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--width", type=int, default=5000)
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--batch", type=int, default=8)
@@ -125,7 +127,9 @@ def main() -> None:
     for asynchronous in (False, True):
         with tempfile.TemporaryDirectory(dir=args.dir) as folder:
             rows.append(run(asynchronous, args, Path(folder)))
-    head = "| mode | params | median step | max step | stall (max - median) | copy (snapshot) | write | saves |"
+    head = (
+        "| mode | params | median step | max step | stall (max - median) | copy (snapshot) | write | saves |"
+    )
     print(head + "\n|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(

@@ -26,7 +26,7 @@ from helpers import (
 from surge.callbacks import Callback, ModelCheckpoint
 from surge.checkpoint import load_checkpoint, save_atomic
 from surge.checkpoint_writer import AsyncCheckpointWriter, snapshot_state
-from surge.errors import CheckpointError, MisconfigurationError
+from surge.errors import CheckpointError
 
 
 def _loader() -> DataLoader:
@@ -199,12 +199,3 @@ def test_a_snapshot_keeps_what_torch_save_would_write():
     assert isinstance(snap["model"], OrderedDict) and snap["model"]._metadata == tied._metadata
     assert isinstance(snap["model"]["a"], torch.nn.Parameter) and snap["model"]["a"].requires_grad
     assert snap["step"] == [1, (2, "x")]
-
-
-def test_fsdp_refuses_async_checkpoints_by_name():
-    from surge.strategies.fsdp import FSDPStrategy
-
-    with pytest.raises(
-        MisconfigurationError, match="async_checkpoint=True is not supported with strategy='fsdp'"
-    ):
-        FSDPStrategy().use_checkpoint_writer(AsyncCheckpointWriter())

@@ -31,9 +31,9 @@ class CheckpointWriter:
     def __init__(self, write: Write = save_atomic) -> None:
         self.write = write
 
-    def save(self, state: dict[str, Any], path: str | Path) -> None:
-        """Write `state` to `path` (a durable file once the write has finished)."""
-        self.write(state, Path(path))
+    def save(self, state: dict[str, Any], path: str | Path, write: Write | None = None) -> None:
+        """Write `state` to `path` with `write` (default: this writer's); durable once it returns."""
+        (write or self.write)(state, Path(path))
 
     def then(self, action: Callable[[], None]) -> None:
         """Run `action` once the last write is durable (dropped if that write failed)."""
@@ -65,10 +65,10 @@ class AsyncCheckpointWriter(CheckpointWriter):
         self._error: BaseException | None = None
         self._pinned = PinnedBuffers()
 
-    def save(self, state: dict[str, Any], path: str | Path) -> None:
+    def save(self, state: dict[str, Any], path: str | Path, write: Write | None = None) -> None:
         self.wait()  # at most one pending write; its buffers are free again afterwards
         snapshot = snapshot_state(state, self._pinned)
-        target, write = Path(path), self.write
+        target, write = Path(path), write or self.write
         self._jobs = [lambda: write(snapshot, target)]
         self._running = True
         self._thread = threading.Thread(target=self._work, name="surge-checkpoint-writer", daemon=False)
@@ -177,6 +177,14 @@ def _copy(obj: Any, copies: dict[int, Tensor], pinned: PinnedBuffers) -> Any:
 
 
 def _copy_tensor(t: Tensor, pinned: PinnedBuffers) -> Tensor:
+    if type(t).__name__ == "DTensor":  # a rank's shard (FSDP): its local tensor copied, its layout kept
+        from torch.distributed.tensor import DTensor
+
+        assert isinstance(t, DTensor)
+        local = _copy_tensor(t.to_local(), pinned)
+        return DTensor.from_local(
+            local, t.device_mesh, t.placements, run_check=False, shape=t.shape, stride=t.stride()
+        )
     source = t.detach()
     if source.device.type == "cuda":
         out = pinned.take(source)
