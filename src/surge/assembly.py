@@ -16,6 +16,7 @@ from . import speed
 from .accelerators import Accelerator
 from .callbacks.base import Callback, overrides
 from .callbacks.timer import Timer
+from .checkpoint_writer import AsyncCheckpointWriter, CheckpointWriter
 from .config import TrainerConfig
 from .config_lightning import check_sync_batchnorm
 from .datamodule import DataModule
@@ -45,11 +46,13 @@ def build_strategy(
     layout = strategy_layout(cfg, accelerator, devices, env)
     if isinstance(strategy, Strategy):
         strategy.check_layout(layout)
-        return strategy
-    if strategy == "auto":
-        strategy = "single" if layout.processes == 1 and env.world_size == 1 else "ddp"
-    cls = cast("type[Strategy]", STRATEGIES.get(strategy))  # registered by register_strategy
-    return cls.from_layout(layout)
+    else:
+        if strategy == "auto":
+            strategy = "single" if layout.processes == 1 and env.world_size == 1 else "ddp"
+        cls = cast("type[Strategy]", STRATEGIES.get(strategy))  # registered by register_strategy
+        strategy = cls.from_layout(layout)
+    strategy.use_checkpoint_writer(AsyncCheckpointWriter() if cfg.async_checkpoint else CheckpointWriter())
+    return strategy
 
 
 def strategy_layout(

@@ -100,6 +100,7 @@ class TrainerConfig:
     barebones: bool = False
     plugins: Any = None
     model_registry: str | None = None
+    async_checkpoint: bool = False
 
     def __post_init__(self) -> None:
         if self.max_epochs is not None:
@@ -154,6 +155,8 @@ class TrainerConfig:
         if root is not None and not isinstance(root, str | os.PathLike):
             raise bad_value("default_root_dir", root, "None (the current directory), a str or a path")
         self.default_root_dir = user_dir("default_root_dir", root) if root is not None else Path.cwd()
+        if not isinstance(self.async_checkpoint, bool):
+            raise bad_value("async_checkpoint", self.async_checkpoint, "True or False")
 
     def _check_debugging(self) -> None:
         """fast_dev_run, overfit_batches, detect_anomaly, reload_dataloaders_every_n_epochs; the

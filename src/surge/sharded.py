@@ -62,8 +62,10 @@ def save_sharded(
     broadcast: Callable[[Any], Any],
     gather: Callable[[Any], list[Any]],
     barrier: Callable[[], None],
+    group: Any = None,
 ) -> Path:
-    """Write `state` as a sharded checkpoint at `path`; a collective, every rank calls it."""
+    """Write `state` as a sharded checkpoint at `path`; a collective, every rank calls it (DCP's own
+    collectives on `group`, the default process group when None)."""
     path = Path(path)
     tag = broadcast(f"{os.getpid()}-{uuid.uuid4().hex[:8]}" if rank == 0 else None)
     folder = path.parent / f"{path.name}.shards-{tag}"
@@ -72,7 +74,7 @@ def save_sharded(
     barrier()
     tensors = {k: state[k] for k in TENSOR_KEYS if k in state}
     try:
-        dcp.save(tensors, storage_writer=dcp.FileSystemWriter(folder, sync_files=True))
+        dcp.save(tensors, storage_writer=dcp.FileSystemWriter(folder, sync_files=True), process_group=group)
     except (OSError, CheckpointException) as err:
         # DCP gathers every rank's failure and raises on all of them, so all ranks get here.
         if rank == 0:

@@ -110,6 +110,7 @@ class Trainer(TrainerProperties):
         barebones: bool = False,
         plugins: Any = None,
         model_registry: str | None = None,
+        async_checkpoint: bool = False,
     ) -> None:
         args = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
         doctor = requested_doctor_run()  # `surge doctor` runs this script: profile a short fit
@@ -189,8 +190,7 @@ class Trainer(TrainerProperties):
         check_step_defined(model, "training_step", "fit")
         self.datamodule = datamodule
         resume = self._find_checkpoint(ckpt_path)  # first: a resume continues its loggers' runs
-        if resume is not None:
-            self._publisher.continue_runs(resume.state)
+        self._publisher.continue_runs(resume.state if resume is not None else {})
         self._connect()
         self.callbacks = enter_stage(self, model, datamodule, "fit")
         train, vals = fit_loaders(train_dataloaders, val_dataloaders, datamodule, model)
@@ -261,6 +261,7 @@ class Trainer(TrainerProperties):
         status = "success"
         try:
             result = body()
+            self._strategy.finish_checkpoints()  # a background write is durable before the stage ends
             leave_stage(self._hooks, self._module, self.datamodule, stage)
             return result
         except BaseException as err:
@@ -268,6 +269,7 @@ class Trainer(TrainerProperties):
             self._hooks.callbacks("on_exception", err)
             if self.datamodule is not None:
                 self.datamodule.on_exception(err)
+            self._strategy.finish_checkpoints(leaving=err)  # after OnExceptionCheckpoint's save
             self._strategy.explain_failure(err)
             self._strategy.teardown(failed=not isinstance(err, Preempted))
             raise
@@ -349,6 +351,8 @@ class Trainer(TrainerProperties):
     def save_checkpoint(self, filepath: str | Path, weights_only: bool = False) -> None:
         """Write the whole training state (or just the weights) to `filepath`, atomically."""
         self._strategy.save_checkpoint(checkpoint_state(self._run_objects(), weights_only), filepath)
+        if self.state != "fit":  # only a running fit goes on while it writes
+            self._strategy.finish_checkpoints()
 
     def _run_objects(self) -> RunObjects:
         module = self._module
@@ -360,6 +364,7 @@ class Trainer(TrainerProperties):
         return RunObjects(*parts, *more, training_rng=self.training_rng, publisher=self._publisher)
 
     def _find_checkpoint(self, ckpt_path: str | Path | None) -> Found | None:
+        self._strategy.finish_checkpoints()  # a file still being written is read whole
         load, callback = self._strategy.load_checkpoint, self.checkpoint_callback
         found = ckpt_path and find_checkpoint(ckpt_path, load, self.default_root_dir, callback)
         self.ckpt_path = str(found.path) if found else None  # Lightning's trainer.ckpt_path

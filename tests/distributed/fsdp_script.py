@@ -86,6 +86,8 @@ def main() -> None:
     p.add_argument("--root", required=True)
     p.add_argument("--ckpt", default=None)
     p.add_argument("--out", required=True)
+    p.add_argument("--async-checkpoint", action="store_true")
+    p.add_argument("--every-step", action="store_true", help="a checkpoint every step, top 2 and last")
     args = p.parse_args()
 
     strategy = args.strategy
@@ -96,11 +98,14 @@ def main() -> None:
     dataset = data(args.samples)
     train = DataLoader(dataset, batch_size=args.batch_size, shuffle=args.shuffle)
     losses = StepLosses()
+    every_step = surge.callbacks.ModelCheckpoint(every_n_train_steps=1, save_top_k=2, save_last=True)
+    more = [every_step] if args.every_step else []
     trainer = surge.Trainer(
         accelerator="cpu", devices=args.devices, strategy=strategy, max_epochs=args.epochs,
         max_steps=args.max_steps, accumulate_grad_batches=args.accumulate, gradient_clip_val=args.clip,
         precision=args.precision, default_root_dir=args.root, enable_progress_bar=False,
-        enable_model_summary=False, num_sanity_val_steps=0, log_every_n_steps=1, callbacks=[losses],
+        enable_model_summary=False, num_sanity_val_steps=0, log_every_n_steps=1, callbacks=[losses, *more],
+        async_checkpoint=args.async_checkpoint,
     )  # fmt: skip
     model = Net()
     trainer.fit(model, train, DataLoader(dataset, batch_size=5), ckpt_path=args.ckpt)

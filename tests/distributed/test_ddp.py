@@ -127,3 +127,24 @@ def test_the_profiler_times_gradient_communication(tmp_path):
     report = json.loads(out["doctor"])
     assert report["world_size"] == 2 and report["summary"]["steps"] >= 30
     assert 0 < report["summary"]["comm_s"] < report["summary"]["step_s"]
+
+
+@pytest.mark.slow
+def test_ddp_async_checkpoints_resume_bit_for_bit(tmp_path):
+    from surge.checkpoint import load_checkpoint
+
+    common = ("--devices", "2", "--epochs", "2", "--shuffle")
+    straight = run(tmp_path, "straight", *common)
+    stopped = run(tmp_path, "stopped", *common, "--max-steps", "27", "--async-checkpoint", "--every-step")
+    folder = Path(stopped["last_ckpt"]).parent
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "epoch=1-step=26.ckpt",
+        "epoch=1-step=27.ckpt",
+        "last.ckpt",
+    ]
+    assert load_checkpoint(folder / "last.ckpt")["global_step"] == 27  # rank zero's writes, all durable
+    resumed = run(tmp_path, "resumed", *common, "--async-checkpoint", "--ckpt", stopped["last_ckpt"])
+    assert resumed["global_step"] == straight["global_step"] == 40
+    for key, value in straight["state_dict"].items():
+        assert torch.equal(value, resumed["state_dict"][key]), key
+    assert resumed["metrics"] == straight["metrics"]

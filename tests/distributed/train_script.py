@@ -122,6 +122,8 @@ def main() -> None:
     p.add_argument("--nonfinite", default="warn")
     p.add_argument("--workers", type=int, default=0)
     p.add_argument("--profile", action="store_true")
+    p.add_argument("--async-checkpoint", action="store_true")
+    p.add_argument("--every-step", action="store_true", help="a checkpoint every step, top 2 and last")
     args = p.parse_args()
 
     surge.seed_everything(0)
@@ -134,6 +136,8 @@ def main() -> None:
         callbacks.append(FailAt(args.fail_rank, args.fail_step))
     if args.hang_rank is not None:
         callbacks.append(HangAt(args.hang_rank, args.fail_step))
+    if args.every_step:
+        callbacks.append(surge.callbacks.ModelCheckpoint(every_n_train_steps=1, save_top_k=2, save_last=True))
     strategy = "auto"
     if args.timeout is not None:
         strategy = surge.strategies.DDPStrategy(timeout=args.timeout)
@@ -144,6 +148,7 @@ def main() -> None:
         strategy=strategy, on_nonfinite=args.nonfinite,
         profiler=surge.profiler.SimpleProfiler(measure_workers=False) if args.profile else None,
         enable_model_summary=False, num_sanity_val_steps=0, log_every_n_steps=1,
+        async_checkpoint=args.async_checkpoint,
     )  # fmt: skip
     model = Net()
     model.poison = (args.poison_rank, args.fail_step)

@@ -586,6 +586,12 @@ ROWS = [
         ValueError,
         ["reload_dataloaders_every_n_epochs=1.5", "int >= 0"],
     ),
+    (
+        "async-checkpoint-not-bool",
+        _trainer(async_checkpoint="yes"),
+        ValueError,
+        ["async_checkpoint", "'yes'"],
+    ),
 ]
 
 

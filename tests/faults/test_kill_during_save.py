@@ -79,3 +79,92 @@ def test_kill_9_at_random_moments_never_leaves_a_torn_checkpoint(tmp_path, worke
     # Killed with the group, workers die at once; orphaned by a kill of the pid alone, they notice
     # their parent is gone (torch checks every 5 s) and end by themselves.
     _wait_until_gone(groups, timeout=0.5 if to_group else 15)
+
+
+ASYNC_WRITER = """
+import sys, time, torch
+from pathlib import Path
+from surge.checkpoint import link_atomic
+from surge.checkpoint_writer import AsyncCheckpointWriter
+folder, writer, w = Path(sys.argv[1]), AsyncCheckpointWriter(), torch.zeros(1_000_000)
+i = int(sys.argv[2])  # one past the last committed
+while True:
+    w.fill_(float(i))
+    writer.save({"i": i, "w": w}, folder / f"step={i}.ckpt")  # as ModelCheckpoint: write, link last, delete
+    writer.then(lambda i=i: link_atomic(folder / f"step={i}.ckpt", folder / "last.ckpt"))
+    writer.then(lambda i=i: (folder / f"step={i - 1}.ckpt").unlink(missing_ok=True))
+    while writer.pending:
+        w.add_(0.5)  # training changes the weights in place while the snapshot is written
+        time.sleep(0.001)
+    i += 1
+"""
+
+
+@pytest.mark.parametrize("to_group", [False, True])
+def test_kill_9_during_async_saves_leaves_the_previous_checkpoint_whole(tmp_path, to_group):
+    for name in ("step=0.ckpt", "last.ckpt"):
+        save_atomic({"i": 0, "w": torch.zeros(1_000_000)}, tmp_path / name)
+    rng = random.Random(20 + to_group)
+    env = {**os.environ, "PYTHONPATH": str(SRC), "OMP_NUM_THREADS": "1"}
+    seen, start = set(), 1
+    for _ in range(3):
+        command = [sys.executable, "-c", ASYNC_WRITER, str(tmp_path), str(start)]
+        proc = subprocess.Popen(command, env=env, start_new_session=True)
+        _wait_for_a_write(tmp_path / "last.ckpt", proc)
+        time.sleep(rng.uniform(0.0, 0.4))
+        (os.killpg if to_group else os.kill)(proc.pid, signal.SIGKILL)
+        proc.wait()
+        last = load_checkpoint(tmp_path / "last.ckpt")  # verified: a snapshot, not the moving weights
+        assert torch.equal(last["w"], torch.full((1_000_000,), float(last["i"])))
+        assert (tmp_path / f"step={last['i']}.ckpt").is_file()  # deleted only after a newer last
+        for path in tmp_path.glob("step=*.ckpt"):
+            state = load_checkpoint(path)
+            assert path.name == f"step={state['i']}.ckpt" and state["w"][0] == state["i"]
+        remove_stale_temporaries(tmp_path)
+        assert all(not p.name.startswith(".") for p in tmp_path.iterdir())
+        seen.add(last["i"])
+        start = max(int(p.stem.split("=")[1]) for p in tmp_path.glob("step=*.ckpt")) + 1
+    assert len(seen) > 1
+
+
+FIT = """
+import sys, torch
+from torch.utils.data import DataLoader, TensorDataset
+import surge
+class Net(surge.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = torch.nn.Linear(256, 2048)
+    def training_step(self, batch, batch_idx):
+        return self.net(batch[0]).square().mean()
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.01, momentum=0.9)
+surge.seed_everything(0)
+ckpt = surge.callbacks.ModelCheckpoint(dirpath=sys.argv[1], every_n_train_steps=1, save_top_k=2, save_last=True)
+trainer = surge.Trainer(max_steps=int(sys.argv[2]), accelerator="cpu", logger=False, enable_progress_bar=False,
+                        enable_model_summary=False, callbacks=[ckpt], async_checkpoint=True)
+data = DataLoader(TensorDataset(torch.randn(64, 256)), batch_size=8)
+trainer.fit(Net(), data, ckpt_path=sys.argv[3] if len(sys.argv) > 3 else None)
+print("global_step", trainer.global_step)
+"""
+
+
+def test_kill_9_during_an_async_fit_resumes_from_the_last_checkpoint(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(SRC), "OMP_NUM_THREADS": "1"}
+    folder = tmp_path / "ckpt"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", FIT, str(folder), "100000"], env=env, start_new_session=True
+    )
+    deadline = time.monotonic() + 60
+    while not (folder / "last.ckpt").exists():
+        assert proc.poll() is None and time.monotonic() < deadline, "the fit never saved"
+        time.sleep(0.01)
+    _wait_for_a_write(folder / "last.ckpt", proc)
+    time.sleep(random.Random(7).uniform(0.0, 0.3))
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    step = load_checkpoint(folder / "last.ckpt")["global_step"]
+    done = subprocess.run([sys.executable, "-c", FIT, str(folder), str(step + 3), "last"], env=env,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert f"global_step {step + 3}" in done.stdout

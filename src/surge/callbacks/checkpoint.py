@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Any, TypeGuard
 
-from ..checkpoint import is_surge_checkpoint, link_atomic, remove_stale_temporaries
+from ..checkpoint import is_surge_checkpoint, remove_stale_temporaries
 from ..errors import MisconfigurationError, SurgeRuntimeError, bad_value
 from ..paths import user_dir, writable_dir
 from ..rank_zero import warn
@@ -131,6 +131,7 @@ class ModelCheckpoint(Callback):
         self._timer = time.monotonic()
 
     def on_train_batch_end(self, trainer: Any, module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+        trainer.strategy.check_checkpoints()  # a background write's error, at this step boundary
         every = self.every_n_train_steps
         step = trainer.global_step
         if every and step > 0 and step % every == 0 and step != self._last_saved_step:
@@ -231,9 +232,9 @@ class ModelCheckpoint(Callback):
 
     def _write_last(self, trainer: Any, written: Path | None) -> None:
         last = self._folder() / f"last{self.FILE_EXTENSION}"
-        if written is not None and trainer.is_global_zero:
-            link_atomic(written, last)
-        elif written is None:
+        if written is not None:
+            trainer.strategy.link_checkpoint(written, last)  # once `written` is durable
+        else:
             trainer.save_checkpoint(last, weights_only=self.save_weights_only)
         self.last_model_path = str(last)
 

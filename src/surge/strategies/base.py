@@ -12,9 +12,11 @@ import torch
 from torch import Tensor, nn
 from torch.optim import Optimizer
 
-from ..checkpoint import load_checkpoint, save_atomic
+from ..checkpoint import link_atomic, load_checkpoint
+from ..checkpoint_writer import CheckpointWriter
 from ..errors import CheckpointError
 from ..model_state import apply_model_state, bare_state_dict
+from ..rank_zero import warn
 from ..results import Reducer
 from ..run_state import check_layout
 from ..shard_files import is_sharded
@@ -130,10 +132,46 @@ class Strategy:
     def optimizer_states(self, module: nn.Module, optimizers: list[Optimizer]) -> list[dict[str, Any]]:
         return [opt.state_dict() for opt in optimizers]
 
+    checkpoint_writer: CheckpointWriter = CheckpointWriter()  # at once; `async_checkpoint=True` sets another
+
+    def use_checkpoint_writer(self, writer: CheckpointWriter) -> None:
+        """Write checkpoints with `writer` (a background one for `async_checkpoint=True`)."""
+        self.checkpoint_writer = writer
+
     def save_checkpoint(self, state: dict[str, Any], path: str | Path) -> None:
+        writer = self.checkpoint_writer
         if self.is_global_zero:
-            save_atomic(state, path)
-        self.barrier("save_checkpoint")
+            writer.save(state, path)
+        if not writer.asynchronous:  # a background write is awaited in finish_checkpoints instead
+            self.barrier("save_checkpoint")
+
+    def link_checkpoint(self, source: Path, target: Path) -> None:
+        """Make `target` a copy of the checkpoint `source` (rank zero), once `source` is durable."""
+        if self.is_global_zero:
+            self.checkpoint_writer.then(lambda: link_atomic(source, target))
+
+    def check_checkpoints(self) -> None:
+        """Raise the error of a background write that failed (no sync: an attribute read)."""
+        self.checkpoint_writer.check()
+
+    def finish_checkpoints(self, leaving: BaseException | None = None) -> None:
+        """Wait for a background write (every rank, once rank zero's file is durable). Its error is
+        raised, or, while another error (`leaving`) ends the stage, added to that one as a note."""
+        writer = self.checkpoint_writer
+        if not writer.asynchronous:
+            return
+        try:
+            writer.wait()
+        except BaseException as err:
+            if leaving is None:
+                raise
+            note = f"also, a checkpoint written in the background failed: {err}"
+            if hasattr(leaving, "add_note"):  # Python >= 3.11
+                leaving.add_note(note)
+            warn(note)
+            return
+        if leaving is None:
+            self.barrier("finish_checkpoints")
 
     def load_checkpoint(self, path: str | Path) -> dict[str, Any]:
         """Read and verify a checkpoint (a sharded one's shard files too) before any state is used."""
@@ -194,7 +232,7 @@ class Strategy:
         if self.is_global_zero:
             from ..shard_files import remove_checkpoint
 
-            remove_checkpoint(path)
+            self.checkpoint_writer.then(lambda: remove_checkpoint(path))
 
     def explain_failure(self, err: BaseException) -> None:
         """Add what the strategy knows about why the run failed (e.g. a collective timeout)."""

@@ -68,6 +68,7 @@ class FSDPStrategy(ProcessGroupStrategy):
         process_group_backend: str | None = None,
     ) -> None:
         super().__init__(timeout=timeout, process_group_backend=process_group_backend)
+        self._side_group: SideGroup | None = None  # async_checkpoint's collectives, made at its first save
         self.shard_classes: tuple[type[nn.Module], ...] = ()
         self.shard_min_params: int | None = None
         if isinstance(shard, bool) or (isinstance(shard, int) and shard < 1):
@@ -175,10 +176,25 @@ class FSDPStrategy(ProcessGroupStrategy):
     def save_checkpoint(self, state: dict[str, Any], path: str | Path) -> None:
         from ..sharded import save_sharded
 
-        save_sharded(
-            state, path, rank=self.global_rank, world_size=self.world_size, broadcast=self.broadcast,
-            gather=self.all_gather_object, barrier=self.barrier,
-        )  # fmt: skip
+        writer = self.checkpoint_writer
+        if not writer.asynchronous:
+            save_sharded(
+                state, path, rank=self.global_rank, world_size=self.world_size, broadcast=self.broadcast,
+                gather=self.all_gather_object, barrier=self.barrier,
+            )  # fmt: skip
+            return
+        # Every rank writes its shards in its writer's thread, with the collectives of the save (DCP's
+        # plan, the shard digests, the commit) on a gloo group of their own: training's go on meanwhile.
+        side = SideGroup.of(self)
+        rank, size = self.global_rank, self.world_size
+
+        def write(snapshot: dict[str, Any], target: Path) -> Path:
+            return save_sharded(
+                snapshot, target, rank=rank, world_size=size, broadcast=side.broadcast,
+                gather=side.all_gather_object, barrier=side.barrier, group=side.group,
+            )  # fmt: skip
+
+        writer.save(state, path, write=write)
 
     def restore_model(
         self, module: nn.Module, ckpt: Mapping[str, Any], path: str | Path, strict: bool = True
@@ -266,3 +282,42 @@ def _native_to_named(
         "state": {to_name[i]: s for i, s in saved["state"].items()},
         "param_groups": [{**g, "params": [to_name[i] for i in g["params"]]} for g in saved["param_groups"]],
     }
+
+
+class SideGroup:
+    """A gloo process group for background checkpoint writes, made once per process group (a
+    collective: every rank makes it at the same save)."""
+
+    def __init__(self, timeout: datetime.timedelta) -> None:
+        import torch.distributed as dist
+
+        self.world = dist.group.WORLD  # held: the group this one was made beside
+        self.group = dist.new_group(backend="gloo", timeout=timeout)
+
+    @classmethod
+    def of(cls, strategy: FSDPStrategy) -> SideGroup:
+        import torch.distributed as dist
+
+        side = strategy._side_group
+        if side is None or side.world is not dist.group.WORLD:  # none yet, or made beside an ended group
+            side = strategy._side_group = cls(strategy.timeout)
+        return side
+
+    def broadcast(self, obj: Any) -> Any:
+        import torch.distributed as dist
+
+        box = [obj]
+        dist.broadcast_object_list(box, src=0, group=self.group)
+        return box[0]
+
+    def all_gather_object(self, obj: Any) -> list[Any]:
+        import torch.distributed as dist
+
+        out: list[Any] = [None] * dist.get_world_size(self.group)
+        dist.all_gather_object(out, obj, group=self.group)
+        return out
+
+    def barrier(self) -> None:
+        import torch.distributed as dist
+
+        dist.barrier(group=self.group)
