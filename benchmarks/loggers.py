@@ -23,8 +23,9 @@ from surge.loggers import CSVLogger, MLFlowLogger, TensorBoardLogger
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from servers import mlflow_server  # noqa: E402  (the tests' own server fixture)
 from workloads import build_model, make_loader  # noqa: E402
+
+from servers import mlflow_server  # noqa: E402  (the tests' own server fixture)
 
 
 class Logged(surge.Module):
