@@ -145,13 +145,18 @@ class Trainer(TrainerProperties):
         self._compiled: weakref.WeakSet[torch.nn.Module] = weakref.WeakSet()  # compiled once each
 
     # -- assembly --------------------------------------------------------------------------
-    def _connect(self) -> None:
-        """Before a stage's hooks (as Lightning): the device, the process group, one run directory."""
+    def _connect(self, ckpt_path: str | Path | None = None) -> Found | None:
+        """Before a stage's hooks (as Lightning): the device, the process group, the checkpoint to
+        resume (read before the run directory is chosen: a resume continues its loggers' runs),
+        one run directory."""
         self._accelerator.setup_device(self.root_device)
         self._strategy.setup_environment(self.root_device)
+        resume = self._find_checkpoint(ckpt_path)
+        self._publisher.continue_runs(resume.state if resume is not None else {})
         if self.world_size > 1 and self._log_dir is None:  # rank zero picks version_N; all use it
             shared = self._strategy.broadcast(str(self.log_dir) if self.is_global_zero else None)
             self._log_dir = Path(shared) if shared is not None else None
+        return resume
 
     def _setup(self, model: Module, stage: str) -> RunParts:
         if not isinstance(model, Module):
@@ -167,7 +172,7 @@ class Trainer(TrainerProperties):
         hooks = Hooks(self, model, [*self.callbacks, *(self.profiler.callbacks() if self.profiler else ())])
         self._hooks = hooks
         move = batch_mover(model, self.datamodule, self._precision, cfg.channels_last)
-        no_grad = torch.inference_mode if cfg.inference_mode else torch.no_grad
+        no_grad = self._strategy.evaluation_mode(cfg.inference_mode)
         self._parts = parts = RunParts(
             model, self._strategy, self._precision, hooks, move, self._publisher, no_grad
         )
@@ -189,9 +194,7 @@ class Trainer(TrainerProperties):
             datamodule, train_dataloaders = train_dataloaders, None
         check_step_defined(model, "training_step", "fit")
         self.datamodule = datamodule
-        resume = self._find_checkpoint(ckpt_path)  # first: a resume continues its loggers' runs
-        self._publisher.continue_runs(resume.state if resume is not None else {})
-        self._connect()
+        resume = self._connect(ckpt_path)
         self.callbacks = enter_stage(self, model, datamodule, "fit")
         train, vals = fit_loaders(train_dataloaders, val_dataloaders, datamodule, model)
         parts = self._setup(model, "fit")

@@ -213,9 +213,10 @@ def test_async_sharded_checkpoints_equal_the_sync_ones_and_resume_bit_for_bit(tw
     assert len(list(folder.glob("epoch=*.ckpt"))) == 2  # top 2 kept, older ones and their shards removed
     assert len(list(folder.glob("*.shards-*"))) == 2
     straight = fsdp(tmp_path, "straight", "--epochs", "2", "--shuffle")
-    # From inside the epoch (step 7 of 8): a resume at step 8 would validate before any training step,
-    # which FSDP does not survive today, with synchronous checkpoints too (an inference-tensor error).
-    inside = folder / "epoch=0-step=7.ckpt"
+    # From the epoch's last step, saved before its validation: the resume validates before any
+    # training step (FSDP evaluates under no_grad: parameters gathered under inference_mode could
+    # not be updated in place afterwards).
+    inside = folder / "epoch=0-step=8.ckpt"
     resumed = fsdp(
         tmp_path,
         "resumed",
@@ -227,6 +228,6 @@ def test_async_sharded_checkpoints_equal_the_sync_ones_and_resume_bit_for_bit(tw
         "--ckpt",
         str(inside),
     )
-    assert resumed["losses"] == straight["losses"][7:]
+    assert resumed["losses"] == straight["losses"][8:]
     for key, value in straight["state_dict"].items():
         assert torch.equal(value, resumed["state_dict"][key]), key

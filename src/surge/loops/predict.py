@@ -25,7 +25,7 @@ def run_prediction(parts: RunParts, loaders: Sequence[Iterable], limits: Sequenc
     move = parts.move
     outputs: list[list[Any]] = []
     try:
-        with torch.inference_mode():
+        with parts.evaluation_mode():
             hooks.call("on_predict_start")
             hooks.call("on_predict_epoch_start")
             for dl_idx, (loader, limit) in enumerate(zip(loaders, limits)):

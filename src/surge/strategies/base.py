@@ -22,6 +22,8 @@ from ..run_state import check_layout
 from ..shard_files import is_sharded
 
 if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
     from ..accelerators import Accelerator
     from ..launch.environment import ClusterEnvironment
 
@@ -51,6 +53,7 @@ class Strategy:
 
     name = "single"
     syncs_late = True  # gradients skipped under no_sync can be averaged by average_gradients()
+    inference_mode_safe = True  # evaluation may run under torch.inference_mode
 
     def __init__(self) -> None:
         self.device = torch.device("cpu")
@@ -82,6 +85,10 @@ class Strategy:
         return None
 
     # -- set-up ----------------------------------------------------------------------------
+    def evaluation_mode(self, inference_mode: bool) -> Callable[[], AbstractContextManager[Any]]:
+        """What evaluation runs under: `torch.inference_mode` when asked and this strategy allows it."""
+        return torch.inference_mode if inference_mode and self.inference_mode_safe else torch.no_grad
+
     def connect_precision(self, precision: Any) -> None:
         """Learn the precision plugin (a strategy that shards may need to adapt it)."""
 

@@ -57,6 +57,9 @@ class FSDPStrategy(ProcessGroupStrategy):
 
     name = "fsdp"
     syncs_late = False  # gradients skipped under no_sync cannot be reduced after the fact
+    # Parameters gathered under inference_mode become inference tensors that training cannot update
+    # in place (a resume that validates before its first step): evaluation runs under no_grad.
+    inference_mode_safe = False
 
     def __init__(
         self,
