@@ -11,6 +11,7 @@ import torch
 
 from . import data as data_mod
 from .accelerators import resolve_accelerator, resolve_devices
+from .activation_checkpointing import CheckpointPolicy
 from .assembly import (
     anomaly_mode,
     batch_mover,
@@ -109,6 +110,7 @@ class Trainer(TrainerProperties):
         barebones: bool = False,
         plugins: Any = None,
         model_registry: str | None = None,
+        activation_checkpointing: CheckpointPolicy | None = None,
     ) -> None:
         args = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
         doctor = requested_doctor_run()  # `surge doctor` runs this script: profile a short fit
