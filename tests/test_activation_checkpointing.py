@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F
-from helpers import fast_trainer, params_of
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 import surge
+from helpers import fast_trainer, params_of
 from surge.activation_checkpointing import Recompute, is_checkpointed
 
 SCRIPT = Path(__file__).parent / "distributed" / "ac_script.py"
@@ -103,8 +103,7 @@ def test_the_outermost_match_is_wrapped_once_and_reported_once(caplog):
         trainer.fit(model, loader())  # a second set-up wraps nothing again
     reports = [r.getMessage() for r in caplog.records if "activation_checkpointing" in r.getMessage()]
     assert reports == [
-        "activation_checkpointing: 5 modules recompute their activations in backward "
-        "(2 Linear, 3 Block)"
+        "activation_checkpointing: 5 modules recompute their activations in backward (2 Linear, 3 Block)"
     ], reports
     assert not is_checkpointed(model.blocks[0].lin)  # inside a checkpointed block: not twice
     assert not isinstance(model.blocks[0].forward.forward, Recompute)  # nor wrapped again by the 2nd fit
@@ -166,8 +165,8 @@ def test_a_policy_that_matches_nothing_or_answers_badly_is_refused():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
-def test_two_gloo_processes_train_the_same_weights_with_it(tmp_path, strategy):
-    sys.path.insert(0, str(Path(__file__).parent / "distributed"))
+def test_two_gloo_processes_train_the_same_weights_with_it(tmp_path, strategy, monkeypatch):
+    monkeypatch.syspath_prepend(str(SCRIPT.parent))
     from jobs import clean_env
 
     def run(name: str, *extra: str) -> dict:

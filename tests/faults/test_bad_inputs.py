@@ -580,6 +580,18 @@ ROWS = [
         ValueError,
         ["LearningRateFinder(attr_name='learning_rate')", "TinyModel"],
     ),
+    (
+        "activation-checkpointing-not-a-module",
+        _trainer(activation_checkpointing=[torch.nn.Linear, int]),
+        TypeError,
+        ["activation_checkpointing=", "nn.Module subclasses", "<class 'int'>"],
+    ),
+    (
+        "activation-checkpointing-class-unused",
+        _fit(TinyModel(), activation_checkpointing=[torch.nn.Conv2d]),
+        ValueError,
+        ["activation_checkpointing", "Conv2d", "TinyModel"],
+    ),
 ]
 
 
