@@ -3,7 +3,7 @@
     python benchmarks/gpu_check.py [--quick] [--out benchmarks/results/gpu_check.json]
 
 Every section runs in its own try/except and time box, and is skipped with a note once the total
-budget (`--budget-s`, default 300 s) is spent. The markdown report goes to stdout section by section
+budget (`--budget-s`, default 480 s) is spent. The markdown report goes to stdout section by section
 and the JSON is rewritten after every section, so a run killed from outside keeps what it measured.
 Without CUDA the script prints the environment and exits 0; `--cpu-smoke` instead runs the
 correctness and throughput sections on the CPU at tiny sizes, to prove the code paths.
@@ -89,6 +89,7 @@ class Plan:
     timed: int
     repeats: int
     sync_window: tuple[int, int] = (5, 25)
+    gpt: LMConfig = LMConfig()  # the GPT-style model of the compile="step", float8 and MFU sections
 
 
 def make_plan(quick: bool, cpu_smoke: bool) -> Plan:
@@ -96,7 +97,9 @@ def make_plan(quick: bool, cpu_smoke: bool) -> Plan:
     if cpu_smoke:
         tiny = LMConfig(vocab=64, d_model=32, n_layers=2, n_heads=2, seq=16, batch=8)
         cases = tuple(SpeedCase(f"tiny {p}", tiny, p) for p in ("32-true", "bf16-mixed"))
-        return Plan(tiny, tiny, ("32-true", "bf16-mixed"), 40, cases, (), warmup=3, timed=10, repeats=1)
+        return Plan(
+            tiny, tiny, ("32-true", "bf16-mixed"), 40, cases, (), warmup=3, timed=10, repeats=1, gpt=tiny
+        )
     small = LMConfig()
     medium = LMConfig(d_model=512, n_layers=8, n_heads=8, seq=256)
     eager = (
@@ -106,11 +109,14 @@ def make_plan(quick: bool, cpu_smoke: bool) -> Plan:
     )
     precisions = ("32-true", "16-mixed", "bf16-mixed", "bf16-true")
     large = LMConfig(d_model=1024, n_layers=8, n_heads=16, seq=512, batch=16)
+    gpt = LMConfig(vocab=8192, d_model=512, n_layers=6, n_heads=8, seq=512, batch=16)
     if quick:
         compiled = (SpeedCase("small bf16-mixed, compiled", small, "bf16-mixed", compiled=True),)
-        return Plan(small, large, precisions, 60, eager[:2], compiled, warmup=10, timed=50, repeats=1)
+        return Plan(
+            small, large, precisions, 60, eager[:2], compiled, warmup=10, timed=50, repeats=1, gpt=gpt
+        )
     compiled = (SpeedCase("medium bf16-mixed, compiled", medium, "bf16-mixed", compiled=True),)
-    return Plan(small, large, precisions, 150, eager, compiled, warmup=20, timed=200, repeats=2)
+    return Plan(small, large, precisions, 150, eager, compiled, warmup=20, timed=200, repeats=2, gpt=gpt)
 
 
 # -- the model and its data ------------------------------------------------------------------------
@@ -823,6 +829,121 @@ def sharded(ctx: Ctx, out: Outcome) -> None:
     )
 
 
+def gpt_run(
+    ctx: Ctx, module: surge.Module, batches: Sequence[Tensor], **kwargs: Any
+) -> tuple[float, list[float]]:
+    """Tokens/s over the plan's timed steps of one bf16-mixed fit of `module`, and every step's loss."""
+    cfg, plan = ctx.plan.gpt, ctx.plan
+    marks, recorder = Marks(plan.warmup, plan.warmup + plan.timed, ctx.device), LossRecorder()
+    if "compile" in kwargs:
+        torch._dynamo.reset()
+    surge_fit(ctx, module, batches, [OnBatchStart(marks), recorder], precision="bf16-mixed", **kwargs)
+    return plan.timed * cfg.batch * cfg.seq / marks.seconds, recorder.values()
+
+
+def mfu_row(ctx: Ctx, label: str, tok_s: float, losses: list[float]) -> dict[str, Any]:
+    """Tokens/s, achieved TFLOP/s and MFU (against the GPU's dense bf16 peak) of one GPT run."""
+    peak = peak_bf16_flops() if ctx.cuda else None
+    achieved = flops_per_token(ctx.plan.gpt) * tok_s
+    return {
+        "run": label, "tok/s": tok_s, "TFLOP/s": achieved / 1e12,
+        "MFU": f"{achieved / peak:.1%}" if peak else "N/A", "first loss": losses[0], "last loss": losses[-1],
+    }  # fmt: skip
+
+
+def refusal(ctx: Ctx, **kwargs: Any) -> str | None:
+    """Why this checkout's Trainer refuses `kwargs`, or None when it takes them."""
+    try:
+        make_trainer(ctx, **kwargs)
+    except (NotAvailable, surge.SurgeError) as err:
+        return str(err)
+    return None
+
+
+def gpt_compile_step(ctx: Ctx, out: Outcome) -> None:
+    """The GPT-style LM at bf16-mixed: eager against `Trainer(compile="step")`, tokens/s and MFU."""
+    cfg, plan = ctx.plan.gpt, ctx.plan
+    batches = make_batches(cfg, plan.warmup + plan.timed + 1, pin=ctx.cuda)
+    params = sum(p.numel() for p in meta_net(cfg).parameters())
+    out.notes.append(
+        f"{cfg}; {params / 1e6:.1f} M parameters; FLOPs per token = 6 x matmul weights + 12 x layers x "
+        f"d_model x seq (attention); {plan.timed} timed steps after {plan.warmup}"
+    )
+    tok_s, losses = gpt_run(ctx, LMModule(cfg), batches)
+    out.rows.append(mfu_row(ctx, "eager", tok_s, losses))
+    out.checks["eager: loss finite and falling"] = math.isfinite(losses[-1]) and losses[-1] < losses[0]
+    why = refusal(ctx, compile="step")
+    if why is not None:
+        out.notes.append(f'compile="step" skipped: the Trainer refuses it ({why})')
+    elif not ctx.cuda:
+        out.notes.append('compile="step" accepted; not run in --cpu-smoke (compiling takes minutes on CPU)')
+    else:
+        tok_s, losses = gpt_run(ctx, LMModule(cfg), batches, compile="step")
+        out.rows.append(mfu_row(ctx, 'compile="step"', tok_s, losses))
+        out.checks['compile="step": loss finite and falling'] = (
+            math.isfinite(losses[-1]) and losses[-1] < losses[0]
+        )
+
+
+def float8_unavailable(ctx: Ctx) -> str | None:
+    """Why float8 training cannot run here, or None."""
+    if not ctx.cuda:
+        return "needs a CUDA GPU"
+    major, minor = torch.cuda.get_device_capability(ctx.device)
+    if (major, minor) < (8, 9):
+        return f"needs SM >= 8.9 (float8 tensor cores); this GPU is SM {major}.{minor}"
+    try:
+        import torchao.float8  # noqa: F401
+    except Exception as err:  # ImportError, or a torchao built for another torch
+        return f"torchao.float8 does not import: {type(err).__name__}: {err}"
+    return None
+
+
+def float8_training(ctx: Ctx, out: Outcome) -> None:
+    """The GPT-style LM with torchao's float8 linears (`convert_to_float8_training`) against bf16."""
+    why = float8_unavailable(ctx)
+    if why is not None:
+        out.notes.append(f"skipped: {why}")
+        return
+    from torchao.float8 import convert_to_float8_training
+
+    cfg, plan = ctx.plan.gpt, ctx.plan
+    batches = make_batches(cfg, plan.warmup + plan.timed + 1, pin=ctx.cuda)
+    compiled = {"compile": True} if refusal(ctx, compile=True) is None else {}
+    for label in ("bf16-mixed", "float8 linears"):
+        module = LMModule(cfg)
+        if label != "bf16-mixed":  # the head (vocab-sized output) stays in bf16, as torchtitan does
+            convert_to_float8_training(module.net, module_filter_fn=lambda m, fqn: fqn != "head")
+        tok_s, losses = gpt_run(ctx, module, batches, **compiled)
+        out.rows.append(mfu_row(ctx, label + (", compiled" if compiled else ""), tok_s, losses))
+        out.checks[f"{label}: loss finite and falling"] = math.isfinite(losses[-1]) and losses[-1] < losses[0]
+    out.notes.append("MFU against the bf16 dense peak for both rows (float8's own peak is twice that)")
+
+
+def activation_checkpointing_memory(ctx: Ctx, out: Outcome) -> None:
+    """torch.cuda.max_memory_allocated and step time of the large LM, bf16-mixed, with and without
+    `activation_checkpointing=[Block]`."""
+    cfg, steps = ctx.plan.large, 6
+    batches = make_batches(cfg, steps, pin=ctx.cuda)
+    rows: dict[str, dict[str, Any]] = {}
+    for label, policy in (("None", None), ("[Block]", [Block])):
+        release_memory(ctx)
+        torch.cuda.reset_peak_memory_stats()
+        marks = Marks(2, steps - 1, ctx.device)
+        surge_fit(ctx, LMModule(cfg), batches, [OnBatchStart(marks)], precision="bf16-mixed",
+                  activation_checkpointing=policy)  # fmt: skip
+        peak = torch.cuda.max_memory_allocated() / 2**20
+        rows[label] = {"activation_checkpointing": label, "peak MiB": peak,
+                       "step ms": marks.seconds / (steps - 3) * 1e3}  # fmt: skip
+        out.rows.append(rows[label])
+    off, on = rows["None"], rows["[Block]"]
+    on["vs None"] = (
+        f"memory {on['peak MiB'] / off['peak MiB']:.2f}x, time {on['step ms'] / off['step ms']:.2f}x"
+    )
+    out.notes.append(f"{cfg}; {steps} steps each, time over the middle {steps - 3}")
+    out.checks["activation checkpointing lowers the peak"] = on["peak MiB"] < off["peak MiB"]
+
+
 # -- the runner ------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Section:
@@ -845,6 +966,15 @@ SECTIONS = (
     Section("7. Manual model parallelism", model_parallel, 45),
     Section("8. devices=[N]", device_index, 30),
     Section("9. FSDP (and DataParallel with 2+ GPUs)", sharded, 60),
+    Section(
+        '10. GPT-style LM, bf16-mixed: eager vs compile="step", MFU',
+        gpt_compile_step,
+        150,
+        min_s=30,
+        gpu_only=False,
+    ),  # fmt: skip
+    Section("11. Activation checkpointing: peak memory", activation_checkpointing_memory, 60),
+    Section("12. float8 training (torchao)", float8_training, 150, min_s=60, gpu_only=False),
     Section(
         "4b. Throughput vs a raw loop (torch.compile)", throughput(lambda p: p.compiled_cases), 240, min_s=60
     ),
@@ -953,7 +1083,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         "--out", type=Path, help="JSON path (default benchmarks/results/gpu_check[_cpu_smoke].json)"
     )
     parser.add_argument(
-        "--budget-s", type=float, default=300.0, help="total seconds before sections are skipped"
+        "--budget-s", type=float, default=480.0, help="total seconds before sections are skipped"
     )
     args = parser.parse_args(argv)
     if args.out is None:

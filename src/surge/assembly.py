@@ -11,8 +11,8 @@ from typing import Any, cast
 
 import torch
 
+from . import activation_checkpointing, speed
 from . import data as data_mod
-from . import speed
 from .accelerators import Accelerator
 from .callbacks.base import Callback, overrides
 from .callbacks.timer import Timer
@@ -226,6 +226,7 @@ def prepare_module(
     if cfg.sync_batchnorm:  # before the strategy wraps it, as Lightning does
         check_sync_batchnorm(True, strategy.device.type, strategy.world_size)
         torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)
+    activation_checkpointing.apply(model, cfg.activation_checkpointing)  # before sharding, before compile
     strategy.setup_module(model)
     if cfg.channels_last:
         # nn.Module.to takes memory_format (documented), but torch's overloads leave it out

@@ -10,6 +10,7 @@ from typing import Any, TypeGuard
 
 import torch
 
+from .activation_checkpointing import check_policy
 from .callbacks.timer import parse_duration
 from .config_lightning import check_lightning_arguments
 from .errors import MisconfigurationError, SurgeTypeError, bad_value
@@ -101,6 +102,7 @@ class TrainerConfig:
     plugins: Any = None
     model_registry: str | None = None
     async_checkpoint: bool = False
+    activation_checkpointing: Any = None
 
     def __post_init__(self) -> None:
         if self.max_epochs is not None:
@@ -150,6 +152,7 @@ class TrainerConfig:
         if self.deterministic not in (None, True, False, "warn"):
             raise bad_value("deterministic", self.deterministic, 'None, True, False or "warn"')
         self._check_speed_options()
+        self.activation_checkpointing = check_policy(self.activation_checkpointing)
         self._check_tuning()
         root = self.default_root_dir
         if root is not None and not isinstance(root, str | os.PathLike):

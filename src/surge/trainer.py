@@ -11,6 +11,7 @@ import torch
 
 from . import data as data_mod
 from .accelerators import resolve_accelerator, resolve_devices
+from .activation_checkpointing import CheckpointPolicy
 from .assembly import (
     anomaly_mode,
     batch_mover,
@@ -111,6 +112,7 @@ class Trainer(TrainerProperties):
         plugins: Any = None,
         model_registry: str | None = None,
         async_checkpoint: bool = False,
+        activation_checkpointing: CheckpointPolicy | None = None,
     ) -> None:
         args = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
         doctor = requested_doctor_run()  # `surge doctor` runs this script: profile a short fit

@@ -592,6 +592,18 @@ ROWS = [
         ValueError,
         ["async_checkpoint", "'yes'"],
     ),
+    (
+        "activation-checkpointing-not-a-module",
+        _trainer(activation_checkpointing=[torch.nn.Linear, int]),
+        TypeError,
+        ["activation_checkpointing=", "nn.Module subclasses", "<class 'int'>"],
+    ),
+    (
+        "activation-checkpointing-class-unused",
+        _fit(TinyModel(), activation_checkpointing=[torch.nn.Conv2d]),
+        ValueError,
+        ["activation_checkpointing", "Conv2d", "TinyModel"],
+    ),
 ]
 
 

@@ -43,7 +43,13 @@ def test_cpu_smoke_runs_correctness_and_throughput(tmp_path):
         "1. Environment",
         "2. Precision correctness",
         "4. Throughput vs a raw loop (eager)",
+        '10. GPT-style LM, bf16-mixed: eager vs compile="step", MFU',
+        "12. float8 training (torchao)",
     ]
+    gpt = sections['10. GPT-style LM, bf16-mixed: eager vs compile="step", MFU']
+    assert gpt["status"] == "PASS" and gpt["rows"][0]["run"] == "eager" and gpt["rows"][0]["tok/s"] > 0, gpt
+    assert any('compile="step"' in note for note in gpt["notes"]), gpt
+    assert sections["12. float8 training (torchao)"]["notes"] == ["skipped: needs a CUDA GPU"]
     correctness = sections["2. Precision correctness"]
     assert correctness["status"] == "PASS", correctness
     assert [row["precision"] for row in correctness["rows"]] == ["32-true", "bf16-mixed"]
