@@ -148,7 +148,9 @@ class BackboneModel(surge.Module):
         return torch.optim.SGD(filter(lambda p: p.requires_grad, self.parameters()), lr=0.1, momentum=0.9)
 
 
-def finetune_by_hand(model: BackboneModel, data: DataLoader, epochs: int, unfreeze_at: int) -> list[float]:
+def finetune_by_hand(
+    model: BackboneModel, data: DataLoader, epochs: int, unfreeze_at: int, clip: float | None = None
+) -> list[float]:
     """Lightning's BackboneFinetuning schedule in plain PyTorch; the backbone's rate per epoch."""
     for p in model.backbone.parameters():
         p.requires_grad = False
@@ -166,6 +168,8 @@ def finetune_by_hand(model: BackboneModel, data: DataLoader, epochs: int, unfree
         rates.append(backbone_lr)
         for x, y in data:
             F.cross_entropy(model(x), y).backward()
+            if clip is not None:
+                torch.nn.utils.clip_grad_norm_([p for g in opt.param_groups for p in g["params"]], clip)
             opt.step()
             opt.zero_grad()
     return rates
@@ -191,6 +195,17 @@ def test_backbone_finetuning_matches_the_schedule_by_hand():
     for (name, got), want in zip(model.state_dict().items(), reference.state_dict().values()):
         assert torch.allclose(got, want, atol=1e-6), name
     assert finetuning.previous_backbone_lr == pytest.approx(0.08)
+
+
+def test_gradient_clipping_covers_the_param_groups_finetuning_adds():
+    torch.manual_seed(0)
+    model = BackboneModel()
+    reference = copy.deepcopy(model)
+    finetune_by_hand(reference, loader(), epochs=3, unfreeze_at=1, clip=0.05)
+    finetuning = BackboneFinetuning(unfreeze_backbone_at_epoch=1)
+    fast_trainer(max_epochs=3, callbacks=[finetuning], gradient_clip_val=0.05).fit(model, loader())
+    for (name, got), want in zip(model.state_dict().items(), reference.state_dict().values()):
+        assert torch.allclose(got, want, atol=1e-6), name
 
 
 def test_backbone_finetuning_needs_a_backbone():

@@ -187,18 +187,17 @@ class Optimization:
     def _clip_fn(self, opt: Optimizer, value: float | None, algorithm: str) -> Callable[[], None] | None:
         if value is None:
             return None
-        params = [p for group in opt.param_groups for p in group["params"]]
         precision = self._precision
-        if algorithm == "norm":
+        clip_ = torch.nn.utils.clip_grad_norm_ if algorithm == "norm" else torch.nn.utils.clip_grad_value_
+        params: list[torch.Tensor] = []
+        groups = -1
 
-            def clip() -> None:
-                precision.unscale_gradients(opt)
-                torch.nn.utils.clip_grad_norm_(params, value)
-        else:
-
-            def clip() -> None:
-                precision.unscale_gradients(opt)
-                torch.nn.utils.clip_grad_value_(params, value)
+        def clip() -> None:
+            nonlocal params, groups
+            if len(opt.param_groups) != groups:  # a callback added a group (BaseFinetuning's unfreeze)
+                params, groups = [p for g in opt.param_groups for p in g["params"]], len(opt.param_groups)
+            precision.unscale_gradients(opt)
+            clip_(params, value)
 
         return clip
 
