@@ -242,3 +242,36 @@ def test_nothing_logged_starts_no_run(tmp_path):
     logger = WandbLogger(save_dir=tmp_path, offline=True, id="given", dir=tmp_path)
     logger.finalize("success")
     assert logger.version == "given" and not (tmp_path / "wandb").exists()
+
+
+def test_log_model_true_logs_the_kept_checkpoints_when_the_fit_ends(tmp_path):
+    logger = WandbLogger(save_dir=tmp_path, offline=True, log_model=True, checkpoint_name="net")
+    saves = surge.callbacks.ModelCheckpoint(dirpath=tmp_path / "ckpts", monitor="val_loss", save_top_k=1)
+    _fit(tmp_path, logger, callbacks=[saves])
+    (log,) = run_logs(logger)
+    artifacts = kinds(log, "artifact")
+    assert [(a.name, sorted(a.aliases)) for a in artifacts] == [("net", ["best", "latest"])]
+    (best,) = (tmp_path / "ckpts").glob("*.ckpt")
+    meta = json.loads(artifacts[0].metadata)
+    assert meta == {"score": saves.best_model_score, "original_filename": best.name}
+    digest = b64encode(hashlib.md5(best.read_bytes()).digest()).decode()
+    assert [c.digest for c in artifacts[0].manifest.contents] == [digest]
+
+
+def test_a_stage_after_the_fit_continues_the_run(tmp_path):
+    logger = WandbLogger(save_dir=tmp_path, offline=True)
+    trainer = _fit(tmp_path, logger)
+    before = values(logger)
+    trainer.validate(trainer.lightning_module, rp.loaders()[1])
+    added = values(logger) - before
+    assert [k for k, _, _ in added] == ["val_loss"]  # at the fit's last step, kept beside the fit's
+    assert len(run_logs(logger)) == 2 and [e.exit_code for e in kinds(run_logs(logger)[1], "exit")] == [0]
+
+
+def test_an_interrupted_run_finishes_with_exit_code_130(tmp_path):
+    logger = WandbLogger(save_dir=tmp_path, offline=True)
+    logger.log_metrics({"a": 1.0}, step=4)
+    logger.finalize("interrupted")
+    (log,) = run_logs(logger)
+    assert [e.exit_code for e in kinds(log, "exit")] == [130]
+    assert [(r["a"], r[STEP_KEY]) for r in history_rows(log)] == [(1.0, 4)]

@@ -70,7 +70,7 @@ class WandbLogger(Logger):
         _check_init_kwargs(wandb, kwargs, offline)
         self._init: dict[str, Any] = {"name": name, "project": project or os.environ.get("WANDB_PROJECT")}
         self._init["project"] = self._init["project"] or "surge_logs"
-        self._init.update(dir=os.fspath(folder), resume="allow")
+        self._init.update(dir=str(Path(folder).resolve()), resume="allow")
         if offline:
             self._init["mode"] = "offline"
         if anonymous is not None:

@@ -88,12 +88,12 @@ def history_rows(path: Path) -> Iterator[dict[str, Any]]:
             }
 
 
-def segments(wandb_dir: Path, run_id: str) -> list[Path]:
+def segments(wandb_dir: str | Path, run_id: str) -> list[Path]:
     """The transaction logs of run `run_id` under `wandb_dir` (one per process that logged to it),
     oldest first: `[offline-]run-<time>-<id>[-<n>]/run-<id>.wandb` (wandb adds `-<n>` when a folder
     of the same second exists)."""
     found: dict[Path, tuple[str, int]] = {}
-    for path in wandb_dir.glob(f"*run-*-{run_id}*/run-{run_id}.wandb"):
+    for path in Path(wandb_dir).glob(f"*run-*-{run_id}*/run-{run_id}.wandb"):
         stamp, _, rest = path.parent.name.removeprefix("offline-").removeprefix("run-").partition("-")
         suffix = rest[len(run_id) :]
         if rest.startswith(run_id) and (suffix == "" or (suffix[:1] == "-" and suffix[1:].isdigit())):
