@@ -275,3 +275,22 @@ def test_an_interrupted_run_finishes_with_exit_code_130(tmp_path):
     (log,) = run_logs(logger)
     assert [e.exit_code for e in kinds(log, "exit")] == [130]
     assert [(r["a"], r[STEP_KEY]) for r in history_rows(log)] == [(1.0, 4)]
+
+
+def test_a_run_already_active_is_not_taken_over(tmp_path):
+    mine = wandb.init(project="mine", dir=tmp_path, mode="offline")
+    try:
+        logger = WandbLogger(save_dir=tmp_path, offline=True)
+        with pytest.raises(surge.errors.SurgeError, match=rf"{mine.id}.*reinit=\"create_new\""):
+            logger.log_metrics({"a": 1.0}, step=0)
+        both = WandbLogger(save_dir=tmp_path, offline=True, reinit="create_new")
+        both.log_metrics({"a": 2.0}, step=0)
+        assert both.experiment.id != mine.id
+        both.finalize("success")
+        assert [r["a"] for r in history_rows(run_logs(both)[0])] == [2.0]
+        given = WandbLogger(experiment=mine)
+        given.log_metrics({"b": 3.0}, step=1)
+        given.finalize("success")
+        assert given.version == mine.id and given.experiment is mine  # the caller's run, not finished
+    finally:
+        mine.finish()

@@ -101,6 +101,12 @@ class WandbLogger(Logger):
         wandb = _import_wandb()
         Path(self._init["dir"]).mkdir(parents=True, exist_ok=True)
         run = wandb.init(**{**self._init, "id": self.version})
+        if run.id != self.version:
+            raise SurgeRuntimeError(
+                f"WandbLogger: wandb.init returned the run {run.id} already active in this process, not "
+                f"run {self.version}; finish that run first, pass it as WandbLogger(experiment=...), or "
+                'pass WandbLogger(reinit="create_new") to keep both'
+            )
         run.define_metric(STEP_KEY)
         run.define_metric("*", step_metric=STEP_KEY, step_sync=True)
         self._id = run.id
