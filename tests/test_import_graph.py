@@ -155,6 +155,8 @@ OPTIONAL_PACKAGES = {
     "torch.utils.tensorboard",
     "sklearn",
     "psutil",
+    "mlflow",
+    "wandb",
 }
 
 

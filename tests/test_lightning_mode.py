@@ -157,7 +157,7 @@ def test_lightning_names_are_surge_objects(mode):
 @pytest.mark.parametrize(
     "statement, named",
     [
-        ("from lightning.pytorch.loggers import WandbLogger", "lightning.pytorch.loggers.WandbLogger"),
+        ("from lightning.pytorch.loggers import CometLogger", "lightning.pytorch.loggers.CometLogger"),
         ("from lightning import Fabric", "lightning.Fabric"),
         ("import lightning.fabric", "lightning.fabric"),
         ("from lightning.pytorch.demos import MNIST", "lightning.pytorch.demos.MNIST"),
