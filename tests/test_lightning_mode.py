@@ -145,11 +145,12 @@ def test_lightning_names_are_surge_objects(mode):
     assert rank_zero_only.rank == 0
     assert apply_to_collection({"a": [1, 2]}, int, lambda x: x * 10) == {"a": [10, 20]}
     assert L.pytorch is pl
-    from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
+    from lightning.pytorch.loggers import CSVLogger, MLFlowLogger, TensorBoardLogger, WandbLogger
 
     # surge's own classes, so `isinstance(trainer.logger, TensorBoardLogger)` holds for the default.
     assert isinstance(L.Trainer(logger=True).logger, TensorBoardLogger)
     assert CSVLogger is surge.loggers.CSVLogger
+    assert MLFlowLogger is surge.loggers.MLFlowLogger and WandbLogger is surge.loggers.WandbLogger
     with pytest.raises(MisconfigurationError, match="prefix"):
         CSVLogger("logs", prefix="train")
 

@@ -1,18 +1,18 @@
 """`lightning.pytorch.loggers`: surge's CSV and TensorBoard loggers, which take Lightning's
 arguments (`flush_logs_every_n_steps`, `default_hp_metric`, an empty `prefix`, no `sub_dir`), and
-its `WandbLogger` (Lightning's constructor arguments)."""
+its `MLFlowLogger` and `WandbLogger` (Lightning's constructor arguments)."""
 
 from __future__ import annotations
 
-from ..loggers import CSVLogger, Logger, TensorBoardLogger, WandbLogger
+from ..loggers import CSVLogger, Logger, MLFlowLogger, TensorBoardLogger, WandbLogger
 from .refuse import module_getattr
 
 __getattr__ = module_getattr(
     "lightning.pytorch.loggers",
     {
-        name: "surge writes CSV and TensorBoard; pass a surge.loggers.Logger subclass of your own"
-        for name in ("MLFlowLogger", "CometLogger", "NeptuneLogger", "LitLogger")
+        name: "surge writes CSV, TensorBoard, MLflow and W&B; pass a surge.loggers.Logger subclass of your own"
+        for name in ("CometLogger", "NeptuneLogger", "LitLogger")
     },
 )
 
-__all__ = ["CSVLogger", "Logger", "TensorBoardLogger", "WandbLogger"]
+__all__ = ["CSVLogger", "Logger", "MLFlowLogger", "TensorBoardLogger", "WandbLogger"]
