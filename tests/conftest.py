@@ -39,3 +39,30 @@ def loaders():
 def trainer_factory():
     """Factory: `fast_trainer(**overrides)`."""
     return fast_trainer
+
+
+@pytest.fixture
+def host_reads(monkeypatch):
+    """Counts `Tensor.item()` and `.tolist()` calls (reads of the device by the host) made outside
+    torch's DataLoader, which draws its seeds and permutations on CPU tensors once per epoch."""
+    import sys
+
+    import torch
+
+    counts = {"item": 0, "tolist": 0}
+    real_item, real_tolist = torch.Tensor.item, torch.Tensor.tolist
+
+    def ours() -> bool:
+        return not sys._getframe(2).f_globals.get("__name__", "").startswith("torch.utils.data")
+
+    def item(self):
+        counts["item"] += ours()
+        return real_item(self)
+
+    def tolist(self):
+        counts["tolist"] += ours()
+        return real_tolist(self)
+
+    monkeypatch.setattr(torch.Tensor, "item", item)
+    monkeypatch.setattr(torch.Tensor, "tolist", tolist)
+    return counts

@@ -95,13 +95,13 @@ class SaveAt(surge.callbacks.Callback):
 
 def trainer(root: Path, devices: int, callbacks=(), **kw: Any) -> surge.Trainer:
     kw.setdefault("max_epochs", EPOCHS)
+    kw.setdefault("logger", Recorder())
     return surge.Trainer(
         default_root_dir=root,
         accelerator="cpu",
         devices=devices,
         accumulate_grad_batches=ACCUMULATE,
         log_every_n_steps=1,
-        logger=Recorder(),
         callbacks=list(callbacks),
         enable_progress_bar=False,
         enable_model_summary=False,
@@ -109,9 +109,10 @@ def trainer(root: Path, devices: int, callbacks=(), **kw: Any) -> surge.Trainer:
     )
 
 
-def fit(root: Path, devices: int, seed: int, ckpt: Path | None = None, callbacks=(), **kw: Any):
+def fit(root: Path, devices: int, seed: int, ckpt: Path | None = None, callbacks=(), model=None, **kw: Any):
+    """The workload's fit (`model` built after seeding: a `Net` unless a factory is given)."""
     surge.seed_everything(seed)
-    model = Net()
+    model = Net() if model is None else model()
     t = trainer(root, devices, callbacks, **kw)
     train, val = loaders()
     t.fit(model, train, val, ckpt_path=ckpt)

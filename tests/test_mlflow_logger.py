@@ -4,7 +4,6 @@ same run with no step written twice, from several save points; no host read per 
 
 from __future__ import annotations
 
-import sys
 from collections import defaultdict
 
 import pytest
@@ -33,21 +32,8 @@ class HNet(rp.Net):
 
 
 def _fit(root, logger, seed=11, callbacks=(), ckpt=None, **kw) -> surge.Trainer:
-    surge.seed_everything(seed)
-    trainer = surge.Trainer(
-        default_root_dir=root,
-        max_epochs=rp.EPOCHS,
-        accelerator="cpu",
-        accumulate_grad_batches=rp.ACCUMULATE,
-        log_every_n_steps=1,
-        logger=logger,
-        callbacks=list(callbacks),
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        **kw,
-    )
-    trainer.fit(HNet(nested={"a": 1, "b": [2, 3]}), *rp.loaders(), ckpt_path=ckpt)
-    return trainer
+    model = lambda: HNet(nested={"a": 1, "b": [2, 3]})  # noqa: E731
+    return rp.fit(root, 1, seed, ckpt, callbacks, model=model, logger=logger, **kw)[1]
 
 
 def history(client: MlflowClient, run_id: str) -> dict[str, list[tuple[int, float]]]:
@@ -110,23 +96,8 @@ def test_a_resume_continues_the_run_and_writes_no_step_twice(server, tmp_path):
     assert len(runs) == 2  # the reference and the one continued run: no run per resume
 
 
-def test_logging_to_mlflow_reads_the_host_only_at_intervals(server, tmp_path, monkeypatch):
-    counts = {"item": 0, "tolist": 0}
-    real_item, real_tolist = torch.Tensor.item, torch.Tensor.tolist
-
-    def ours() -> bool:
-        return not sys._getframe(2).f_globals.get("__name__", "").startswith("torch.utils.data")
-
-    def item(self):
-        counts["item"] += ours()
-        return real_item(self)
-
-    def tolist(self):
-        counts["tolist"] += ours()
-        return real_tolist(self)
-
-    monkeypatch.setattr(torch.Tensor, "item", item)
-    monkeypatch.setattr(torch.Tensor, "tolist", tolist)
+def test_logging_to_mlflow_reads_the_host_only_at_intervals(server, tmp_path, host_reads):
+    counts = host_reads
     logger = MLFlowLogger(experiment_name="reads", tracking_uri=server)
     x, y = torch.randn(64 * 50, 6), torch.randint(0, 3, (64 * 50,))
     loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=64)

@@ -24,20 +24,7 @@ pytest.importorskip("tensorboard")
 
 
 def _fit(root: Path, seed: int, callbacks=(), ckpt: Path | None = None) -> surge.Trainer:
-    surge.seed_everything(seed)
-    trainer = surge.Trainer(
-        default_root_dir=root,
-        max_epochs=rp.EPOCHS,
-        accelerator="cpu",
-        accumulate_grad_batches=rp.ACCUMULATE,
-        log_every_n_steps=1,
-        callbacks=list(callbacks),
-        enable_progress_bar=False,
-        enable_model_summary=False,
-    )
-    train, val = rp.loaders()
-    trainer.fit(rp.Net(), train, val, ckpt_path=ckpt)
-    return trainer
+    return rp.fit(root, 1, seed, ckpt, callbacks, logger=True)[1]
 
 
 def csv_values(run: Path) -> Counter:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sys
 import time
 from base64 import b64encode
 from collections import Counter, defaultdict
@@ -58,20 +57,8 @@ class HNet(rp.Net):
 
 
 def _fit(root, logger, seed=11, callbacks=(), ckpt=None, **hp) -> surge.Trainer:
-    surge.seed_everything(seed)
-    trainer = surge.Trainer(
-        default_root_dir=root,
-        max_epochs=rp.EPOCHS,
-        accelerator="cpu",
-        accumulate_grad_batches=rp.ACCUMULATE,
-        log_every_n_steps=1,
-        logger=logger,
-        callbacks=list(callbacks),
-        enable_progress_bar=False,
-        enable_model_summary=False,
-    )
-    trainer.fit(HNet(nested={"a": 1, "b": [2, 3]}, **hp), *rp.loaders(), ckpt_path=ckpt)
-    return trainer
+    model = lambda: HNet(nested={"a": 1, "b": [2, 3]}, **hp)  # noqa: E731
+    return rp.fit(root, 1, seed, ckpt, callbacks, model=model, logger=logger)[1]
 
 
 def run_logs(logger: WandbLogger) -> list[Path]:
@@ -189,23 +176,8 @@ def test_a_resume_continues_the_run_and_writes_no_step_twice(tmp_path):
         assert rows == sorted(set(rows))  # W&B rows numbered on across the processes
 
 
-def test_logging_to_wandb_reads_the_host_only_at_intervals(tmp_path, monkeypatch):
-    counts = {"item": 0, "tolist": 0}
-    real_item, real_tolist = torch.Tensor.item, torch.Tensor.tolist
-
-    def ours() -> bool:
-        return not sys._getframe(2).f_globals.get("__name__", "").startswith("torch.utils.data")
-
-    def item(self):
-        counts["item"] += ours()
-        return real_item(self)
-
-    def tolist(self):
-        counts["tolist"] += ours()
-        return real_tolist(self)
-
-    monkeypatch.setattr(torch.Tensor, "item", item)
-    monkeypatch.setattr(torch.Tensor, "tolist", tolist)
+def test_logging_to_wandb_reads_the_host_only_at_intervals(tmp_path, host_reads):
+    counts = host_reads
     logger = WandbLogger(save_dir=tmp_path, offline=True, project="reads")
     x, y = torch.randn(64 * 50, 6), torch.randint(0, 3, (64 * 50,))
     loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=64)
