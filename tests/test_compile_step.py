@@ -10,8 +10,13 @@ gradient moves that weight by up to ~lr * 1e-3), and 1e-2 under autocast (16-bit
 
 from __future__ import annotations
 
+import json
 import logging
+import os
+import subprocess
+import sys
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -68,10 +73,12 @@ class Stack(surge.Module):
 
 def _loader(n: int = 48, batch_size: int = 8) -> DataLoader:
     g = torch.Generator().manual_seed(0)
-    return DataLoader(TensorDataset(torch.randn(n, 8, generator=g), torch.randint(0, 3, (n,), generator=g)), batch_size)
+    return DataLoader(
+        TensorDataset(torch.randn(n, 8, generator=g), torch.randint(0, 3, (n,), generator=g)), batch_size
+    )
 
 
-def _train(compile_, steps: int = 6, **kw) -> tuple[Stack, surge.Trainer]:
+def _train(compile_, steps: int = 4, **kw) -> tuple[Stack, surge.Trainer]:
     torch.manual_seed(0)
     model = Stack(**{k: kw.pop(k) for k in ("optimizer", "scheduler") if k in kw})
     trainer = fast_trainer(max_steps=steps, compile=compile_, **kw)
@@ -98,15 +105,30 @@ def test_compiled_step_equals_eager(optimizer):
     _assert_same(compiled, eager, tol=1e-5 if optimizer == "sgd" else 1e-4)
     opt = trainer.optimizers[0]
     assert getattr(opt.step, "_surge_compiled", False)  # the optimizer step ran compiled
-    assert isinstance(trainer.fit_loop.ctx.training_step, torch._dynamo.eval_frame.OptimizedModule | type(
-        torch.compile(lambda: None, backend="eager")
-    ))
+    assert isinstance(
+        trainer.fit_loop.ctx.training_step,
+        torch._dynamo.eval_frame.OptimizedModule | type(torch.compile(lambda: None, backend="eager")),
+    )
+
+
+class Tiny(surge.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.lin = nn.Linear(8, 3)
+
+    def training_step(self, batch, batch_idx):
+        return nn.functional.cross_entropy(self.lin(batch[0]), batch[1])
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
 
 
 def test_compiled_step_with_inductor_equals_eager():
-    eager, _ = _train(False, steps=3, optimizer="adamw")
-    compiled, _ = _train("step", steps=3, optimizer="adamw")  # inductor: generated C++ on CPU
-    _assert_same(compiled, eager, tol=1e-4)
+    eager, compiled = Tiny(), Tiny()
+    fast_trainer(max_steps=2).fit(eager, _loader())
+    fast_trainer(max_steps=2, compile="step").fit(compiled, _loader())  # inductor: generated C++ on CPU
+    _assert_same(compiled, eager)
 
 
 def test_accumulation_clipping_and_a_scheduler_equal_eager():
@@ -128,7 +150,8 @@ def test_mixed_precision_on_cpu_equals_eager(precision):
 
 
 def test_a_state_dict_saved_with_compiled_step_loads_without_compile(tmp_path):
-    compiled, trainer = _train(AOT, steps=3, enable_checkpointing=True, default_root_dir=tmp_path)
+    options = {"scope": "step", "backend": "eager"}
+    compiled, trainer = _train(options, steps=3, enable_checkpointing=True, default_root_dir=tmp_path)
     path = trainer.checkpoint_callback.last_model_path
     state = torch.load(path, weights_only=True)["state_dict"]
     assert list(state) == list(Stack().state_dict())  # no `_orig_mod.` or wrapper prefixes
@@ -204,7 +227,8 @@ def test_recompilations_after_the_first_epoch_are_warned_about_once():
 
 def test_compile_time_is_reported_once(caplog):
     with caplog.at_level(logging.INFO, logger="surge"):
-        fast_trainer(max_epochs=2, limit_train_batches=2, compile=AOT).fit(Stack(), _loader())
+        options = {"scope": "step", "backend": "eager"}
+        fast_trainer(max_epochs=2, limit_train_batches=2, compile=options).fit(Stack(), _loader())
     lines = [r.getMessage() for r in caplog.records if "graphs compiled in" in r.getMessage()]
     assert len(lines) == 1 and lines[0].startswith("compile='step':")
     assert CompileWatch("step").seconds == 0.0
@@ -229,3 +253,28 @@ def test_compile_spec_shorthands():
     assert compile_spec("regions").scope == "regions"
     spec = compile_spec({"scope": "step", "backend": "eager", "dynamic": False})
     assert (spec.scope, spec.options) == ("step", {"backend": "eager", "dynamic": False})
+
+
+DDP_SCRIPT = Path(__file__).with_name("distributed") / "train_script.py"
+
+
+def _ddp_run(tmp_path: Path, name: str, devices: int, batch_size: int, compile_) -> dict:
+    out, src = tmp_path / f"{name}.pt", Path(__file__).resolve().parents[1] / "src"
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_PORT")
+    }
+    env.update(PYTHONPATH=f"{src}{os.pathsep}{env.get('PYTHONPATH', '')}", OMP_NUM_THREADS="1")
+    args = ["--devices", str(devices), "--batch-size", str(batch_size), "--samples", "32", "--max-steps", "4"]
+    cmd = [sys.executable, str(DDP_SCRIPT), "--root", str(tmp_path / name), "--out", str(out), *args]
+    proc = subprocess.run([*cmd, "--accumulate", "2", "--compile", json.dumps(compile_)], env=env,
+                          capture_output=True, text=True, timeout=180, cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return torch.load(out, weights_only=True)
+
+
+def test_ddp_two_processes_compiled_equal_one_eager_with_twice_the_batch(tmp_path):
+    one = _ddp_run(tmp_path, "one", 1, 8, False)
+    two = _ddp_run(tmp_path, "two", 2, 4, {"scope": "step", "backend": "aot_eager"})
+    assert one["global_step"] == two["global_step"] == 2 and two["world_size"] == 2
+    for key, value in one["state_dict"].items():
+        torch.testing.assert_close(two["state_dict"][key], value, atol=1e-5, rtol=1e-5)

@@ -122,6 +122,7 @@ def main() -> None:
     p.add_argument("--nonfinite", default="warn")
     p.add_argument("--workers", type=int, default=0)
     p.add_argument("--profile", action="store_true")
+    p.add_argument("--compile", default="false", help="Trainer(compile=...) as JSON")
     args = p.parse_args()
 
     surge.seed_everything(0)
@@ -144,6 +145,7 @@ def main() -> None:
         strategy=strategy, on_nonfinite=args.nonfinite,
         profiler=surge.profiler.SimpleProfiler(measure_workers=False) if args.profile else None,
         enable_model_summary=False, num_sanity_val_steps=0, log_every_n_steps=1,
+        compile=json.loads(args.compile),
     )  # fmt: skip
     model = Net()
     model.poison = (args.poison_rank, args.fail_step)
