@@ -151,15 +151,17 @@ def test_mixed_precision_on_cpu_equals_eager(precision):
 
 def test_a_state_dict_saved_with_compiled_step_loads_without_compile(tmp_path):
     options = {"scope": "step", "backend": "eager"}
-    compiled, trainer = _train(options, steps=3, enable_checkpointing=True, default_root_dir=tmp_path)
+    kw = {"enable_checkpointing": True, "default_root_dir": tmp_path, "scheduler": True, "optimizer": "adamw"}
+    compiled, trainer = _train(options, steps=3, **kw)
     path = trainer.checkpoint_callback.last_model_path
     state = torch.load(path, weights_only=True)["state_dict"]
     assert list(state) == list(Stack().state_dict())  # no `_orig_mod.` or wrapper prefixes
     plain = Stack.load_from_checkpoint(path)
     _assert_same(plain, compiled, tol=0)
     resumed = fast_trainer(max_steps=5, enable_checkpointing=True, default_root_dir=tmp_path / "resume")
-    resumed.fit(Stack(), _loader(), ckpt_path=path)  # the optimizer state resumes without compile
+    resumed.fit(Stack(scheduler=True, optimizer="adamw"), _loader(), ckpt_path=path)  # tensor lrs, eager
     assert resumed.global_step == 5
+    assert float(resumed.optimizers[0].param_groups[0]["lr"]) == pytest.approx(1e-2 * 0.5**5)
 
 
 def test_regions_compiles_each_repeated_block(caplog):
