@@ -149,6 +149,14 @@ def test_mixed_precision_on_cpu_equals_eager(precision):
     _assert_same(compiled, eager, tol=1e-2)
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="the fp16 GradScaler path on CUDA needs a GPU")
+def test_fp16_grad_scaler_on_cuda_equals_eager():
+    eager, _ = _train(False, steps=3, precision="16-mixed", accelerator="cuda")
+    compiled, trainer = _train(AOT, steps=3, precision="16-mixed", accelerator="cuda")
+    assert trainer.precision_plugin.scaler is not None
+    _assert_same(compiled, eager, tol=1e-2)
+
+
 def test_a_state_dict_saved_with_compiled_step_loads_without_compile(tmp_path):
     options = {"scope": "step", "backend": "eager"}
     kw = {"enable_checkpointing": True, "default_root_dir": tmp_path, "scheduler": True, "optimizer": "adamw"}
