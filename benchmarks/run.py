@@ -29,10 +29,13 @@ BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 RESULTS = BENCH / "results"
 CONTESTANTS = ("raw", "surge", "lightning")
-TRAINING = ("mlp", "cnn", "mlp_log")
+OPTIONAL = ("surge_compiled",)  # run only when named in --contestants
+TRAINING = ("mlp", "cnn", "mlp_log", "mlp_wide")
 WORKLOADS = (*TRAINING, "import", "rss")
-IMPORTS = {"raw": "torch", "surge": "surge", "lightning": "lightning"}
+IMPORTS = {"raw": "torch", "surge": "surge", "lightning": "lightning", "surge_compiled": "surge"}
 LOSS_RTOL = 1e-4  # final held-out loss vs the raw loop's
+# Compiled kernels reorder floating-point sums: after hundreds of steps the loss agrees to this.
+LOSS_RTOL_COMPILED = 1e-2
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,7 @@ METRICS = {
     "mlp": Metric("time per step", "µs", False, "ratio", 1.05),
     "cnn": Metric("throughput", "samples/s", True, "ratio", 0.98),
     "mlp_log": Metric("time per step", "µs", False, "ratio", 1.10),
+    "mlp_wide": Metric("time per step", "µs", False, "ratio", 1.05),
     "import": Metric("import wall time", "s", False, "delta", 0.25),
     "rss": Metric("peak RSS of the cnn run", "MB", False, "delta", 50),
 }
@@ -100,7 +104,8 @@ def child_env(surge_parent: Path) -> dict[str, str]:
 
 def available(contestants: list[str], env: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
     """The contestants that can run here with their versions, and a note for each one skipped."""
-    needs = {"raw": "", "surge": "m.Trainer, m.Module, m.callbacks.ProgressBar; ", "lightning": "m.Trainer; "}
+    surge_needs = "m.Trainer, m.Module, m.callbacks.ProgressBar; "
+    needs = {"raw": "", "surge": surge_needs, "lightning": "m.Trainer; ", "surge_compiled": surge_needs}
     versions, skipped = {}, {}
     for name in contestants:
         code = f"import {IMPORTS[name]} as m; {needs[name]}print(m.__version__, m.__file__)"
@@ -168,13 +173,16 @@ def check(runs: list[dict[str, Any]], steps: int) -> list[str]:
                 problems.append(
                     f"{who}: the held-out loss did not fall ({r['loss_before']:.4f} -> {r['loss_after']:.4f})"
                 )
-            if abs(r["loss_after"] - raw_after) > LOSS_RTOL * abs(raw_after):
+            rtol = LOSS_RTOL_COMPILED if r["contestant"] in OPTIONAL else LOSS_RTOL
+            if abs(r["loss_after"] - raw_after) > rtol * abs(raw_after):
                 problems.append(
-                    f"{who}: final held-out loss {r['loss_after']:.6f} differs from raw's {raw_after:.6f}"
+                    f"{who}: final held-out loss {r['loss_after']:.6f} differs from raw's {raw_after:.6f} "
+                    f"(rtol {rtol})"
                 )
         lines.append(
             f"{workload}: {len(mine)} runs, each {steps} optimizer steps; held-out loss "
-            f"{mine[0]['loss_before']:.4f} -> {raw_after:.4f} in every run (rtol {LOSS_RTOL})"
+            f"{mine[0]['loss_before']:.4f} -> {raw_after:.4f} in every run (rtol {LOSS_RTOL}; "
+            f"{LOSS_RTOL_COMPILED} for a compiled contestant)"
         )
     if problems:
         raise BenchmarkError("correctness checks failed:\n  " + "\n  ".join(problems))
@@ -216,6 +224,7 @@ def collect(
     field = {
         "mlp": "sec_per_step",
         "mlp_log": "sec_per_step",
+        "mlp_wide": "sec_per_step",
         "cnn": "samples_per_sec",
         "rss": "peak_rss_mb",
     }[workload]
@@ -271,11 +280,24 @@ def markdown(report: dict[str, Any]) -> str:
         "sensitive to other load; host reads: `Tensor.item`, `tolist`, `__float__`, `__int__`, `__bool__` "
         "calls during the timed fit.",
     ]
+    out += compile_lines(runs)
     for name, note in report["skipped"].items():
         out += ["", f"Skipped {name}: {note}"]
     if report["checks"]:
         out += ["", "Correctness (asserted):", *[f"- {line}" for line in report["checks"]]]
     return "\n".join(out)
+
+
+def compile_lines(runs: list[dict[str, Any]]) -> list[str]:
+    """The compiled contestant's compile time per workload (kept out of its step time)."""
+    times: dict[str, list[float]] = {}
+    for r in runs:
+        if r["contestant"] in OPTIONAL:
+            times.setdefault(r["workload"], []).append(r.get("compile_seconds", 0.0))
+    if not times:
+        return []
+    listed = ", ".join(f"{w} {statistics.median(t):.1f} s" for w, t in times.items())
+    return ["", f"Compile time of surge_compiled (median per run, not in its step time): {listed}."]
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -293,12 +315,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--only", default=",".join(WORKLOADS), help=f"comma-separated subset of {','.join(WORKLOADS)}"
     )
-    p.add_argument("--contestants", default=",".join(CONTESTANTS), help="comma-separated; raw is always run")
+    p.add_argument(
+        "--contestants",
+        default=",".join(CONTESTANTS),
+        help=f"comma-separated; raw is always run; also {','.join(OPTIONAL)} (compile='step')",
+    )
     p.add_argument("--out", type=Path, default=RESULTS / "latest.json")
     args = p.parse_args(argv)
     args.only = [w for w in args.only.split(",") if w]
     args.contestants = ["raw", *(c for c in args.contestants.split(",") if c and c != "raw")]
-    for value, allowed in ((args.only, WORKLOADS), (args.contestants, CONTESTANTS)):
+    for value, allowed in ((args.only, WORKLOADS), (args.contestants, (*CONTESTANTS, *OPTIONAL))):
         if bad := set(value) - set(allowed):
             p.error(f"unknown {sorted(bad)}; choose from {','.join(allowed)}")
     return args

@@ -24,7 +24,7 @@ BATCH = 64
 class Spec:
     """What a training workload trains on."""
 
-    model: str  # "mlp" or "cnn"
+    model: str  # "mlp", "mlp_wide" or "cnn"
     log: bool  # whether framework contestants call self.log(..., prog_bar=True) every step
     batches_per_epoch: int  # dataset size in batches; longer fits run several epochs
 
@@ -33,8 +33,9 @@ TRAINING = {
     "mlp": Spec("mlp", log=False, batches_per_epoch=500),
     "cnn": Spec("cnn", log=False, batches_per_epoch=100),
     "mlp_log": Spec("mlp", log=True, batches_per_epoch=500),
+    "mlp_wide": Spec("mlp_wide", log=False, batches_per_epoch=500),
 }
-INPUT_SHAPE = {"mlp": (32,), "cnn": (1, 28, 28)}
+INPUT_SHAPE = {"mlp": (32,), "cnn": (1, 28, 28), "mlp_wide": (32,)}
 CLASSES = 10
 
 
@@ -55,6 +56,10 @@ def build_model(name: str) -> nn.Module:
     torch.manual_seed(SEED)
     if name == "mlp":
         return nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, CLASSES))
+    if name == "mlp_wide":  # the MLP: enough arithmetic per step for compiled kernels to matter
+        return nn.Sequential(
+            nn.Linear(32, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, CLASSES)
+        )  # fmt: skip
     if name == "cnn":
         return nn.Sequential(
             nn.Conv2d(1, 16, 3), nn.ReLU(), nn.MaxPool2d(2),
@@ -65,8 +70,8 @@ def build_model(name: str) -> nn.Module:
 
 
 def make_optimizer(name: str, params: Iterable[Tensor]) -> torch.optim.Optimizer:
-    """SGD(lr=0.1) for the MLP, Adam(lr=1e-3) for the CNN."""
-    if name == "mlp":
+    """SGD(lr=0.1) for the MLPs, Adam(lr=1e-3) for the CNN."""
+    if name in ("mlp", "mlp_wide"):
         return torch.optim.SGD(params, lr=0.1)
     return torch.optim.Adam(params, lr=1e-3)
 

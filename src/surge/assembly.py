@@ -17,6 +17,7 @@ from .accelerators import Accelerator
 from .callbacks.base import Callback, overrides
 from .callbacks.timer import Timer
 from .checkpoint_writer import AsyncCheckpointWriter, CheckpointWriter
+from .compiling import compile_optimizers, compile_regions, compile_spec
 from .config import TrainerConfig
 from .config_lightning import check_sync_batchnorm
 from .datamodule import DataModule
@@ -196,6 +197,7 @@ def build_optimization(
         metrics,
         guard=NonFiniteGuard(cfg.on_nonfinite, optimizers, precision.skips_nonfinite_steps),
         where=where,
+        compiled=compile_optimizers(compile_spec(cfg.compile), optimizers, bool(schedulers)),
     )
 
 
@@ -231,7 +233,10 @@ def prepare_module(
     if cfg.channels_last:
         # nn.Module.to takes memory_format (documented), but torch's overloads leave it out
         model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
-    if compile_now:
-        speed.compile_module(model, cfg.compile)
+    spec = compile_spec(cfg.compile)
+    if compile_now and spec is not None and spec.scope == "forward":
+        speed.compile_module(model, spec.options)
+    elif compile_now and spec is not None and spec.scope == "regions":
+        compile_regions(model, spec.options)
     model._device = next((p.device for p in model.parameters()), strategy.device)
     speed.tensor_core_hint(model._device, precision)

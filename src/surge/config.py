@@ -12,6 +12,7 @@ import torch
 
 from .activation_checkpointing import check_policy
 from .callbacks.timer import parse_duration
+from .compiling import compile_spec
 from .config_lightning import check_lightning_arguments
 from .errors import MisconfigurationError, SurgeTypeError, bad_value
 from .paths import user_dir
@@ -82,7 +83,7 @@ class TrainerConfig:
     use_distributed_sampler: bool = True
     benchmark: bool | None = None
     matmul_precision: str | None = None
-    compile: bool | dict[str, Any] = False
+    compile: bool | str | dict[str, Any] = False
     channels_last: bool = False
     on_nonfinite: str | None = "warn"
     profiler: Any = None
@@ -204,19 +205,7 @@ class TrainerConfig:
             raise bad_value("benchmark", self.benchmark, "None, True or False")
         if self.matmul_precision is not None and self.matmul_precision not in MATMUL_PRECISIONS:
             raise bad_value("matmul_precision", self.matmul_precision, f"None or one of {MATMUL_PRECISIONS}")
-        if not isinstance(self.compile, bool | dict):
-            raise bad_value("compile", self.compile, "True, False or a dict of torch.compile options")
-        if isinstance(self.compile, dict):
-            import inspect
-
-            known = set(inspect.signature(torch.compile).parameters) - {"model"}
-            unknown = sorted(set(self.compile) - known)
-            if unknown:
-                raise bad_value(
-                    "compile",
-                    self.compile,
-                    f"torch.compile options among {sorted(known)} ({unknown} unknown)",
-                )
+        compile_spec(self.compile)  # scope and torch.compile options, refused by name
         if not isinstance(self.channels_last, bool):
             raise bad_value("channels_last", self.channels_last, "True or False")
         if (

@@ -151,6 +151,7 @@ class Optimization:
         metrics: Callable[[], Mapping[str, Any]],
         guard: NonFiniteGuard | None = None,
         where: Callable[[], tuple[int, int, int]] = lambda: (0, 0, 0),
+        compiled: bool = False,
     ) -> None:
         self.optimizers = optimizers
         self.schedulers = schedulers
@@ -165,6 +166,7 @@ class Optimization:
         self.skipped = False
         self.guard = guard if guard is not None else NonFiniteGuard(None, optimizers, False)
         self._where = where
+        self._tensor_lr = compiled and bool(schedulers)  # compiled steps: a restored lr stays a tensor
         self._allow = self.guard.allow if self.guard.mode in ("raise", "skip") else None
         fns = getattr(hooks, "module_fns", {})  # the module's own optimizer_step & co., if overridden
         self._module_zero = fns.get("optimizer_zero_grad")
@@ -325,6 +327,10 @@ class Optimization:
                 opt.load_state_dict(saved)
         for config, saved in zip(self.schedulers, saved_scheds):
             config.scheduler.load_state_dict(saved)
+        if self._tensor_lr:
+            from .compiling import tensor_learning_rates
+
+            tensor_learning_rates(self.optimizers)
 
 
 _GROUP_BOOKKEEPING = {"params", "param_names", "initial_lr"}

@@ -23,6 +23,7 @@ from .assembly import (
     prepare_module,
 )
 from .callbacks.base import Callback
+from .compiling import compile_watch, compiled_training_step
 from .config import TrainerConfig
 from .datamodule import DataModule
 from .errors import MisconfigurationError, SurgeTypeError
@@ -92,7 +93,7 @@ class Trainer(TrainerProperties):
         use_distributed_sampler: bool = True,
         benchmark: bool | None = None,
         matmul_precision: str | None = None,
-        compile: bool | dict[str, Any] = False,
+        compile: bool | str | dict[str, Any] = False,
         channels_last: bool = False,
         on_nonfinite: str | None = "warn",
         effective_batch_size: int | None = None,
@@ -171,7 +172,8 @@ class Trainer(TrainerProperties):
         prepare_module(model, cfg, self._strategy, self._precision, compile_now)
         if compile_now:
             self._compiled.add(model)  # remembered here: nothing is stamped on the user's model
-        hooks = Hooks(self, model, [*self.callbacks, *(self.profiler.callbacks() if self.profiler else ())])
+        extra = [*(self.profiler.callbacks() if self.profiler else ()), *compile_watch(cfg.compile, stage)]
+        hooks = Hooks(self, model, [*self.callbacks, *extra])
         self._hooks = hooks
         move = batch_mover(model, self.datamodule, self._precision, cfg.channels_last)
         no_grad = self._strategy.evaluation_mode(cfg.inference_mode)
@@ -235,7 +237,9 @@ class Trainer(TrainerProperties):
     def _fit_context(self, parts: RunParts, optim: Optimization, validation: Validation) -> FitContext:
         signals = SignalFlag(forward_to=getattr(self._strategy, "launcher", None))
         settings = fit_settings(self._cfg, self._accumulate, self._plan.train)
-        return FitContext(parts, settings, optim, self._train_results, validation, signals, self.profiler)
+        step = compiled_training_step(self._cfg.compile, self._strategy, parts.module)
+        results, profiler = self._train_results, self.profiler
+        return FitContext(parts, settings, optim, results, validation, signals, profiler, step)
 
     def _loader_prep(self) -> LoaderPreparation:
         return LoaderPreparation.of(

@@ -124,6 +124,7 @@ def main() -> None:
     p.add_argument("--profile", action="store_true")
     p.add_argument("--async-checkpoint", action="store_true")
     p.add_argument("--every-step", action="store_true", help="a checkpoint every step, top 2 and last")
+    p.add_argument("--compile", default="false", help="Trainer(compile=...) as JSON")
     args = p.parse_args()
 
     surge.seed_everything(0)
@@ -149,6 +150,7 @@ def main() -> None:
         profiler=surge.profiler.SimpleProfiler(measure_workers=False) if args.profile else None,
         enable_model_summary=False, num_sanity_val_steps=0, log_every_n_steps=1,
         async_checkpoint=args.async_checkpoint,
+        compile=json.loads(args.compile),
     )  # fmt: skip
     model = Net()
     model.poison = (args.poison_rank, args.fail_step)

@@ -604,6 +604,19 @@ ROWS = [
         ValueError,
         ["activation_checkpointing", "Conv2d", "TinyModel"],
     ),
+    (
+        "compile-scope-unknown",
+        _trainer(compile={"scope": "graph"}),
+        ValueError,
+        ["compile", "'graph'", "'forward', 'step', 'regions'"],
+    ),
+    ("compile-string-unknown", _trainer(compile="steps"), ValueError, ["compile", "'steps'", "'regions'"]),
+    (
+        "compile-regions-no-blocks",
+        _fit(TinyModel(), compile={"scope": "regions", "backend": "eager"}),
+        ValueError,
+        ["compile='regions'", "no repeated blocks", "TinyModel", "compile='step'"],
+    ),
 ]
 
 

@@ -63,3 +63,10 @@ class FitContext:
     validation: Validation
     signals: SignalFlag
     profiler: Profiler | None
+    training_step: Callable[..., Any] | None = None  # compile="step": the compiled step
+
+    def training_step_fn(self) -> Callable[..., Any]:
+        """What runs `training_step`: the compiled step, else the strategy's (through any wrapper)."""
+        if self.training_step is not None:
+            return self.training_step
+        return self.parts.strategy.step_fn(self.parts.module, "training_step")

@@ -232,12 +232,11 @@ class FitLoop:
     def _loop_parts(self, batches: Iterator[Any]) -> LoopParts:
         """The callables the step uses, looked up once per epoch (timed versions under a profiler)."""
         ctx = self._context()
-        hooks, precision = ctx.parts.hooks, ctx.parts.precision
-        module, strategy = ctx.parts.module, ctx.parts.strategy
+        hooks, precision, module = ctx.parts.hooks, ctx.parts.precision, ctx.parts.module
         parts = LoopParts(
             batches=batches,
             move=ctx.parts.move,
-            step=batch_only(strategy.step_fn(module, "training_step"), module.training_step),
+            step=batch_only(ctx.training_step_fn(), module.training_step),
             backward=precision.backward,
             optimizer_step=ctx.optim.step,
             start_module=hooks.module_fns.get("on_train_batch_start"),
