@@ -8,8 +8,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeGuard
 
-import torch
-
 from .activation_checkpointing import check_policy
 from .callbacks.timer import parse_duration
 from .compiling import compile_spec

@@ -80,6 +80,9 @@ class MLFlowLogger(Logger):
         self._pending: list[Any] = []  # mlflow's RunOperations of requests not yet awaited
         self._buffer: list[Any] = []  # metrics not yet sent
         self._sent_at = 0.0
+        # MLflow keeps one of two equal points logged in the same millisecond and both otherwise:
+        # the epoch, given with every row, is sent once per step so that its history is the same
+        self._epoch_sent: tuple[int, Any] = (-1, None)
         self._logged_upto: dict[str, int] = {}  # after a resume: the last step the run holds per metric
         self._resumed = False  # continuing a run: its parameters are compared, not logged again
         self._renamed: set[str] = set()
@@ -146,6 +149,10 @@ class MLFlowLogger(Logger):
 
         now = time.time()
         upto, stamp = self._logged_upto, int(now * 1000)
+        if metrics.get("epoch") is not None and (step, metrics["epoch"]) == self._epoch_sent:
+            metrics = {k: v for k, v in metrics.items() if k != "epoch"}  # one epoch point per step
+        else:
+            self._epoch_sent = (step, metrics.get("epoch"))
         self._buffer += [
             Metric(self._key(k), float(v), stamp, step)
             for k, v in metrics.items()
