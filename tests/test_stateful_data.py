@@ -123,12 +123,12 @@ def fit(root: Path, kind: str, seed: int, ckpt=None, devices: int = 1, callbacks
     return model, trainer, loader
 
 
-def resume_problems(root: Path, kind: str, devices: int = 1) -> dict[str, list[str]]:
+def resume_problems(root: Path, kind: str, devices: int = 1, points=("e0-b2", "e0-end", "e1-b2")) -> dict:
     """The uninterrupted run, then a resume from each of its save points: what differs, by save point."""
     full, _, _ = fit(root / "full", kind, seed=1, devices=devices, callbacks=[SaveAt(root / "saves")])
     per_epoch = len(full.seen) // 2
     report = {}
-    for name in ("e0-b2", "e0-end", "e1-b2"):
+    for name in points:
         ckpt = root / "saves" / f"{name}.ckpt"
         state = torch.load(ckpt, weights_only=True)
         loop = state["loop"]
@@ -216,4 +216,17 @@ def test_each_rank_resumes_its_own_loader_on_ddp(tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     for rank in (0, 1):
         report = torch.load(tmp_path / f"report{rank}.pt", weights_only=True)
-        assert report == {kind: {"e0-b2": [], "e0-end": [], "e1-b2": []} for kind in DDP_KINDS}, rank
+        assert report == {kind: {"e0-b2": [], "e0-end": []} for kind in DDP_KINDS}, rank
+
+
+class OffsetStream(Stream):
+    def load_state_dict(self, state: dict) -> None:
+        self.pos = state["offset"]
+
+
+def test_a_saved_position_that_does_not_fit_the_loader_is_refused(tmp_path):
+    _stopped(tmp_path, Stream()).save_checkpoint(tmp_path / "s.ckpt")
+    trainer = surge.Trainer(default_root_dir=tmp_path, logger=False, enable_progress_bar=False, max_steps=5,
+                            enable_model_summary=False, enable_checkpointing=False)  # fmt: skip
+    with pytest.raises(CheckpointError, match=r"does not fit this run's OffsetStream \(KeyError: 'offset'\)"):
+        trainer.fit(Net(), DataLoader(OffsetStream(), batch_size=BATCH), ckpt_path=tmp_path / "s.ckpt")

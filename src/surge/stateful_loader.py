@@ -120,11 +120,12 @@ class LoaderResume:
 
     state: Any
     generators: list[Tensor] | None  # the loader's own generators as they stood at the save
+    path: Path  # the checkpoint it came from
 
     def iterator(self, loader: Any) -> Iterator[Any]:
         """`loader` continuing after the last batch trained on (empty when the epoch's batches ran out)."""
         finished = isinstance(self.state, Mapping) and bool(self.state.get("_iterator_finished"))
-        it = _apply(loader, self.state, discard=finished)
+        it = _apply(loader, self.state, finished, self.path)
         if self.generators is not None:
             set_generator_states(loader, self.generators)
         return iter(()) if finished else it
@@ -148,12 +149,12 @@ def restore_loader(loader: Any, loop: Mapping[str, Any], strategy: Any, path: Pa
         return None
     state = saved[strategy.global_rank]
     if loop["epoch_done"]:
-        _apply(loader, state, discard=True)
+        _apply(loader, state, True, path)
         return None
-    return LoaderResume(state, loop.get("generators"))
+    return LoaderResume(state, loop.get("generators"), path)
 
 
-def _apply(loader: Any, state: Any, discard: bool) -> Iterator[Any]:
+def _apply(loader: Any, state: Any, discard: bool, path: Path) -> Iterator[Any]:
     """Load `state` into the loader (or its dataset) and start the iterator that continues from it; with
     `discard`, a StatefulDataLoader's next iteration starts a new epoch. The run's RNG is left as it
     stands (starting an iterator draws its workers' seed; the saved one is used)."""
@@ -161,10 +162,16 @@ def _apply(loader: Any, state: Any, discard: bool) -> Iterator[Any]:
     try:
         holder = state_holder(loader)
         assert holder is not None, "restore_loader checked the loader"
-        holder.load_state_dict(state)
-        if discard and not is_torchdata_loader(loader):
-            return iter(())  # the loader (or dataset) starts its next epoch from the state it now holds
-        it = iter(loader)  # a StatefulDataLoader restores its dataset's state here (its workers', too)
+        try:
+            holder.load_state_dict(state)
+            if discard and not is_torchdata_loader(loader):
+                return iter(())  # the loader (or dataset) starts its next epoch from the state it now holds
+            it = iter(loader)  # a StatefulDataLoader restores its dataset's state here (its workers', too)
+        except (KeyError, IndexError, TypeError, ValueError, AssertionError) as err:
+            raise CheckpointError(
+                f"{path}: the train loader's saved position does not fit this run's {type(holder).__name__} "
+                f"({type(err).__name__}: {err}); resume with the loader the checkpoint was saved with"
+            ) from err
         if discard:
             loader.load_state_dict({})  # its next iteration starts a new epoch
         return it
