@@ -22,6 +22,7 @@ from torch.utils.data import (
 from .dataset_rng import draws_random_numbers
 from .errors import MisconfigurationError, SurgeTypeError
 from .rank_zero import info, warn
+from .stateful_loader import loader_class
 
 
 def apply_to_tensors(batch: Any, fn: Callable[[Tensor], Any]) -> Any:
@@ -279,7 +280,8 @@ def clone_loader(loader: DataLoader, **overrides: Any) -> DataLoader:
     if kwargs["num_workers"] == 0:  # worker-only options are an error without workers
         kwargs.pop("prefetch_factor", None)
         kwargs.pop("persistent_workers", None)
-    return DataLoader(loader.dataset, **kwargs)
+    cls, own = loader_class(loader)
+    return cls(loader.dataset, **own, **kwargs)
 
 
 class ShardSampler(Sampler[int]):

@@ -21,6 +21,7 @@ from .loader_state import inexact_resume_reason
 from .rank_zero import info, warn
 from .seed import rng_state
 from .shard_files import is_sharded
+from .stateful_loader import loader_states, restore_loader
 from .version import __version__
 
 if TYPE_CHECKING:
@@ -174,6 +175,9 @@ def _loop_part(run: RunObjects) -> Part:
 
     def save(state: dict[str, Any]) -> None:
         state["loop"] = loop.state_dict()
+        positions = loader_states(loop.train_loader, strategy)  # every rank's (stateful_loader.py)
+        if positions is not None:
+            state["loop"]["loader_states"] = positions
         _say_if_inexact(loop)
         if loop.batches_done and not loop.epoch_closed:  # inside the epoch: its metrics so far, every rank's
             state["loop"]["results"] = strategy.all_gather_object(run.results.state_dict())
@@ -182,6 +186,7 @@ def _loop_part(run: RunObjects) -> Part:
 
     def restore(ckpt: Mapping[str, Any], path: Path) -> None:
         _check_loop_state(ckpt["loop"], path, run.batches_per_epoch)
+        loop.loader_resume = restore_loader(loop.train_loader, ckpt["loop"], strategy, path)
         loop.load_state_dict(ckpt["loop"])
         if ckpt["loop"].get("window_gradients") is not None:
             strategy.restore_window_gradients(run.module, ckpt["loop"]["window_gradients"], path)

@@ -73,6 +73,22 @@ def _fit(model, data=None, **kwargs):
     )
 
 
+class _StatefulStream(torch.utils.data.IterableDataset):
+    """An IterableDataset that keeps its position (state_dict/load_state_dict)."""
+
+    def __init__(self) -> None:
+        self.pos = 0
+
+    def __iter__(self):
+        return iter(loader().dataset)
+
+    def state_dict(self) -> dict:
+        return {"pos": self.pos}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.pos = state["pos"]
+
+
 def _trainer(**kwargs):
     return lambda tmp: surge.Trainer(default_root_dir=tmp, **kwargs)
 
@@ -616,6 +632,12 @@ ROWS = [
         _fit(TinyModel(), compile={"scope": "regions", "backend": "eager"}),
         ValueError,
         ["compile='regions'", "no repeated blocks", "TinyModel", "compile='step'"],
+    ),
+    (
+        "stateful-dataset-in-workers",
+        _fit(TinyModel(), DataLoader(_StatefulStream(), batch_size=8, num_workers=2)),
+        ValueError,
+        ["_StatefulStream", "num_workers=2", "StatefulDataLoader"],
     ),
 ]
 

@@ -28,6 +28,7 @@ from ..manual_optim import batch_only
 from ..profiler.base import LoopParts
 from ..rank_zero import warn
 from ..seed import rng_state
+from ..stateful_loader import check_train_loader
 from .preempt import preempt, signalled
 from .step_checks import check_loss, detach_outputs, explain_backward_error, explain_fetch_error, loss_from
 
@@ -60,12 +61,11 @@ class FitLoop:
         self.ending = False  # the batch-end hooks run (`trainer.is_last_batch` tells the phases apart)
         self.auto_workers: AutoWorkers | None = None  # num_workers="auto", until its first epoch ends
         self.reload: LoaderReload | None = None  # reload_dataloaders_every_n_epochs > 0
-        self.inexact_said: str | None = (
-            None  # why this run's checkpoints cannot resume exactly ("" : they can)
-        )
+        self.inexact_said: str | None = None  # why checkpoints cannot resume exactly ("": they can)
+        self.loader_resume: Any = None  # a stateful_loader.LoaderResume: the loader's own position
 
     def bind(self, ctx: FitContext, train_loader: Any) -> None:
-        self.ctx, self.train_loader = ctx, train_loader
+        self.ctx, self.train_loader = ctx, check_train_loader(train_loader)
         self.trainer = ctx.parts.hooks.trainer  # what callbacks get; its public `should_stop` they set
         self.accumulate = ctx.settings.accumulate_grad_batches
         module = ctx.parts.module
@@ -215,10 +215,11 @@ class FitLoop:
             self.epoch_start_rng = None  # the next epoch's start is now: the RNG as it stands
 
     def _iterator(self, loader: Any) -> Iterator[Any]:
-        # Persistent workers are started in a run's first epoch; a run resumed later starts them
-        # without the draw an uninterrupted run made back then.
+        # Persistent workers start in a run's first epoch; a run resumed later starts them without that draw.
         later = self.epoch > 0
-        if self.batches_done == 0 and self._resume_rng is None:
+        if self.loader_resume is not None:  # the loader continues from its own saved position
+            it, self._resume_rng, self.loader_resume = self.loader_resume.iterator(loader), None, None
+        elif self.batches_done == 0 and self._resume_rng is None:
             it = iter_without_worker_seed_draw(loader) if later and starts_workers(loader) else iter(loader)
         else:
             it = resume_iterator(loader, self.batches_done, self._resume_rng, later_epoch=later)

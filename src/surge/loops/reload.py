@@ -20,6 +20,7 @@ from ..errors import CheckpointError, MisconfigurationError
 from ..rank_zero import info
 from ..seed import rng_untouched, set_rng_state
 from ..stage_data import stage_loaders
+from ..stateful_loader import check_train_loader
 from ..tune.loaders import with_batch_size, with_workers
 from .validation import BatchPlan, plan_batches
 
@@ -116,7 +117,7 @@ class LoaderReload:
                  f"it keeps num_workers={getattr(new, 'num_workers', 0)}")  # fmt: skip
             loop.auto_workers = None
         stop_persistent_workers([loop.train_loader])
-        loop.train_loader = new
+        loop.train_loader = check_train_loader(new, say=False)  # said at fit start
         loop.ctx = replace(ctx, settings=replace(ctx.settings, batches_per_epoch=plan.train))
         self._use_plan(plan)
 
