@@ -73,6 +73,7 @@ METRICS = {
     "cnn": Metric("throughput", "samples/s", True, "ratio", 0.98),
     "mlp_log": Metric("time per step", "µs", False, "ratio", 1.10),
     "mlp_wide": Metric("time per step", "µs", False, "ratio", 1.05),
+    "blocks": Metric("time per step", "µs", False, "ratio", 1.05),
     "import": Metric("import wall time", "s", False, "delta", 0.25),
     "rss": Metric("peak RSS of the cnn run", "MB", False, "delta", 50),
 }
