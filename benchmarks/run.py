@@ -30,7 +30,7 @@ ROOT = BENCH.parent
 RESULTS = BENCH / "results"
 CONTESTANTS = ("raw", "surge", "lightning")
 OPTIONAL = ("surge_compiled",)  # run only when named in --contestants
-TRAINING = ("mlp", "cnn", "mlp_log", "mlp_wide")
+TRAINING = ("mlp", "cnn", "mlp_log", "mlp_wide", "blocks")
 WORKLOADS = (*TRAINING, "import", "rss")
 IMPORTS = {"raw": "torch", "surge": "surge", "lightning": "lightning", "surge_compiled": "surge"}
 LOSS_RTOL = 1e-4  # final held-out loss vs the raw loop's
@@ -226,6 +226,7 @@ def collect(
         "mlp": "sec_per_step",
         "mlp_log": "sec_per_step",
         "mlp_wide": "sec_per_step",
+        "blocks": "sec_per_step",
         "cnn": "samples_per_sec",
         "rss": "peak_rss_mb",
     }[workload]
