@@ -1,6 +1,6 @@
 """The stateful loaders of tests/test_stateful_data.py on two gloo processes: `python stateful_data_script.py ROOT`.
 
-Resumed inside the first epoch and at its end; each rank writes {kind: {save point: differences}} (its own samples, the shared weights) to ROOT/report{rank}.pt.
+Resumed at the save point `DDP_POINTS` names for each kind; each rank writes {kind: {save point: differences}} (its own samples, the shared weights) to ROOT/report{rank}.pt.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import test_stateful_data as sd  # noqa: E402
 
 def main(root: Path) -> None:
     sd.WORKERS = "forkserver"  # forking a rank can deadlock while a previous loader's feeder thread exits
-    report = {kind: sd.resume_problems(root / kind, kind, 2, ("e0-b2", "e0-end")) for kind in sd.DDP_KINDS}
+    report = {kind: sd.resume_problems(root / kind, kind, 2, sd.DDP_POINTS[kind]) for kind in sd.DDP_KINDS}
     torch.save(
         report, root / f"report{os.environ.get('RANK', '0')}.pt"
     )  # surge's launcher sets RANK on rank 1
