@@ -199,3 +199,16 @@ def log_problems(full: surge.Trainer, resumed: surge.Trainer, ckpt: Path) -> lis
 def _diff(got: dict, want: dict) -> str:
     keys = sorted(set(got) | set(want))
     return str([(k, got.get(k), want.get(k)) for k in keys if got.get(k) != want.get(k)][:6])
+
+
+def fit_200_steps(root: Path, logger: Any, model: surge.Module) -> surge.Trainer:
+    """200 steps logged every 50 into `logger` (the loggers' host-read tests)."""
+    x, y = torch.randn(64 * 50, 6), torch.randint(0, 3, (64 * 50,))
+    loader = DataLoader(TensorDataset(x, y), batch_size=64)
+    surge.seed_everything(0)
+    trainer = surge.Trainer(
+        default_root_dir=root, max_steps=200, log_every_n_steps=50, logger=logger,
+        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+    )  # fmt: skip
+    trainer.fit(model, loader)
+    return trainer

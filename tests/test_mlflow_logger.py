@@ -99,14 +99,7 @@ def test_a_resume_continues_the_run_and_writes_no_step_twice(server, tmp_path):
 def test_logging_to_mlflow_reads_the_host_only_at_intervals(server, tmp_path, host_reads):
     counts = host_reads
     logger = MLFlowLogger(experiment_name="reads", tracking_uri=server)
-    x, y = torch.randn(64 * 50, 6), torch.randint(0, 3, (64 * 50,))
-    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=64)
-    surge.seed_everything(0)
-    trainer = surge.Trainer(
-        default_root_dir=tmp_path, max_steps=200, log_every_n_steps=50, logger=logger,
-        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-    )  # fmt: skip
-    trainer.fit(HNet(), loader)
+    rp.fit_200_steps(tmp_path, logger, HNet())
     assert counts["item"] == 0
     assert counts["tolist"] <= 200 // 50 + 4 * 4  # log intervals and epoch ends, never per step
     assert len(MlflowClient(server).get_metric_history(logger.run_id, "train_loss")) == 4

@@ -179,14 +179,7 @@ def test_a_resume_continues_the_run_and_writes_no_step_twice(tmp_path):
 def test_logging_to_wandb_reads_the_host_only_at_intervals(tmp_path, host_reads):
     counts = host_reads
     logger = WandbLogger(save_dir=tmp_path, offline=True, project="reads")
-    x, y = torch.randn(64 * 50, 6), torch.randint(0, 3, (64 * 50,))
-    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=64)
-    surge.seed_everything(0)
-    trainer = surge.Trainer(
-        default_root_dir=tmp_path, max_steps=200, log_every_n_steps=50, logger=logger,
-        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-    )  # fmt: skip
-    trainer.fit(HNet(), loader)
+    rp.fit_200_steps(tmp_path, logger, HNet())
     assert counts["item"] == 0
     assert counts["tolist"] <= 200 // 50 + 4 * 4  # log intervals and epoch ends, never per step
     assert sorted(s for k, s, _ in values(logger) if k == "train_loss") == [50, 100, 150, 200]
