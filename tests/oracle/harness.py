@@ -1,0 +1,95 @@
+"""The differential harness: one script, run unmodified under real Lightning (the oracle's own
+virtual environment) and under `surge run`, each in a directory of its own; what each run records
+(`record.py`) comes back as a dict for the test to compare.
+
+A script records through `record.py` (its own directory is on `sys.path` under both frameworks):
+`record.put(key, value)` adds JSON-able values; `record.weights(name, module)` saves a state dict
+(`torch.equal` is compared, not a tolerance); the record is written when the script exits."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from oracle_env import lightning_python
+
+HERE = Path(__file__).resolve().parent
+SCRIPTS = HERE / "scripts"
+SRC = HERE.parents[1] / "src"
+FRAMEWORKS = ("lightning", "surge")
+
+
+@dataclass
+class Run:
+    """One framework's run of a script: its record, its directory, its output."""
+
+    framework: str
+    cwd: Path
+    record: dict[str, Any]
+    output: str
+
+    def weights(self, name: str) -> dict[str, torch.Tensor]:
+        return torch.load(self.cwd / "weights" / f"{name}.pt", weights_only=True)
+
+    def files(self, under: str = ".") -> list[str]:
+        """Files under `under` (relative to the run's directory), sorted, the record's own left out."""
+        root = self.cwd / under
+        found = (p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
+        return sorted(f for f in found if not f.startswith(("weights/", "record.json")))
+
+
+def command(framework: str, script: Path, args: tuple[str, ...]) -> list[str]:
+    if framework == "lightning":
+        return [str(lightning_python()), str(script), *args]
+    return [sys.executable, "-m", "surge.lightning", str(script), *args]
+
+
+def run(
+    framework: str,
+    script: str | Path,
+    tmp_path: Path,
+    *args: str,
+    env: dict[str, str] | None = None,
+    timeout: float = 300,
+    check: bool = True,
+) -> Run:
+    """Run `script` (a name in scripts/ or a path) under one framework in `tmp_path/framework`."""
+    path = Path(script) if Path(script).is_absolute() else SCRIPTS / script
+    cwd = tmp_path / framework
+    cwd.mkdir(parents=True, exist_ok=True)
+    full_env = {
+        **os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), str(SRC)]), "OMP_NUM_THREADS": "1",
+        "ORACLE_DIR": str(cwd), "ORACLE_FRAMEWORK": framework, "PYTHONHASHSEED": "0", **(env or {}),
+    }  # fmt: skip
+    for name in ("PL_GLOBAL_SEED", "PL_SEED_WORKERS", "LOCAL_RANK", "RANK", "WORLD_SIZE", "MASTER_PORT"):
+        if env is None or name not in env:
+            full_env.pop(name, None)
+    proc = subprocess.run(
+        command(framework, path, args), cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout
+    )
+    output = proc.stdout + proc.stderr
+    if check and proc.returncode != 0:
+        raise AssertionError(
+            f"{path.name} failed under {framework} (exit {proc.returncode}):\n{output[-6000:]}"
+        )
+    record_file = cwd / "record.json"
+    record = json.loads(record_file.read_text()) if record_file.exists() else {}
+    return Run(framework, cwd, record, output)
+
+
+def run_both(script: str | Path, tmp_path: Path, *args: str, **kwargs: Any) -> tuple[Run, Run]:
+    """(Lightning's run, surge's run) of the same script with the same arguments."""
+    lightning, surge = (run(f, script, tmp_path, *args, **kwargs) for f in FRAMEWORKS)
+    return lightning, surge
+
+
+def assert_same_weights(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> None:
+    assert a.keys() == b.keys(), (sorted(a), sorted(b))
+    different = [k for k in a if not torch.equal(a[k], b[k])]
+    assert not different, f"weights differ (not torch.equal): {different}"

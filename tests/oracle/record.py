@@ -1,0 +1,63 @@
+"""What an oracle script records, the same way under Lightning and under surge: values put under
+keys, state dicts saved for `torch.equal`, written to `$ORACLE_DIR/record.json` at exit (rank zero,
+or per rank as `record-rank{N}.json` when `record.PER_RANK` is set)."""
+
+from __future__ import annotations
+
+import atexit
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+
+DIR = Path(os.environ.get("ORACLE_DIR", "."))
+FRAMEWORK = os.environ.get("ORACLE_FRAMEWORK", "unknown")
+_record: dict[str, Any] = {}
+
+
+def plain(value: Any) -> Any:
+    """A JSON-able copy: tensors become numbers or lists (exact: floats by their repr)."""
+    if isinstance(value, torch.Tensor):
+        value = value.detach().cpu()
+        return plain(value.item() if value.numel() == 1 else value.tolist())
+    if isinstance(value, float):
+        return repr(value) if not math.isfinite(value) else value
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, (str, int, bool)) or value is None:
+        return value
+    return repr(value)
+
+
+def put(key: str, value: Any) -> None:
+    _record[key] = plain(value)
+
+
+def append(key: str, value: Any) -> None:
+    _record.setdefault(key, []).append(plain(value))
+
+
+def metrics(trainer: Any) -> dict[str, Any]:
+    """`trainer.callback_metrics` as plain numbers, keys sorted."""
+    return {k: plain(v) for k, v in sorted(trainer.callback_metrics.items())}
+
+
+def weights(name: str, module: torch.nn.Module) -> None:
+    rank = int(os.environ.get("RANK", os.environ.get("LOCAL_RANK", "0")))
+    if rank == 0:
+        (DIR / "weights").mkdir(parents=True, exist_ok=True)
+        torch.save(
+            {k: v.detach().cpu() for k, v in module.state_dict().items()}, DIR / "weights" / f"{name}.pt"
+        )
+
+
+@atexit.register
+def _write() -> None:
+    rank = int(os.environ.get("RANK", os.environ.get("LOCAL_RANK", "0")))
+    if _record and rank == 0:
+        (DIR / "record.json").write_text(json.dumps(_record, indent=1, sort_keys=True))
