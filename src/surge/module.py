@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -14,6 +15,7 @@ from .hparams import HyperparametersMixin, init_kwargs
 from .rank_zero import warn
 
 if TYPE_CHECKING:
+    from .manual_optim import OptimizerSteps
     from .results import Results
     from .trainer import Trainer
 
@@ -58,7 +60,7 @@ class Module(nn.Module, HyperparametersMixin):
         self._results: Results | None = None
         self._device = torch.device("cpu")
         self.automatic_optimization = True
-        self._manual_optimizers: list[Any] = []  # set by the fit loop under manual optimization
+        self._optimizer_steps: OptimizerSteps | None = None  # the fit's LightningOptimizers (fit loop)
         self._requires_grad_saved: dict[nn.Parameter, bool] = {}  # toggle_optimizer's record
 
     # -- the steps ---------------------------------------------------------------------------
@@ -257,14 +259,14 @@ class Module(nn.Module, HyperparametersMixin):
         return self._device.type == "cuda"
 
     def optimizers(self, use_pl_optimizer: bool = True) -> Any:
-        """The optimizer (or list of them) from `configure_optimizers`. Under manual optimization
-        each steps through the precision and counts in `global_step` (`use_pl_optimizer=False`:
-        the bare torch optimizers)."""
-        opts = (
-            self._manual_optimizers
-            if use_pl_optimizer and self._manual_optimizers
-            else self.trainer.optimizers
-        )
+        """The optimizer (or list of them) from `configure_optimizers`, as `LightningOptimizer`s: their
+        `step()` runs `on_before_optimizer_step` and the precision's step and, under manual
+        optimization, counts one `global_step`. `use_pl_optimizer=False`: the torch optimizers."""
+        steps = self._optimizer_steps
+        if use_pl_optimizer and steps is not None:
+            opts: list[Any] = steps.optimizers
+        else:
+            opts = self.trainer.optimizers
         return opts[0] if len(opts) == 1 else opts
 
     def lr_schedulers(self) -> Any:
@@ -274,9 +276,18 @@ class Module(nn.Module, HyperparametersMixin):
             return None
         return scheds[0] if len(scheds) == 1 else scheds
 
-    def manual_backward(self, loss: Tensor) -> None:
-        """Backward with the Trainer's precision (loss scaling); use with automatic_optimization=False."""
-        self.trainer.precision_plugin.backward(loss)
+    def manual_backward(self, loss: Tensor, *args: Any, **kwargs: Any) -> None:
+        """Backward under manual optimization (`automatic_optimization = False`): the
+        `on_before_backward(loss)` hooks, the precision's backward (loss scaling), then the
+        `on_after_backward()` hooks; `args`/`kwargs` go to `loss.backward` (`retain_graph=True`)."""
+        if self.automatic_optimization:
+            raise MisconfigurationError(
+                "manual_backward() is for manual optimization: set self.automatic_optimization = False "
+                "in __init__, or return the loss from training_step and let the Trainer run the backward."
+            )
+        if self._optimizer_steps is None:
+            raise SurgeRuntimeError(f"{type(self).__name__}.manual_backward() needs a running fit")
+        self._optimizer_steps.backward(loss, *args, **kwargs)
 
     # -- Lightning's helpers for manual optimization and fine-tuning --------------------------
     def toggle_optimizer(self, optimizer: Any) -> None:
@@ -301,6 +312,15 @@ class Module(nn.Module, HyperparametersMixin):
                     if param in self._requires_grad_saved:
                         param.requires_grad = self._requires_grad_saved[param]
         self._requires_grad_saved = {}
+
+    @contextlib.contextmanager
+    def toggled_optimizer(self, optimizer: Any) -> Iterator[None]:
+        """`toggle_optimizer(optimizer)` for the block, `untoggle_optimizer(optimizer)` after it."""
+        self.toggle_optimizer(optimizer)
+        try:
+            yield
+        finally:
+            self.untoggle_optimizer(optimizer)
 
     def clip_gradients(
         self,
@@ -350,7 +370,7 @@ class Module(nn.Module, HyperparametersMixin):
 
 
 def _bare(optimizer: Any) -> Any:
-    """The torch optimizer behind a `ManualOptimizer` (or the optimizer itself)."""
+    """The torch optimizer behind a `LightningOptimizer` (or the optimizer itself)."""
     return getattr(optimizer, "optimizer", optimizer)
 
 

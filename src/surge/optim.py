@@ -229,12 +229,9 @@ class Optimization:
         self._precision.after_optimizer_steps()
         self.skipped = not stepped
 
-    def manual(self, count: Callable[[], None], accumulate_grad_batches: int = 1) -> list[Any]:
-        """Hand the optimizers to a module that steps them itself (automatic_optimization=False),
-        as Lightning does: each `step()` counts through `count`, and the schedulers are left to
-        the module (`self.lr_schedulers()`); they are still saved in checkpoints."""
-        from .manual_optim import ManualOptimizer
-
+    def manual(self, accumulate_grad_batches: int = 1) -> None:
+        """The module steps the optimizers itself (automatic_optimization=False), as in Lightning:
+        the schedulers are left to it (`self.lr_schedulers()`); they are still saved in checkpoints."""
         if accumulate_grad_batches != 1:
             raise MisconfigurationError(
                 f"accumulate_grad_batches={accumulate_grad_batches} is not supported with "
@@ -249,7 +246,6 @@ class Optimization:
             )
         self._manual = True
         self.refresh_schedulers()
-        return [ManualOptimizer(opt, self._precision, count) for opt in self.optimizers]
 
     def _before_optimizer_step(self, opt: Optimizer) -> None:
         self._precision.unscale_gradients(opt)  # hooks see true-scale gradients

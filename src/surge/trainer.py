@@ -221,7 +221,7 @@ class Trainer(TrainerProperties):
         self._optim = optim = build_optimization(
             cfg, optimizers, schedulers, self._precision, self._hooks, metrics, self.fit_loop
         )
-        step = lambda: self.global_step  # noqa: E731
+        step = self.fit_loop.logger_step
         validation = Validation(parts, val_loaders, self._plan, cfg.check_val_every_n_epoch, step)
         self._validation, ctx = validation, self._fit_context(parts, optim, validation)
         self.fit_loop.bind(ctx, train_loader)

@@ -15,6 +15,7 @@ import torch
 
 DIR = Path(os.environ.get("ORACLE_DIR", "."))
 FRAMEWORK = os.environ.get("ORACLE_FRAMEWORK", "unknown")
+PER_RANK = False  # a script sets it to write each rank's record (record-rank{N}.json)
 _record: dict[str, Any] = {}
 
 
@@ -59,5 +60,7 @@ def weights(name: str, module: torch.nn.Module) -> None:
 @atexit.register
 def _write() -> None:
     rank = int(os.environ.get("RANK", os.environ.get("LOCAL_RANK", "0")))
-    if _record and rank == 0:
+    if _record and PER_RANK:
+        (DIR / f"record-rank{rank}.json").write_text(json.dumps(_record, indent=1, sort_keys=True))
+    elif _record and rank == 0:
         (DIR / "record.json").write_text(json.dumps(_record, indent=1, sort_keys=True))

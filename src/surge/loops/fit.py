@@ -24,7 +24,7 @@ from ..data import (
 )
 from ..errors import SurgeRuntimeError
 from ..loader_state import generator_states, sampler_seed, set_generator_states, set_sampler_seed
-from ..manual_optim import batch_only
+from ..manual_optim import OptimizerSteps, batch_only
 from ..profiler.base import LoopParts
 from ..rank_zero import warn
 from ..seed import rng_state
@@ -63,20 +63,29 @@ class FitLoop:
         self.reload: LoaderReload | None = None  # reload_dataloaders_every_n_epochs > 0
         self.inexact_said: str | None = None  # why checkpoints cannot resume exactly ("": they can)
         self.loader_resume: Any = None  # a stateful_loader.LoaderResume: the loader's own position
+        self.manual = False  # the module steps its optimizers (automatic_optimization=False)
+        self.manual_batches = 0  # batches trained under manual optimization: the loggers' step there
 
     def bind(self, ctx: FitContext, train_loader: Any) -> None:
         self.ctx, self.train_loader = ctx, check_train_loader(train_loader)
         self.trainer = ctx.parts.hooks.trainer  # what callbacks get; its public `should_stop` they set
         self.accumulate = ctx.settings.accumulate_grad_batches
-        module = ctx.parts.module
-        module._manual_optimizers = [] if module.automatic_optimization else self._manual(ctx)
-
-    def _manual(self, ctx: FitContext) -> list[Any]:
-        """The optimizers a manually optimizing module steps: each step is one `global_step`."""
-        return ctx.optim.manual(self._count_step, ctx.settings.accumulate_grad_batches)
+        parts = ctx.parts
+        self.manual = manual = not parts.module.automatic_optimization
+        if manual:
+            ctx.optim.manual(ctx.settings.accumulate_grad_batches)
+        parts.module._optimizer_steps = OptimizerSteps(
+            ctx.optim.optimizers, parts.precision, parts.hooks, parts.strategy, parts.module,
+            count=self._count_step if manual else None,
+        )  # fmt: skip
 
     def _count_step(self) -> None:
         self.global_step += 1
+
+    def logger_step(self) -> int:
+        """The step loggers get: `global_step`, or under manual optimization (where one batch may
+        step several optimizers) the batches trained, as Lightning logs them."""
+        return self.manual_batches if self.manual else self.global_step
 
     def _context(self) -> FitContext:
         """The bound context (a method that needs it calls this once, never per step)."""
@@ -94,6 +103,7 @@ class FitLoop:
         return {
             "epoch": self.epoch,
             "global_step": self.global_step,
+            "manual_batches": self.manual_batches,
             "batches_done": self.batches_done,
             "epoch_done": self.epoch_closed,
             "epoch_start_rng": self.epoch_start_rng,
@@ -104,6 +114,7 @@ class FitLoop:
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         self.global_step = state["global_step"]
+        self.manual_batches = state.get("manual_batches", 0)
         if state["epoch_done"]:
             self.epoch, self.batches_done = state["epoch"] + 1, 0
         else:
@@ -198,8 +209,8 @@ class FitLoop:
         hooks.module("on_train_epoch_end")
         results.default_on_step, results.default_on_epoch = True, False
         flags = results.flags()
-        publish(results.read_step(), flags, step=self.global_step, to_loggers=False)  # host read: epoch end
-        publish(results.read_epoch(), flags, step=self.global_step)
+        publish(results.read_step(), flags, step=self.logger_step(), to_loggers=False)  # host read: epoch end
+        publish(results.read_epoch(), flags, step=self.logger_step())
         ctx.optim.guard.report(self.global_step)  # host read: epoch end
         if self.epoch_done:
             ctx.optim.step_schedulers("epoch", self.epoch + 1)
@@ -348,6 +359,10 @@ class FitLoop:
                 for fn in end_callbacks:
                     fn(t, model, detached, batch, batch_idx - 1)
                 self.ending = False
+            if manual:  # the module stepped its optimizers; its metrics reach the loggers per batch
+                self.manual_batches += 1
+                if log_every and self.manual_batches % log_every == 0:
+                    publish(results.read_step(), results.flags(), step=self.manual_batches)  # host read
             if window_end and (signals.received is not None or not single) and signalled(self, single):
                 preempt(self)  # (ranks agree at log intervals: a collective and a host read there)
             if batch_idx == ADVICE_AFTER_BATCHES and not self._advised:

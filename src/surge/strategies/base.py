@@ -111,6 +111,9 @@ class Strategy:
         """Skip gradient synchronisation (non-final micro-batches); nothing to skip here."""
         return contextlib.nullcontext()
 
+    def prepare_manual_backward(self, loss: Tensor) -> None:
+        """Before each `manual_backward` (a step may run several backwards); nothing to prepare here."""
+
     # -- collectives -----------------------------------------------------------------------
     def barrier(self, name: str = "") -> None:
         """Wait for every process."""

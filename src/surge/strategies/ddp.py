@@ -10,8 +10,9 @@ import datetime
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
+import torch
 import torch.distributed as dist
-from torch import nn
+from torch import Tensor, nn
 
 from ..registry import register_strategy
 from .base import _spans_devices
@@ -80,6 +81,18 @@ class DDPStrategy(ProcessGroupStrategy):
     def no_sync(self) -> contextlib.AbstractContextManager:
         return self.wrapped.no_sync() if self.wrapped is not None else contextlib.nullcontext()
 
+    def prepare_manual_backward(self, loss: Tensor) -> None:
+        """Arm DDP's gradient reduction for this backward: under manual optimization one forward
+        (the training step) may be followed by several backwards, each of which all-reduces."""
+        ddp = self.wrapped
+        if ddp is None or not torch.is_grad_enabled() or not ddp.require_backward_grad_sync:
+            return
+        ddp.require_forward_param_sync = True
+        # With find_unused_parameters the reducer walks this loss's graph for the parameters it uses.
+        outputs = [loss] if ddp.find_unused_parameters and not ddp.static_graph else []
+        ddp.reducer._rebuild_buckets()  # before autograd runs (DDP's next forward would, inside it)
+        ddp.reducer.prepare_for_backward(outputs)
+
     def wrap_gradient_allreduce(self, wrap: Callable[[Callable[..., Any]], Callable[..., Any]]) -> bool:
         if self.wrapped is None:
             return False
@@ -93,3 +106,12 @@ class DDPStrategy(ProcessGroupStrategy):
             if p.grad is not None:
                 dist.all_reduce(p.grad)
                 p.grad.div_(self.world_size)
+
+
+@register_strategy("ddp_find_unused_parameters_true")
+class DDPFindUnusedStrategy(DDPStrategy):
+    """Lightning's `strategy="ddp_find_unused_parameters_true"`: DDP that finds, in each backward,
+    the parameters the loss did not use (e.g. a GAN's toggled-off discriminator)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**{"find_unused_parameters": True, **kwargs})
