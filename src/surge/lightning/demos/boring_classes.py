@@ -1,5 +1,6 @@
-"""Lightning's "boring" bug-report classes: `RandomDataset`, `BoringModel`, `BoringDataModule`,
-`DemoModel`, with the same shapes, losses and optimizers as Lightning's."""
+"""Lightning's "boring" bug-report classes: `RandomDataset`, `BoringModel`,
+`ManualOptimBoringModel`, `BoringDataModule`, `DemoModel`, with the same shapes, losses and
+optimizers as Lightning's."""
 
 from __future__ import annotations
 
@@ -7,9 +8,11 @@ from typing import Any
 
 import torch
 from torch import Tensor, nn
+from torch.optim import Optimizer
 from torch.utils.data import DataLoader, Dataset, IterableDataset, Subset
 
 from ...datamodule import DataModule
+from ...manual_optim import LightningOptimizer
 from ...module import Module
 
 
@@ -82,6 +85,24 @@ class BoringModel(Module):
 
     def predict_dataloader(self) -> DataLoader:
         return DataLoader(RandomDataset(32, 64))
+
+
+class ManualOptimBoringModel(BoringModel):
+    """`BoringModel` under manual optimization: each training step zeroes, backpropagates and steps
+    its one optimizer itself."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.automatic_optimization = False
+
+    def training_step(self, batch: Any, batch_idx: int) -> Any:
+        opt = self.optimizers()
+        assert isinstance(opt, Optimizer | LightningOptimizer)
+        loss = self.step(batch)
+        opt.zero_grad()
+        self.manual_backward(loss)
+        opt.step()
+        return loss
 
 
 class BoringDataModule(DataModule):
