@@ -288,3 +288,38 @@ def test_ddp_two_processes_compiled_equal_one_eager_with_twice_the_batch(tmp_pat
     assert one["global_step"] == two["global_step"] == 2 and two["world_size"] == 2
     for key, value in one["state_dict"].items():
         torch.testing.assert_close(two["state_dict"][key], value, atol=1e-5, rtol=1e-5)
+
+
+class ManualTiny(Tiny):
+    """Tiny stepping its optimizer itself."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.automatic_optimization = False
+
+    def training_step(self, batch, batch_idx):
+        opt = self.optimizers()
+        loss = nn.functional.cross_entropy(self.lin(batch[0]), batch[1])
+        opt.zero_grad()
+        self.manual_backward(loss)
+        opt.step()
+        return loss
+
+
+def test_manual_optimization_under_compile_step_says_what_is_compiled():
+    eager, compiled = ManualTiny(), ManualTiny()
+    fast_trainer(max_steps=3).fit(eager, _loader())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        trainer = fast_trainer(max_steps=3, compile={"scope": "step", "backend": "eager"})
+        trainer.fit(compiled, _loader())
+    said = [str(w.message) for w in caught if "manual optimization" in str(w.message)]
+    assert len(said) == 1 and "compiles your training_step as written" in said[0]
+    assert "each optimizer's step() on its own" in said[0]
+    assert trainer.global_step == 3
+    assert getattr(trainer.optimizers[0].step, "_surge_compiled", False)  # as the warning says
+    _assert_same(compiled, eager)
+    with warnings.catch_warnings(record=True) as caught:  # automatic optimization: nothing to say
+        warnings.simplefilter("always")
+        fast_trainer(max_steps=1, compile={"scope": "step", "backend": "eager"}).fit(Tiny(), _loader())
+    assert not [w for w in caught if "manual optimization" in str(w.message)]

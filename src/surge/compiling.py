@@ -3,7 +3,9 @@ block), and a watch on recompilations and compile time.
 
 `compile=True` or `{"scope": "forward", **opts}` compiles the module's forward in place (speed.py).
 `"step"` compiles the training step through the strategy's wrapper (forward and loss; the backward
-follows through AOTAutograd) and each optimizer's `step`. `"regions"` compiles every block of a
+follows through AOTAutograd) and each optimizer's `step`; under manual optimization the module's
+`training_step` runs the backwards and steps itself, so it is compiled as written, split at each
+of them (said once, with a warning). `"regions"` compiles every block of a
 container of identical blocks (an `nn.ModuleList`/`nn.Sequential`), once per block class.
 """
 
@@ -109,7 +111,19 @@ def compiled_training_step(compile: Any, strategy: Any, module: nn.Module) -> Ca
     spec = compile_spec(compile)
     if spec is None or spec.scope != "step":
         return None
+    if not getattr(module, "automatic_optimization", True):
+        warn(MANUAL_STEP_WARNING)
     return torch.compile(strategy.step_fn(module, "training_step"), **spec.options)
+
+
+MANUAL_STEP_WARNING = (
+    "compile='step' with manual optimization (automatic_optimization=False) compiles your "
+    "training_step as written and each optimizer's step() on its own: torch.compile splits "
+    "training_step into separate graphs at every manual_backward, zero_grad and optimizer.step "
+    "call, so its backward is not traced with its forward as under automatic optimization. "
+    "Return the loss from training_step (automatic optimization) for one forward+backward graph, or "
+    "use compile=True to compile the module's forward only."
+)
 
 
 def compile_optimizers(spec: CompileSpec | None, optimizers: list[Optimizer], scheduled: bool) -> bool:

@@ -192,7 +192,10 @@ class Module(nn.Module, HyperparametersMixin):
         """A new module built from the checkpoint's saved hyper-parameters (`hparams` override them)
         with its weights loaded, from any surge checkpoint (one file or sharded), safely.
 
-        `strict=False` loads the keys that match and warns with what it left out.
+        As in Lightning, `configure_model()` runs first (layers created there exist before the
+        weights load), then `on_load_checkpoint(checkpoint)`, which may still change the
+        checkpoint's `state_dict`; then the weights load. `strict=False` loads the keys that match
+        and warns with what it left out.
         """
         from .checkpoint import load_checkpoint
         from .model_state import apply_model_state
@@ -202,8 +205,12 @@ class Module(nn.Module, HyperparametersMixin):
         ckpt = load_checkpoint(checkpoint_path)
         check_layout(ckpt, checkpoint_path)
         kwargs = init_kwargs(cls, ckpt.get("hyper_parameters", {}), hparams, str(checkpoint_path))
-        weights = model_weights(ckpt, checkpoint_path)
         model = cls(**kwargs)
+        if type(model).configure_model is not Module.configure_model:
+            model.configure_model()
+        if type(model).on_load_checkpoint is not Module.on_load_checkpoint:
+            model.on_load_checkpoint(ckpt)
+        weights = model_weights(ckpt, checkpoint_path)
         strict = cls.strict_loading if strict is None else strict
         problems = apply_model_state(model, weights, strict=strict, source=str(checkpoint_path))
         if problems:
@@ -211,8 +218,6 @@ class Module(nn.Module, HyperparametersMixin):
                 f"{cls.__name__}.load_from_checkpoint({str(checkpoint_path)!r}) loaded what matched; "
                 + "; ".join(problems)
             )
-        if type(model).on_load_checkpoint is not Module.on_load_checkpoint:
-            model.on_load_checkpoint(ckpt)
         return model.to(map_location) if map_location is not None else model
 
     # -- what the trainer exposes ------------------------------------------------------------
