@@ -22,12 +22,11 @@ def _data() -> DataLoader:
     )
 
 
-def _fit(model: surge.Module, **kwargs) -> surge.Trainer:
-    trainer = surge.Trainer(
-        logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
-        num_sanity_val_steps=0, **{"max_steps": 2, **kwargs},
-    )  # fmt: skip
-    trainer.fit(model, _data())
+def _fit(model: surge.Module, ckpt_path=None, **kwargs) -> surge.Trainer:
+    base = dict(logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                num_sanity_val_steps=0, max_steps=2)  # fmt: skip
+    trainer = surge.Trainer(**{**base, **kwargs})
+    trainer.fit(model, _data(), ckpt_path=ckpt_path)
     return trainer
 
 
@@ -173,3 +172,51 @@ class BackwardInAutomatic(Auto):
 def test_manual_backward_under_automatic_optimization_is_refused():
     with pytest.raises(MisconfigurationError, match=r"manual_backward\(\) is for manual optimization"):
         _fit(BackwardInAutomatic())
+
+
+class Norms(surge.callbacks.Callback):
+    def __init__(self) -> None:
+        self.norms: list[float] = []
+
+    def on_before_optimizer_step(self, trainer, module, optimizer):
+        grads = [p.grad.float() for g in optimizer.param_groups for p in g["params"]]
+        self.norms.append(torch.linalg.vector_norm(torch.stack([g.norm() for g in grads])).item())
+
+
+@pytest.mark.parametrize("closure", [False, True])
+def test_fp16_loss_scaling_hooks_see_true_scale_gradients(closure):
+    """The loss scaler multiplies the loss by 65536 at first: the hook gets the unscaled gradients."""
+
+    class Model(Closure):
+        def training_step(self, batch, batch_idx):
+            if closure:
+                return super().training_step(batch, batch_idx)
+            opt = self.optimizers()
+            opt.zero_grad()
+            self.manual_backward(F.cross_entropy(self.lin(batch[0]), batch[1]))
+            opt.step()
+
+    runs = []
+    for precision in ("32-true", "16-mixed"):
+        torch.manual_seed(0)
+        norms = Norms()
+        _fit(Model(), precision=precision, accelerator="cpu", callbacks=[norms], max_steps=1)
+        runs.append(norms.norms)
+    assert len(runs[1]) == 1 and runs[1][0] == pytest.approx(runs[0][0], rel=1e-2)
+
+
+def test_manual_step_metrics_are_logged_per_batch_and_the_count_resumes(tmp_path):
+    class Logged(Closure):
+        def training_step(self, batch, batch_idx):
+            super().training_step(batch, batch_idx)
+            self.log("returned", self.returned[-1])
+
+    logger = surge.loggers.CSVLogger(tmp_path, name="logs", version=0)
+    trainer = _fit(Logged(), max_steps=-1, max_epochs=2, logger=logger, log_every_n_steps=2)
+    assert trainer.global_step == trainer.fit_loop.manual_batches == 8
+    rows = (tmp_path / "logs" / "version_0" / "metrics.csv").read_text().splitlines()
+    steps = [int(row.split(",")[rows[0].split(",").index("step")]) for row in rows[1:]]
+    assert steps == [2, 4, 6, 8]
+    trainer.save_checkpoint(tmp_path / "last.ckpt")
+    resumed = _fit(Logged(), max_steps=-1, max_epochs=3, ckpt_path=tmp_path / "last.ckpt")
+    assert resumed.fit_loop.manual_batches == 12 and resumed.global_step == 12
