@@ -321,7 +321,7 @@ class FitLoop:
                 with forward_context():
                     out = step(batch, batch_idx)
                 if manual:
-                    loss = out  # the module steps its optimizers; each step counts (ManualOptimizer)
+                    loss = out  # the module steps its optimizers; each step counts (LightningOptimizer)
                 else:
                     loss = out if isinstance(out, Tensor) else loss_from(out, batch_idx)
                     if not checked:
