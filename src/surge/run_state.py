@@ -211,7 +211,9 @@ def _loop_part(run: RunObjects) -> Part:
 
     def restore(ckpt: Mapping[str, Any], path: Path) -> None:
         _check_loop_state(ckpt["loop"], path, run.batches_per_epoch)
-        loop.loader_resume = restore_loader(loop.train_loader, ckpt["loop"], strategy, path)
+        loop.loader_resume = restore_loader(
+            loop.train_loader, ckpt["loop"], strategy, path, run.batches_per_epoch
+        )
         loop.load_state_dict(ckpt["loop"])
         if ckpt["loop"].get("window_gradients") is not None:
             strategy.restore_window_gradients(run.module, ckpt["loop"]["window_gradients"], path)

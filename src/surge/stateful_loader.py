@@ -9,6 +9,7 @@ best effort: a resume inside an epoch reads the epoch's stream again and drops w
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -131,10 +132,13 @@ class LoaderResume:
         return iter(()) if finished else it
 
 
-def restore_loader(loader: Any, loop: Mapping[str, Any], strategy: Any, path: Path) -> LoaderResume | None:
+def restore_loader(
+    loader: Any, loop: Mapping[str, Any], strategy: Any, path: Path, batches_per_epoch: int | float = math.inf
+) -> LoaderResume | None:
     """This rank's saved train loader position: restored now when the epoch had ended (call this before the
     loop's own restore, which puts the loader's generators back), else returned for the loop to continue
-    from. None: the loop resumes as it does a loader without state."""
+    from. None: the loop resumes as it does a loader without state. A position that claims its iterator
+    ran out before the epoch's last batch is refused (resumed, it would skip the rest of the epoch)."""
     saved, holder = loop.get("loader_states"), state_holder(loader)
     if saved is None or holder is None:
         _say_unmatched(saved, holder, loader, loop, path)
@@ -151,6 +155,15 @@ def restore_loader(loader: Any, loop: Mapping[str, Any], strategy: Any, path: Pa
     if loop["epoch_done"]:
         _apply(loader, state, True, path)
         return None
+    finished = isinstance(state, Mapping) and bool(state.get("_iterator_finished"))
+    if finished and loop["batches_done"] < batches_per_epoch:
+        raise CheckpointError(
+            f"{path}: the train loader's saved position (loop['loader_states'][{strategy.global_rank}]) says "
+            f"its iterator finished ('_iterator_finished': True) after batch {loop['batches_done']} of epoch "
+            f"{loop['epoch']}, but this run's epoch has {batches_per_epoch} batches: resumed, the rest of the "
+            "epoch would be skipped. The checkpoint is damaged or was written with another loader; resume "
+            "from another checkpoint, or with the loader it was saved with"
+        )
     return LoaderResume(state, loop.get("generators"), path)
 
 
