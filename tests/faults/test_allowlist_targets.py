@@ -165,3 +165,21 @@ def test_configs_of_the_declared_types_still_build(payloads):
     )  # fmt: skip
     assert cli.model.loss.__name__ == "mse_loss"
     assert [type(c).__name__ for c in cli.trainer.callbacks][:2] == ["MarkingCallback", "EarlyStopping"]
+
+
+def test_checkpoint_hyper_parameters_build_only_what_the_allowlist_permits(payloads, capsys):
+    """`--ckpt_path` puts the checkpoint's hyper-parameters in front of the command line (LightningCLI)."""
+    from surge.checkpoint import save_atomic
+    from surge.lightning.cli import LightningCLI
+
+    hparams = {"_class_path": "payloads.Model", "channels": 4, "extra": {"class_path": "payloads.Marker"}}
+    ckpt = save_atomic({"hyper_parameters": hparams, "state_dict": {}}, payloads / "given.ckpt")
+    args = ["fit", "--config", _config(payloads, model=_model()), "--ckpt_path", str(ckpt),
+            "--allow_class_paths", "surge,payloads", "--trainer.fast_dev_run", "true"]  # fmt: skip
+    with pytest.raises(SystemExit) as done:
+        LightningCLI(args=args)
+    assert done.value.code == 2
+    err = capsys.readouterr().err
+    assert "'payloads.Marker' at model.init_args.extra" in err and "takes no class_path" in err
+    time.sleep(0.2)
+    assert not (payloads / "RAN").exists()
