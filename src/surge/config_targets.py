@@ -48,12 +48,7 @@ def check_targets(cfg: Any, declared: Iterable[tuple[str, Any]], policy: ClassPa
 def _walk(value: Any, hint: Any, where: str, policy: ClassPathPolicy, seen: set[str]) -> None:
     items = _mapping(value)
     if items is not None and isinstance(items.get("class_path"), str):
-        seen.add(where)
-        cls = _check_spec(items["class_path"], hint, where)
-        for key, item in (_mapping(items.get("init_args")) or {}).items():
-            _walk(item, parameter_type(cls, key), f"{where}.init_args.{key}", policy, seen)
-        for key, item in (_mapping(items.get("dict_kwargs")) or {}).items():
-            _walk(item, UNKNOWN, f"{where}.dict_kwargs.{key}", policy, seen)
+        _walk_spec(items, hint, where, policy, seen)
     elif items is not None:
         for key, item in items.items():
             _walk(item, _value_type(hint, key), f"{where}.{key}", policy, seen)
@@ -61,8 +56,20 @@ def _walk(value: Any, hint: Any, where: str, policy: ClassPathPolicy, seen: set[
         element = _element_type(hint)
         for i, item in enumerate(value):
             _walk(item, element, f"{where}[{i}]", policy, seen)
-    elif _names_code(hint) and (isinstance(value, str) and "." in value or callable(value)):
-        policy.check(value if isinstance(value, str) else _import_path(value), where)
+    elif isinstance(value, str) and "." in value and _names_code(hint):
+        policy.check(value, where)
+    elif callable(value) and not isinstance(value, str):  # what the parser resolved from an import string
+        policy.check(_import_path(value), where)
+
+
+def _walk_spec(items: dict[str, Any], hint: Any, where: str, policy: ClassPathPolicy, seen: set[str]) -> None:
+    seen.add(where)
+    cls = _check_spec(items["class_path"], hint, where)
+    for key, item in (_mapping(items.get("init_args")) or {}).items():
+        if item is not _default(cls, key):  # a default comes from the class's code, not the config
+            _walk(item, parameter_type(cls, key), f"{where}.init_args.{key}", policy, seen)
+    for key, item in (_mapping(items.get("dict_kwargs")) or {}).items():
+        _walk(item, UNKNOWN, f"{where}.dict_kwargs.{key}", policy, seen)
 
 
 def _check_spec(path: str, hint: Any, where: str) -> type:
@@ -102,6 +109,18 @@ def parameter_type(cls: type, key: str) -> Any:
                 return UNKNOWN
         if not any(p.kind is p.VAR_KEYWORD for p in params.values()):
             return UNKNOWN
+    return UNKNOWN
+
+
+def _default(cls: type, key: str) -> Any:
+    """The default of `key` in `cls.__init__` (or up the MRO), UNKNOWN if it has none."""
+    for klass in cls.__mro__:
+        try:
+            param = inspect.signature(klass.__dict__["__init__"]).parameters.get(key)
+        except (KeyError, TypeError, ValueError):
+            continue
+        if param is not None:
+            return param.default
     return UNKNOWN
 
 

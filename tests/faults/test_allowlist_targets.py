@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
 from surge.config_cli import SurgeCLI, run_cli
@@ -49,9 +50,11 @@ class MarkingCallback(Callback):
 
 
 class Model(DigitsCNN):
-    def __init__(self, extra: Any = None, loss: Optional[Callable] = None, **kwargs) -> None:
+    def __init__(
+        self, extra: Any = None, loss: Optional[Callable] = None, act: Callable = torch.tanh, **kwargs
+    ) -> None:
         super().__init__(**kwargs)
-        self.extra, self.loss = extra, loss
+        self.extra, self.loss, self.act = extra, loss, act
 """
 
 
@@ -163,7 +166,7 @@ def test_configs_of_the_declared_types_still_build(payloads):
         args=["fit", "--config", config, "--allow_class_paths", "surge,payloads,torch.nn.functional"],
         run=False, save_config=False,
     )  # fmt: skip
-    assert cli.model.loss.__name__ == "mse_loss"
+    assert cli.model.loss.__name__ == "mse_loss" and cli.model.act is torch.tanh  # a default is the code's
     assert [type(c).__name__ for c in cli.trainer.callbacks][:2] == ["MarkingCallback", "EarlyStopping"]
 
 
