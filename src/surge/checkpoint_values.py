@@ -63,6 +63,11 @@ def check_state(state: dict[str, Any], source: str | Mapping[str, str]) -> None:
             state[key] = new
 
 
+def checked_value(obj: Any, where: str, source: str) -> Any:
+    """One value (at key `where`, put there by `source`) as `check_state` checks the whole state."""
+    return _checked(obj, where, source)
+
+
 def _checked(obj: Any, where: str, source: str, sharded: bool = False) -> Any:
     kind = type(obj)
     if kind in LEAVES:

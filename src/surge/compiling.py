@@ -145,7 +145,7 @@ def refuse_foreach_with_tensor_lr(optimizers: list[Optimizer]) -> None:
     the first compiled step: say so before the fit, naming the argument and the fixes."""
     for i, opt in enumerate(optimizers):
         groups = [g for g in opt.param_groups if g.get("foreach") is True and g.get("capturable") is False]
-        if isinstance(opt, torch.optim.Adam) and groups:
+        if isinstance(opt, torch.optim.Adam | torch.optim.AdamW) and groups:
             name = type(opt).__name__
             raise MisconfigurationError(
                 f"compile='step' with a learning-rate scheduler makes each param group's lr a 0-d tensor "

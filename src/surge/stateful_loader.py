@@ -19,12 +19,11 @@ from typing import Any
 from torch import Tensor
 from torch.utils.data import DataLoader, IterableDataset
 
+from .checkpoint_values import checked_value
 from .errors import CheckpointError, MisconfigurationError
 from .loader_state import set_generator_states
 from .rank_zero import info, warn
 from .seed import rng_state, set_rng_state
-
-_PLAIN = (str, int, float, bool, type(None))
 
 
 def state_holder(loader: Any) -> Any | None:
@@ -85,34 +84,11 @@ def loader_states(loader: Any, strategy: Any) -> list[Any] | None:
     holder = state_holder(loader)
     if holder is None:
         return None
-    state = plain_state(holder.state_dict(), f"{type(holder).__name__}.state_dict()")
+    where = f"checkpoint['loop']['loader_states'][{strategy.global_rank}]"
+    state = checked_value(
+        holder.state_dict(), where, f"{type(holder).__name__}.state_dict()"
+    )  # numpy scalars
     return strategy.all_gather_object(state)
-
-
-def plain_state(obj: Any, where: str) -> Any:
-    """`obj` in the types a `weights_only` load accepts (numpy scalars become python numbers)."""
-    if isinstance(obj, (Tensor, *_PLAIN)):
-        return obj
-    if isinstance(obj, Mapping):
-        return {_key(k, where): plain_state(v, f"{where}[{k!r}]") for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return type(obj)(plain_state(v, f"{where}[{i}]") for i, v in enumerate(obj))
-    if type(obj).__module__ == "numpy" and hasattr(obj, "item") and getattr(obj, "ndim", None) == 0:
-        return obj.item()
-    raise CheckpointError(
-        f"the train loader's position cannot be checkpointed: {where} is a {type(obj).__module__}."
-        f"{type(obj).__qualname__}, but a checkpoint holds only dicts, lists, tuples, str, int, float, bool, "
-        "None and tensors (so that it loads without running code): return those from state_dict()"
-    )
-
-
-def _key(key: Any, where: str) -> Any:
-    if isinstance(key, _PLAIN):
-        return key
-    raise CheckpointError(
-        f"the train loader's position cannot be checkpointed: {where} has a key of type "
-        f"{type(key).__name__} ({key!r}); use str or int keys"
-    )
 
 
 @dataclass(frozen=True)
