@@ -38,6 +38,9 @@ MAPPINGS = (dict, collections.OrderedDict, collections.Counter)
 SEQUENCES = (list, tuple, set, torch.Size)
 TENSORS = (Tensor, torch.nn.Parameter)
 SHARDED = ("state_dict", "optimizer_states")  # a sharded strategy's DTensors live there (DCP writes them)
+EMPTY_BYTES = (
+    "an empty str or None (torch pickles b'' as a call of bytes(), which a weights-only load refuses)"
+)
 HOLDS = "dicts, lists, tuples, sets, str, int, float, bool, None, bytes, complex, torch dtypes/devices and dense tensors"
 ADVICE = {
     "ndarray": "torch.from_numpy(value) or value.tolist()",
@@ -70,6 +73,8 @@ def checked_value(obj: Any, where: str, source: str) -> Any:
 
 def _checked(obj: Any, where: str, source: str, sharded: bool = False) -> Any:
     kind = type(obj)
+    if kind is bytes and not obj:
+        _refuse(obj, where, source, EMPTY_BYTES)
     if kind in LEAVES:
         return obj
     if isinstance(obj, Tensor):
@@ -104,7 +109,8 @@ def _checked_mapping(obj: Any, where: str, source: str, sharded: bool) -> Any:
 def _checked_key(key: Any, where: str, source: str) -> Any:
     if _numpy_scalar(key):
         key = key.item()
-    if type(key) in KEYS and (type(key) is not tuple or all(type(k) in KEYS for k in key)):
+    plain = type(key) in KEYS and (type(key) is not tuple or all(type(k) in KEYS for k in key))
+    if plain and key != b"" and not (type(key) is tuple and b"" in key):
         return key
     raise CheckpointError(
         f"checkpoint not written: {where} has a key {key!r} of type {_type_name(key)}, which a checkpoint "

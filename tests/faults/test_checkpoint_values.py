@@ -107,6 +107,7 @@ def _path_value(root: Any, where: str) -> Any:
 def _refused(value: Any) -> bool:
     return (
         isinstance(value, REFUSED)
+        or type(value) is bytes and not value  # pickled as a call of bytes()
         or type(value).__module__ == "numpy" and isinstance(value, np.datetime64)
         or isinstance(value, torch.Tensor) and (value.layout != torch.strided or value.device.type == "meta")
     )  # fmt: skip
@@ -156,7 +157,10 @@ def test_a_hook_value_is_refused_naming_it_or_loads_back_equal(tmp_path, value):
         if where.group(2) == "is a":
             assert _refused(named), (message, named)
         else:
-            assert any(_refused(k) for k in named), (message, named)
+            assert any(_refused(k) or type(k) is tuple and any(map(_refused, k)) for k in named), (
+                message,
+                named,
+            )
         with pytest.raises((CheckpointError, RuntimeError, ValueError, NotImplementedError)):
             save_atomic({"epoch": 0, "hook": value}, tmp_path / "raw.ckpt")  # unchecked, it is unreadable
             load_checkpoint(tmp_path / "raw.ckpt")
