@@ -6,8 +6,9 @@ or any class at all where the argument is typed `Any` or `object`. So under an a
 class_path in the parsed config must name a class that inherits (not merely registers with an ABC)
 from a class its argument's annotation names: the parameter of the command's parser, or of the
 enclosing class's `__init__` for nested `init_args`. An argument typed `Any`, `object`, a bare
-`Callable` or not at all takes no class_path, nor does `dict_kwargs`; a function named by an import
-string (a `Callable` or `type[...]` argument) must be under an allowed prefix.
+`Callable` or not at all takes no class_path, nor does `dict_kwargs`; a function or class named by
+an import string (which the parser resolves at a `Callable` or `type[...]` argument) must be under
+an allowed prefix, unless it is the class's own default.
 """
 
 from __future__ import annotations
@@ -15,21 +16,31 @@ from __future__ import annotations
 import importlib
 import inspect
 import typing
-from collections.abc import Callable, Iterable, Mapping
+from collections import abc
+from collections.abc import Callable, Iterable
 from types import UnionType
 from typing import Any
 
 from .config_guard import ClassPathPolicy, ConfigRefused, class_paths
 
 UNKNOWN: Any = inspect.Parameter.empty  # an argument whose annotation is not known takes no class_path
-CONTAINERS = (list, tuple, set, frozenset, Iterable, typing.Sequence, typing.Iterable)
+CONTAINERS = (
+    list,
+    tuple,
+    set,
+    frozenset,
+    abc.Iterable,
+    abc.Sequence,
+    abc.MutableSequence,
+    abc.Collection,
+    abc.Set,
+)
+MAPPINGS = (dict, abc.Mapping, abc.MutableMapping)
 
 
 def declared_types(parser: Any) -> list[tuple[str, Any]]:
     """Each argument of a jsonargparse parser and the annotation it was declared with."""
-    return [
-        (a.dest, a._typehint) for a in parser._actions if hasattr(a, "_typehint")
-    ]  # jsonargparse's record
+    return [(a.dest, a._typehint) for a in parser._actions if hasattr(a, "_typehint")]  # jsonargparse's
 
 
 def check_targets(cfg: Any, declared: Iterable[tuple[str, Any]], policy: ClassPathPolicy) -> None:
@@ -147,7 +158,7 @@ def _value_type(hint: Any, key: str) -> Any:
     if len(bases) == 1:
         return parameter_type(bases[0], key)
     for member in _members(hint):
-        if typing.get_origin(member) in (dict, Mapping, typing.Mapping) and typing.get_args(member):
+        if typing.get_origin(member) in MAPPINGS and typing.get_args(member):
             return typing.get_args(member)[-1]
     return UNKNOWN
 
