@@ -5,7 +5,8 @@ optimization (SWA's scheduler, finetuning's param groups) rebuilds it first and 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,13 +30,26 @@ def restore_callbacks(
     _refuse_missing(saved, {cb.state_key for cb in callbacks}, path)
     for cb in callbacks:
         if cb.state_key in saved:
-            cb.load_state_dict(saved[cb.state_key])
+            with _naming(path, cb.state_key):
+                cb.load_state_dict(saved[cb.state_key])
     if optim is None:
         return
     for cb in callbacks:
         if cb.state_key in saved and callable(getattr(cb, "restore_optimization", None)):
-            cb.restore_optimization(optim.optimizers, optim.schedulers, module)
+            with _naming(path, cb.state_key):
+                cb.restore_optimization(optim.optimizers, optim.schedulers, module)
     optim.refresh_schedulers()
+
+
+@contextmanager
+def _naming(path: Path, key: str) -> Iterator[None]:
+    """A callback's refusal of its saved state (or its raw error on a damaged one) as a
+    CheckpointError naming the checkpoint and the state's key."""
+    try:
+        yield
+    except (CheckpointError, KeyError, ValueError, TypeError) as err:
+        text = str(err) if isinstance(err, CheckpointError) else f"{type(err).__name__}: {err}"
+        raise CheckpointError(f"checkpoint {path}, callbacks[{key!r}]: {text}") from err
 
 
 def _refuse_missing(saved: Mapping[str, Any], present: set[str], path: Path) -> None:

@@ -133,6 +133,8 @@ def compile_optimizers(spec: CompileSpec | None, optimizers: list[Optimizer], sc
     become 0-d tensors, so a changed rate does not recompile. Returns whether it compiled."""
     if spec is None or spec.scope != "step":
         return False
+    if scheduled:
+        refuse_foreach_with_tensor_lr(optimizers)
     for opt in optimizers:
         eager = opt.step
         if getattr(eager, "_surge_compiled", False):
@@ -150,6 +152,22 @@ def compile_optimizers(spec: CompileSpec | None, optimizers: list[Optimizer], sc
     if scheduled:
         tensor_learning_rates(optimizers)
     return True
+
+
+def refuse_foreach_with_tensor_lr(optimizers: list[Optimizer]) -> None:
+    """torch's Adam (and AdamW) refuse a tensor lr with `foreach=True, capturable=False`, deep inside
+    the first compiled step: say so before the fit, naming the argument and the fixes."""
+    for i, opt in enumerate(optimizers):
+        groups = [g for g in opt.param_groups if g.get("foreach") is True and g.get("capturable") is False]
+        if isinstance(opt, torch.optim.Adam | torch.optim.AdamW) and groups:
+            name = type(opt).__name__
+            raise MisconfigurationError(
+                f"compile='step' with a learning-rate scheduler makes each param group's lr a 0-d tensor "
+                f"(so a new rate does not recompile), and torch's {name} refuses a tensor lr with "
+                f"foreach=True and capturable=False (optimizer {i}, {name}(foreach=True)). Pass "
+                f"{name}(..., foreach=True, capturable=True), leave foreach unset, or use fused=True; "
+                "or compile=True (the forward only)."
+            )
 
 
 def tensor_learning_rates(optimizers: list[Optimizer]) -> None:

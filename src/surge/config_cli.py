@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from . import config_guard
+from . import config_guard, config_targets
 from .callbacks.base import Callback
 from .datamodule import DataModule
 from .errors import MisconfigurationError, SurgeError, bad_value
@@ -207,6 +207,8 @@ class SurgeCLI:
                 cfg = _as_fit(cfg)
             if self.class_path_policy is not None:  # also catches bare names and dotted flags
                 config_guard.check_namespace(cfg[cfg.subcommand], self.class_path_policy)
+                declared = config_targets.declared_types(self._parsers[cfg.subcommand])
+                config_targets.check_targets(cfg[cfg.subcommand], declared, self.class_path_policy)
         except config_guard.ConfigRefused as err:
             _fail(self.parser.prog, command, str(err), CONFIG_ERROR)
         except ArgumentError as err:

@@ -18,6 +18,9 @@ from typing import Any
 
 from .errors import MisconfigurationError
 
+# surge's entry points: a config under an allowlist never names these, whatever it allows
+NEVER_FROM_CONFIG = ("surge.cli", "surge.__main__", "surge.lightning.mode", "surge.lightning.__main__",
+                     "surge.launch", "surge.signals")  # fmt: skip
 MAX_YAML_NODES = 100_000  # expanded values in one YAML document; real configs hold a few hundred
 MAX_YAML_DEPTH = 100  # nested flow brackets; real configs use fewer than ten
 YAML_MODE = "surge_yaml"  # the jsonargparse parser mode whose loader guards the YAML
@@ -43,7 +46,7 @@ class ClassPathPolicy:
         self.prefixes = tuple(prefixes)
 
     def allows(self, path: str) -> bool:
-        return any(path == p or path.startswith(p + ".") for p in self.prefixes)
+        return _under(path, self.prefixes) and not _under(path, NEVER_FROM_CONFIG)
 
     def check(self, path: str, where: str, source: str = "") -> None:
         """Refuse `path` (found at key `where`, in file `source`) unless it is allowed, and refuse
@@ -53,10 +56,12 @@ class ClassPathPolicy:
             if name is not None and not self.allows(name):
                 alias = f" (that is {defined})" if name != path else ""
                 place = " ".join(x for x in (where and f"at {where}", source and f"in {source}") if x)
+                never = f" (never {', '.join(NEVER_FROM_CONFIG)}: they run scripts and processes)"
                 raise ConfigRefused(
                     f"class_path {path!r}{alias} {place} is not allowed: allow_class_paths permits "
-                    f"only {list(self.prefixes)}. Nothing was built. A config runs the code it names; "
-                    "add the module to --allow_class_paths only if you trust this config"
+                    f"only {list(self.prefixes)}{never if _under(name, NEVER_FROM_CONFIG) else ''}. "
+                    "Nothing was built. A config runs the code it names; add the module to "
+                    "--allow_class_paths only if you trust this config"
                 )
 
     def combine(self, other: ClassPathPolicy | None) -> ClassPathPolicy:
@@ -65,6 +70,10 @@ class ClassPathPolicy:
             return self
         kept = [p for p in self.prefixes if other.allows(p)] + [p for p in other.prefixes if self.allows(p)]
         return ClassPathPolicy(list(dict.fromkeys(kept)))
+
+
+def _under(path: str, prefixes: Sequence[str]) -> bool:
+    return any(path == p or path.startswith(p + ".") for p in prefixes)
 
 
 def split_prefixes(text: str) -> list[str]:
@@ -82,11 +91,12 @@ def _defined_as(path: str) -> str | None:
 
 def check_namespace(cfg: Any, policy: ClassPathPolicy, where: str = "") -> None:
     """Every `class_path` in a parsed config (a jsonargparse Namespace, nested) must be allowed."""
-    for key, path in _class_paths(cfg, where):
+    for key, path in class_paths(cfg, where):
         policy.check(path, key)
 
 
-def _class_paths(value: Any, where: str) -> Iterator[tuple[str, str]]:
+def class_paths(value: Any, where: str) -> Iterator[tuple[str, str]]:
+    """Each `(key, class_path)` in a config (dicts, Namespaces, lists), keys as `a.b[0].c`."""
     items = getattr(value, "__dict__", None) if type(value).__name__ == "Namespace" else None
     if isinstance(value, dict):
         items = value
@@ -95,10 +105,10 @@ def _class_paths(value: Any, where: str) -> Iterator[tuple[str, str]]:
         if isinstance(path, str):
             yield (where, path)
         for key, item in items.items():
-            yield from _class_paths(item, f"{where}.{key}" if where else str(key))
+            yield from class_paths(item, f"{where}.{key}" if where else str(key))
     elif isinstance(value, (list, tuple)):
         for i, item in enumerate(value):
-            yield from _class_paths(item, f"{where}[{i}]")
+            yield from class_paths(item, f"{where}[{i}]")
 
 
 # -- the YAML loader ---------------------------------------------------------------------------
@@ -144,7 +154,7 @@ def _load_yaml(text: str, path: str = "") -> Any:
     value = get_loader("yaml")(text)
     policy = _POLICY.get()
     if policy is not None:
-        for key, class_path in _class_paths(value, ""):
+        for key, class_path in class_paths(value, ""):
             if "." in class_path:  # a bare class name resolves only to an imported subclass
                 policy.check(class_path, key, source)
     return value

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import torch
 
 from .callback_state import restore_callbacks, save_callbacks
+from .checkpoint_values import check_state
 from .errors import CheckpointError, MisconfigurationError
 from .hparams import plain
 from .loader_state import inexact_resume_reason
@@ -113,13 +114,37 @@ def checkpoint_state(run: RunObjects, weights_only: bool = False) -> dict[str, A
         parts[name].save(state)
     state["surge"] = {"version": __version__, "torch_version": str(torch.__version__)}
     if weights_only:
+        check_state(state, _sources(run))
         return state
     for name, part in parts.items():
         if name not in WEIGHTS_ONLY:
             part.save(state)
+    check_state(state, _sources(run))  # what a weights-only load refuses is refused now, by key and hook
     run.hooks.module("on_save_checkpoint", state)
-    run.hooks.callbacks("on_save_checkpoint", state)
+    check_state(state, f"{_class_name(run.module)}.on_save_checkpoint")
+    after = lambda cb: check_state(state, f"{type(cb).__name__}.on_save_checkpoint")  # noqa: E731
+    run.hooks.callbacks("on_save_checkpoint", state, after=after)
     return state
+
+
+def _class_name(module: Module) -> str:
+    """The user's class name, also under FSDP2 (whose `fully_shard` makes `FSDP<Name>(FSDPModule, Name)`)."""
+    cls = type(module)
+    if any(base.__name__ == "FSDPModule" for base in cls.__bases__):
+        cls = cls.__bases__[-1]
+    return cls.__name__
+
+
+def _sources(run: RunObjects) -> dict[str, str]:
+    """Who fills each key of the gathered state, for a refusal to name."""
+    model, data = _class_name(run.module), type(run.datamodule).__name__
+    return {
+        "state_dict": f"{model}.state_dict() (a buffer, or get_extra_state)",
+        "hyper_parameters": f"{model}.save_hyperparameters()",
+        "callbacks": "the callback's state_dict()",
+        "datamodule": f"{data}.state_dict()",
+        "loop": "the train loader's state_dict(), or a value logged this epoch",
+    }
 
 
 def restore_state(run: RunObjects, found: Found) -> dict[str, Any] | None:
@@ -186,7 +211,9 @@ def _loop_part(run: RunObjects) -> Part:
 
     def restore(ckpt: Mapping[str, Any], path: Path) -> None:
         _check_loop_state(ckpt["loop"], path, run.batches_per_epoch)
-        loop.loader_resume = restore_loader(loop.train_loader, ckpt["loop"], strategy, path)
+        loop.loader_resume = restore_loader(
+            loop.train_loader, ckpt["loop"], strategy, path, run.batches_per_epoch
+        )
         loop.load_state_dict(ckpt["loop"])
         if ckpt["loop"].get("window_gradients") is not None:
             strategy.restore_window_gradients(run.module, ckpt["loop"]["window_gradients"], path)

@@ -9,6 +9,7 @@ best effort: a resume inside an epoch reads the epoch's stream again and drops w
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -18,12 +19,11 @@ from typing import Any
 from torch import Tensor
 from torch.utils.data import DataLoader, IterableDataset
 
+from .checkpoint_values import checked_value
 from .errors import CheckpointError, MisconfigurationError
 from .loader_state import set_generator_states
 from .rank_zero import info, warn
 from .seed import rng_state, set_rng_state
-
-_PLAIN = (str, int, float, bool, type(None))
 
 
 def state_holder(loader: Any) -> Any | None:
@@ -84,34 +84,11 @@ def loader_states(loader: Any, strategy: Any) -> list[Any] | None:
     holder = state_holder(loader)
     if holder is None:
         return None
-    state = plain_state(holder.state_dict(), f"{type(holder).__name__}.state_dict()")
+    where = f"checkpoint['loop']['loader_states'][{strategy.global_rank}]"
+    state = checked_value(
+        holder.state_dict(), where, f"{type(holder).__name__}.state_dict()"
+    )  # numpy scalars
     return strategy.all_gather_object(state)
-
-
-def plain_state(obj: Any, where: str) -> Any:
-    """`obj` in the types a `weights_only` load accepts (numpy scalars become python numbers)."""
-    if isinstance(obj, (Tensor, *_PLAIN)):
-        return obj
-    if isinstance(obj, Mapping):
-        return {_key(k, where): plain_state(v, f"{where}[{k!r}]") for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return type(obj)(plain_state(v, f"{where}[{i}]") for i, v in enumerate(obj))
-    if type(obj).__module__ == "numpy" and hasattr(obj, "item") and getattr(obj, "ndim", None) == 0:
-        return obj.item()
-    raise CheckpointError(
-        f"the train loader's position cannot be checkpointed: {where} is a {type(obj).__module__}."
-        f"{type(obj).__qualname__}, but a checkpoint holds only dicts, lists, tuples, str, int, float, bool, "
-        "None and tensors (so that it loads without running code): return those from state_dict()"
-    )
-
-
-def _key(key: Any, where: str) -> Any:
-    if isinstance(key, _PLAIN):
-        return key
-    raise CheckpointError(
-        f"the train loader's position cannot be checkpointed: {where} has a key of type "
-        f"{type(key).__name__} ({key!r}); use str or int keys"
-    )
 
 
 @dataclass(frozen=True)
@@ -131,10 +108,13 @@ class LoaderResume:
         return iter(()) if finished else it
 
 
-def restore_loader(loader: Any, loop: Mapping[str, Any], strategy: Any, path: Path) -> LoaderResume | None:
+def restore_loader(
+    loader: Any, loop: Mapping[str, Any], strategy: Any, path: Path, batches_per_epoch: int | float = math.inf
+) -> LoaderResume | None:
     """This rank's saved train loader position: restored now when the epoch had ended (call this before the
     loop's own restore, which puts the loader's generators back), else returned for the loop to continue
-    from. None: the loop resumes as it does a loader without state."""
+    from. None: the loop resumes as it does a loader without state. A position that claims its iterator
+    ran out before the epoch's last batch is refused (resumed, it would skip the rest of the epoch)."""
     saved, holder = loop.get("loader_states"), state_holder(loader)
     if saved is None or holder is None:
         _say_unmatched(saved, holder, loader, loop, path)
@@ -151,6 +131,15 @@ def restore_loader(loader: Any, loop: Mapping[str, Any], strategy: Any, path: Pa
     if loop["epoch_done"]:
         _apply(loader, state, True, path)
         return None
+    finished = isinstance(state, Mapping) and bool(state.get("_iterator_finished"))
+    if finished and loop["batches_done"] < batches_per_epoch:
+        raise CheckpointError(
+            f"{path}: the train loader's saved position (loop['loader_states'][{strategy.global_rank}]) says "
+            f"its iterator finished ('_iterator_finished': True) after batch {loop['batches_done']} of epoch "
+            f"{loop['epoch']}, but this run's epoch has {batches_per_epoch} batches: resumed, the rest of the "
+            "epoch would be skipped. The checkpoint is damaged or was written with another loader; resume "
+            "from another checkpoint, or with the loader it was saved with"
+        )
     return LoaderResume(state, loop.get("generators"), path)
 
 

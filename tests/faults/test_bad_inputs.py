@@ -89,6 +89,14 @@ class _StatefulStream(torch.utils.data.IterableDataset):
         self.pos = state["pos"]
 
 
+class _AdamForeach(TinyModel):
+    """Adam(foreach=True) with a scheduler: under compile="step" its lr becomes a tensor."""
+
+    def configure_optimizers(self):
+        opt = torch.optim.Adam(self.parameters(), lr=0.01, foreach=True)
+        return [opt], [torch.optim.lr_scheduler.StepLR(opt, step_size=1)]
+
+
 def _trainer(**kwargs):
     return lambda tmp: surge.Trainer(default_root_dir=tmp, **kwargs)
 
@@ -632,6 +640,12 @@ ROWS = [
         _fit(TinyModel(), compile={"scope": "regions", "backend": "eager"}),
         ValueError,
         ["compile='regions'", "no repeated blocks", "TinyModel", "compile='step'"],
+    ),
+    (
+        "compile-step-adam-foreach",
+        _fit(_AdamForeach(), compile="step"),
+        ValueError,
+        ["compile='step'", "Adam(foreach=True)", "capturable=True", "leave foreach unset", "fused=True"],
     ),
     (
         "stateful-dataset-in-workers",

@@ -9,7 +9,7 @@ epoch's start.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Callable, Generator, Iterable, Mapping
 from typing import Any
 
 import torch
@@ -153,11 +153,15 @@ class BaseFinetuning(Callback):
         }
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        if "internal_optimizer_metadata" not in state_dict:
+        if not isinstance(state_dict, Mapping) or "internal_optimizer_metadata" not in state_dict:
+            entries = (
+                sorted(map(str, state_dict)) if isinstance(state_dict, Mapping) else type(state_dict).__name__
+            )
             raise CheckpointError(
                 f"{type(self).__name__}: the checkpoint's state for it has no 'internal_optimizer_metadata' "
-                f"(its entries: {sorted(state_dict)}); it was not written by this callback."
+                f"(its entries: {entries}); it was not written by this callback."
             )
+        _check_state(self, state_dict)
         self._restarting = True
         self._internal_optimizer_metadata = state_dict["internal_optimizer_metadata"]
         self._trainable = state_dict.get("trainable", {})
@@ -196,6 +200,53 @@ class BaseFinetuning(Callback):
 
     def freeze_before_training(self, pl_module: Any) -> None:
         raise NotImplementedError(f"{type(self).__name__} must implement freeze_before_training(module)")
+
+
+def _check_state(cb: BaseFinetuning, state: Mapping[str, Any]) -> None:
+    """A saved state in the shape this callback writes, or a CheckpointError naming the damaged key
+    (a tampered or foreign state would otherwise fail as a bare KeyError, or read a string's letters as names)."""
+    metadata = state["internal_optimizer_metadata"]
+    _expect(
+        cb,
+        "internal_optimizer_metadata",
+        metadata,
+        isinstance(metadata, Mapping),
+        "a dict by optimizer index",
+    )
+    for i, groups in metadata.items():
+        where = f"internal_optimizer_metadata[{i!r}]"
+        _expect(
+            cb, where, i, isinstance(i, int) and not isinstance(i, bool) and i >= 0, "an optimizer index >= 0"
+        )
+        _expect(cb, where, groups, isinstance(groups, list), "a list of param groups")
+        for j, group in enumerate(groups):
+            _expect(cb, f"{where}[{j}]", group, isinstance(group, Mapping), "a param group dict")
+            _names(cb, f"{where}[{j}]['params']", group.get("params"))
+    trainable = state.get("trainable", {})
+    _expect(cb, "trainable", trainable, isinstance(trainable, Mapping), "a dict")
+    for key in ("params", "batch_norms") if trainable else ():
+        _names(cb, f"trainable[{key!r}]", trainable.get(key))
+    started = state.get("epoch_started", -1)
+    _expect(
+        cb, "epoch_started", started, isinstance(started, int) and not isinstance(started, bool), "an int"
+    )
+    if "previous_backbone_lr" in state:
+        lr = state["previous_backbone_lr"]
+        ok = lr is None or isinstance(lr, int | float) and not isinstance(lr, bool)
+        _expect(cb, "previous_backbone_lr", lr, ok, "a number or None")
+
+
+def _names(cb: BaseFinetuning, where: str, value: Any) -> None:
+    ok = isinstance(value, list) and all(isinstance(n, str) for n in value)
+    _expect(cb, where, value, ok, "a list of parameter (or module) names")
+
+
+def _expect(cb: BaseFinetuning, where: str, value: Any, ok: bool, expected: str) -> None:
+    if not ok:
+        raise CheckpointError(
+            f"{type(cb).__name__}: the checkpoint's state for it is damaged: {where} is {value!r:.80} "
+            f"({type(value).__name__}), expected {expected}; resume from a checkpoint this callback wrote."
+        )
 
 
 def _trainable(module: nn.Module) -> dict[str, list[str]]:
@@ -280,8 +331,8 @@ class BackboneFinetuning(BaseFinetuning):
         return {**super().state_dict(), "previous_backbone_lr": self.previous_backbone_lr}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        super().load_state_dict(state_dict)  # checks the state first
         self.previous_backbone_lr = state_dict.get("previous_backbone_lr")
-        super().load_state_dict(state_dict)
 
     def setup(self, trainer: Any, module: Any, stage: str) -> None:
         if not isinstance(getattr(module, "backbone", None), nn.Module):

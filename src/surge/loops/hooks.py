@@ -86,9 +86,12 @@ class Hooks:
         fn = self.module_fns.get(name)
         return fn(*args) if fn is not None else None
 
-    def callbacks(self, name: str, *args: Any) -> None:
+    def callbacks(self, name: str, *args: Any, after: Callable[[Any], None] | None = None) -> None:
+        """Each callback's hook in order; `after(callback)` runs after each (checks what it did)."""
         for fn in self.callback_fns.get(name, ()):
             fn(self.trainer, self._module, *args)
+            if after is not None:
+                after(getattr(fn, "__self__", fn))
 
     def call(self, name: str, *args: Any) -> Any:
         """Module hook, then callbacks; returns the module hook's result."""
