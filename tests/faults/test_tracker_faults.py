@@ -20,7 +20,6 @@ from torch.utils.data import DataLoader, TensorDataset
 
 import surge
 from servers import RestartableMlflowServer, free_port
-from surge.checkpoint import load_checkpoint, save_atomic
 from surge.loggers.base import Logger
 from surge.rank_zero import SurgeWarning
 
@@ -28,7 +27,6 @@ mlflow = pytest.importorskip("mlflow")
 from mlflow.tracking import MlflowClient  # noqa: E402
 
 from surge.loggers import MLFlowLogger  # noqa: E402
-from surge.loggers.mlflow_kept import main as send_kept_main  # noqa: E402
 
 STEPS = 96
 
@@ -157,6 +155,8 @@ def test_an_outage_shorter_than_the_client_retries_is_bridged(server, tmp_path, 
 def test_a_server_down_at_the_start_does_not_block_the_fit_and_what_it_kept_is_sent_later(
     tmp_path, fast_client, capsys, monkeypatch
 ):
+    from surge.loggers.mlflow_kept import main as send_kept_main
+
     port = free_port()
     uri = f"http://127.0.0.1:{port}"
     logger = MLFlowLogger(

@@ -30,6 +30,15 @@ class SavedCheckpoints:
     monitor: str | None = None
     dirpath: str = ""
     owner: int = 0  # id() of the callback: a logger keeps the latest lists of each callback
+    callback: Any = field(default=None, compare=False, repr=False)
+
+    def __getattr__(self, name: str) -> Any:
+        """Other attributes (`filename`, `mode`, `save_last`, ...) are the callback's own, as a
+        logger written for Lightning reads them."""
+        callback = self.__dict__.get("callback")
+        if callback is None or name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(callback, name)
 
     @classmethod
     def of(cls, callback: Any) -> SavedCheckpoints:
@@ -43,6 +52,7 @@ class SavedCheckpoints:
             monitor=getattr(callback, "monitor", None),
             dirpath=str(getattr(callback, "dirpath", "") or ""),
             owner=getattr(callback, "owner", id(callback)),
+            callback=getattr(callback, "callback", callback),
         )
 
     def paths(self) -> list[str]:

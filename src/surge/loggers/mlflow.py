@@ -151,6 +151,11 @@ class MLFlowLogger(Logger):
         return self.run_id
 
     @property
+    def tracking_uri(self) -> str:
+        """The server (or local store) this logger writes to."""
+        return self._tracking_uri
+
+    @property
     def save_dir(self) -> str | None:
         """The folder of the local store (no `tracking_uri` given), else None."""
         return None if self._local is None else str(self._local)
@@ -204,6 +209,9 @@ class MLFlowLogger(Logger):
         if kept is not None:
             self.kept_files.append(kept)
         self._outbox = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_client": None, "_outbox": None}  # a thread does not cross processes
 
     # -- run continuity ------------------------------------------------------------------------
     def run_state(self) -> dict[str, Any] | None:

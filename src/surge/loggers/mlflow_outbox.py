@@ -206,7 +206,11 @@ class Outbox:
             return
         if self._artifacts:
             path, folder = self._artifacts[0]
-            self.client.log_artifact(run.run_id, path, folder)
+            if Path(path).is_file():
+                self.client.log_artifact(run.run_id, path, folder)
+            else:  # deleted (top-k) before it could be sent, and no link could be kept
+                with self._cond:
+                    self._refused.append(f"checkpoint {path}: deleted before the server was back")
             with self._cond:
                 self._artifacts.popleft()
             if Path(path).is_relative_to(self.spool):

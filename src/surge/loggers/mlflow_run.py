@@ -49,7 +49,7 @@ class OpenRun:
 
 def refused(err: BaseException) -> bool:
     """Whether the server answered that it will not take the request (not: did not answer)."""
-    return getattr(err, "error_code", None) in REFUSED and type(err).__name__ == "RestException"
+    return getattr(err, "error_code", None) in REFUSED  # a lost connection is INTERNAL_ERROR
 
 
 def open_run(client: Any, target: RunTarget) -> OpenRun:
