@@ -138,14 +138,14 @@ def test_an_mlflow_resume_in_another_experiment_starts_a_new_run_and_leaves_the_
 
     from surge.loggers import MLFlowLogger
 
-    store = tmp_path / "mlruns"
-    original = MLFlowLogger(experiment_name="original", save_dir=store)
+    local = tmp_path / "mlruns"
+    original = MLFlowLogger(experiment_name="original", save_dir=local)
     fit(tmp_path / "a", original, callbacks=[every_step(tmp_path / "ckpts")])
     client = MlflowClient(store(tmp_path))
     before = client.get_run(original.run_id)
     history = client.get_metric_history(original.run_id, "loss")
 
-    tuned = MLFlowLogger(experiment_name="finetune", save_dir=store)
+    tuned = MLFlowLogger(experiment_name="finetune", save_dir=local)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         fit(tmp_path / "b", tuned, steps=STEPS + 16, ckpt=tmp_path / "ckpts" / "last.ckpt")
@@ -159,7 +159,7 @@ def test_an_mlflow_resume_in_another_experiment_starts_a_new_run_and_leaves_the_
 
     # a re-signed checkpoint naming a run the server does not have
     forged = resigned(tmp_path / "ckpts" / "last.ckpt", tmp_path / "forged.ckpt", run_id="f" * 32)
-    other = MLFlowLogger(experiment_name="finetune", save_dir=store)
+    other = MLFlowLogger(experiment_name="finetune", save_dir=local)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         fit(tmp_path / "c", other, steps=STEPS + 2, ckpt=forged)

@@ -26,7 +26,7 @@ from surge.rank_zero import SurgeWarning
 mlflow = pytest.importorskip("mlflow")
 from mlflow.tracking import MlflowClient  # noqa: E402
 
-from surge.loggers import MLFlowLogger  # noqa: E402
+from surge.loggers import MLFlowLogger, mlflow_outbox  # noqa: E402
 
 STEPS = 96
 
@@ -112,8 +112,9 @@ def fast_client(monkeypatch):
 
 @pytest.mark.slow
 def test_an_outage_longer_than_the_client_retries_loses_no_point_and_training_goes_on(
-    server, tmp_path, fast_client
+    server, tmp_path, fast_client, monkeypatch
 ):
+    monkeypatch.setattr(mlflow_outbox, "MAX_HELD", 20)  # the outage's points overflow to the spill file
     logger = MLFlowLogger(
         experiment_name="long-outage", tracking_uri=server.uri, save_dir=tmp_path / "mlruns"
     )

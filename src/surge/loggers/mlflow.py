@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -100,6 +101,7 @@ class MLFlowLogger(Logger):
         self._send_timeout_s = float(send_timeout_s)
         self._client: Any = None
         self._outbox: Outbox | None = None
+        self._box_lock = threading.Lock()
         self._synchronous = bool(synchronous)  # True: save() (epoch ends) waits for the server
         # MLflow keeps one of two equal points logged in the same millisecond and both otherwise:
         # the epoch, given with every row, is sent once per step so that its history is the same
@@ -126,9 +128,10 @@ class MLFlowLogger(Logger):
         return self._client
 
     def _box(self) -> Outbox:
-        if self._outbox is None:
-            self._outbox = Outbox(self.experiment, self._target, self._spool)
-        return self._outbox
+        with self._box_lock:  # the training thread and a background checkpoint writer's upload
+            if self._outbox is None:
+                self._outbox = Outbox(self.experiment, self._target, self._spool)
+            return self._outbox
 
     @property
     def run_id(self) -> str:
@@ -211,7 +214,12 @@ class MLFlowLogger(Logger):
         self._outbox = None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_client": None, "_outbox": None}  # a thread does not cross processes
+        state = {**self.__dict__, "_client": None, "_outbox": None}  # a thread does not cross processes
+        del state["_box_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state, _box_lock=threading.Lock())
 
     # -- run continuity ------------------------------------------------------------------------
     def run_state(self) -> dict[str, Any] | None:

@@ -195,7 +195,10 @@ class WandbLogger(Logger):
 
     # -- run continuity ------------------------------------------------------------------------
     def run_state(self) -> dict[str, Any] | None:
-        return {"id": self.version, "project": self.name, "entity": self._init.get("entity")}
+        state = {"id": self.version, "project": self.name}
+        if self._init.get("entity"):
+            state["entity"] = self._init["entity"]
+        return state
 
     def resume_run(self, state: Mapping[str, Any], step: int) -> None:
         saved = state.get("id")
