@@ -158,6 +158,7 @@ def test_a_server_down_at_the_start_does_not_block_the_fit_and_what_it_kept_is_s
 ):
     from surge.loggers.mlflow_kept import main as send_kept_main
 
+    monkeypatch.setattr(mlflow_outbox, "MAX_HELD", 50)  # most points wait in the spill file
     port = free_port()
     uri = f"http://127.0.0.1:{port}"
     logger = MLFlowLogger(

@@ -132,7 +132,7 @@ class Outbox:
             kept = Kept(
                 target=self.target,
                 run_id=None if self.run is None else self.run.run_id,
-                points=[*self._points, *self._spill.read(0, None)[0]],
+                points=[*self._points, *self._spill.read(self._spill.offset, None)[0]],
                 params=list(self._params),
                 artifacts=list(self._artifacts),
                 status=self._status,
