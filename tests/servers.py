@@ -56,3 +56,53 @@ def mlflow_server(root: Path, timeout: float = 240.0) -> Iterator[str]:
         except (ProcessLookupError, subprocess.TimeoutExpired):
             os.killpg(proc.pid, 9)
         log.close()
+
+
+class RestartableMlflowServer:
+    """A real MLflow server on one port and store that a test kills (SIGKILL) and starts again
+    mid-run in about a second (`mlflow_forkserver.py`: MLflow is imported once, each start forks)."""
+
+    def __init__(self, root: Path, port: int | None = None) -> None:
+        self.root, self.port = root, port or free_port()
+        self.uri = f"http://127.0.0.1:{self.port}"
+        script = Path(__file__).with_name("mlflow_forkserver.py")
+        self._log = open(root / "server.log", "wb")  # noqa: SIM115 - closed in close()
+        self._proc = subprocess.Popen(
+            [sys.executable, str(script), str(root), str(self.port)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, text=True, start_new_session=True,
+        )  # fmt: skip
+
+    def _command(self, command: str) -> None:
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        self._proc.stdin.write(command + "\n")
+        self._proc.stdin.flush()
+        if self._proc.stdout.readline().strip() != f"{command} done":
+            raise RuntimeError(
+                f"mlflow server: {command} failed: {(self.root / 'server.log').read_text()[-2000:]}"
+            )
+
+    def start(self, timeout: float = 240.0) -> None:
+        self._command("start")
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with urllib.request.urlopen(f"{self.uri}/health", timeout=2) as r:
+                    if r.status == 200:
+                        return
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"mlflow server not up after {timeout} s")
+            time.sleep(0.2)
+
+    def kill(self) -> None:
+        self._command("kill")
+
+    def close(self) -> None:
+        try:
+            self._command("quit")
+            self._proc.wait(timeout=20)
+        except (OSError, RuntimeError, subprocess.TimeoutExpired):
+            os.killpg(self._proc.pid, 9)
+            self._proc.wait()
+        self._log.close()

@@ -12,6 +12,7 @@ from typing import Any, TypeGuard
 
 from ..checkpoint import is_surge_checkpoint, remove_stale_temporaries
 from ..errors import MisconfigurationError, SurgeRuntimeError, bad_value
+from ..loggers.checkpoint_uploads import SavedCheckpoints, tell_loggers
 from ..paths import user_dir, writable_dir
 from ..rank_zero import warn
 from ..shard_files import remove_orphan_shards
@@ -188,9 +189,10 @@ class ModelCheckpoint(Callback):
         for path in self._doomed:
             trainer.strategy.remove_checkpoint(path)
         self._doomed.clear()
-        if trainer.is_global_zero:
-            for lg in trainer.loggers:
-                lg.after_save_checkpoint(self)
+        if trainer.is_global_zero and trainer.loggers:
+            # uploads (log_model) follow the durable files: after a background write and its link
+            saved, loggers = SavedCheckpoints.of(self), list(trainer.loggers)
+            trainer.strategy.checkpoint_writer.then(lambda: tell_loggers(loggers, saved))
 
     def _save_top_k(self, trainer: Any, metrics: dict[str, float]) -> Path | None:
         path = self._unique(self.format_filename(trainer.current_epoch, trainer.global_step, metrics))

@@ -1,16 +1,16 @@
 """`MLFlowLogger`: metrics, hyper-parameters and (when asked) checkpoints in an MLflow run.
 
 mlflow is imported when the run is first used, not by `import surge` (`pip install "surge[mlflow]"`).
-Metrics are given at the log points the other loggers use and sent at most every `SEND_EVERY_S`
-seconds in one request, without waiting for the server (mlflow's asynchronous logging); `save()`
-(at epoch ends) and the end of the run send the rest and wait, so a failed request is raised,
-never dropped.
+Training never waits for the server: what is logged goes to an outbox that a background thread
+sends (`mlflow_outbox.py`), keeping it through outages; what is still unsent at the end of a fit
+is written to a file and reported, with the command that sends it later (`mlflow_kept.py`).
 """
 
 from __future__ import annotations
 
 import os
 import re
+import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -20,12 +20,14 @@ from ..errors import SurgeRuntimeError, bad_value
 from ..hparams import plain
 from ..rank_zero import info, warn
 from .base import Logger, no_prefix
+from .checkpoint_uploads import new_files, uploads_at_once
+from .mlflow_outbox import Outbox
+from .mlflow_run import RunTarget
 
 _STATUS = {"success": "FINISHED", "failed": "FAILED", "interrupted": "KILLED"}
 _BAD_KEY_CHARS = re.compile(r"[^\w\-. /]")  # what MLflow accepts in a metric or parameter name
 _MAX_PARAM_LEN = 6000  # MLflow's limit on a parameter's value
-_BATCH = 1000  # MLflow's limit on metrics per request (and 100 on params)
-SEND_EVERY_S = 2.0  # metrics logged meanwhile go in one request
+OPEN_WAIT_S = 10.0  # a checkpoint waits this long (once) for the run's id while the run is being opened
 
 
 class MLFlowLogger(Logger):
@@ -34,9 +36,14 @@ class MLFlowLogger(Logger):
     `run_id` or a new run of `experiment_name`.
 
     `log_model`: False (no artifacts), True (the checkpoint callbacks' kept checkpoints when the fit
-    ends) or "all" (each checkpoint as soon as it is saved), under `checkpoints/`. The run id is stored
-    in surge's checkpoints: `fit(ckpt_path=...)` continues the same run, and steps the run already
-    holds (logged after the checkpoint was saved) are not written twice.
+    ends; each one as written with `save_top_k=-1`) or "all" (each checkpoint once written), under
+    `checkpoints/`. The run id is stored in surge's checkpoints: `fit(ckpt_path=...)` continues that
+    run when it is in this logger's experiment on this server (else a new run, and a warning), and
+    steps the run already holds (logged after the checkpoint was saved) are not written twice.
+
+    The server being away never stops training: see the module's docstring. `send_timeout_s`: how
+    long the end of a fit waits for the server to take what is still kept; `spool_dir` (default
+    `<save_dir>/unsent`): where points beyond memory and what is unsent at the end are kept.
     """
 
     def __init__(
@@ -52,12 +59,20 @@ class MLFlowLogger(Logger):
         run_id: str | None = None,
         synchronous: bool | None = None,
         checkpoint_path_prefix: str = "",
+        send_timeout_s: float = 30.0,
+        spool_dir: str | Path | None = None,
     ) -> None:
         no_prefix("MLFlowLogger", prefix)
         if log_model not in (True, False, "all"):
             raise bad_value("MLFlowLogger(log_model)", log_model, 'True, False or "all"')
         if run_id is not None and not (isinstance(run_id, str) and run_id):
             raise bad_value("MLFlowLogger(run_id)", run_id, "None or a run id string")
+        if (
+            isinstance(send_timeout_s, bool)
+            or not isinstance(send_timeout_s, int | float)
+            or send_timeout_s < 0
+        ):
+            raise bad_value("MLFlowLogger(send_timeout_s)", send_timeout_s, "seconds >= 0")
         tracking_uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
         self._local: Path | None = None  # the folder of the local store, when no server is named
         if tracking_uri is None:
@@ -69,24 +84,32 @@ class MLFlowLogger(Logger):
             self._local = Path(save_dir).resolve()
             tracking_uri = f"sqlite:///{self._local / 'mlflow.db'}"
             artifact_location = artifact_location or (self._local / "artifacts").as_uri()
-        self._experiment_name, self._run_name = experiment_name, run_name
-        self._tracking_uri, self._tags = tracking_uri, dict(tags or {})
-        self._artifact_location, self._log_model = artifact_location, log_model
-        self._checkpoint_prefix = checkpoint_path_prefix
+        self._target = RunTarget(
+            tracking_uri=tracking_uri,
+            experiment_name=experiment_name,
+            run_name=run_name,
+            tags={k: str(v) for k, v in (tags or {}).items()},
+            artifact_location=artifact_location,
+            run_id=run_id,
+        )
+        self._experiment_name, self._tracking_uri = experiment_name, tracking_uri
+        self._log_model, self._checkpoint_prefix = log_model, checkpoint_path_prefix
         self._requested_run_id, self._run_id = run_id, run_id
-        self._experiment_id: str | None = None
+        self._spool = Path(
+            spool_dir if spool_dir is not None else Path(save_dir or "./mlruns") / "unsent"
+        ).resolve()
+        self._send_timeout_s = float(send_timeout_s)
         self._client: Any = None
-        self._synchronous = bool(synchronous)  # None (mlflow's default) -> asynchronous, awaited at save()
-        self._pending: list[Any] = []  # mlflow's RunOperations of requests not yet awaited
-        self._buffer: list[Any] = []  # metrics not yet sent
-        self._sent_at = 0.0
+        self._outbox: Outbox | None = None
+        self._box_lock = threading.Lock()
+        self._synchronous = bool(synchronous)  # True: save() (epoch ends) waits for the server
         # MLflow keeps one of two equal points logged in the same millisecond and both otherwise:
         # the epoch, given with every row, is sent once per step so that its history is the same
         self._epoch_sent: tuple[int, Any] = (-1, None)
-        self._logged_upto: dict[str, int] = {}  # after a resume: the last step the run holds per metric
-        self._resumed = False  # continuing a run: its parameters are compared, not logged again
         self._renamed: set[str] = set()
-        self._checkpoints: dict[str, float] = {}  # path -> mtime of checkpoints already uploaded
+        self._uploaded: dict[str, float] = {}  # path -> mtime of checkpoints handed to the outbox
+        self._checkpoint_lists: dict[int, Any] = {}  # log_model=True: each callback's latest lists
+        self.kept_files: list[Path] = []  # what the ends of fits could not send (see mlflow_kept)
 
     # -- the run -----------------------------------------------------------------------------
     @property
@@ -104,31 +127,23 @@ class MLFlowLogger(Logger):
             self._client = MlflowClient(tracking_uri=self._tracking_uri)
         return self._client
 
+    def _box(self) -> Outbox:
+        with self._box_lock:  # the training thread and a background checkpoint writer's upload
+            if self._outbox is None:
+                self._outbox = Outbox(self.experiment, self._target, self._spool)
+            return self._outbox
+
     @property
     def run_id(self) -> str:
-        """The MLflow run's id; the run is created (or found, with `run_id=`) on first use."""
+        """The MLflow run's id; the run is created (or found) now if it was not (this waits for the server)."""
         if self._run_id is None:
-            client = self.experiment
-            tags = {k: str(v) for k, v in self._tags.items()}
-            run = client.create_run(self.experiment_id, run_name=self._run_name, tags=tags)
-            self._run_id = run.info.run_id
+            self._run_id = self._box().open_now().run_id
         return self._run_id
 
     @property
     def experiment_id(self) -> str:
-        if self._experiment_id is None:
-            if self._run_id is not None:
-                self._experiment_id = self.experiment.get_run(self._run_id).info.experiment_id
-            else:
-                self._experiment_id = self._find_or_create_experiment()
-        return self._experiment_id
-
-    def _find_or_create_experiment(self) -> str:
-        client = self.experiment
-        found = client.get_experiment_by_name(self._experiment_name)
-        if found is not None:
-            return str(found.experiment_id)
-        return str(client.create_experiment(self._experiment_name, artifact_location=self._artifact_location))
+        box = self._box()
+        return box.run.experiment_id if box.run is not None else box.open_now().experiment_id
 
     @property
     def name(self) -> str:
@@ -139,75 +154,84 @@ class MLFlowLogger(Logger):
         return self.run_id
 
     @property
+    def tracking_uri(self) -> str:
+        """The server (or local store) this logger writes to."""
+        return self._tracking_uri
+
+    @property
     def save_dir(self) -> str | None:
         """The folder of the local store (no `tracking_uri` given), else None."""
         return None if self._local is None else str(self._local)
 
     # -- what the Trainer calls ----------------------------------------------------------------
     def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
-        from mlflow.entities import Metric
-
-        now = time.time()
-        upto, stamp = self._logged_upto, int(now * 1000)
         if metrics.get("epoch") is not None and (step, metrics["epoch"]) == self._epoch_sent:
             metrics = {k: v for k, v in metrics.items() if k != "epoch"}  # one epoch point per step
         else:
             self._epoch_sent = (step, metrics.get("epoch"))
-        self._buffer += [
-            Metric(self._key(k), float(v), stamp, step)
-            for k, v in metrics.items()
-            if not upto or step > upto.get(k, -1)
-        ]
-        if len(self._buffer) >= _BATCH or now - self._sent_at >= SEND_EVERY_S:
-            self._flush()
+        stamp = int(time.time() * 1000)
+        self._box().put_points([(self._key(k), float(v), stamp, step) for k, v in metrics.items()])
 
     def log_hyperparams(self, params: Mapping[str, Any]) -> None:
-        from mlflow.entities import Param
-
-        flat = _flatten(plain(dict(params)))
-        have = dict(self.experiment.get_run(self.run_id).data.params) if self._resumed else {}
         out = []
-        for key, value in flat.items():
+        for key, value in _flatten(plain(dict(params))).items():
             text = str(value)
             if len(text) > _MAX_PARAM_LEN:
                 warn(f"MLFlowLogger: hyper-parameter {key!r} is cut to MLflow's {_MAX_PARAM_LEN} characters")
                 text = text[:_MAX_PARAM_LEN]
-            key = self._key(key)
-            if key in have:
-                if have[key] != text:
-                    warn(
-                        f"MLFlowLogger: hyper-parameter {key!r} is {text!r} in the resumed run but the "
-                        f"MLflow run holds {have[key]!r}; MLflow parameters cannot change, the run keeps the first"
-                    )
-                continue
-            out.append(Param(key, text))
-        for i in range(0, len(out), 100):
-            self._send(params=out[i : i + 100])
+            out.append((self._key(key), text))
+        self._box().put_params(out)
 
     def after_save_checkpoint(self, checkpoint_callback: Any) -> None:
-        if self._log_model == "all":
+        """Called once the checkpoint files are durable (`SavedCheckpoints`, or a callback)."""
+        if uploads_at_once(self._log_model, checkpoint_callback):
             self._upload_checkpoints(checkpoint_callback)
         elif self._log_model is True:
-            self._checkpoint_callback = checkpoint_callback
+            self._checkpoint_lists[getattr(checkpoint_callback, "owner", id(checkpoint_callback))] = (
+                checkpoint_callback
+            )
 
     def save(self) -> None:
-        self._flush()
-        pending, self._pending = self._pending, []
-        for op in pending:
-            op.wait()  # raises what the request raised
+        box = self._outbox
+        if box is None:
+            return
+        box.flush()  # waits for the server only with synchronous=True, and then boundedly
+        if self._synchronous:
+            box.wait_sent(self._send_timeout_s)
 
     def finalize(self, status: str) -> None:
-        if self._run_id is None and self._client is None:
+        box = self._outbox
+        if box is None:
             return  # nothing was logged: no run is created at the end
-        self.save()
-        callback = getattr(self, "_checkpoint_callback", None)
-        if callback is not None and status == "success":
-            self._upload_checkpoints(callback)
-        self.experiment.set_terminated(self.run_id, _STATUS.get(status, "FINISHED"))
+        for saved in self._checkpoint_lists.values():  # as Lightning: at any end
+            self._upload_checkpoints(saved)
+        kept = box.close(_STATUS.get(status, "FINISHED"), self._send_timeout_s)
+        if box.run is not None:
+            self._run_id = box.run.run_id
+            self._target.run_id, self._target.resume = self._run_id, None  # a later stage continues it
+        if kept is not None:
+            self.kept_files.append(kept)
+        self._outbox = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = {**self.__dict__, "_client": None, "_outbox": None}  # a thread does not cross processes
+        del state["_box_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state, _box_lock=threading.Lock())
 
     # -- run continuity ------------------------------------------------------------------------
     def run_state(self) -> dict[str, Any] | None:
-        return {"run_id": self.run_id, "tracking_uri": self._tracking_uri}
+        run_id = self._run_id or self._box().run_id(OPEN_WAIT_S)
+        self._run_id = self._run_id or run_id
+        # the run being opened while the server is away: the one it will continue, if any
+        run_id = run_id or self._target.run_id or self._target.resume
+        return {
+            "run_id": run_id,
+            "tracking_uri": self._tracking_uri,
+            "experiment_name": self._experiment_name,
+        }
 
     def resume_run(self, state: Mapping[str, Any], step: int) -> None:
         saved = state.get("run_id")
@@ -224,32 +248,11 @@ class MLFlowLogger(Logger):
                 f"this logger on {self._tracking_uri}: a new run is started"
             )
             return
-        self._run_id = saved
-        client = self.experiment
-        run = client.get_run(saved)
-        if run.info.status != "RUNNING":
-            client.update_run(saved, status="RUNNING")
-        self._logged_upto = {
-            key: max((m.step for m in client.get_metric_history(saved, key)), default=-1)
-            for key in run.data.metrics
-        }
-        self._resumed = True
-        info(f"MLFlowLogger: continuing run {saved} at step {step} (steps it holds are not sent again)")
+        if self._requested_run_id is None:
+            # continued only if the server says it is in this logger's experiment (mlflow_run.py)
+            self._target.resume, self._target.resume_step = str(saved), step
 
     # -- helpers ---------------------------------------------------------------------------------
-    def _flush(self) -> None:
-        """Send the buffered metrics: one request per `SEND_EVERY_S` at most (a server takes
-        milliseconds per request; a step logging every time would outrun it)."""
-        batch, self._buffer = self._buffer, []
-        self._sent_at = time.time()
-        for i in range(0, len(batch), _BATCH):
-            self._send(metrics=batch[i : i + _BATCH])
-
-    def _send(self, **entities: Any) -> None:
-        op = self.experiment.log_batch(self.run_id, synchronous=self._synchronous, **entities)
-        if op is not None:
-            self._pending.append(op)
-
     def _key(self, key: str) -> str:
         clean = _BAD_KEY_CHARS.sub("_", key)
         if clean != key and key not in self._renamed:
@@ -259,17 +262,10 @@ class MLFlowLogger(Logger):
             )
         return clean
 
-    def _upload_checkpoints(self, callback: Any) -> None:
-        paths = [callback.best_model_path, getattr(callback, "last_model_path", ""), *callback.best_k_models]
-        for path in dict.fromkeys(p for p in paths if p):
-            p = Path(path)
-            if not p.is_file():
-                continue
-            mtime = p.stat().st_mtime
-            if self._checkpoints.get(str(p)) == mtime:
-                continue
-            self.experiment.log_artifact(self.run_id, str(p), self._checkpoint_prefix + "checkpoints")
-            self._checkpoints[str(p)] = mtime
+    def _upload_checkpoints(self, saved: Any) -> None:
+        for p in new_files(saved, self._uploaded):
+            self._box().put_artifact(p, self._checkpoint_prefix + "checkpoints")
+            self._uploaded[str(p)] = p.stat().st_mtime
 
 
 def _flatten(params: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:

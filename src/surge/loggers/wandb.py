@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import inspect
 import os
+import re
 import secrets
 import string
 import time
@@ -16,12 +17,14 @@ from typing import Any
 
 from ..errors import SurgeRuntimeError, bad_value
 from ..hparams import plain
-from ..rank_zero import global_rank, info
+from ..rank_zero import global_rank, info, warn
 from .base import Logger, no_prefix
+from .checkpoint_uploads import new_files, uploads_at_once
 from .wandb_history import STEP_KEY, Held, finished, held
 
 _EXIT_CODE = {"success": 0, "failed": 1, "interrupted": 130}
 _ID_CHARS = string.ascii_lowercase + string.digits
+_RUN_ID = re.compile(r"[\w.-]{1,128}")  # what a checkpoint may name (no glob or path characters)
 
 
 class WandbLogger(Logger):
@@ -81,7 +84,7 @@ class WandbLogger(Logger):
         if experiment is not None:
             self._id = experiment.id
         self._log_model, self._checkpoint_name = log_model, checkpoint_name
-        self._checkpoint_callback: Any = None
+        self._checkpoint_lists: dict[int, Any] = {}  # log_model=True: each callback's latest lists
         self._uploaded: dict[str, float] = {}  # path -> mtime of checkpoints already logged
         self._resuming = False
         self._held = Held()  # while continuing a run: what it holds from earlier processes
@@ -166,16 +169,20 @@ class WandbLogger(Logger):
         self.experiment.config.update(plain(dict(params)), allow_val_change=True)
 
     def after_save_checkpoint(self, checkpoint_callback: Any) -> None:
-        if self._log_model == "all":
+        """Called once the checkpoint files are durable (`SavedCheckpoints`, or a callback)."""
+        if uploads_at_once(self._log_model, checkpoint_callback):
             self._upload_checkpoints(checkpoint_callback)
         elif self._log_model is True:
-            self._checkpoint_callback = checkpoint_callback
+            self._checkpoint_lists[getattr(checkpoint_callback, "owner", id(checkpoint_callback))] = (
+                checkpoint_callback
+            )
 
     def finalize(self, status: str) -> None:
         if self._run is None:
             return  # nothing was logged: no run is started at the end
-        if self._checkpoint_callback is not None and status == "success":
-            self._upload_checkpoints(self._checkpoint_callback)
+        if status == "success":  # as Lightning: the kept checkpoints of a run that ended well
+            for saved in self._checkpoint_lists.values():
+                self._upload_checkpoints(saved)
         if self._given is None:
             log = Path(self._run.dir).parent / f"run-{self._run.id}.wandb"
             self._run.finish(exit_code=_EXIT_CODE.get(status, 0))
@@ -188,20 +195,29 @@ class WandbLogger(Logger):
 
     # -- run continuity ------------------------------------------------------------------------
     def run_state(self) -> dict[str, Any] | None:
-        return {"id": self.version, "project": self.name}
+        state = {"id": self.version, "project": self.name}
+        if self._init.get("entity"):
+            state["entity"] = self._init["entity"]
+        return state
 
     def resume_run(self, state: Mapping[str, Any], step: int) -> None:
         saved = state.get("id")
         if not saved:
             return
+        if not (isinstance(saved, str) and _RUN_ID.fullmatch(saved)):
+            warn(
+                f"WandbLogger: the checkpoint names the run {saved!r}, which is no W&B run id: a new run is started"
+            )
+            return
         mine = self._requested_id if self._run is None else self._id
         if mine is not None and mine != saved:
             info(f"WandbLogger: logging to run {mine} as given, not the checkpoint's {saved}")
             return
-        if state.get("project") != self.name:
-            info(
-                f"WandbLogger: the checkpoint's run {saved} is in project {state.get('project')!r}, "
-                f"this logger's is {self.name!r}: a new run is started"
+        theirs, mine_entity = state.get("entity"), self._init.get("entity")
+        if state.get("project") != self.name or (theirs and mine_entity and theirs != mine_entity):
+            warn(
+                f"WandbLogger: the checkpoint's run {saved} is in project {state.get('project')!r} "
+                f"(entity {theirs!r}), this logger's is {self.name!r} (entity {mine_entity!r}): a new run is started"
             )
             return
         self._id, self._resuming = saved, True
@@ -211,11 +227,8 @@ class WandbLogger(Logger):
     # -- helpers ---------------------------------------------------------------------------------
     def _upload_checkpoints(self, callback: Any) -> None:
         wandb = _import_wandb()
-        paths = [callback.best_model_path, getattr(callback, "last_model_path", ""), *callback.best_k_models]
-        for path in dict.fromkeys(p for p in paths if p):
-            p = Path(path)
-            if not p.is_file() or self._uploaded.get(str(p)) == p.stat().st_mtime:
-                continue
+        for p in new_files(callback, self._uploaded):
+            path = str(p)
             score = callback.best_k_models.get(path)
             metadata = {"score": None if score is None else float(score), "original_filename": p.name}
             artifact = wandb.Artifact(

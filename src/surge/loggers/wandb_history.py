@@ -9,6 +9,7 @@ whole record.
 
 from __future__ import annotations
 
+import glob
 import json
 import struct
 from collections import deque
@@ -93,7 +94,8 @@ def segments(wandb_dir: str | Path, run_id: str) -> list[Path]:
     oldest first: `[offline-]run-<time>-<id>[-<n>]/run-<id>.wandb` (wandb adds `-<n>` when a folder
     of the same second exists)."""
     found: dict[Path, tuple[str, int]] = {}
-    for path in Path(wandb_dir).glob(f"*run-*-{run_id}*/run-{run_id}.wandb"):
+    safe = glob.escape(run_id)
+    for path in Path(wandb_dir).glob(f"*run-*-{safe}*/run-{safe}.wandb"):
         stamp, _, rest = path.parent.name.removeprefix("offline-").removeprefix("run-").partition("-")
         suffix = rest[len(run_id) :]
         if rest.startswith(run_id) and (suffix == "" or (suffix[:1] == "-" and suffix[1:].isdigit())):
