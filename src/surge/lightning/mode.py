@@ -11,8 +11,9 @@ import importlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
-import runpy
+import os
 import sys
+import types
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
@@ -23,6 +24,7 @@ from .refuse import DOCS, LightningNameError
 
 ROOTS = ("lightning.pytorch", "pytorch_lightning", "lightning")  # longest first
 TARGET = "surge.lightning"
+SCRIPT_VARIABLE = "SURGE_LIGHTNING_SCRIPT"  # the script's path, for processes multiprocessing spawns
 # Lightning's module (relative to lightning.pytorch) -> this namespace's (relative to TARGET).
 MODULES = {
     "": "", "trainer": "", "trainer.trainer": "", "seed": "seeding",
@@ -79,6 +81,7 @@ class LightningFinder(importlib.abc.MetaPathFinder):
     starts this mode again; surge's process launcher runs other ranks with it."""
 
     relaunch = "surge.lightning"
+    lightning_semantics = True  # read by `surge.semantics`: Lightning's behaviour where surge's differs
 
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
@@ -107,8 +110,19 @@ def uninstall() -> None:
         del sys.modules[name]
 
 
+def script_code(path: str) -> types.CodeType:
+    """The compiled code of the script at `path`."""
+    with open(path, "rb") as f:
+        return compile(f.read(), path, "exec", dont_inherit=True)
+
+
 def run_script(script: str, args: Sequence[str]) -> None:
-    """Run `script` as `__main__` with `args` as its command line, in Lightning mode."""
+    """Run `script` as `__main__` with `args` as its command line, in Lightning mode.
+
+    The script's `__main__` carries the spec `surge.lightning.script_main` (its `__file__` is the
+    script's): a process that `multiprocessing` spawns re-imports the main module by that name and
+    so runs in the mode too (see `script_main`). Ranks that surge starts are relaunched in it
+    (`LightningFinder.relaunch`); forked processes inherit the finder."""
     path = Path(script)
     if not path.is_file():
         raise MisconfigurationError(
@@ -118,4 +132,13 @@ def run_script(script: str, args: Sequence[str]) -> None:
     info(DIFFERENCES.format(script=path.name))
     sys.argv = [str(path), *args]
     sys.path.insert(0, str(path.resolve().parent))
-    runpy.run_path(str(path), run_name="__main__")
+    os.environ[SCRIPT_VARIABLE] = str(path.resolve())
+    main = types.ModuleType("__main__")
+    spec = importlib.machinery.ModuleSpec(f"{__package__}.script_main", None)
+    main.__dict__.update(__file__=str(path), __spec__=spec, __package__="", __loader__=None, __cached__=None)
+    previous = sys.modules["__main__"]
+    sys.modules["__main__"] = main
+    try:
+        exec(script_code(str(path)), main.__dict__)
+    finally:
+        sys.modules["__main__"] = previous
