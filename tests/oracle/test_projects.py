@@ -11,9 +11,11 @@ strict mark then says to remove it."""
 from __future__ import annotations
 
 import csv
+from typing import Any
 
 import pytest
-from harness import Run, assert_same_weights, run_both
+import yaml
+from harness import FRAMEWORKS, Run, assert_same_weights, run, run_both
 
 # name: (script, arguments, weights recorded)
 SCENARIOS = {
@@ -23,6 +25,8 @@ SCENARIOS = {
     "multi_val": ("project_multi_val.py", (), ("final",)),
     "val_interval": ("project_val_interval.py", (), ("final",)),
     "workers_spawn_forkserver": ("project_workers.py", (), ("spawn", "forkserver")),
+    "digits_template_ddp": ("project_digits_template.py", ("--ddp",), ("final",)),
+    "multi_val_ddp": ("project_multi_val.py", ("--ddp",), ("final",)),
 }
 ASPECTS = ("runs", "metrics_csv", "records", "checkpoints", "weights")
 
@@ -44,6 +48,13 @@ XFAIL = {
         "dqn_stream",
         "records",
     ): "hooks: current_epoch after max_steps stops inside an epoch counts that epoch as done",
+    **{("digits_template_ddp", a): REFUSED for a in ("runs", "records", "checkpoints", "weights")},
+    ("multi_val_ddp", "runs"): REFUSED + " (trainer.validate(verbose=False))",
+    (
+        "multi_val_ddp",
+        "records",
+    ): "results: under DDP an epoch mean logged without sync_dist is rank zero's own "
+    "in Lightning (surge reduces it over ranks); validate() returns float64 means after sync_dist",
     ("val_interval", "checkpoints"): "ckpt: ModelCheckpoint saves after validation, not at an epoch end "
     "that did not validate (save_on_train_epoch_end=None)",
 }
@@ -108,3 +119,56 @@ def cases():
 def test_project_matches_lightning(runs, name, aspect):
     lightning, surge = runs(name)
     check(aspect, lightning, surge, SCENARIOS[name][2])
+
+
+# -- LightningCLI: `main.py fit --print_config > config.yaml`, then `main.py fit --config config.yaml` --
+
+
+@pytest.fixture(scope="module")
+def cli(tmp_path_factory):
+    """The dumped configs (Lightning's, surge's) and each framework's fit from its own dump."""
+    tmp = tmp_path_factory.mktemp("cli")
+    dumps = {}
+    for printed in run_both("project_cli.py", tmp / "print", "fit", "--print_config"):
+        dumps[printed.framework] = tmp / f"{printed.framework}.yaml"
+        dumps[printed.framework].write_text(printed.stdout)
+    fits = [
+        run(f, "project_cli.py", tmp / "fit", "fit", "--config", str(dumps[f]), check=False)
+        for f in FRAMEWORKS
+    ]
+    return dumps, fits
+
+
+def flat(config: Any, prefix: str = "") -> dict[str, Any]:
+    """`a/b/c: value` for every leaf; a class path by its class name (the modules differ)."""
+    if not isinstance(config, dict):
+        return {prefix: config.rsplit(".", 1)[-1] if prefix.endswith("class_path") else config}
+    return {k: v for key, value in config.items() for k, v in flat(value, f"{prefix}/{key}").items()}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="cli: --print_config dumps surge's Trainer (surge's own arguments, resolved defaults where "
+    "Lightning writes None, no weights_only/enable_autolog_hparams)",
+)
+def test_cli_print_config_matches_lightning(cli):
+    dumps, _ = cli
+    theirs, ours = (flat(yaml.safe_load(dumps[f].read_text())) for f in FRAMEWORKS)
+    assert theirs["/model/dim"] == 32 and theirs["/trainer/max_epochs"] == 3
+    assert {k: ours.get(k) for k in theirs} == theirs
+    assert ours.keys() == theirs.keys()
+
+
+def test_cli_fit_from_the_dumped_config_matches_lightning(cli):
+    _, (lightning, surge) = cli
+    check("runs", lightning, surge, ())
+    assert lightning.record["global_step"] == 18
+    check("records", lightning, surge, ())
+    check("weights", lightning, surge, ("final",))
+
+
+@pytest.mark.xfail(strict=True, reason="names: Trainer(enable_autolog_hparams=True), fit(weights_only=None)")
+def test_cli_surge_fits_from_lightnings_dumped_config(cli, tmp_path):
+    dumps, (lightning, _) = cli
+    surge = run("surge", "project_cli.py", tmp_path, "fit", "--config", str(dumps["lightning"]))
+    check("records", lightning, surge, ())

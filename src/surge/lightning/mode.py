@@ -19,7 +19,7 @@ from pathlib import Path
 from types import ModuleType
 
 from ..errors import MisconfigurationError
-from ..rank_zero import info
+from ..rank_zero import global_rank
 from .refuse import DOCS, LightningNameError
 
 ROOTS = ("lightning.pytorch", "pytorch_lightning", "lightning")  # longest first
@@ -76,9 +76,34 @@ class _Alias(importlib.abc.Loader):
         """Already executed when surge imported it."""
 
 
+def _probing() -> bool:
+    """Whether this lookup comes from `importlib.util.find_spec` (directly or while it imports a
+    parent package): a probe asking whether a package is installed, not an import."""
+    frame = sys._getframe(2)
+    for _ in range(PROBE_DEPTH):
+        if frame is None:
+            return False
+        code = frame.f_code
+        if code.co_name == "find_spec" and code.co_filename in PROBE_FILES:
+            return True
+        frame = frame.f_back
+    return False
+
+
+PROBE_FILES = ("<frozen importlib.util>", importlib.util.__file__)
+PROBE_DEPTH = 8  # importlib.util.find_spec -> __import__(parent) -> ... -> this finder
+
+
 class LightningFinder(importlib.abc.MetaPathFinder):
-    """Maps Lightning's module names to `surge.lightning`. `relaunch` is the `-m` module that
-    starts this mode again; surge's process launcher runs other ranks with it."""
+    """Maps Lightning's module names to `surge.lightning` for imports. `relaunch` is the `-m`
+    module that starts this mode again; surge's process launcher runs other ranks with it.
+
+    Importable, not installed: an `import` (statement, `importlib.import_module`) of a Lightning
+    name gets surge's module, but a probe (`importlib.util.find_spec`, which lightning_utilities'
+    `package_available` and `RequirementCache` use) of one not yet imported gets None, and
+    `importlib.metadata` has no Lightning distribution, so a library that gates on Lightning
+    being installed takes its path for "not installed" instead of importing Lightning internals
+    surge does not have. Once imported, `find_spec` answers from `sys.modules`, as for any module."""
 
     relaunch = "surge.lightning"
     lightning_semantics = True  # read by `surge.semantics`: Lightning's behaviour where surge's differs
@@ -87,7 +112,7 @@ class LightningFinder(importlib.abc.MetaPathFinder):
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
     ) -> importlib.machinery.ModuleSpec | None:
         name = surge_name(fullname)
-        if name is None:
+        if name is None or _probing():
             return None
         # A package spec: `lightning.pytorch.callbacks.progress` needs its parent to have a __path__.
         return importlib.util.spec_from_loader(fullname, _Alias(name), is_package=True)
@@ -129,7 +154,10 @@ def run_script(script: str, args: Sequence[str]) -> None:
             f"surge run: script={script!r} is not a file; pass a Python script to run."
         )
     install()
-    info(DIFFERENCES.format(script=path.name))
+    if (
+        global_rank() == 0
+    ):  # on stderr, as Lightning's own messages: stdout stays the script's (`--print_config`)
+        sys.stderr.write(DIFFERENCES.format(script=path.name) + "\n")
     sys.argv = [str(path), *args]
     sys.path.insert(0, str(path.resolve().parent))
     os.environ[SCRIPT_VARIABLE] = str(path.resolve())

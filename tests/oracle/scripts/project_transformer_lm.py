@@ -19,7 +19,7 @@ VOCAB, BLOCK = 32, 12
 class TokenBlocks(Dataset):
     """Blocks of a synthetic corpus (a noisy counting sequence); input and next-token target."""
 
-    def __init__(self, n_blocks, seed):
+    def __init__(self, n_blocks: int, seed: int):
         g = torch.Generator().manual_seed(seed)
         start = torch.randint(VOCAB, (n_blocks, 1), generator=g)
         noise = (torch.rand(n_blocks, BLOCK + 1, generator=g) < 0.1).long()
@@ -47,7 +47,9 @@ class PositionalEncoding(nn.Module):
 
 
 class LanguageModel(L.LightningModule):
-    def __init__(self, dim=32, heads=2, layers=2, lr=3e-3, warmup_steps=6):
+    def __init__(
+        self, dim: int = 32, heads: int = 2, layers: int = 2, lr: float = 3e-3, warmup_steps: int = 6
+    ):
         super().__init__()
         self.save_hyperparameters()
         self.embed = nn.Embedding(VOCAB, dim)
