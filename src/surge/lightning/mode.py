@@ -16,7 +16,7 @@ import sys
 import types
 from collections.abc import Sequence
 from pathlib import Path
-from types import ModuleType
+from types import FrameType, ModuleType
 
 from ..errors import MisconfigurationError
 from ..rank_zero import global_rank
@@ -79,7 +79,7 @@ class _Alias(importlib.abc.Loader):
 def _probing() -> bool:
     """Whether this lookup comes from `importlib.util.find_spec` (directly or while it imports a
     parent package): a probe asking whether a package is installed, not an import."""
-    frame = sys._getframe(2)
+    frame: FrameType | None = sys._getframe(2)
     for _ in range(PROBE_DEPTH):
         if frame is None:
             return False
