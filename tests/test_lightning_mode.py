@@ -180,6 +180,32 @@ def test_without_the_mode_nothing_is_mapped():
     assert not any(type(f).__name__ == "LightningFinder" for f in sys.meta_path)
 
 
+def test_in_the_mode_lightning_is_importable_but_not_installed(mode):
+    from lightning_utilities.core.imports import RequirementCache, package_available
+
+    for name in [n for n in sys.modules if n.split(".")[0] in ("lightning", "pytorch_lightning")]:
+        del sys.modules[name]
+    package_available.cache_clear()
+    # A probe (what libraries gating on Lightning ask) finds nothing to import Lightning internals from...
+    assert importlib.util.find_spec("lightning") is None
+    assert importlib.util.find_spec("pytorch_lightning") is None
+    assert not RequirementCache("lightning") and not RequirementCache("pytorch_lightning")
+    assert "lightning" not in sys.modules  # the probe imported nothing
+    # ...while the script's imports get surge's objects.
+    assert importlib.import_module("lightning.pytorch").Trainer is surge.Trainer
+    import pytorch_lightning
+
+    assert pytorch_lightning.LightningModule is surge.Module
+
+
+def test_the_mode_marks_lightning_semantics(mode):
+    from surge import semantics
+
+    assert semantics.lightning()
+    mode.uninstall()
+    assert not semantics.lightning()
+
+
 def test_ranks_the_launcher_starts_run_in_the_mode(mode, monkeypatch):
     from surge.launch.subprocess_launcher import _command
 

@@ -33,6 +33,8 @@ class Run:
     cwd: Path
     record: dict[str, Any]
     output: str
+    returncode: int = 0
+    stdout: str = ""
 
     def weights(self, name: str) -> dict[str, torch.Tensor]:
         return torch.load(self.cwd / "weights" / f"{name}.pt", weights_only=True)
@@ -80,7 +82,7 @@ def run(
         )
     record_file = cwd / "record.json"
     record = json.loads(record_file.read_text()) if record_file.exists() else {}
-    return Run(framework, cwd, record, output)
+    return Run(framework, cwd, record, output, proc.returncode, proc.stdout)
 
 
 def run_both(script: str | Path, tmp_path: Path, *args: str, **kwargs: Any) -> tuple[Run, Run]:

@@ -11,18 +11,20 @@ import importlib
 import importlib.abc
 import importlib.machinery
 import importlib.util
-import runpy
+import os
 import sys
+import types
 from collections.abc import Sequence
 from pathlib import Path
-from types import ModuleType
+from types import FrameType, ModuleType
 
 from ..errors import MisconfigurationError
-from ..rank_zero import info
+from ..rank_zero import global_rank
 from .refuse import DOCS, LightningNameError
 
 ROOTS = ("lightning.pytorch", "pytorch_lightning", "lightning")  # longest first
 TARGET = "surge.lightning"
+SCRIPT_VARIABLE = "SURGE_LIGHTNING_SCRIPT"  # the script's path, for processes multiprocessing spawns
 # Lightning's module (relative to lightning.pytorch) -> this namespace's (relative to TARGET).
 MODULES = {
     "": "", "trainer": "", "trainer.trainer": "", "seed": "seeding",
@@ -74,17 +76,43 @@ class _Alias(importlib.abc.Loader):
         """Already executed when surge imported it."""
 
 
+def _probing() -> bool:
+    """Whether this lookup comes from `importlib.util.find_spec` (directly or while it imports a
+    parent package): a probe asking whether a package is installed, not an import."""
+    frame: FrameType | None = sys._getframe(2)
+    for _ in range(PROBE_DEPTH):
+        if frame is None:
+            return False
+        code = frame.f_code
+        if code.co_name == "find_spec" and code.co_filename in PROBE_FILES:
+            return True
+        frame = frame.f_back
+    return False
+
+
+PROBE_FILES = ("<frozen importlib.util>", importlib.util.__file__)
+PROBE_DEPTH = 8  # importlib.util.find_spec -> __import__(parent) -> ... -> this finder
+
+
 class LightningFinder(importlib.abc.MetaPathFinder):
-    """Maps Lightning's module names to `surge.lightning`. `relaunch` is the `-m` module that
-    starts this mode again; surge's process launcher runs other ranks with it."""
+    """Maps Lightning's module names to `surge.lightning` for imports. `relaunch` is the `-m`
+    module that starts this mode again; surge's process launcher runs other ranks with it.
+
+    Importable, not installed: an `import` (statement, `importlib.import_module`) of a Lightning
+    name gets surge's module, but a probe (`importlib.util.find_spec`, which lightning_utilities'
+    `package_available` and `RequirementCache` use) of one not yet imported gets None, and
+    `importlib.metadata` has no Lightning distribution, so a library that gates on Lightning
+    being installed takes its path for "not installed" instead of importing Lightning internals
+    surge does not have. Once imported, `find_spec` answers from `sys.modules`, as for any module."""
 
     relaunch = "surge.lightning"
+    lightning_semantics = True  # read by `surge.semantics`: Lightning's behaviour where surge's differs
 
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
     ) -> importlib.machinery.ModuleSpec | None:
         name = surge_name(fullname)
-        if name is None:
+        if name is None or _probing():
             return None
         # A package spec: `lightning.pytorch.callbacks.progress` needs its parent to have a __path__.
         return importlib.util.spec_from_loader(fullname, _Alias(name), is_package=True)
@@ -107,15 +135,38 @@ def uninstall() -> None:
         del sys.modules[name]
 
 
+def script_code(path: str) -> types.CodeType:
+    """The compiled code of the script at `path`."""
+    with open(path, "rb") as f:
+        return compile(f.read(), path, "exec", dont_inherit=True)
+
+
 def run_script(script: str, args: Sequence[str]) -> None:
-    """Run `script` as `__main__` with `args` as its command line, in Lightning mode."""
+    """Run `script` as `__main__` with `args` as its command line, in Lightning mode.
+
+    The script's `__main__` carries the spec `surge.lightning.script_main` (its `__file__` is the
+    script's): a process that `multiprocessing` spawns re-imports the main module by that name and
+    so runs in the mode too (see `script_main`). Ranks that surge starts are relaunched in it
+    (`LightningFinder.relaunch`); forked processes inherit the finder."""
     path = Path(script)
     if not path.is_file():
         raise MisconfigurationError(
             f"surge run: script={script!r} is not a file; pass a Python script to run."
         )
     install()
-    info(DIFFERENCES.format(script=path.name))
+    if (
+        global_rank() == 0
+    ):  # on stderr, as Lightning's own messages: stdout stays the script's (`--print_config`)
+        sys.stderr.write(DIFFERENCES.format(script=path.name) + "\n")
     sys.argv = [str(path), *args]
     sys.path.insert(0, str(path.resolve().parent))
-    runpy.run_path(str(path), run_name="__main__")
+    os.environ[SCRIPT_VARIABLE] = str(path.resolve())
+    main = types.ModuleType("__main__")
+    spec = importlib.machinery.ModuleSpec(f"{__package__}.script_main", None)
+    main.__dict__.update(__file__=str(path), __spec__=spec, __package__="", __loader__=None, __cached__=None)
+    previous = sys.modules["__main__"]
+    sys.modules["__main__"] = main
+    try:
+        exec(script_code(str(path)), main.__dict__)
+    finally:
+        sys.modules["__main__"] = previous

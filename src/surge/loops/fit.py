@@ -202,7 +202,7 @@ class FitLoop:
             self.train_loader, validation.loaders = self.auto_workers.settled()
             self.auto_workers = None
         self.epoch_done = exhausted or self.batches_done >= ctx.settings.batches_per_epoch
-        if self.epoch_done and validation.due(self.epoch):
+        if self.epoch_done and validation.due_at_end(self.epoch, self.batches_done):
             validation.run()  # host read at its end
         model._results = results
         results.default_on_step, results.default_on_epoch = False, True

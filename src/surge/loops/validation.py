@@ -1,5 +1,10 @@
 """Validation inside fit: how many batches, when it runs, and running it without moving training's
-random streams (so training is the same whether and how often it validates)."""
+random streams (so training is the same whether and how often it validates).
+
+In the Lightning mode validation moves them as Lightning's does: creating each val loader's
+iterator draws its base seed from torch's global RNG (as a hand-written loop's `iter(loader)`
+does), and whatever `validation_step` draws counts too, so epoch 2 onwards shuffles as under
+Lightning. The sanity check leaves them untouched in both (Lightning isolates it as well)."""
 
 from __future__ import annotations
 
@@ -8,10 +13,11 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .. import semantics
 from ..data import limit_batches, loader_length
 from ..errors import MisconfigurationError
 from ..module import Module
-from ..seed import rng_untouched
+from ..seed import rng_state, rng_untouched
 from .evaluate import run_evaluation
 
 if TYPE_CHECKING:
@@ -78,10 +84,20 @@ class Validation:
         self.enabled = has_step and bool(loaders) and sum(plan.val) > 0
         self.training_rng: dict[str, Any] | None = None
         self.before_run: Callable[[], None] | None = None  # e.g. val loaders requested again (fit only)
+        self.moves_training_rng = semantics.lightning()
 
     def due(self, epoch: int) -> bool:
         """Whether epoch `epoch` validates (at its end, and at the interval inside it)."""
         return self.enabled and (epoch + 1) % self.every_n_epochs == 0
+
+    def due_at_end(self, epoch: int, batches_done: int) -> bool:
+        """Whether epoch `epoch` validates at its end, `batches_done` batches in. With an interval
+        that does not divide the epoch (10 batches, `val_check_interval=0.3`: every 3) the last
+        validation is the interval's (after batch 9), not an extra one at the end, as in Lightning;
+        a stream with no length validates when it runs out."""
+        every = self.plan.val_every_n_batches
+        on_interval = not every or batches_done % every == 0 or self.plan.train == math.inf
+        return self.due(epoch) and on_interval
 
     def due_inside(self, epoch: int, batches_done: int) -> bool:
         """Whether validation runs now, `batches_done` batches into epoch `epoch` (not its end)."""
@@ -111,15 +127,23 @@ class Validation:
         hooks.callbacks("on_sanity_check_end")
 
     def run(self, limits: list[int | float] | None = None, sanity: bool = False) -> None:
-        """Validate on every loader, training's RNG (global and CPU generators) left as it was."""
+        """Validate on every loader, training's RNG (global and CPU generators) left as it was
+        (in the Lightning mode, outside the sanity check, moved as Lightning moves it)."""
         if not sanity and self.before_run is not None:
             self.before_run()
             if sum(self.plan.val) == 0:
                 return  # the loaders requested again have no batches (as Lightning, nothing runs)
+        limits = self.plan.val if limits is None else limits
+        if self.moves_training_rng and not sanity:
+            self.training_rng = rng_state()
+            try:
+                run_evaluation(self.parts, "validate", self.loaders, limits, self.global_step(), sanity)
+            finally:
+                self.training_rng = None
+            return
         with rng_untouched() as training_rng:
             self.training_rng = training_rng
             try:
-                limits = self.plan.val if limits is None else limits
                 run_evaluation(self.parts, "validate", self.loaders, limits, self.global_step(), sanity)
             finally:
                 self.training_rng = None

@@ -16,9 +16,11 @@ import torch
 import torch.distributed as dist
 from torch import Tensor, nn
 
+from .. import semantics
 from ..errors import MisconfigurationError
 from ..launch.environment import ClusterEnvironment
 from ..launch.subprocess_launcher import SubprocessLauncher
+from ..seed import last_seeding, seed_everything
 from .base import Layout, Strategy
 
 _OPS = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}
@@ -90,6 +92,11 @@ class ProcessGroupStrategy(Strategy):
     # -- set-up ----------------------------------------------------------------------------
     def setup_environment(self, device: torch.device) -> None:
         self.device = device
+        seeding = last_seeding()
+        if seeding is not None and semantics.lightning():
+            # Lightning re-seeds every process from its last seed_everything as each stage sets up
+            # its process group (fit, validate, test alike); its ranks draw from there.
+            seed_everything(seeding.seed, seeding.workers)
         if dist.is_available() and dist.is_initialized():
             return
         if self.launcher is not None and not self.launcher.children and self.env.global_rank == 0:
