@@ -19,18 +19,19 @@ from jobs import (
     clean_env,
     free_port,
     job_args,
+    reference_run,
     run_group,
-    single_process,
 )
 
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
 STEPS = ["--max-steps", "20", "--epochs", "4"]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def reference(tmp_path_factory) -> dict:
-    """One process, batch 8: what two ranks with batch 4 each must end with."""
-    return single_process(tmp_path_factory.mktemp("reference"), "one", "--batch-size", "8", *STEPS)
+    """One process, batch 8: what two ranks with batch 4 each must end with (one run a session,
+    shared with test_slurm.py and test_ddp.py)."""
+    return reference_run(tmp_path_factory, "--batch-size", "8", *STEPS)
 
 
 def torchrun(tmp_path: Path, *argv: str, timeout: float = 60) -> tuple[int, str]:
