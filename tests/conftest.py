@@ -21,7 +21,7 @@ from cpu_durations import (  # noqa: E402, F401 - hooks: --cpu-durations
 )
 from helpers import fast_trainer, make_loaders, make_model  # noqa: E402
 from parallel import (  # noqa: E402, F401 - hooks and fixtures of the parallel run: see parallel.py
-    _one_heavy_test_at_a_time,
+    _heavy_tests_run_alone,
     pytest_collection_modifyitems,
     pytest_configure,
     pytest_xdist_auto_num_workers,

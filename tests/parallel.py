@@ -8,9 +8,10 @@
   reference run, a server, a SLURM cluster) runs on the worker that has that fixture, so the fixture
   is made once, not once per worker: its tests share the group `shared:<file>`. Tests marked
   `xdist_group("name")` share that group. Every other test goes to whichever worker is free.
-- `@pytest.mark.heavy`: a test that starts several processes that each want a core (gloo ranks) or
-  whose timing depends on the machine's load; at most one heavy test runs at a time across the
-  workers (a lock file), so two 3-rank jobs never share the 2 cores of a small machine.
+- `@pytest.mark.heavy`: a test that starts more processes that each want a core than there are
+  cores (3 gloo ranks), or that asserts how long something takes: it runs alone, the other workers
+  waiting (a lock file), so its timing is that of a quiet machine. A job of 2-3 ranks uses the
+  cores of a small machine by itself, so little is lost.
 """
 
 from __future__ import annotations
@@ -28,10 +29,6 @@ SHARED_SCOPES = ("module", "class", "package", "session")
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers",
-        "heavy: starts processes that each want a core, or is timed; never runs beside another heavy test",
-    )
     if os.environ.get("PYTEST_XDIST_WORKER"):
         # The workers share the cores already: torch's thread pools (and the processes the tests
         # start, which inherit the variable) would only make threads fight over them.
@@ -67,13 +64,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 @pytest.fixture(autouse=True)
-def _one_heavy_test_at_a_time(request: pytest.FixtureRequest) -> Iterator[None]:
-    if request.node.get_closest_marker("heavy") is None or not os.environ.get("PYTEST_XDIST_WORKER"):
+def _heavy_tests_run_alone(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A reader-writer lock over the session's workers: a test holds it shared, a heavy test alone.
+
+    A heavy test first takes the gate, so the tests that start after it wait for it (the lock is
+    not starved by the other workers' stream of tests); it then waits for the running ones to end.
+    """
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
         yield
         return
-    with open(session_dir(request.getfixturevalue("tmp_path_factory")) / "heavy.lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+    folder = session_dir(request.getfixturevalue("tmp_path_factory"))
+    heavy = request.node.get_closest_marker("heavy") is not None
+    with open(folder / "heavy.gate", "a") as gate, open(folder / "heavy.lock", "a") as lock:
+        fcntl.flock(gate, fcntl.LOCK_EX)
+        fcntl.flock(lock, fcntl.LOCK_EX if heavy else fcntl.LOCK_SH)
+        if not heavy:
+            fcntl.flock(gate, fcntl.LOCK_UN)
+        yield  # closing the files releases both

@@ -48,7 +48,7 @@ def job_args(tmp_path: Path, name: str, *args: str) -> tuple[list[str], Path]:
     return ["--root", str(tmp_path / name), "--out", str(out), *args], out
 
 
-def single_process(tmp_path: Path, name: str, *args: str, timeout: float = 60) -> dict:
+def single_process(tmp_path: Path, name: str, *args: str, timeout: float = 180) -> dict:
     """train_script.py in one plain process (no launcher): the reference the distributed runs must match."""
     argv, out = job_args(tmp_path, name, "--devices", "1", *args)
     proc = subprocess.run(

@@ -49,6 +49,7 @@ def test_two_processes_with_batch_b_equal_one_with_batch_2b(tmp_path, tmp_path_f
     assert two["allreduces"] in (19, 20)
 
 
+@pytest.mark.heavy  # 3 ranks
 def test_epoch_metrics_are_identical_for_world_sizes_1_2_3(tmp_path):
     results = [
         run(
@@ -76,6 +77,7 @@ def test_epoch_metrics_are_identical_for_world_sizes_1_2_3(tmp_path):
         assert res["predictions"].shape == (10,)
 
 
+@pytest.mark.heavy  # 3 ranks
 def test_train_epoch_metrics_count_every_sample_once(tmp_path):
     # 12 samples in batches of 2 on 3 ranks: 2 batches per rank, no padding needed.
     one = run(tmp_path, "one", "--devices", "1", "--samples", "12", "--batch-size", "6", "--epochs", "1")

@@ -74,6 +74,7 @@ def straight_two_epochs(tmp_path_factory) -> dict:
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # 3 ranks
 def test_a_checkpoint_saved_by_two_processes_loads_with_three(two_process_run, tmp_path):
     tmp, saved = two_process_run
     ckpt = saved["last_ckpt"]
