@@ -3,7 +3,8 @@
 - Workers: one per core, plus one: part of the suite waits (servers starting, jobs meeting at a
   rendezvous, timeouts that must expire) and a waiting worker leaves its core to the others. Each
   worker, and every process its tests start, uses one thread for torch's operations.
-  `PYTEST_XDIST_AUTO_NUM_WORKERS=N` overrides it; `-n0` runs everything in this process.
+  `PYTEST_XDIST_AUTO_NUM_WORKERS=N` overrides it; `-n0` runs everything in this process, as does
+  naming one test (`path::name`).
 - Groups: a test that uses a module-, class- or session-scoped fixture of its own test file (a
   reference run, a server, a SLURM cluster) runs on the worker that has that fixture, so the fixture
   is made once, not once per worker: its tests share the group `shared:<file>`. Tests marked
@@ -40,6 +41,8 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     env = os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS")
     if env:
         return int(env)
+    if len(config.args) == 1 and "::" in config.args[0]:
+        return 0  # one test named: workers would only add their start-up
     return len(os.sched_getaffinity(0)) + 1
 
 

@@ -154,7 +154,6 @@ def _restarted(tmp_path: Path, reference: dict, code: int, log: str, out: Path) 
     assert_same_weights(reference["state_dict"], job["state_dict"])
 
 
-@pytest.mark.heavy  # a rank dies, another joins 3 s late
 def test_torchrun_restart_with_c10d_and_an_unshared_store(tmp_path, reference):
     """The configuration that restarts reliably: c10d rendezvous, TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1."""
     args, out = job_args(tmp_path, "restart", "--devices", "2", "--batch-size", "4", *STEPS, *RESTART)
@@ -167,7 +166,6 @@ def test_torchrun_restart_with_c10d_and_an_unshared_store(tmp_path, reference):
     _restarted(tmp_path, reference, code, log, out)
 
 
-@pytest.mark.heavy  # as above
 def test_surge_launch_restart_on_one_node(tmp_path, reference):
     """`surge launch --max-restarts 1` on one node must survive a rank's death like torchrun+c10d does.
 
