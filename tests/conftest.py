@@ -12,7 +12,20 @@ sys.path.insert(0, str(Path(__file__).parent))
 # The sources beside these tests, whatever checkout an editable install points at.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+from cpu_durations import (  # noqa: E402, F401 - hooks: --cpu-durations
+    pytest_addoption,
+    pytest_runtest_logreport,
+    pytest_runtest_makereport,
+    pytest_runtest_setup,
+    pytest_terminal_summary,
+)
 from helpers import fast_trainer, make_loaders, make_model  # noqa: E402
+from parallel import (  # noqa: E402, F401 - hooks and fixtures of the parallel run: see parallel.py
+    _heavy_tests_run_alone,
+    pytest_collection_modifyitems,
+    pytest_configure,
+    pytest_xdist_auto_num_workers,
+)
 
 
 @pytest.fixture(autouse=True)

@@ -1,11 +1,10 @@
-"""What the torchrun and SLURM tests share: a clean environment for a job, free ports, the comparisons."""
+"""What the distributed tests share: a clean environment for a job, free ports, reference runs, the comparisons."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -13,7 +12,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import psutil
+import pytest
 import torch
+
+from ports import free_port  # noqa: F401 - the tests' ports, from here as before
+from shared_runs import shared_run
 
 HERE = Path(__file__).resolve().parent
 SRC = HERE.parents[1] / "src"
@@ -39,19 +42,13 @@ def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def job_args(tmp_path: Path, name: str, *args: str) -> tuple[list[str], Path]:
     """`--root`/`--out` for a train_script.py-style job named `name`, and where its result lands."""
     out = tmp_path / f"{name}.pt"
     return ["--root", str(tmp_path / name), "--out", str(out), *args], out
 
 
-def single_process(tmp_path: Path, name: str, *args: str, timeout: float = 60) -> dict:
+def single_process(tmp_path: Path, name: str, *args: str, timeout: float = 180) -> dict:
     """train_script.py in one plain process (no launcher): the reference the distributed runs must match."""
     argv, out = job_args(tmp_path, name, "--devices", "1", *args)
     proc = subprocess.run(
@@ -60,6 +57,13 @@ def single_process(tmp_path: Path, name: str, *args: str, timeout: float = 60) -
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return torch.load(out, weights_only=True)
+
+
+def reference_run(tmp_path_factory: pytest.TempPathFactory, *args: str) -> dict:
+    """`single_process(..., *args)` made once a test session, whichever test or worker asks first."""
+    return shared_run(
+        tmp_path_factory, "train_script", args, lambda folder: single_process(folder, "one", *args)
+    )
 
 
 def run_group(commands: Sequence[Sequence[str]], *, env: Mapping[str, str], cwd: Path, timeout: float):

@@ -64,19 +64,6 @@ def ensure_installed(timeout: float = 900) -> None:
         raise InstallError(f"apt-get installed {PACKAGES} but {missing} are still missing")
 
 
-def _free_ports(n: int) -> list[int]:
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind(("127.0.0.1", 0))
-            socks.append(s)
-        return [s.getsockname()[1] for s in socks]
-    finally:
-        for s in socks:
-            s.close()
-
-
 WORKDIR_PREFIX = "surge-slurm-"
 
 
@@ -181,7 +168,9 @@ class SlurmCluster:
              f"--seed-file={d / 'munge' / 'munged.seed'}", "--num-threads=2"],
         )  # fmt: skip
         self._wait(lambda: socket_path.exists(), deadline, "munged to open its socket")
-        ctld_port, slurmd_port = _free_ports(2)
+        from ports import free_port  # tests/: ports no other test process is given meanwhile
+
+        ctld_port, slurmd_port = free_port(), free_port()
         self.conf.write_text(
             self._config(socket_path=socket_path, ctld_port=ctld_port, slurmd_port=slurmd_port)
         )

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from jobs import reference_run
 
 SCRIPT = Path(__file__).with_name("train_script.py")
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -34,10 +35,11 @@ def _close(a: dict, b: dict, tol: float = 1e-5) -> None:
 
 
 @pytest.mark.parametrize("accumulate", [1, 2])
-def test_two_processes_with_batch_b_equal_one_with_batch_2b(tmp_path, accumulate):
+def test_two_processes_with_batch_b_equal_one_with_batch_2b(tmp_path, tmp_path_factory, accumulate):
     steps = str(20)
-    one = run(tmp_path, "one", "--devices", "1", "--batch-size", "8", "--max-steps", steps, "--epochs", "4",
-              "--accumulate", str(accumulate))  # fmt: skip
+    # one process (accumulate=1: the run test_torchrun.py and test_slurm.py compare with, made once)
+    one = reference_run(tmp_path_factory, "--batch-size", "8", "--max-steps", steps, "--epochs", "4",
+                        *(["--accumulate", str(accumulate)] if accumulate > 1 else []))  # fmt: skip
     two = run(tmp_path, "two", "--devices", "2", "--batch-size", "4", "--max-steps", steps, "--epochs", "4",
               "--accumulate", str(accumulate), "--count-allreduce")  # fmt: skip
     assert one["global_step"] == two["global_step"] == 20 and two["world_size"] == 2
@@ -47,6 +49,7 @@ def test_two_processes_with_batch_b_equal_one_with_batch_2b(tmp_path, accumulate
     assert two["allreduces"] in (19, 20)
 
 
+@pytest.mark.heavy  # 3 ranks
 def test_epoch_metrics_are_identical_for_world_sizes_1_2_3(tmp_path):
     results = [
         run(
@@ -74,6 +77,7 @@ def test_epoch_metrics_are_identical_for_world_sizes_1_2_3(tmp_path):
         assert res["predictions"].shape == (10,)
 
 
+@pytest.mark.heavy  # 3 ranks
 def test_train_epoch_metrics_count_every_sample_once(tmp_path):
     # 12 samples in batches of 2 on 3 ranks: 2 batches per rank, no padding needed.
     one = run(tmp_path, "one", "--devices", "1", "--samples", "12", "--batch-size", "6", "--epochs", "1")

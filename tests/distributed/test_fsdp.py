@@ -13,6 +13,7 @@ import torch
 from jobs import assert_same_weights, clean_env
 
 import surge
+from shared_runs import shared_run
 from surge.errors import CheckpointError
 
 SCRIPT = Path(__file__).with_name("fsdp_script.py")
@@ -32,13 +33,18 @@ def fsdp(tmp_path: Path, name: str, *args: str, devices: int = 2) -> dict:
     return run(tmp_path, name, "--devices", str(devices), "--strategy", "fsdp", *args)
 
 
+def shared(tmp_path_factory, *args: str) -> dict:
+    """`run(...)` made once a test session for these arguments; the tests only read it."""
+    return shared_run(tmp_path_factory, "fsdp_script", args, lambda folder: run(folder, "run", *args))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("shard", ["block", "size"])
-def test_fsdp_two_processes_equal_one_process_with_twice_the_batch(tmp_path, shard):
+def test_fsdp_two_processes_equal_one_process_with_twice_the_batch(tmp_path, tmp_path_factory, shard):
     # AdamW, accumulation 2 (the first micro-batch of each window skips the reduce-scatter) and
     # gradient clipping (a norm over shards) must all agree with one plain process.
     common = ("--max-steps", "6", "--epochs", "3", "--accumulate", "2", "--clip", "0.5")
-    one = run(tmp_path, "one", "--devices", "1", "--batch-size", "8", *common)
+    one = shared(tmp_path_factory, "--devices", "1", "--batch-size", "8", *common)  # both shardings
     two = fsdp(tmp_path, "two", "--batch-size", "4", "--shard", shard, *common)
     assert (
         two["strategy"] == "fsdp" and two["world_size"] == 2 and one["global_step"] == two["global_step"] == 6
@@ -50,13 +56,25 @@ def test_fsdp_two_processes_equal_one_process_with_twice_the_batch(tmp_path, sha
         )
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def two_process_run(tmp_path_factory) -> tuple[Path, dict]:
-    tmp = tmp_path_factory.mktemp("fsdp")
-    return tmp, fsdp(tmp, "saved", "--epochs", "1", "--shuffle")
+    """One epoch on 2 FSDP processes, made once a session; the tests copy what they damage."""
+    return shared_run(
+        tmp_path_factory,
+        "fsdp_saved",
+        (),
+        lambda tmp: (tmp, fsdp(tmp, "saved", "--epochs", "1", "--shuffle")),
+    )
+
+
+@pytest.fixture
+def straight_two_epochs(tmp_path_factory) -> dict:
+    """Two epochs on 2 FSDP processes without a stop: what the resumed runs must equal."""
+    return shared(tmp_path_factory, "--devices", "2", "--strategy", "fsdp", "--epochs", "2", "--shuffle")
 
 
 @pytest.mark.slow
+@pytest.mark.heavy  # 3 ranks
 def test_a_checkpoint_saved_by_two_processes_loads_with_three(two_process_run, tmp_path):
     tmp, saved = two_process_run
     ckpt = saved["last_ckpt"]
@@ -71,9 +89,9 @@ def test_a_checkpoint_saved_by_two_processes_loads_with_three(two_process_run, t
 
 
 @pytest.mark.slow
-def test_fsdp_resume_continues_bit_for_bit(two_process_run, tmp_path):
+def test_fsdp_resume_continues_bit_for_bit(two_process_run, straight_two_epochs, tmp_path):
     tmp, saved = two_process_run
-    straight = fsdp(tmp_path, "straight", "--epochs", "2", "--shuffle")
+    straight = straight_two_epochs
     resumed = fsdp(tmp_path, "resumed", "--epochs", "2", "--shuffle", "--ckpt", str(tmp / saved["last_ckpt"]))
     assert resumed["global_step"] == straight["global_step"] == 2 * saved["global_step"]
     assert resumed["losses"] == straight["losses"][saved["global_step"] :]
@@ -199,7 +217,9 @@ def test_a_sharded_checkpoint_exports_to_safetensors(two_process_run, tmp_path):
 
 
 @pytest.mark.slow
-def test_async_sharded_checkpoints_equal_the_sync_ones_and_resume_bit_for_bit(two_process_run, tmp_path):
+def test_async_sharded_checkpoints_equal_the_sync_ones_and_resume_bit_for_bit(
+    two_process_run, straight_two_epochs, tmp_path
+):
     from surge.sharded import read_weights
 
     tmp, saved = two_process_run
@@ -212,7 +232,7 @@ def test_async_sharded_checkpoints_equal_the_sync_ones_and_resume_bit_for_bit(tw
     folder = async_file.parent
     assert len(list(folder.glob("epoch=*.ckpt"))) == 2  # top 2 kept, older ones and their shards removed
     assert len(list(folder.glob("*.shards-*"))) == 2
-    straight = fsdp(tmp_path, "straight", "--epochs", "2", "--shuffle")
+    straight = straight_two_epochs
     # From the epoch's last step, saved before its validation: the resume validates before any
     # training step (FSDP evaluates under no_grad: parameters gathered under inference_mode could
     # not be updated in place afterwards).

@@ -23,12 +23,15 @@ from jobs import (
     assert_same_weights,
     clean_env,
     job_args,
+    reference_run,
     run_group,
-    single_process,
 )
 from slurm_cluster import InstallError, SlurmCluster, ensure_installed
 
 STEPS = ["--max-steps", "20", "--epochs", "4"]
+# Timed (jobs must reach a step, be requeued, end within seconds): alone on the machine, so the
+# deadlines are those of a quiet one; 2 tasks use the cores of a small machine by themselves.
+pytestmark = pytest.mark.heavy
 
 
 @pytest.fixture(scope="session")
@@ -47,10 +50,11 @@ def cluster():
     shutil.rmtree(slurm.workdir, ignore_errors=True)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def reference(tmp_path_factory) -> dict:
-    """One process, batch 8: what two SLURM tasks with batch 4 each must end with."""
-    return single_process(tmp_path_factory.mktemp("reference"), "one", "--batch-size", "8", *STEPS)
+    """One process, batch 8: what two SLURM tasks with batch 4 each must end with (one run a session,
+    shared with test_torchrun.py and test_ddp.py)."""
+    return reference_run(tmp_path_factory, "--batch-size", "8", *STEPS)
 
 
 @pytest.fixture

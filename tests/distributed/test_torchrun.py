@@ -19,21 +19,22 @@ from jobs import (
     clean_env,
     free_port,
     job_args,
+    reference_run,
     run_group,
-    single_process,
 )
 
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
 STEPS = ["--max-steps", "20", "--epochs", "4"]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def reference(tmp_path_factory) -> dict:
-    """One process, batch 8: what two ranks with batch 4 each must end with."""
-    return single_process(tmp_path_factory.mktemp("reference"), "one", "--batch-size", "8", *STEPS)
+    """One process, batch 8: what two ranks with batch 4 each must end with (one run a session,
+    shared with test_slurm.py and test_ddp.py)."""
+    return reference_run(tmp_path_factory, "--batch-size", "8", *STEPS)
 
 
-def torchrun(tmp_path: Path, *argv: str, timeout: float = 60) -> tuple[int, str]:
+def torchrun(tmp_path: Path, *argv: str, timeout: float = 180) -> tuple[int, str]:
     [(code, out)] = run_group([[*TORCHRUN, *argv]], env=clean_env(), cwd=tmp_path, timeout=timeout)
     return code, out
 
@@ -55,7 +56,7 @@ def test_surge_launch_is_torchrun(tmp_path, reference):
     [(code, log)] = run_group(
         [[sys.executable, "-m", "surge", "launch", "--nproc-per-node", "2", "--master-port", str(free_port()),
           str(TRAIN_SCRIPT), *args]],
-        env=clean_env(), cwd=tmp_path, timeout=60,
+        env=clean_env(), cwd=tmp_path, timeout=180,
     )  # fmt: skip
     assert code == 0, log[-4000:]
     launched = torch.load(out, weights_only=True)
@@ -82,7 +83,7 @@ def test_devices_disagreeing_with_torchrun_fail_fast(tmp_path, devices):
     args, out = job_args(tmp_path, "wrong", *(["--devices", devices] if devices else []))
     code, log = torchrun(
         tmp_path, "--nproc-per-node", "2", "--master-port", str(free_port()), str(TRAIN_SCRIPT), *args,
-        timeout=40,
+        timeout=120,
     )  # fmt: skip
     assert code != 0
     assert "WORLD_SIZE=2" in log and f"devices={devices or 1}" in log, log[-4000:]
@@ -114,7 +115,7 @@ def test_two_agents_as_two_nodes_train_one_model(tmp_path, reference, launcher, 
         commands.append(
             [*agent, str(MULTINODE_SCRIPT), *args, *STEPS, "--ranks-dir", str(tmp_path / "ranks")]
         )
-    results = run_group(commands, env=clean_env(), cwd=tmp_path, timeout=60)
+    results = run_group(commands, env=clean_env(), cwd=tmp_path, timeout=180)
     for code, log in results:
         assert code == 0, log[-4000:]
 
@@ -160,7 +161,7 @@ def test_torchrun_restart_with_c10d_and_an_unshared_store(tmp_path, reference):
         [[*TORCHRUN, "--nproc-per-node", "2", "--rdzv-backend", "c10d", "--rdzv-endpoint",
           f"127.0.0.1:{free_port()}", "--max-restarts", "1", str(MULTINODE_SCRIPT), *args,
           "--ranks-dir", str(tmp_path / "ranks")]],
-        env=clean_env({"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}), cwd=tmp_path, timeout=60,
+        env=clean_env({"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}), cwd=tmp_path, timeout=180,
     )  # fmt: skip
     _restarted(tmp_path, reference, code, log, out)
 
@@ -175,6 +176,6 @@ def test_surge_launch_restart_on_one_node(tmp_path, reference):
     [(code, log)] = run_group(
         [[sys.executable, "-m", "surge", "launch", "--nproc-per-node", "2", "--master-port", str(free_port()),
           "--max-restarts", "1", str(MULTINODE_SCRIPT), *args, "--ranks-dir", str(tmp_path / "ranks")]],
-        env=clean_env(), cwd=tmp_path, timeout=40,  # a correct run takes ~15 s; the broken one may hang
+        env=clean_env(), cwd=tmp_path, timeout=120,  # a correct run takes ~15 s alone; the broken one may hang
     )  # fmt: skip
     _restarted(tmp_path, reference, code, log, out)

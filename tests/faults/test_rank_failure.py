@@ -15,6 +15,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "distributed"))
 from jobs import TRAIN_SCRIPT, clean_env  # noqa: E402
 
+pytestmark = pytest.mark.heavy  # timed: never beside another heavy test
+
 
 def _job(tmp_path, *args, timeout=90):
     cmd = [sys.executable, str(TRAIN_SCRIPT), "--devices", "2", "--root", str(tmp_path), "--out",
@@ -24,11 +26,13 @@ def _job(tmp_path, *args, timeout=90):
     return proc, time.monotonic() - t0
 
 
-def _ranks_left(before):
+def _ranks_left(before, tmp_path):
+    """This job's ranks still running (its command names tmp_path: other tests' jobs may run beside it)."""
     time.sleep(0.5)
     return [
         p for p in psutil.process_iter(["pid", "cmdline"])
         if p.info["pid"] not in before and str(TRAIN_SCRIPT) in " ".join(p.info["cmdline"] or [])
+        and str(tmp_path) in (p.info["cmdline"] or [])
     ]  # fmt: skip
 
 
@@ -41,7 +45,7 @@ def test_one_rank_raising_ends_every_rank(tmp_path, rank):
     assert proc.returncode != 0, output[-2000:]
     assert elapsed < 30, f"took {elapsed:.0f} s"
     assert output.count(f"RuntimeError: boom on rank {rank} at step 3") == 1, output[-3000:]
-    assert not _ranks_left(before), "orphaned ranks"
+    assert not _ranks_left(before, tmp_path), "orphaned ranks"
     assert not (tmp_path / "out.pt").exists()
 
 
@@ -56,7 +60,7 @@ def test_a_hung_rank_hits_the_collective_timeout_and_is_stopped(tmp_path):
     assert 10 <= elapsed < 40, f"took {elapsed:.0f} s"
     assert "rank 0 waited more than the process group timeout (10 s)" in output, output[-3000:]
     assert "rank 1 stopped answering" in output
-    assert not _ranks_left(before), "the hung rank was left running"
+    assert not _ranks_left(before, tmp_path), "the hung rank was left running"
 
 
 @pytest.mark.slow
@@ -71,4 +75,4 @@ def test_a_nan_on_one_rank_stops_every_rank_before_the_step(tmp_path):
     # NaN itself) stops at that step, before applying it; whichever reports first ends the job.
     pattern = r"\[rank[01]\]: surge.nonfinite.NonFiniteError: non-finite loss or gradients at step 4"
     assert re.search(pattern, output), output[-3000:]
-    assert not _ranks_left(before)
+    assert not _ranks_left(before, tmp_path)

@@ -1,0 +1,86 @@
+"""How the suite runs on several pytest-xdist workers (`-n auto --dist loadgroup`, pyproject's addopts).
+
+- Workers: one per core, plus one: part of the suite waits (servers starting, jobs meeting at a
+  rendezvous, timeouts that must expire) and a waiting worker leaves its core to the others. Each
+  worker, and every process its tests start, uses one thread for torch's operations.
+  `PYTEST_XDIST_AUTO_NUM_WORKERS=N` overrides it; `-n0` runs everything in this process, as does
+  naming one test (`path::name`).
+- Groups: a test that uses a module-, class- or session-scoped fixture of its own test file (a
+  reference run, a server, a SLURM cluster) runs on the worker that has that fixture, so the fixture
+  is made once, not once per worker: its tests share the group `shared:<file>`. Tests marked
+  `xdist_group("name")` share that group. Every other test goes to whichever worker is free.
+- `@pytest.mark.heavy`: a test that starts more processes that each want a core than there are
+  cores (3 gloo ranks), or that asserts how long something takes: it runs alone, the other workers
+  waiting (a lock file), so its timing is that of a quiet machine. A job of 2-3 ranks uses the
+  cores of a small machine by itself, so little is lost.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from collections.abc import Iterator
+
+import pytest
+import torch
+
+from shared_runs import session_dir
+
+SHARED_SCOPES = ("module", "class", "package", "session")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        # The workers share the cores already: torch's thread pools (and the processes the tests
+        # start, which inherit the variable) would only make threads fight over them.
+        os.environ["OMP_NUM_THREADS"] = "1"
+        torch.set_num_threads(1)
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    env = os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS")
+    if env:
+        return int(env)
+    if len(config.args) == 1 and "::" in config.args[0]:
+        return 0  # one test named: workers would only add their start-up
+    return len(os.sched_getaffinity(0)) + 1
+
+
+def _own_shared_fixture(item: pytest.Item) -> bool:
+    """Whether the test uses a fixture of a wider scope than one test that its own file defines."""
+    info = getattr(item, "_fixtureinfo", None)  # pytest has no public reader of an item's fixtures
+    if info is None:
+        return False
+    module = item.nodeid.split("::")[0]
+    return any(
+        fixturedef.scope in SHARED_SCOPES and fixturedef.baseid == module
+        for defs in info.name2fixturedefs.values()
+        for fixturedef in defs
+    )
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the xdist_group marks
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None and _own_shared_fixture(item):
+            item.add_marker(pytest.mark.xdist_group(f"shared:{item.path.name}"))
+
+
+@pytest.fixture(autouse=True)
+def _heavy_tests_run_alone(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A reader-writer lock over the session's workers: a test holds it shared, a heavy test alone.
+
+    A heavy test first takes the gate, so the tests that start after it wait for it (the lock is
+    not starved by the other workers' stream of tests); it then waits for the running ones to end.
+    """
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        yield
+        return
+    folder = session_dir(request.getfixturevalue("tmp_path_factory"))
+    heavy = request.node.get_closest_marker("heavy") is not None
+    with open(folder / "heavy.gate", "a") as gate, open(folder / "heavy.lock", "a") as lock:
+        fcntl.flock(gate, fcntl.LOCK_EX)
+        fcntl.flock(lock, fcntl.LOCK_EX if heavy else fcntl.LOCK_SH)
+        if not heavy:
+            fcntl.flock(gate, fcntl.LOCK_UN)
+        yield  # closing the files releases both
