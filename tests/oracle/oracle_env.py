@@ -8,6 +8,7 @@ interpreter, creating it first when it is missing. The location is `$SURGE_LIGHT
 from __future__ import annotations
 
 import fcntl
+import functools
 import os
 import subprocess
 import sys
@@ -30,6 +31,7 @@ def _ready(python: Path) -> bool:
     return subprocess.run([str(python), "-c", probe], capture_output=True).returncode == 0
 
 
+@functools.cache
 def lightning_python() -> Path:
     """The oracle's interpreter; the environment is created (once, under a lock) when missing."""
     venv = venv_dir()
