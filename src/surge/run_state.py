@@ -117,8 +117,7 @@ def checkpoint_state(run: RunObjects, weights_only: bool = False) -> dict[str, A
     for name, part in parts.items():
         if name not in WEIGHTS_ONLY:
             part.save(state)
-    run.hooks.module("on_save_checkpoint", state)
-    run.hooks.callbacks("on_save_checkpoint", state)
+    run.hooks.call("on_save_checkpoint", state)  # the callbacks, then the module (as Lightning)
     return state
 
 

@@ -72,7 +72,8 @@ def shape(value: Any) -> Any:
         return value
     if isinstance(value, dict):
         if "state_dict" in value or "pytorch-lightning_version" in value:
-            return {"checkpoint": sorted(str(k) for k in value)}
+            append("checkpoint_keys", sorted(str(k) for k in value))  # compared on their own
+            return "checkpoint"
         return {str(k): shape(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [shape(v) for v in value]
@@ -88,8 +89,9 @@ def _role(value: Any) -> str:
         return "trainer"
     if "LightningModule" in names or "Module" in names and hasattr(value, "training_step"):
         return "module"
-    if isinstance(value, torch.optim.Optimizer):
-        return f"optimizer:{kind.__name__}"
+    if isinstance(value, torch.optim.Optimizer):  # by the torch class it is (a wrapper: "wrapped")
+        torch_class = next(c for c in kind.__mro__ if c.__module__.startswith("torch.optim"))
+        return f"optimizer:{torch_class.__name__}" + (":wrapped" if torch_class is not kind else "")
     if "LightningOptimizer" in names:
         return "LightningOptimizer"
     if callable(value):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Iterator, Mapping
+from functools import partial
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
@@ -63,6 +64,7 @@ class FitLoop:
         self.reload: LoaderReload | None = None  # reload_dataloaders_every_n_epochs > 0
         self.inexact_said: str | None = None  # why checkpoints cannot resume exactly ("": they can)
         self.loader_resume: Any = None  # a stateful_loader.LoaderResume: the loader's own position
+        self.skipped_rest = False  # on_train_batch_start returned -1: the epoch ends at that batch
 
     def bind(self, ctx: FitContext, train_loader: Any) -> None:
         self.ctx, self.train_loader = ctx, check_train_loader(train_loader)
@@ -166,7 +168,7 @@ class FitLoop:
             self.reload.at_epoch_start()  # once per epoch: new loaders when due
         t, ctx = self.trainer, self._context()
         hooks, results, model = ctx.parts.hooks, ctx.results, ctx.parts.module
-        publish, validation, strategy = ctx.parts.publisher.publish, ctx.validation, ctx.parts.strategy
+        validation, strategy = ctx.validation, ctx.parts.strategy
         results.reset()
         if self._resume_results is not None:  # resumed inside this epoch: its metrics so far
             results.load_state_dict(self._resume_results, model.device)
@@ -181,7 +183,8 @@ class FitLoop:
         else:
             self.epoch_start_rng = self._resume_rng
         self.epoch_done = self.epoch_closed = False
-        hooks.call("on_train_epoch_start")
+        if self.batches_done == 0:  # (not when resumed inside the epoch, as in Lightning)
+            hooks.call("on_train_epoch_start")
         # Once per epoch, after its start hooks: a callback may set `trainer.accumulate_grad_batches`
         # (GradientAccumulationScheduler) or change `trainer.lr_scheduler_configs` (SWA).
         self.accumulate = t.accumulate_grad_batches
@@ -190,22 +193,11 @@ class FitLoop:
         if self.auto_workers is not None:  # the worker count is decided: the loaders for later epochs
             self.train_loader, validation.loaders = self.auto_workers.settled()
             self.auto_workers = None
-        self.epoch_done = exhausted or self.batches_done >= ctx.settings.batches_per_epoch
-        if self.epoch_done and validation.due(self.epoch):
-            validation.run()  # host read at its end
-        model._results = results
-        results.default_on_step, results.default_on_epoch = False, True
-        hooks.module("on_train_epoch_end")
-        results.default_on_step, results.default_on_epoch = True, False
-        flags = results.flags()
-        publish(results.read_step(), flags, step=self.global_step, to_loggers=False)  # host read: epoch end
-        publish(results.read_epoch(), flags, step=self.global_step)
-        ctx.optim.guard.report(self.global_step)  # host read: epoch end
-        if self.epoch_done:
-            ctx.optim.step_schedulers("epoch", self.epoch + 1)
-            self.epoch_closed = True  # a checkpoint from here on resumes at the next epoch
-        hooks.callbacks("on_train_epoch_end")
-        ctx.parts.publisher.save_loggers()
+        cut, self.skipped_rest = self.skipped_rest, False  # no validation after on_train_batch_start's -1
+        self.epoch_done = exhausted or cut or self.batches_done >= ctx.settings.batches_per_epoch
+        if self.epoch_done and not cut and validation.due(self.epoch):
+            validation.run(zero_grad=True)  # host read at its end
+        self._end_epoch()
         if strategy.world_size > 1:
             t.should_stop = strategy.reduce_bool(t.should_stop)  # every rank stops at the same epoch
         if self.epoch_done:
@@ -213,6 +205,23 @@ class FitLoop:
             self.batches_done = 0
             self.epoch_done = self.epoch_closed = False
             self.epoch_start_rng = None  # the next epoch's start is now: the RNG as it stands
+
+    def _end_epoch(self) -> None:
+        ctx = self._context()  # the epoch-end hooks, metrics, ReduceLROnPlateau: in Lightning's order
+        hooks, results, publish = ctx.parts.hooks, ctx.results, ctx.parts.publisher.publish
+        ctx.parts.module._results = results
+        results.default_on_step, results.default_on_epoch = False, True
+        hooks.train_epoch_end()  # the callbacks, then the module
+        results.default_on_step, results.default_on_epoch = True, False
+        flags = results.flags()
+        publish(results.read_step(), flags, step=self.global_step, to_loggers=False)  # host read: epoch end
+        publish(results.read_epoch(), flags, step=self.global_step)
+        ctx.optim.guard.report(self.global_step)  # host read: epoch end
+        if self.epoch_done:  # ReduceLROnPlateau on the epoch's metrics (the others stepped at its last batch)
+            ctx.optim.step_schedulers("epoch", self.epoch + 1, plateau=True)
+            self.epoch_closed = True  # a checkpoint from here on resumes at the next epoch
+        hooks.train_epoch_end_monitors()  # checkpointing and early stopping, on the published metrics
+        ctx.parts.publisher.save_loggers()
 
     def _iterator(self, loader: Any) -> Iterator[Any]:
         # Persistent workers start in a run's first epoch; a run resumed later starts them without that draw.
@@ -238,7 +247,9 @@ class FitLoop:
             batches=batches,
             move=ctx.parts.move,
             step=batch_only(ctx.training_step_fn(), module.training_step),
-            backward=precision.backward,
+            backward=partial(precision.backward, run=hooks.module_fns["backward"])
+            if hooks.overridden("backward")
+            else precision.backward,
             optimizer_step=ctx.optim.step,
             start_module=hooks.module_fns.get("on_train_batch_start"),
             start_callbacks=hooks.callback_fns.get("on_train_batch_start", ()),
@@ -273,6 +284,7 @@ class FitLoop:
         manual = not model.automatic_optimization
         watch = optim.guard.watch if optim.guard.active else None
         forward_context = ctx.parts.precision.forward_context
+        zero_grad = optim.zero_grad_window
         checked = self.global_step > 0
         before_backward, after_backward = hooks.any("on_before_backward"), hooks.any("on_after_backward")
         pending = 0  # micro-batches since the last optimizer step
@@ -281,9 +293,9 @@ class FitLoop:
         wait, t_epoch = 0.0, clock()
         batch_idx = self.batches_done
         batch: Any = None
-        if not self._keep_grads:
+        if not self._keep_grads:  # (a resume inside a window restored that window's gradients)
             optim.zero_grad()  # nothing left over from an epoch that ended inside a window
-        self._keep_grads = False  # (a resume inside a window restored that window's gradients)
+        self._keep_grads = False
         while batch_idx < n:
             t0 = clock()
             try:
@@ -297,10 +309,12 @@ class FitLoop:
             if move is not None:
                 batch = move(batch)
             results.batch = batch
-            if start_module is not None and start_module(batch, batch_idx) == -1:
-                break  # the module asked to end the epoch
             for fn in start_callbacks:
                 fn(t, model, batch, batch_idx)
+            if start_module is not None and start_module(batch, batch_idx) == -1:  # the epoch ends here
+                self.batches_done, self.skipped_rest = batch_idx + 1, True
+                optim.step_schedulers("epoch", self.epoch + 1, plateau=False)
+                break
             window_start = batch_idx - batch_idx % k
             window = min(k, n - window_start)
             window_end = batch_idx - window_start == window - 1
@@ -318,6 +332,8 @@ class FitLoop:
                         checked = True
                     if watch is not None:
                         watch(loss)  # on the device: inf/NaN counted, read at the next read point
+                    if batch_idx == window_start:
+                        zero_grad(self.epoch, batch_idx)  # the window's first micro-batch
                     scaled = loss / window if window != 1 else loss
                     if before_backward:
                         hooks.call("on_before_backward", scaled)
@@ -335,6 +351,8 @@ class FitLoop:
                     optimizer_step()  # host read inside with fp16: the scaler's inf check
                     self.global_step += 1
                     optim.step_schedulers("step", self.global_step)
+                    if batch_idx + 1 == n:  # the epoch's last batch: epoch schedulers step before validation
+                        optim.step_schedulers("epoch", self.epoch + 1, plateau=False)
                     if log_every and self.global_step % log_every == 0:
                         if optim.guard.device_skip:
                             optim.guard.report(self.global_step)  # host read: a fused optimizer's skips
@@ -343,10 +361,10 @@ class FitLoop:
             if wants_outputs:
                 detached = detach_outputs(out)
                 self.ending = True
-                if end_module is not None:
-                    end_module(detached, batch, batch_idx - 1)
                 for fn in end_callbacks:
                     fn(t, model, detached, batch, batch_idx - 1)
+                if end_module is not None:
+                    end_module(detached, batch, batch_idx - 1)
                 self.ending = False
             if window_end and (signals.received is not None or not single) and signalled(self, single):
                 preempt(self)  # (ranks agree at log intervals: a collective and a host read there)
@@ -354,7 +372,7 @@ class FitLoop:
                 self._advised = True
                 data_wait_advice(self.train_loader, wait, clock() - t_epoch, batch_idx)
             if val_every and batch_idx % val_every == 0 and validation.due_inside(self.epoch, batch_idx):
-                validation.run()  # host read at its end (the epoch metrics of validation)
+                validation.run(zero_grad=window_end)  # host read at its end (the epoch metrics of validation)
                 model._results = results
             if self.global_step >= max_steps or (
                 t.should_stop and window_end and self._minimums_met(settings)
@@ -372,6 +390,8 @@ class FitLoop:
             optim.step(grad_scale=window / pending)
             self.global_step += 1
             optim.step_schedulers("step", self.global_step)
+        if batch is _END and n == math.inf:  # no length: the last batch is known only now
+            optim.step_schedulers("epoch", self.epoch + 1, plateau=False)
         return batch is _END
 
 

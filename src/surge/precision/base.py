@@ -48,8 +48,12 @@ class Precision:
     def converts_input(self) -> bool:
         return False
 
-    def backward(self, loss: Tensor) -> None:
-        loss.backward()
+    def backward(self, loss: Tensor, run: Callable[[Tensor], None] | None = None) -> None:
+        """The backward of `loss`; `run`: the Module's own `backward`, given the (scaled) loss."""
+        if run is None:
+            loss.backward()
+        else:
+            run(loss)
 
     def unscale_gradients(self, optimizer: Optimizer) -> None:
         """Make gradients true-scale before clipping (loss-scaling plugins override)."""

@@ -46,8 +46,8 @@ class MixedPrecision(Precision):
     def forward_context(self) -> torch.autocast:
         return torch.autocast(self.device_type, dtype=self.dtype)
 
-    def backward(self, loss: Tensor) -> None:
-        (self.scaler.scale(loss) if self.scaler is not None else loss).backward()
+    def backward(self, loss: Tensor, run: Callable[[Tensor], None] | None = None) -> None:
+        super().backward(self.scaler.scale(loss) if self.scaler is not None else loss, run)
 
     def unscale_gradients(self, optimizer: Optimizer) -> None:
         if self.scaler is not None and id(optimizer) not in self._unscaled:
