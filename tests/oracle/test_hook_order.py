@@ -3,7 +3,7 @@ the same hooks of the module, the callback and the datamodule, in the same order
 (normalised) arguments, in each of the scenarios of Lightning's own hook tests."""
 
 import pytest
-from harness import run_both
+from harness import assert_same_weights, run_both
 
 LOADERS_EARLY = (
     "surge asks for the train and val loaders before configure_optimizers (it plans the epoch's "
@@ -75,3 +75,13 @@ def test_hook_calls_match_lightning_but_for_when_loaders_are_asked_for(runs, sce
 def test_checkpoint_top_level_keys_match_lightning(runs):
     lightning, surge = runs
     assert surge["checkpoint_keys"] == lightning["checkpoint_keys"]
+
+
+@pytest.mark.parametrize("where", ["init", "epoch_start"])
+def test_frozen_batchnorm_fine_tuning_matches_lightning(tmp_path, where):
+    """A backbone put in eval mode stays so through validation: same modes, weights and BN
+    running statistics as Lightning (torch.equal)."""
+    lightning, surge = run_both("frozen_batchnorm.py", tmp_path, where)
+    assert lightning.record["modes_in_training_step"][-1] == [False, True]
+    assert surge.record == lightning.record
+    assert_same_weights(lightning.weights("final"), surge.weights("final"))
