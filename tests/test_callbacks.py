@@ -388,7 +388,7 @@ RECORDED = [
 
 
 def _recorder(name):
-    def hook(self, trainer, module, *args):
+    def hook(self, trainer, module, *args, **kwargs):  # setup/teardown get stage= (as in Lightning)
         assert isinstance(trainer, surge.Trainer) and isinstance(module, surge.Module)
         self.calls.append(name)
 

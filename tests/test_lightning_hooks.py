@@ -372,3 +372,29 @@ def test_save_hyperparameters_in_a_parent_init_records_what_the_subclass_passed(
 
     assert dict(Child().hparams) == {"lr": 0.5, "hidden": 4}
     assert dict(Override().hparams) == {"lr": 0.2, "hidden": 4, "name": "x"}  # the subclass's value wins
+
+
+def test_hooks_set_on_the_instance_are_honoured(tmp_path):
+    """As Lightning's `is_overridden`: a function or a mock set on the instance is called, `None`
+    switches a hook off (here `validation_step`: validation is skipped, with Lightning's warning)."""
+    from unittest import mock
+
+    model, seen = Net(), []
+    model.on_train_epoch_start = lambda: seen.append(model.current_epoch)
+    model.validation_step = None
+    t = trainer(tmp_path, limit_train_batches=2)
+    with mock.patch.object(model, "on_train_epoch_end") as epoch_end:
+        with pytest.warns(UserWarning, match="no `validation_step`. Skipping val loop"):
+            t.fit(model)
+    assert seen == [0, 1] and epoch_end.call_count == 2
+    assert "val_loss" not in t.callback_metrics
+
+
+def test_submodules_keep_their_own_mode_through_fit_and_evaluation(tmp_path):
+    model = Net()
+    model.frozen = nn.BatchNorm1d(3).eval()
+    t = trainer(tmp_path, limit_train_batches=2, limit_val_batches=1)
+    t.fit(model)
+    t.validate(model)
+    t.predict(model)
+    assert model.training and model.layer.training and not model.frozen.training
