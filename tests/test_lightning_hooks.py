@@ -383,9 +383,9 @@ def test_hooks_set_on_the_instance_are_honoured(tmp_path):
     model.on_train_epoch_start = lambda: seen.append(model.current_epoch)
     model.validation_step = None
     t = trainer(tmp_path, limit_train_batches=2)
-    with mock.patch.object(model, "on_train_epoch_end") as epoch_end:
-        with pytest.warns(UserWarning, match="no `validation_step`. Skipping val loop"):
-            t.fit(model)
+    warned = pytest.warns(UserWarning, match="no `validation_step`. Skipping val loop")
+    with mock.patch.object(model, "on_train_epoch_end") as epoch_end, warned:
+        t.fit(model)
     assert seen == [0, 1] and epoch_end.call_count == 2
     assert "val_loss" not in t.callback_metrics
 
