@@ -425,10 +425,10 @@ def _expected_calls(epochs: int, train_batches: int, val_batches: int, sanity_ba
     calls += ["on_sanity_check_end", "on_train_start"]
     step = [
         "on_train_batch_start",
+        "on_before_zero_grad",  # each window's first micro-batch, before its backward (Lightning)
         "on_before_backward",
         "on_after_backward",
         "on_before_optimizer_step",
-        "on_before_zero_grad",
         "on_train_batch_end",
     ]
     for _ in range(epochs):
