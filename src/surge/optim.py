@@ -180,6 +180,8 @@ class Optimization:
         self._allow = self.guard.allow if self.guard.mode in ("raise", "skip") else None
         fns = getattr(hooks, "module_fns", {})  # the module's own optimizer_step & co., if overridden
         self._module_zero = fns.get("optimizer_zero_grad")
+        # Nobody watches the zeroing: free the gradients at the step (less memory in the next forward).
+        self.free_after_step = not self._before_zero and self._module_zero is None
         self._module_schedule = fns.get("lr_scheduler_step")
         self._module_step: ModuleOptimizerStep | None = None
         if "optimizer_step" in fns:
@@ -215,8 +217,9 @@ class Optimization:
 
     def step(self, grad_scale: float | None = None) -> None:
         """One optimizer step for every optimizer (or the module's own `optimizer_step` where it
-        overrides it). The gradients stay until the next window's first micro-batch clears them
-        (`zero_grad_window`), as in Lightning."""
+        overrides it). The gradients are freed right after it, unless a zero_grad hook is
+        overridden: then they stay until the next window's first micro-batch (`zero_grad_window`),
+        Lightning's point, where the hooks see them."""
         stepped, module_step = True, self._module_step
         for i, opt in enumerate(self.optimizers):
             if grad_scale is not None:
@@ -230,6 +233,8 @@ class Optimization:
                 if self._before_step:
                     self._before_optimizer_step(opt)
                 stepped &= self._step_one(i)
+            if self.free_after_step:
+                opt.zero_grad(set_to_none=True)
         self._precision.after_optimizer_steps()
         self.skipped = not stepped
 

@@ -284,7 +284,7 @@ class FitLoop:
         manual = not model.automatic_optimization
         watch = optim.guard.watch if optim.guard.active else None
         forward_context = ctx.parts.precision.forward_context
-        zero_grad = optim.zero_grad_window
+        zero_grad = None if optim.free_after_step else optim.zero_grad_window
         checked = self.global_step > 0
         before_backward, after_backward = hooks.any("on_before_backward"), hooks.any("on_after_backward")
         pending = 0  # micro-batches since the last optimizer step
@@ -332,8 +332,8 @@ class FitLoop:
                         checked = True
                     if watch is not None:
                         watch(loss)  # on the device: inf/NaN counted, read at the next read point
-                    if batch_idx == window_start:
-                        zero_grad(self.epoch, batch_idx)  # the window's first micro-batch
+                    if zero_grad is not None and batch_idx == window_start:
+                        zero_grad(self.epoch, batch_idx)  # the window's first micro-batch (hooks watch)
                     scaled = loss / window if window != 1 else loss
                     if before_backward:
                         hooks.call("on_before_backward", scaled)
