@@ -7,7 +7,8 @@ from harness import assert_same_weights, run_both
 
 LOADERS_EARLY = (
     "surge asks for the train and val loaders before configure_optimizers (it plans the epoch's "
-    "batches from them); Lightning asks for val_dataloader at the sanity check, train_dataloader after it"
+    "batches from them), val_dataloader even with limit_val_batches=0; Lightning asks for "
+    "val_dataloader at the sanity check, train_dataloader after it"
 )
 KNOWN = {  # what still differs, exactly as the scenario shows it
     "fit_auto": LOADERS_EARLY,
