@@ -388,7 +388,7 @@ RECORDED = [
 
 
 def _recorder(name):
-    def hook(self, trainer, module, *args):
+    def hook(self, trainer, module, *args, **kwargs):  # setup/teardown get stage= (as in Lightning)
         assert isinstance(trainer, surge.Trainer) and isinstance(module, surge.Module)
         self.calls.append(name)
 
@@ -425,10 +425,10 @@ def _expected_calls(epochs: int, train_batches: int, val_batches: int, sanity_ba
     calls += ["on_sanity_check_end", "on_train_start"]
     step = [
         "on_train_batch_start",
+        "on_before_zero_grad",  # each window's first micro-batch, before its backward (Lightning)
         "on_before_backward",
         "on_after_backward",
         "on_before_optimizer_step",
-        "on_before_zero_grad",
         "on_train_batch_end",
     ]
     for _ in range(epochs):

@@ -1,6 +1,6 @@
 """Every hook of Lightning 2.x's LightningModule, LightningDataModule and Callback is either called
 by surge at Lightning's point with Lightning's arguments, or refused (overriding it stops fit()
-before any work). The names are Lightning's documented API, written here as data."""
+before any work); tests/oracle/test_hook_order.py compares the calls with Lightning's own. The names are Lightning's documented API, written here as data."""
 
 from __future__ import annotations
 
@@ -17,8 +17,10 @@ STAGE_HOOKS = ("start", "end", "epoch_start", "epoch_end", "batch_start", "batch
 # LightningModule (ModelHooks, DataHooks, CheckpointHooks and the overridable methods), Lightning 2.x.
 MODULE_CALLED = (
     "prepare_data", "setup", "teardown", "configure_callbacks", "configure_optimizers", "configure_model",
-    "optimizer_step", "optimizer_zero_grad", "lr_scheduler_step",
+    "optimizer_step", "optimizer_zero_grad", "lr_scheduler_step", "backward", "configure_gradient_clipping",
     "on_before_backward", "on_after_backward", "on_before_optimizer_step", "on_before_zero_grad",
+    "on_validation_model_eval", "on_validation_model_train", "on_validation_model_zero_grad",
+    "on_test_model_eval", "on_test_model_train", "on_predict_model_eval",
     "on_before_batch_transfer", "transfer_batch_to_device", "on_after_batch_transfer",
     "on_fit_start", "on_fit_end", "on_save_checkpoint", "on_load_checkpoint",
     "train_dataloader", "val_dataloader", "test_dataloader", "predict_dataloader",
@@ -26,9 +28,7 @@ MODULE_CALLED = (
     *(f"on_{s}_{h}" for s in ("train", "validation", "test", "predict") for h in STAGE_HOOKS),
 )  # fmt: skip
 MODULE_REFUSED = (
-    "backward", "configure_gradient_clipping", "configure_sharded_model",
-    "on_validation_model_eval", "on_validation_model_train", "on_validation_model_zero_grad",
-    "on_test_model_eval", "on_test_model_train", "on_predict_model_eval",
+    "configure_sharded_model",
     # removed in Lightning 2.0 (which refuses them as well)
     "training_epoch_end", "validation_epoch_end", "test_epoch_end", "training_step_end",
     "validation_step_end", "test_step_end", "on_epoch_start", "on_epoch_end", "on_batch_start", "on_batch_end",
@@ -91,7 +91,7 @@ def recording(base: type, names: tuple[str, ...], log: list, owner: str, callbac
 
     def make(name: str):
         def hook(self, *args, **kwargs):
-            log.append((f"{owner}.{name}", args[2:] if callback else args))
+            log.append((f"{owner}.{name}", (*(args[2:] if callback else args), *kwargs.values())))
             return getattr(super(cls, self), name)(*args, **kwargs)
 
         return hook
@@ -124,14 +124,14 @@ def test_every_called_module_and_callback_hook_runs_at_lightnings_point(tmp_path
     # Lightning's documented order for fit (module hooks), one epoch shown by its first window.
     expected_start = [
         "configure_callbacks", "prepare_data", "setup", "configure_model", "configure_optimizers", "on_fit_start",
-        "on_validation_start", "on_validation_epoch_start",
+        "on_validation_model_eval", "on_validation_start", "on_validation_epoch_start",
         "on_before_batch_transfer", "transfer_batch_to_device", "on_after_batch_transfer",
         "on_validation_batch_start", "on_validation_batch_end", "on_validation_epoch_end", "on_validation_end",
-        "on_train_start", "on_train_epoch_start",
+        "on_validation_model_train", "on_train_start", "on_train_epoch_start",
         "on_before_batch_transfer", "transfer_batch_to_device", "on_after_batch_transfer",
-        "on_train_batch_start", "training_step", "on_before_backward", "on_after_backward",
-        "optimizer_step", "on_before_optimizer_step", "on_before_zero_grad", "optimizer_zero_grad",
-        "on_train_batch_end",
+        "on_train_batch_start", "training_step", "on_before_zero_grad", "optimizer_zero_grad",
+        "on_before_backward", "backward", "on_after_backward",
+        "optimizer_step", "on_before_optimizer_step", "configure_gradient_clipping", "on_train_batch_end",
     ]  # fmt: skip
     assert fit_seq[: len(expected_start)] == expected_start, " ".join(fit_seq[:30])
     assert fit_seq[-3:] == ["on_train_end", "on_fit_end", "teardown"]
@@ -321,10 +321,11 @@ def test_optimizer_zero_grad_and_lr_scheduler_step_overrides_replace_the_default
     model.zeroed, model.scheduled = [], []
     t = trainer(tmp_path, max_epochs=2, accumulate_grad_batches=2)
     t.fit(model)
-    assert model.zeroed == [(0, 1), (0, 3), (1, 1), (1, 3)]
+    assert model.zeroed == [(0, 0), (0, 2), (1, 0), (1, 2)]  # each window's first micro-batch (Lightning)
     assert model.scheduled == [None, None]
     assert t.optimizers[0].param_groups[0]["lr"] == 0.1
-    assert all(p.grad is not None and not p.grad.any() for p in model.parameters())
+    # the last window's gradients stay until the epoch-end validation frees them (on_validation_model_zero_grad)
+    assert all(p.grad is None for p in model.parameters())
 
 
 def test_batch_transfer_hooks_run_for_every_batch_and_the_datamodules_win(tmp_path):
@@ -371,3 +372,29 @@ def test_save_hyperparameters_in_a_parent_init_records_what_the_subclass_passed(
 
     assert dict(Child().hparams) == {"lr": 0.5, "hidden": 4}
     assert dict(Override().hparams) == {"lr": 0.2, "hidden": 4, "name": "x"}  # the subclass's value wins
+
+
+def test_hooks_set_on_the_instance_are_honoured(tmp_path):
+    """As Lightning's `is_overridden`: a function or a mock set on the instance is called, `None`
+    switches a hook off (here `validation_step`: validation is skipped, with Lightning's warning)."""
+    from unittest import mock
+
+    model, seen = Net(), []
+    model.on_train_epoch_start = lambda: seen.append(model.current_epoch)
+    model.validation_step = None
+    t = trainer(tmp_path, limit_train_batches=2)
+    warned = pytest.warns(UserWarning, match="no `validation_step`. Skipping val loop")
+    with mock.patch.object(model, "on_train_epoch_end") as epoch_end, warned:
+        t.fit(model)
+    assert seen == [0, 1] and epoch_end.call_count == 2
+    assert "val_loss" not in t.callback_metrics
+
+
+def test_submodules_keep_their_own_mode_through_fit_and_evaluation(tmp_path):
+    model = Net()
+    model.frozen = nn.BatchNorm1d(3).eval()
+    t = trainer(tmp_path, limit_train_batches=2, limit_val_batches=1)
+    t.fit(model)
+    t.validate(model)
+    t.predict(model)
+    assert model.training and model.layer.training and not model.frozen.training

@@ -17,6 +17,7 @@ from torch.utils.data import DistributedSampler
 
 from .dataset_rng import draws_random_numbers
 from .errors import CheckpointError
+from .seed import rng_state
 
 
 def loader_generators(loader: Iterable) -> list[torch.Generator]:
@@ -83,3 +84,12 @@ def inexact_resume_reason(loader: Iterable | None) -> str | None:
         "across epochs and are not part of a checkpoint: after a resume, the random draws in the workers (e.g. "
         "augmentation) differ from the uninterrupted run's. Without persistent_workers, surge resumes them exactly."
     )
+
+
+def epoch_start(loader: Any, epoch: int, resumed: dict[str, Any] | None) -> dict[str, Any]:
+    """Start epoch `epoch` of `loader` (its sampler's `set_epoch`); returns the RNG at the epoch's
+    start (`resumed`, when the epoch is resumed inside), which a checkpoint inside it records."""
+    sampler: Any = getattr(loader, "sampler", None)
+    if hasattr(sampler, "set_epoch"):
+        sampler.set_epoch(epoch)
+    return {**rng_state(), "generators": generator_states(loader)} if resumed is None else resumed

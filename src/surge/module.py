@@ -11,6 +11,7 @@ from torch import Tensor, nn
 
 from .errors import MisconfigurationError, SurgeRuntimeError
 from .hparams import HyperparametersMixin, init_kwargs
+from .module_hooks import LoopHooks
 from .module_optimizers import ModuleOptimizers
 from .rank_zero import warn
 
@@ -37,11 +38,13 @@ HOOKS = (
 OVERRIDABLE = (
     "prepare_data", "setup", "teardown", "configure_callbacks", "configure_model",
     "on_before_batch_transfer", "transfer_batch_to_device", "on_after_batch_transfer",
-    "optimizer_step", "optimizer_zero_grad", "lr_scheduler_step",
+    "optimizer_step", "optimizer_zero_grad", "lr_scheduler_step", "backward", "configure_gradient_clipping",
+    *(f"on_{stage}_model_{what}" for stage in ("validation", "test") for what in ("eval", "train")),
+    "on_validation_model_zero_grad", "on_predict_model_eval",
 )  # fmt: skip
 
 
-class Module(ModuleOptimizers, nn.Module, HyperparametersMixin):
+class Module(LoopHooks, ModuleOptimizers, nn.Module, HyperparametersMixin):
     """A torch `nn.Module` that also says how to train itself.
 
     Override `training_step` and `configure_optimizers`; the rest is optional. `self.log` keeps
@@ -206,8 +209,8 @@ class Module(ModuleOptimizers, nn.Module, HyperparametersMixin):
         check_layout(ckpt, checkpoint_path)
         kwargs = init_kwargs(cls, ckpt.get("hyper_parameters", {}), hparams, str(checkpoint_path))
         model = cls(**kwargs)
-        if type(model).configure_model is not Module.configure_model:
-            model.configure_model()
+        if callable(model.configure_model) and type(model).configure_model is not Module.configure_model:
+            model.configure_model()  # layers created late exist before the weights load (as Lightning)
         if type(model).on_load_checkpoint is not Module.on_load_checkpoint:
             model.on_load_checkpoint(ckpt)
         weights = model_weights(ckpt, checkpoint_path)

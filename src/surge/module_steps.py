@@ -16,6 +16,8 @@ class StepOptimizer:
     `step(closure)` runs the closure, then the precision's clipped (or skipped) step."""
 
     def __init__(self, optimizer: Optimizer, step: Callable[[], bool]) -> None:
+        # An instance of the optimizer's own class too, as Lightning's wrapper is: isinstance checks hold.
+        object.__setattr__(self, "__class__", _step_class(type(optimizer)))
         self.__dict__["optimizer"] = optimizer
         self.__dict__["_step"] = step
         self.__dict__["stepped"] = True
@@ -34,6 +36,16 @@ class StepOptimizer:
 
     def __repr__(self) -> str:
         return f"StepOptimizer({self.optimizer!r})"
+
+
+_STEP_CLASSES: dict[type, type] = {}
+
+
+def _step_class(kind: type) -> type:
+    """`StepOptimizer` subclassing `kind` (one class per optimizer class, made once)."""
+    if kind not in _STEP_CLASSES:
+        _STEP_CLASSES[kind] = type(f"Step{kind.__name__}", (StepOptimizer, kind), {})
+    return _STEP_CLASSES[kind]
 
 
 class ModuleOptimizerStep:

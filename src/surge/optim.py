@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import torch
@@ -160,7 +161,16 @@ class Optimization:
         self._before_step = hooks.any("on_before_optimizer_step")
         self._before_zero = hooks.any("on_before_zero_grad")
         self._metrics = metrics
-        self._clips = [self._clip_fn(opt, clip_val, clip_algorithm) for opt in optimizers]
+        self._clip_val = clip_val
+        module_clip = getattr(hooks, "module_fns", {}).get("configure_gradient_clipping")
+        if module_clip is not None:  # the module clips (Lightning passes None for what is not set)
+            algorithm = clip_algorithm if clip_val is not None else None
+            self._clips: list[Callable[[], Any] | None] = [
+                partial(module_clip, opt, gradient_clip_val=clip_val, gradient_clip_algorithm=algorithm)
+                for opt in optimizers
+            ]
+        else:
+            self._clips = [self._clip_fn(opt, clip_val, clip_algorithm) for opt in optimizers]
         self._manual = False  # set by `manual()`: the module steps optimizers and schedulers
         self.refresh_schedulers()
         self.skipped = False
@@ -170,6 +180,8 @@ class Optimization:
         self._allow = self.guard.allow if self.guard.mode in ("raise", "skip") else None
         fns = getattr(hooks, "module_fns", {})  # the module's own optimizer_step & co., if overridden
         self._module_zero = fns.get("optimizer_zero_grad")
+        # Nobody watches the zeroing: free the gradients at the step (less memory in the next forward).
+        self.free_after_step = not self._before_zero and self._module_zero is None
         self._module_schedule = fns.get("lr_scheduler_step")
         self._module_step: ModuleOptimizerStep | None = None
         if "optimizer_step" in fns:
@@ -204,8 +216,10 @@ class Optimization:
         return clip
 
     def step(self, grad_scale: float | None = None) -> None:
-        """One optimizer step for every optimizer, then `zero_grad(set_to_none=True)` (or the
-        module's own `optimizer_step`/`optimizer_zero_grad` where it overrides them)."""
+        """One optimizer step for every optimizer (or the module's own `optimizer_step` where it
+        overrides it). The gradients are freed right after it, unless a zero_grad hook is
+        overridden: then they stay until the next window's first micro-batch (`zero_grad_window`),
+        Lightning's point, where the hooks see them."""
         stepped, module_step = True, self._module_step
         for i, opt in enumerate(self.optimizers):
             if grad_scale is not None:
@@ -219,15 +233,22 @@ class Optimization:
                 if self._before_step:
                     self._before_optimizer_step(opt)
                 stepped &= self._step_one(i)
-            if self._before_zero:
-                self._hooks.call("on_before_zero_grad", opt)
-            if self._module_zero is not None:
-                _, epoch, batch_idx = self._where()
-                self._module_zero(epoch, batch_idx, opt)
-            else:
+            if self.free_after_step:
                 opt.zero_grad(set_to_none=True)
         self._precision.after_optimizer_steps()
         self.skipped = not stepped
+
+    def zero_grad_window(self, epoch: int, batch_idx: int) -> None:
+        """At an accumulation window's first micro-batch, after its training step and before its
+        backward: `on_before_zero_grad`, then `zero_grad(set_to_none=True)` (or the module's
+        `optimizer_zero_grad`), per optimizer."""
+        for opt in self.optimizers:
+            if self._before_zero:
+                self._hooks.call("on_before_zero_grad", opt)
+            if self._module_zero is not None:
+                self._module_zero(epoch, batch_idx, opt)
+            else:
+                opt.zero_grad(set_to_none=True)
 
     def manual(self, accumulate_grad_batches: int = 1) -> None:
         """The module steps the optimizers itself (automatic_optimization=False), as in Lightning:
@@ -238,7 +259,7 @@ class Optimization:
                 "manual optimization (automatic_optimization=False): accumulate in training_step and "
                 "step the optimizer every n batches yourself."
             )
-        if any(clip is not None for clip in self._clips):
+        if self._clip_val is not None:
             raise MisconfigurationError(
                 "gradient_clip_val is set, but the module uses manual optimization "
                 "(automatic_optimization=False): call self.clip_gradients(opt, gradient_clip_val=...) "
@@ -262,13 +283,14 @@ class Optimization:
         for opt in self.optimizers:
             opt.zero_grad(set_to_none=True)
 
-    def step_schedulers(self, interval: str, count: int) -> None:
-        """Advance the schedulers of `interval` whose frequency divides `count` (not after a skipped step)."""
+    def step_schedulers(self, interval: str, count: int, plateau: bool | None = None) -> None:
+        """Advance the schedulers of `interval` whose frequency divides `count` (not after a skipped
+        step); `plateau` True/False: only those that do / do not need a metric (ReduceLROnPlateau)."""
         configs = self._by_interval[interval]
         if not configs or (interval == "step" and self.skipped):
             return
         for config in configs:
-            if count % config.frequency:
+            if count % config.frequency or (plateau is not None and config.needs_metric != plateau):
                 continue
             if config.needs_metric:
                 metrics = self._metrics()

@@ -120,10 +120,12 @@ def checkpoint_state(run: RunObjects, weights_only: bool = False) -> dict[str, A
         if name not in WEIGHTS_ONLY:
             part.save(state)
     check_state(state, _sources(run))  # what a weights-only load refuses is refused now, by key and hook
+    after = lambda cb: check_state(state, f"{type(cb).__name__}.on_save_checkpoint")  # noqa: E731
+    run.hooks.callbacks(
+        "on_save_checkpoint", state, after=after
+    )  # the callbacks, then the module (as Lightning)
     run.hooks.module("on_save_checkpoint", state)
     check_state(state, f"{_class_name(run.module)}.on_save_checkpoint")
-    after = lambda cb: check_state(state, f"{type(cb).__name__}.on_save_checkpoint")  # noqa: E731
-    run.hooks.callbacks("on_save_checkpoint", state, after=after)
     return state
 
 
@@ -153,11 +155,12 @@ def restore_state(run: RunObjects, found: Found) -> dict[str, Any] | None:
     path, ckpt = found.path, found.state
     if "loop" not in ckpt:
         raise CheckpointError(f"{path} holds weights only (no training state); it cannot resume a fit")
-    for part in state_parts(run).values():
+    run.hooks.module("on_load_checkpoint", ckpt)  # before anything loads: it may change the checkpoint
+    for name, part in state_parts(run).items():
+        if name == "callbacks":  # (Lightning: the callbacks' hook before their `load_state_dict`)
+            run.hooks.callbacks("on_load_checkpoint", ckpt)
         if part.restore is not None:
             part.restore(ckpt, path)
-    run.hooks.module("on_load_checkpoint", ckpt)
-    run.hooks.callbacks("on_load_checkpoint", ckpt)
     info(f"Resuming from {path} at epoch {run.loop.epoch}, step {run.loop.global_step}")
     return ckpt.get("rng")
 

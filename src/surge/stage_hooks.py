@@ -61,19 +61,19 @@ def enter_stage(trainer: Any, module: Module, datamodule: Any, stage: str) -> li
             module.prepare_data()
     if datamodule is not None:
         datamodule.trainer = trainer
-        datamodule.setup(stage)
+        datamodule.setup(stage=stage)
     for cb in callbacks:
         if overrides(cb, Callback, "setup"):
-            cast(Any, cb).setup(trainer, module, stage)
-    for name, args in (("setup", (stage,)), ("configure_model", ())):
-        if overrides(module, Module, name):
-            getattr(module, name)(*args)
+            cast(Any, cb).setup(trainer, module, stage=stage)
+    if overrides(module, Module, "setup"):
+        module.setup(stage=stage)
+    if overrides(module, Module, "configure_model"):
+        module.configure_model()
     return callbacks
 
 
 def leave_stage(hooks: Any, module: Module | None, datamodule: Any, stage: str) -> None:
     """After a stage succeeded: `teardown(stage)` on the datamodule, the callbacks, the module."""
     if datamodule is not None:
-        datamodule.teardown(stage)
-    hooks.callbacks("teardown", stage)
-    hooks.module("teardown", stage)
+        datamodule.teardown(stage=stage)
+    hooks.call("teardown", stage=stage)

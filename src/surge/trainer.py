@@ -255,8 +255,7 @@ class Trainer(TrainerProperties):
             ctx.validation.sanity_check(self._cfg.num_sanity_val_steps, hooks, flag)
             if pending_rng is not None:
                 set_rng_state(pending_rng)  # the resumed run draws exactly what the uninterrupted one would
-            ctx.parts.module.train()
-            hooks.call("on_train_start")
+            hooks.call("on_train_start")  # each submodule in the mode the user left it (as Lightning)
             if self.profiler is not None:
                 self.profiler.setup(self)
             self.fit_loop.run()
@@ -344,7 +343,9 @@ class Trainer(TrainerProperties):
             check_step_defined(model, "validation_step" if stage == "validate" else "test_step", stage)
         self._connect()
         self.callbacks = enter_stage(self, model, self.datamodule, stage)
-        loaders = eval_loaders(stage, dataloaders, self.datamodule, model)
+        arg = f"limit_{'val' if stage == 'validate' else stage}_batches"
+        skip = getattr(self._cfg, arg) == 0  # no batch to run: the loaders are not even asked for
+        loaders = [] if skip else eval_loaders(stage, dataloaders, self.datamodule, model)
         parts = self._setup(model, stage)
         prep = self._loader_prep()
         loaders = [prep.prepare(v) for v in loaders]
@@ -353,7 +354,6 @@ class Trainer(TrainerProperties):
             info(f'{stage}(ckpt_path="auto"): no checkpoint in {self.default_root_dir}; weights as they are')
         if found is not None:
             restore_model(self._strategy, model, found.state, found.path)
-        arg = f"limit_{'val' if stage == 'validate' else stage}_batches"
         return parts, loaders, [data_mod.limit_batches(v, getattr(self._cfg, arg), arg) for v in loaders]
 
     # -- checkpoints -----------------------------------------------------------------------

@@ -64,3 +64,49 @@ def _write() -> None:
         (DIR / f"record-rank{rank}.json").write_text(json.dumps(_record, indent=1, sort_keys=True))
     elif _record and rank == 0:
         (DIR / "record.json").write_text(json.dumps(_record, indent=1, sort_keys=True))
+
+
+def shape(value: Any) -> Any:
+    """A hook argument as something both frameworks can be compared on: tensors by shape, the
+    Trainer and the Module by role, optimizers and schedulers by class, checkpoints by top-level keys."""
+    if isinstance(value, torch.Tensor):
+        return f"Tensor{list(value.shape)}"
+    if isinstance(value, (bool, int, float, str)) or value is None:
+        return value
+    if isinstance(value, dict):
+        if "state_dict" in value or "pytorch-lightning_version" in value:
+            append("checkpoint_keys", sorted(str(k) for k in value))  # compared on their own
+            return "checkpoint"
+        return {str(k): shape(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [shape(v) for v in value]
+    if isinstance(value, torch.device):
+        return f"device:{value.type}"
+    return _role(value)
+
+
+def _role(value: Any) -> str:
+    kind = type(value)
+    names = {c.__name__ for c in kind.__mro__}
+    if "Trainer" in names:
+        return "trainer"
+    if "LightningModule" in names or "Module" in names and hasattr(value, "training_step"):
+        return "module"
+    if isinstance(value, torch.optim.Optimizer):  # by the torch class it is (a wrapper: "wrapped")
+        torch_class = next(c for c in kind.__mro__ if c.__module__.startswith("torch.optim"))
+        return f"optimizer:{torch_class.__name__}" + (":wrapped" if torch_class is not kind else "")
+    if "LightningOptimizer" in names:
+        return "LightningOptimizer"
+    if callable(value):
+        return "callable"
+    return kind.__name__
+
+
+def call(key: str, name: str, *args: Any, **kwargs: Any) -> None:
+    """Append one hook call to the list under `key`: its name and its arguments, `shape`d."""
+    entry: dict[str, Any] = {"name": name}
+    if args:
+        entry["args"] = [shape(a) for a in args]
+    if kwargs:
+        entry["kwargs"] = {k: shape(v) for k, v in sorted(kwargs.items())}
+    _record.setdefault(key, []).append(entry)

@@ -59,5 +59,9 @@ for _hook in CALLBACK_HOOKS:
 
 
 def overrides(obj: object, base: type, name: str) -> bool:
-    """Whether `obj`'s class defines hook `name` itself rather than inheriting `base`'s no-op."""
-    return getattr(type(obj), name, None) is not getattr(base, name, None)
+    """Whether `obj` has its own hook `name` rather than `base`'s no-op: a method of its class, or
+    one set on the instance (a function, a mock); `None` on the instance switches the hook off."""
+    attr = getattr(obj, name, None)
+    if not callable(attr):
+        return False
+    return getattr(attr, "__func__", attr) is not getattr(base, name, None)

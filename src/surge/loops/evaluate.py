@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import MisconfigurationError
 from ..manual_optim import batch_only
 from ..results import Results
+from .module_mode import ModuleMode
 
 if TYPE_CHECKING:
     from .context import RunParts
@@ -36,17 +37,19 @@ def run_evaluation(
     Metrics are exact weighted means over every sample seen (across processes too). With several
     loaders, names get a `/dataloader_idx_{i}` suffix, as in Lightning.
     """
+    if sum(limits) == 0:
+        return []  # no batch to run: no hook is called either (as in Lightning)
     model, hooks, precision, strategy = parts.module, parts.hooks, parts.precision, parts.strategy
     hook = "validation" if stage == "validate" else stage
     step = batch_only(strategy.step_fn(model, f"{hook}_step"), getattr(model, f"{hook}_step"))
     pass_idx = len(loaders) > 1 and takes_dataloader_idx(getattr(model, f"{hook}_step"))
-    was_training = model.training
     previous_results = model._results
-    model.eval()
+    modes = ModuleMode(model)
     all_results = [Results(stage, strategy.reducer) for _ in loaders]
     move = parts.move
     try:
         with parts.evaluation_mode():
+            modes.to_eval(hooks, f"on_{hook}_model_eval")
             hooks.call(f"on_{hook}_start")
             hooks.call(f"on_{hook}_epoch_start")
             for dl_idx, (loader, limit) in enumerate(zip(loaders, limits)):
@@ -65,7 +68,7 @@ def run_evaluation(
                     hooks.call(f"on_{hook}_batch_end", out, batch, batch_idx, *extra)
             model._results = all_results[0] if len(loaders) == 1 else Results(stage, strategy.reducer)
             epoch_end_results = model._results
-            hooks.module(f"on_{hook}_epoch_end")
+            hooks.call(f"on_{hook}_epoch_end")
             metrics = _collect(all_results, epoch_end_results)  # host read: evaluation end
             for r in [*all_results, epoch_end_results]:
                 r.reset()  # logged torchmetrics Metrics start the next evaluation empty
@@ -75,11 +78,10 @@ def run_evaluation(
                     flags.update(_suffixed_flags(r, all_results))
                 merged = {k: v for m in metrics for k, v in m.items()}
                 parts.publisher.publish(merged, flags, step=global_step, evaluation=True)
-            hooks.callbacks(f"on_{hook}_epoch_end")
             hooks.call(f"on_{hook}_end")
     finally:
         model._results = previous_results
-        model.train(was_training)
+        modes.restore(hooks, f"on_{hook}_model_train")
     return metrics
 
 

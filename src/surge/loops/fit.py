@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Iterator, Mapping
+from functools import partial
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
@@ -23,13 +24,12 @@ from ..data import (
     starts_workers,
 )
 from ..errors import SurgeRuntimeError
-from ..loader_state import generator_states, sampler_seed, set_generator_states, set_sampler_seed
+from ..loader_state import epoch_start, generator_states, sampler_seed, set_generator_states, set_sampler_seed
 from ..manual_optim import OptimizerSteps, batch_only
 from ..profiler.base import LoopParts
-from ..rank_zero import warn
-from ..seed import rng_state
 from ..stateful_loader import check_train_loader
 from .preempt import preempt, signalled
+from .resume_results import own_results
 from .step_checks import check_loss, detach_outputs, explain_backward_error, explain_fetch_error, loss_from
 
 if TYPE_CHECKING:
@@ -65,6 +65,7 @@ class FitLoop:
         self.loader_resume: Any = None  # a stateful_loader.LoaderResume: the loader's own position
         self.manual = False  # the module steps its optimizers (automatic_optimization=False)
         self.manual_batches = 0  # batches trained under manual optimization: the loggers' step there
+        self.skipped_rest = False  # on_train_batch_start returned -1: the epoch ends at that batch
 
     def bind(self, ctx: FitContext, train_loader: Any) -> None:
         self.ctx, self.train_loader = ctx, check_train_loader(train_loader)
@@ -120,25 +121,14 @@ class FitLoop:
         else:
             self.epoch, self.batches_done = state["epoch"], state["batches_done"]
             self._resume_rng = state.get("epoch_start_rng")
-            self._resume_results = self._own_results(state)
+            self._resume_results = own_results(
+                state, self._context().parts.strategy, self.batches_done, self.epoch
+            )
         if self.batches_done == 0 and self._resume_rng is None and state.get("generators") is not None:
             # At an epoch's start the loader's own generators stand where the saved run left them.
             set_generator_states(self.train_loader, state["generators"])
         set_sampler_seed(self.train_loader, state.get("sampler_seed"))
         self.epoch_done = self.epoch_closed = False
-
-    def _own_results(self, state: Mapping[str, Any]) -> dict[str, Any] | None:
-        """This rank's epoch metrics so far, from a checkpoint written inside the epoch."""
-        strategy = self._context().parts.strategy
-        saved, world = state.get("results"), strategy.world_size
-        if self.batches_done and state.get("world_size", world) != world:
-            warn(
-                f"resuming inside epoch {self.epoch} on {world} processes from a checkpoint of "
-                f"{state['world_size']}: the rest of this epoch is sharded differently (samples may be "
-                "seen twice or missed until it ends), and its epoch metrics start from the resume"
-            )
-            return None
-        return saved[strategy.global_rank] if isinstance(saved, list) and len(saved) == world else None
 
     def inside_window(self) -> bool:
         """True between two micro-batches of one accumulation window (gradients are pending)."""
@@ -177,22 +167,17 @@ class FitLoop:
             self.reload.at_epoch_start()  # once per epoch: new loaders when due
         t, ctx = self.trainer, self._context()
         hooks, results, model = ctx.parts.hooks, ctx.results, ctx.parts.module
-        publish, validation, strategy = ctx.parts.publisher.publish, ctx.validation, ctx.parts.strategy
+        validation, strategy = ctx.validation, ctx.parts.strategy
         results.reset()
         if self._resume_results is not None:  # resumed inside this epoch: its metrics so far
             results.load_state_dict(self._resume_results, model.device)
             self._resume_results = None
         model._results = results
         loader = self.train_loader
-        sampler: Any = getattr(loader, "sampler", None)
-        if hasattr(sampler, "set_epoch"):
-            sampler.set_epoch(self.epoch)
-        if self._resume_rng is None:
-            self.epoch_start_rng = {**rng_state(), "generators": generator_states(loader)}
-        else:
-            self.epoch_start_rng = self._resume_rng
+        self.epoch_start_rng = epoch_start(loader, self.epoch, self._resume_rng)
         self.epoch_done = self.epoch_closed = False
-        hooks.call("on_train_epoch_start")
+        if self.batches_done == 0:  # (not when resumed inside the epoch, as in Lightning)
+            hooks.call("on_train_epoch_start")
         # Once per epoch, after its start hooks: a callback may set `trainer.accumulate_grad_batches`
         # (GradientAccumulationScheduler) or change `trainer.lr_scheduler_configs` (SWA).
         self.accumulate = t.accumulate_grad_batches
@@ -201,22 +186,11 @@ class FitLoop:
         if self.auto_workers is not None:  # the worker count is decided: the loaders for later epochs
             self.train_loader, validation.loaders = self.auto_workers.settled()
             self.auto_workers = None
-        self.epoch_done = exhausted or self.batches_done >= ctx.settings.batches_per_epoch
-        if self.epoch_done and validation.due_at_end(self.epoch, self.batches_done):
-            validation.run()  # host read at its end
-        model._results = results
-        results.default_on_step, results.default_on_epoch = False, True
-        hooks.module("on_train_epoch_end")
-        results.default_on_step, results.default_on_epoch = True, False
-        flags = results.flags()
-        publish(results.read_step(), flags, step=self.logger_step(), to_loggers=False)  # host read: epoch end
-        publish(results.read_epoch(), flags, step=self.logger_step())
-        ctx.optim.guard.report(self.global_step)  # host read: epoch end
-        if self.epoch_done:
-            ctx.optim.step_schedulers("epoch", self.epoch + 1)
-            self.epoch_closed = True  # a checkpoint from here on resumes at the next epoch
-        hooks.callbacks("on_train_epoch_end")
-        ctx.parts.publisher.save_loggers()
+        cut, self.skipped_rest = self.skipped_rest, False  # no validation after on_train_batch_start's -1
+        self.epoch_done = exhausted or cut or self.batches_done >= ctx.settings.batches_per_epoch
+        if self.epoch_done and not cut and validation.due_at_end(self.epoch, self.batches_done):
+            validation.run(zero_grad=True)  # host read at its end
+        self._end_epoch()
         if strategy.world_size > 1:
             t.should_stop = strategy.reduce_bool(t.should_stop)  # every rank stops at the same epoch
         if self.epoch_done:
@@ -224,6 +198,23 @@ class FitLoop:
             self.batches_done = 0
             self.epoch_done = self.epoch_closed = False
             self.epoch_start_rng = None  # the next epoch's start is now: the RNG as it stands
+
+    def _end_epoch(self) -> None:
+        ctx = self._context()  # the epoch-end hooks, metrics, ReduceLROnPlateau: in Lightning's order
+        hooks, results, publish = ctx.parts.hooks, ctx.results, ctx.parts.publisher.publish
+        ctx.parts.module._results = results
+        results.default_on_step, results.default_on_epoch = False, True
+        hooks.train_epoch_end()  # the callbacks, then the module
+        results.default_on_step, results.default_on_epoch = True, False
+        flags = results.flags()
+        publish(results.read_step(), flags, step=self.logger_step(), to_loggers=False)  # host read: epoch end
+        publish(results.read_epoch(), flags, step=self.logger_step())
+        ctx.optim.guard.report(self.global_step)  # host read: epoch end
+        if self.epoch_done:  # ReduceLROnPlateau on the epoch's metrics (the others stepped at its last batch)
+            ctx.optim.step_schedulers("epoch", self.epoch + 1, plateau=True)
+            self.epoch_closed = True  # a checkpoint from here on resumes at the next epoch
+        hooks.train_epoch_end_monitors()  # checkpointing and early stopping, on the published metrics
+        ctx.parts.publisher.save_loggers()
 
     def _iterator(self, loader: Any) -> Iterator[Any]:
         # Persistent workers start in a run's first epoch; a run resumed later starts them without that draw.
@@ -249,7 +240,9 @@ class FitLoop:
             batches=batches,
             move=ctx.parts.move,
             step=batch_only(ctx.training_step_fn(), module.training_step),
-            backward=precision.backward,
+            backward=partial(precision.backward, run=hooks.module_fns["backward"])
+            if hooks.overridden("backward")
+            else precision.backward,
             optimizer_step=ctx.optim.step,
             start_module=hooks.module_fns.get("on_train_batch_start"),
             start_callbacks=hooks.callback_fns.get("on_train_batch_start", ()),
@@ -284,6 +277,7 @@ class FitLoop:
         manual = not model.automatic_optimization
         watch = optim.guard.watch if optim.guard.active else None
         forward_context = ctx.parts.precision.forward_context
+        zero_grad = None if optim.free_after_step else optim.zero_grad_window
         checked = self.global_step > 0
         before_backward, after_backward = hooks.any("on_before_backward"), hooks.any("on_after_backward")
         pending = 0  # micro-batches since the last optimizer step
@@ -292,9 +286,9 @@ class FitLoop:
         wait, t_epoch = 0.0, clock()
         batch_idx = self.batches_done
         batch: Any = None
-        if not self._keep_grads:
+        if not self._keep_grads:  # (a resume inside a window restored that window's gradients)
             optim.zero_grad()  # nothing left over from an epoch that ended inside a window
-        self._keep_grads = False  # (a resume inside a window restored that window's gradients)
+        self._keep_grads = False
         while batch_idx < n:
             t0 = clock()
             try:
@@ -308,10 +302,12 @@ class FitLoop:
             if move is not None:
                 batch = move(batch)
             results.batch = batch
-            if start_module is not None and start_module(batch, batch_idx) == -1:
-                break  # the module asked to end the epoch
             for fn in start_callbacks:
                 fn(t, model, batch, batch_idx)
+            if start_module is not None and start_module(batch, batch_idx) == -1:  # the epoch ends here
+                self.batches_done, self.skipped_rest = batch_idx + 1, True
+                optim.step_schedulers("epoch", self.epoch + 1, plateau=False)
+                break
             window_start = batch_idx - batch_idx % k
             window = min(k, n - window_start)
             window_end = batch_idx - window_start == window - 1
@@ -329,6 +325,8 @@ class FitLoop:
                         checked = True
                     if watch is not None:
                         watch(loss)  # on the device: inf/NaN counted, read at the next read point
+                    if zero_grad is not None and batch_idx == window_start:
+                        zero_grad(self.epoch, batch_idx)  # the window's first micro-batch (hooks watch)
                     scaled = loss / window if window != 1 else loss
                     if before_backward:
                         hooks.call("on_before_backward", scaled)
@@ -346,6 +344,8 @@ class FitLoop:
                     optimizer_step()  # host read inside with fp16: the scaler's inf check
                     self.global_step += 1
                     optim.step_schedulers("step", self.global_step)
+                    if batch_idx + 1 == n:  # the epoch's last batch: epoch schedulers step before validation
+                        optim.step_schedulers("epoch", self.epoch + 1, plateau=False)
                     if log_every and self.global_step % log_every == 0:
                         if optim.guard.device_skip:
                             optim.guard.report(self.global_step)  # host read: a fused optimizer's skips
@@ -354,10 +354,10 @@ class FitLoop:
             if wants_outputs:
                 detached = detach_outputs(out)
                 self.ending = True
-                if end_module is not None:
-                    end_module(detached, batch, batch_idx - 1)
                 for fn in end_callbacks:
                     fn(t, model, detached, batch, batch_idx - 1)
+                if end_module is not None:
+                    end_module(detached, batch, batch_idx - 1)
                 self.ending = False
             if manual:  # the module stepped its optimizers; its metrics reach the loggers per batch
                 self.manual_batches += 1
@@ -369,7 +369,7 @@ class FitLoop:
                 self._advised = True
                 data_wait_advice(self.train_loader, wait, clock() - t_epoch, batch_idx)
             if val_every and batch_idx % val_every == 0 and validation.due_inside(self.epoch, batch_idx):
-                validation.run()  # host read at its end (the epoch metrics of validation)
+                validation.run(zero_grad=window_end)  # host read at its end (the epoch metrics of validation)
                 model._results = results
             if self.global_step >= max_steps or (
                 t.should_stop and window_end and self._minimums_met(settings)
@@ -387,6 +387,8 @@ class FitLoop:
             optim.step(grad_scale=window / pending)
             self.global_step += 1
             optim.step_schedulers("step", self.global_step)
+        if batch is _END and n == math.inf:  # no length: the last batch is known only now
+            optim.step_schedulers("epoch", self.epoch + 1, plateau=False)
         return batch is _END
 
 

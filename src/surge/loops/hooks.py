@@ -11,17 +11,7 @@ from ..module import HOOKS, OVERRIDABLE, Module
 
 # Lightning hooks surge does not call: overriding one is refused before any work, with what to do.
 REFUSED_MODULE_HOOKS = {
-    "backward": "surge runs the backward itself (with the precision's loss scaling); use "
-    "on_before_backward/on_after_backward, or automatic_optimization=False and manual_backward",
-    "configure_gradient_clipping": "use Trainer(gradient_clip_val=, gradient_clip_algorithm=), or clip in "
-    "on_before_optimizer_step",
     "configure_sharded_model": "rename it configure_model (Lightning deprecated configure_sharded_model)",
-    "on_validation_model_eval": "surge puts the module in eval mode itself; use on_validation_start",
-    "on_validation_model_train": "surge restores the module's training mode itself; use on_validation_end",
-    "on_validation_model_zero_grad": "surge keeps gradients through validation; use on_validation_start",
-    "on_test_model_eval": "surge puts the module in eval mode itself; use on_test_start",
-    "on_test_model_train": "surge restores the module's training mode itself; use on_test_end",
-    "on_predict_model_eval": "surge puts the module in eval mode itself; use on_predict_start",
     # Removed in Lightning 2.0, which refuses them too:
     "training_epoch_end": "use on_train_epoch_end (Lightning 2.0 removed training_epoch_end)",
     "validation_epoch_end": "use on_validation_epoch_end (Lightning 2.0 removed validation_epoch_end)",
@@ -53,7 +43,7 @@ def refuse_unsupported(module: Module, callbacks: Sequence[Any], stage: str) -> 
             *((cb, REFUSED_CALLBACK_HOOKS) for cb in callbacks),
         ]
         for name, advice in table.items()
-        if callable(getattr(type(obj), name, None))
+        if callable(getattr(obj, name, None))
     ]
     if found:
         listed = "; ".join(f"{where}: {advice}" for where, advice in found)
@@ -64,13 +54,18 @@ def refuse_unsupported(module: Module, callbacks: Sequence[Any], stage: str) -> 
 
 
 class Hooks:
-    """Per hook, the bound methods to call, found once per run.
+    """Per hook, the bound methods to call, found once per run (`overrides`: a hook set on the
+    instance counts, `None` switches one off; a hook nobody overrides is never called).
 
-    Callbacks get `(trainer, module, *args)`; the Module gets `(*args)`. The Module runs first, so
-    what it logs in an epoch-end hook is visible to the callbacks that decide on it.
+    Callbacks get `(trainer, module, *args)`; the Module gets `(*args)`. As in Lightning, the
+    callbacks run first, then the Module; at a training epoch's end the callbacks that monitor
+    a metric (checkpointing, early stopping) run after the Module, so they see what it logged.
     """
 
     def __init__(self, trainer: Any, module: Module, callbacks: Sequence[Callback]) -> None:
+        from ..callbacks.checkpoint import ModelCheckpoint
+        from ..callbacks.early_stopping import EarlyStopping
+
         self.trainer = trainer
         self.module_fns: dict[str, Callable[..., Any]] = {
             name: getattr(module, name) for name in (*HOOKS, *OVERRIDABLE) if overrides(module, Module, name)
@@ -80,24 +75,50 @@ class Hooks:
             fns = [getattr(cb, name) for cb in callbacks if overrides(cb, Callback, name)]
             if fns:
                 self.callback_fns[name] = fns
+        monitoring = (ModelCheckpoint, EarlyStopping)
+        self._epoch_end_last = [
+            cb.on_train_epoch_end
+            for cb in callbacks
+            if isinstance(cb, monitoring) and overrides(cb, Callback, "on_train_epoch_end")
+        ]
+        self._epoch_end_first = [
+            fn for fn in self.callback_fns.get("on_train_epoch_end", ()) if fn not in self._epoch_end_last
+        ]
         self._module = module
 
-    def module(self, name: str, *args: Any) -> Any:
+    def module(self, name: str, *args: Any, **kwargs: Any) -> Any:
         fn = self.module_fns.get(name)
-        return fn(*args) if fn is not None else None
+        return fn(*args, **kwargs) if fn is not None else None
 
-    def callbacks(self, name: str, *args: Any, after: Callable[[Any], None] | None = None) -> None:
+    def callbacks(
+        self, name: str, *args: Any, after: Callable[[Any], None] | None = None, **kwargs: Any
+    ) -> None:
         """Each callback's hook in order; `after(callback)` runs after each (checks what it did)."""
         for fn in self.callback_fns.get(name, ()):
-            fn(self.trainer, self._module, *args)
+            fn(self.trainer, self._module, *args, **kwargs)
             if after is not None:
                 after(getattr(fn, "__self__", fn))
 
-    def call(self, name: str, *args: Any) -> Any:
-        """Module hook, then callbacks; returns the module hook's result."""
-        result = self.module(name, *args)
-        self.callbacks(name, *args)
-        return result
+    def call(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        """Callbacks, then the module hook; returns the module hook's result."""
+        self.callbacks(name, *args, **kwargs)
+        return self.module(name, *args, **kwargs)
+
+    def train_epoch_end(self) -> None:
+        """`on_train_epoch_end` of the callbacks that monitor nothing, then of the Module."""
+        for fn in self._epoch_end_first:
+            fn(self.trainer, self._module)
+        self.module("on_train_epoch_end")
+
+    def train_epoch_end_monitors(self) -> None:
+        """`on_train_epoch_end` of checkpointing and early stopping: last, once the epoch's
+        metrics (the Module's included) are published."""
+        for fn in self._epoch_end_last:
+            fn(self.trainer, self._module)
 
     def any(self, name: str) -> bool:
         return name in self.module_fns or name in self.callback_fns
+
+    def overridden(self, name: str) -> bool:
+        """Whether the Module overrides hook `name` (then it is called instead of the loop's default)."""
+        return name in self.module_fns

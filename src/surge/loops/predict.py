@@ -9,6 +9,7 @@ import torch
 
 from ..manual_optim import batch_only
 from .evaluate import takes_dataloader_idx
+from .module_mode import ModuleMode
 
 if TYPE_CHECKING:
     from ..strategies import Strategy
@@ -17,15 +18,17 @@ if TYPE_CHECKING:
 
 def run_prediction(parts: RunParts, loaders: Sequence[Iterable], limits: Sequence[int | float]) -> list[Any]:
     """`predict_step` over each loader; a list of outputs (a list of lists with several loaders)."""
+    if sum(limits) == 0:
+        return [] if len(loaders) == 1 else [[] for _ in loaders]  # as Lightning: no hook is called
     model, hooks, precision, strategy = parts.module, parts.hooks, parts.precision, parts.strategy
     step = batch_only(strategy.step_fn(model, "predict_step"), model.predict_step)
     pass_idx = len(loaders) > 1 and takes_dataloader_idx(model.predict_step)
-    was_training = model.training
-    model.eval()
+    modes = ModuleMode(model)
     move = parts.move
     outputs: list[list[Any]] = []
     try:
         with parts.evaluation_mode():
+            modes.to_eval(hooks, "on_predict_model_eval")
             hooks.call("on_predict_start")
             hooks.call("on_predict_epoch_start")
             for dl_idx, (loader, limit) in enumerate(zip(loaders, limits)):
@@ -45,7 +48,7 @@ def run_prediction(parts: RunParts, loaders: Sequence[Iterable], limits: Sequenc
             hooks.call("on_predict_epoch_end")
             hooks.call("on_predict_end")
     finally:
-        model.train(was_training)
+        modes.restore()  # Lightning calls no `on_predict_model_train`
     if strategy.world_size > 1:
         outputs = [_gather_in_order(strategy, preds, loader) for preds, loader in zip(outputs, loaders)]
     return outputs[0] if len(outputs) == 1 else outputs

@@ -14,9 +14,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .. import semantics
+from ..callbacks.base import overrides
 from ..data import limit_batches, loader_length
 from ..errors import MisconfigurationError
 from ..module import Module
+from ..rank_zero import warn
 from ..seed import rng_state, rng_untouched
 from .evaluate import run_evaluation
 
@@ -80,7 +82,9 @@ class Validation:
     ) -> None:
         self.parts, self.loaders, self.plan, self.global_step = parts, loaders, plan, global_step
         self.every_n_epochs = every_n_epochs
-        has_step = type(parts.module).validation_step is not Module.validation_step
+        has_step = overrides(parts.module, Module, "validation_step")
+        if loaders and not has_step:
+            warn("You passed in a `val_dataloader` but have no `validation_step`. Skipping val loop.")
         self.enabled = has_step and bool(loaders) and sum(plan.val) > 0
         self.training_rng: dict[str, Any] | None = None
         self.before_run: Callable[[], None] | None = None  # e.g. val loaders requested again (fit only)
@@ -126,9 +130,19 @@ class Validation:
             flag(False)
         hooks.callbacks("on_sanity_check_end")
 
-    def run(self, limits: list[int | float] | None = None, sanity: bool = False) -> None:
-        """Validate on every loader, training's RNG (global and CPU generators) left as it was
-        (in the Lightning mode, outside the sanity check, moved as Lightning moves it)."""
+    def run(
+        self, limits: list[int | float] | None = None, sanity: bool = False, zero_grad: bool = False
+    ) -> None:
+        """Validate on every loader, training's RNG (global and CPU generators) left as it was (in
+        the Lightning mode, outside the sanity check, moved as Lightning moves it). `zero_grad`
+        (inside fit, not inside an accumulation window): the gradients are freed first
+        (`on_validation_model_zero_grad`)."""
+        if zero_grad:
+            hooks, module = self.parts.hooks, self.parts.module
+            if hooks.overridden("on_validation_model_zero_grad"):
+                hooks.module("on_validation_model_zero_grad")
+            else:
+                module.zero_grad(set_to_none=True)
         if not sanity and self.before_run is not None:
             self.before_run()
             if sum(self.plan.val) == 0:
