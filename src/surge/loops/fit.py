@@ -172,6 +172,7 @@ class FitLoop:
             results.load_state_dict(self._resume_results, model.device)
             self._resume_results = None
         model._results = results
+        ctx.parts.publisher.follow(results)  # callback_metrics show this epoch's step values
         loader = self.train_loader
         sampler: Any = getattr(loader, "sampler", None)
         if hasattr(sampler, "set_epoch"):
@@ -197,6 +198,7 @@ class FitLoop:
         results.default_on_step, results.default_on_epoch = False, True
         hooks.module("on_train_epoch_end")
         results.default_on_step, results.default_on_epoch = True, False
+        ctx.parts.publisher.follow(None)
         flags = results.flags()
         publish(results.read_step(), flags, step=self.global_step, to_loggers=False)  # host read: epoch end
         publish(results.read_epoch(), flags, step=self.global_step)
