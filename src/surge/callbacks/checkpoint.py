@@ -8,35 +8,39 @@ import math
 import os
 import time
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import Any
 
 import torch
 from torch import Tensor
 
-from ..checkpoint import is_surge_checkpoint, remove_stale_temporaries
-from ..errors import MisconfigurationError, SurgeRuntimeError, bad_value
-from ..paths import LOCK_NAME, DirectoryClaim, user_dir, writable_dir
+from ..errors import MisconfigurationError, SurgeRuntimeError
+from ..paths import DirectoryClaim, user_dir
 from ..rank_zero import info, warn
-from ..shard_files import remove_orphan_shards
 from .base import Callback
-from .checkpoint_names import check_filename, fill_template
+from .checkpoint_dir import prepare_directory
+from .checkpoint_options import (
+    Schedule,
+    check_arguments,
+    check_filename,
+    fill_template,
+    saves_on_train_epoch_end,
+    validates_after_epoch,
+)
+from .checkpoint_restore import own_files
 
 
 class ModelCheckpoint(Callback):
     """Writes checkpoints to `dirpath` (default: `<log_dir>/checkpoints`).
 
-    When (Lightning's rules): every `every_n_epochs` epochs (default 1) at the end of the training
-    epoch, or after validation when validation does not run once per epoch (`save_on_train_epoch_end`
-    decides when given); every `every_n_train_steps` optimizer steps; or when `train_time_interval`
-    (a timedelta or seconds) has passed. At most one save per global step.
-
-    `filename` is a template over `epoch`, `step` and logged metrics, e.g. `"{epoch}-{val_loss:.3f}"`
-    (written `epoch=3-val_loss=0.123.ckpt`). With `monitor` (a logged metric, or `"epoch"`/`"step"`),
-    keeps the `save_top_k` best by `mode`; without, keeps the latest. The value ranked is the one at
-    the save: a step-level metric at a step save is that step's. An existing file of the same name
-    gets a `-v1` suffix (`enable_version_counter`), as does `last.ckpt` of a new run. An old file is
-    deleted only after its replacement is on disk. The directory is claimed for the run: a second
-    live run given the same `dirpath` is refused.
+    When (Lightning's rules): every `every_n_epochs` epochs (default 1) at the training epoch's end,
+    or after validation when it does not run once per epoch (`save_on_train_epoch_end` decides when
+    given); every `every_n_train_steps` optimizer steps; or every `train_time_interval` (a timedelta
+    or seconds). At most one save per global step. `filename` is a template over `epoch`, `step` and
+    logged metrics (`"{epoch}-{val_loss:.3f}"` -> `epoch=3-val_loss=0.123.ckpt`). With `monitor` (a
+    logged metric, `"epoch"` or `"step"`) keeps the `save_top_k` best by `mode`, ranked by the value
+    at the save (a step metric's at that step); without, the latest. A taken name gets `-v1`
+    (`enable_version_counter`), as does a new run's `last.ckpt`. An old file is deleted only after
+    its replacement is on disk. A second live run given the same `dirpath` is refused.
     """
 
     CHECKPOINT_JOIN_CHAR = "-"
@@ -63,28 +67,10 @@ class ModelCheckpoint(Callback):
         save_on_train_epoch_end: bool | None = None,
         enable_version_counter: bool = True,
     ) -> None:
-        _check_arguments(mode, save_top_k, save_last, every_n_train_steps, every_n_epochs)
-        if isinstance(train_time_interval, datetime.timedelta):
-            train_time_interval = train_time_interval.total_seconds()
-        if train_time_interval is not None and (
-            isinstance(train_time_interval, bool)
-            or not isinstance(train_time_interval, int | float)
-            or train_time_interval < 0
-        ):
-            raise bad_value(
-                "ModelCheckpoint(train_time_interval)",
-                train_time_interval,
-                "None, seconds >= 0 or a timedelta",
-            )
-        if every_n_train_steps is None and every_n_epochs is None and train_time_interval is None:
-            every_n_epochs = 1
-        self.every_n_train_steps, self.every_n_epochs = every_n_train_steps or 0, every_n_epochs or 0
-        self.train_time_interval = train_time_interval
-        schedules = [f"{k}={v}" for k, v in self._schedules().items() if v]
-        if len(schedules) > 1:
-            raise MisconfigurationError(
-                f"ModelCheckpoint({', '.join(schedules)}): choose one schedule (they are mutually exclusive)."
-            )
+        check_arguments(mode, save_top_k, save_last)
+        schedule = Schedule.of(every_n_train_steps, every_n_epochs, train_time_interval)
+        self.every_n_train_steps, self.every_n_epochs = schedule.every_n_train_steps, schedule.every_n_epochs
+        self.train_time_interval = schedule.train_time_interval
         self.dirpath = user_dir("ModelCheckpoint(dirpath)", dirpath) if dirpath is not None else None
         self._dirpath_given = dirpath is not None
         if filename is not None:
@@ -93,10 +79,8 @@ class ModelCheckpoint(Callback):
         self.monitor, self.mode, self.save_top_k, self.save_last = monitor, mode, save_top_k, save_last
         self.verbose, self.save_on_exception = verbose, save_on_exception
         self.save_weights_only, self.auto_insert_metric_name = save_weights_only, auto_insert_metric_name
-        self.save_on_train_epoch_end, self.enable_version_counter = (
-            save_on_train_epoch_end,
-            enable_version_counter,
-        )
+        self.save_on_train_epoch_end = save_on_train_epoch_end
+        self.enable_version_counter = enable_version_counter
         self.current_score: Tensor | None = None
         self.best_k_models: dict[str, Tensor] = {}
         self.kth_best_model_path = ""
@@ -115,13 +99,6 @@ class ModelCheckpoint(Callback):
         self._claim: DirectoryClaim | None = None
         self._warned_missing = False
 
-    def _schedules(self) -> dict[str, Any]:
-        return {
-            "every_n_train_steps": self.every_n_train_steps,
-            "every_n_epochs": self.every_n_epochs,
-            "train_time_interval": self.train_time_interval is not None and self.train_time_interval,
-        }
-
     @property
     def state_key(self) -> str:
         timed = f", train_time_interval={self.train_time_interval}" if self.train_time_interval else ""
@@ -131,38 +108,13 @@ class ModelCheckpoint(Callback):
     def setup(self, trainer: Any, module: Any, stage: str) -> None:
         if self.dirpath is None:
             self.dirpath = Path(trainer.log_dir) / "checkpoints"
-        # Before the cleanup below, whose own EROFS/EACCES would hide the cause, and before any training.
-        where = (
-            f"ModelCheckpoint(dirpath={str(self.dirpath)!r})"
-            if self._dirpath_given
-            else f"the checkpoint directory {str(self.dirpath)!r} (under default_root_dir={str(trainer.default_root_dir)!r})"
+        self._claim = prepare_directory(
+            trainer, self.dirpath, self._dirpath_given, self.save_top_k != 0, stage, self._claim
         )
-        if stage == "fit" and trainer.is_global_zero and self.save_top_k != 0 and _has_files(self.dirpath):
-            warn(f"Checkpoint directory {self.dirpath} exists and is not empty.")
-        writable_dir(self.dirpath, where)
-        if stage == "fit":
-            self._take_directory(trainer, where)
-        if trainer.is_global_zero:
-            remove_stale_temporaries(self.dirpath)
-            remove_orphan_shards(self.dirpath)
         self._val_has_run = self._defer = False
         if self._restored is not None:
             self._apply_restored(self._restored)
             self._restored = None
-
-    def _take_directory(self, trainer: Any, where: str) -> None:
-        """Claim the directory for this run (rank zero); every process raises if another run holds it."""
-        error = None
-        if trainer.is_global_zero:
-            self._claim = self._claim or DirectoryClaim(self._folder(), where)
-            try:
-                self._claim.acquire()
-            except MisconfigurationError as err:
-                error = str(err)
-        if trainer.world_size > 1:
-            error = trainer.strategy.broadcast(error)
-        if error is not None:
-            raise MisconfigurationError(error)
 
     def teardown(self, trainer: Any, module: Any, stage: str) -> None:
         if self._claim is not None and stage == "fit":
@@ -195,9 +147,9 @@ class ModelCheckpoint(Callback):
         if (
             self.monitor is not None
             and module.automatic_optimization
-            and not self._saves_on_train_epoch_end(trainer)
+            and not saves_on_train_epoch_end(self.save_on_train_epoch_end, trainer)
             and trainer.fit_loop.batches_done >= trainer.num_training_batches
-            and _validates_this_epoch(trainer)
+            and validates_after_epoch(trainer)
         ):
             self._defer = True  # the epoch's last batch: the validation about to run has fresher values
             return
@@ -205,13 +157,13 @@ class ModelCheckpoint(Callback):
             self._save_topk_and_last(trainer, candidates)
 
     def on_train_epoch_end(self, trainer: Any, module: Any) -> None:
-        if not self._skip(trainer) and self._saves_on_train_epoch_end(trainer):
+        if not self._skip(trainer) and saves_on_train_epoch_end(self.save_on_train_epoch_end, trainer):
             self._epoch_save(trainer, self._monitor_candidates(trainer))
 
     def on_validation_end(self, trainer: Any, module: Any) -> None:
         if trainer.state == "fit" and not trainer.sanity_checking and any(trainer.num_val_batches):
             self._val_has_run = True
-        if self._skip(trainer) or self._saves_on_train_epoch_end(trainer):
+        if self._skip(trainer) or saves_on_train_epoch_end(self.save_on_train_epoch_end, trainer):
             return
         candidates = self._monitor_candidates(trainer)
         if self._defer:
@@ -221,9 +173,8 @@ class ModelCheckpoint(Callback):
             self._epoch_save(trainer, candidates)
 
     def on_exception(self, trainer: Any, module: Any, exception: BaseException) -> None:
-        if not (self.save_on_exception and not trainer.fast_dev_run and not trainer.sanity_checking):
-            return
-        if self._last_saved_step == trainer.global_step:
+        skip = trainer.fast_dev_run or trainer.sanity_checking or self._last_saved_step == trainer.global_step
+        if not self.save_on_exception or skip:
             return
         candidates = self._monitor_candidates(trainer)
         path = self.format_checkpoint_name(candidates)
@@ -248,16 +199,6 @@ class ModelCheckpoint(Callback):
             or self._last_saved_step == trainer.global_step
         )
 
-    def _saves_on_train_epoch_end(self, trainer: Any) -> bool:
-        """Save at the training epoch's end, or else after validation (Lightning's rule)."""
-        if self.save_on_train_epoch_end is not None:
-            return self.save_on_train_epoch_end
-        if trainer.check_val_every_n_epoch != 1:
-            return False  # which epochs validate is not known: save after validation
-        if not sum(trainer.num_val_batches):
-            return True
-        return trainer.val_check_interval == 1.0
-
     def _epoch_save(self, trainer: Any, candidates: dict[str, Tensor]) -> None:
         every = self.every_n_epochs
         if every >= 1 and (trainer.current_epoch + 1) % every == 0:
@@ -269,11 +210,9 @@ class ModelCheckpoint(Callback):
     def _monitor_candidates(self, trainer: Any) -> dict[str, Tensor]:
         """What a save may rank or name: `callback_metrics` (as they stand now), `epoch` and `step`."""
         candidates = dict(trainer.callback_metrics)
-        epoch, step = candidates.get("epoch"), candidates.get("step")
-        candidates["epoch"] = (
-            epoch.int() if isinstance(epoch, Tensor) else torch.tensor(trainer.current_epoch)
-        )
-        candidates["step"] = step.int() if isinstance(step, Tensor) else torch.tensor(trainer.global_step)
+        for key, now in (("epoch", trainer.current_epoch), ("step", trainer.global_step)):
+            logged = candidates.get(key)  # a logged "epoch"/"step" wins, as an int
+            candidates[key] = logged.int() if isinstance(logged, Tensor) else torch.tensor(now)
         return candidates
 
     # -- what --------------------------------------------------------------------------------
@@ -289,11 +228,11 @@ class ModelCheckpoint(Callback):
             self._save_latest(trainer, candidates)
             return
         current = candidates.get(self.monitor)
-        if current is None:
+        if current is None:  # an error once validation has run, as in Lightning; before, a warning
             message = (
                 f"ModelCheckpoint(monitor={self.monitor!r}) could not find the monitored key in the logged "
-                f"metrics: {sorted(candidates)}. Log it with self.log({self.monitor!r}, value)."
             )
+            message += f"metrics: {sorted(candidates)}. Log it with self.log({self.monitor!r}, value)."
             if self._val_has_run:
                 raise MisconfigurationError(message)
             if not self._warned_missing:
@@ -312,7 +251,8 @@ class ModelCheckpoint(Callback):
     def _qualifies(self, trainer: Any, current: Tensor) -> bool:
         if self.save_top_k == -1 or len(self.best_k_models) < self.save_top_k:
             return True
-        better = self._better(float(current), float(self.best_k_models[self.kth_best_model_path]))
+        kth = float(self.best_k_models[self.kth_best_model_path])
+        better = float(current) < kth if self.mode == "min" else float(current) > kth
         return trainer.strategy.reduce_bool(better) if trainer.world_size > 1 else better
 
     def _update_best_and_save(self, trainer: Any, current: Tensor, candidates: dict[str, Tensor]) -> None:
@@ -402,15 +342,11 @@ class ModelCheckpoint(Callback):
                 version += 1
         return path
 
-    def _better(self, a: float, b: float) -> bool:
-        return a < b if self.mode == "min" else a > b
-
     def _worst(self) -> str:
         pick = max if self.mode == "min" else min
         return pick(self.best_k_models, key=lambda p: float(self.best_k_models[p]))
 
-    def _folder(self) -> Path:
-        """`dirpath`, known from `setup` on."""
+    def _folder(self) -> Path:  # `dirpath`, known from `setup` on
         if self.dirpath is None:
             raise SurgeRuntimeError("ModelCheckpoint: setup() must run before it saves or restores")
         return self.dirpath
@@ -454,75 +390,11 @@ class ModelCheckpoint(Callback):
     def _apply_restored(self, state: dict[str, Any]) -> None:
         if state.get("dirpath") != str(self.dirpath):
             return  # a new run directory: the earlier run's files are not ours to rank or delete
-        recent, scores = state.get("recent"), state.get("best_k_models")
-        recent = recent if isinstance(recent, list) else []
-        scores = scores if isinstance(scores, dict) else {}
-        named = [*recent, *scores, *(state.get(k) for k in _PATH_KEYS)]
-        own = {p for p in named if self._is_own_checkpoint(p)}
-        # a file gone is one this callback deleted after the state was taken (the older top-k)
-        dropped = sorted({repr(p) for p in named if p not in own and p and Path(p).exists()})
-        if dropped:
-            warn(
-                f"ModelCheckpoint: the checkpoint being resumed names files that are not surge checkpoints in "
-                f"{self.dirpath}: {', '.join(dropped)}; they are dropped from its lists (never read or deleted)"
-            )
-        self._recent = [p for p in recent if p in own]
-        self.best_k_models = {p: _tensor(v) for p, v in scores.items() if p in own and _is_score(v)}
-        for key in _PATH_KEYS:
-            setattr(self, key, state[key] if state.get(key) in own else "")
-        for key in ("best_model_score", "current_score", "kth_value"):
-            value = state.get(key)
-            if _is_score(value) and (key != "best_model_score" or self.best_model_path):
-                setattr(self, key, _tensor(value))
-
-    def _is_own_checkpoint(self, value: Any) -> bool:
-        """Whether `value` names a surge checkpoint file directly inside this callback's `dirpath`."""
-        if not isinstance(value, str) or not value:
-            return False
-        path = Path(value)
-        if path.suffix != self.FILE_EXTENSION or path.resolve().parent != self._folder().resolve():
-            return False
-        return path.is_file() and is_surge_checkpoint(path)
-
-
-_PATH_KEYS = ("best_model_path", "kth_best_model_path", "last_model_path")
-
-
-def _is_score(value: Any) -> TypeGuard[int | float | Tensor]:
-    if isinstance(value, Tensor):
-        return value.numel() == 1 and value.is_floating_point()
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def _tensor(value: int | float | Tensor) -> Tensor:
-    return value.detach().float().reshape(()) if isinstance(value, Tensor) else torch.tensor(float(value))
-
-
-def _has_files(path: Path) -> bool:
-    return path.is_dir() and any(p.name != LOCK_NAME for p in path.iterdir())
-
-
-def _validates_this_epoch(trainer: Any) -> bool:
-    """Whether a validation runs right after the epoch's last batch."""
-    every = trainer.check_val_every_n_epoch
-    return bool(trainer.enable_validation and sum(trainer.num_val_batches)) and (
-        every is None or (trainer.current_epoch + 1) % every == 0
-    )
-
-
-def _check_arguments(mode: Any, save_top_k: Any, save_last: Any, every_steps: Any, every_epochs: Any) -> None:
-    if mode not in ("min", "max"):
-        raise bad_value("ModelCheckpoint(mode)", mode, '"min" or "max"')
-    if isinstance(save_top_k, bool) or not isinstance(save_top_k, int) or save_top_k < -1:
-        raise bad_value("ModelCheckpoint(save_top_k)", save_top_k, "an int >= -1 (-1 keeps all)")
-    if save_last == "link":
-        raise bad_value(
-            "ModelCheckpoint(save_last)",
-            save_last,
-            "None, True or False (surge writes last.ckpt as a file of its own, never a symlink)",
-        )
-    if save_last not in (None, True, False):
-        raise bad_value("ModelCheckpoint(save_last)", save_last, "None, True or False")
-    for name, value in (("every_n_train_steps", every_steps), ("every_n_epochs", every_epochs)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-            raise bad_value(f"ModelCheckpoint({name})", value, "None or an int >= 0")
+        kept = own_files(state, self._folder(), self.FILE_EXTENSION)
+        self._recent, self.best_k_models = kept.recent, kept.best_k_models
+        self.best_model_path, self.kth_best_model_path = kept.best_model_path, kept.kth_best_model_path
+        self.last_model_path = kept.last_model_path
+        self.best_model_score = kept.best_model_score
+        self.current_score = kept.current_score
+        if kept.kth_value is not None:
+            self.kth_value = kept.kth_value

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import lightning.pytorch as pl
 import record
+import torch
 from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
 from regressor import Regressor, checkpoint_state, loader
 
@@ -50,4 +51,6 @@ record.put("current_epoch", trainer.current_epoch)
 record.put("global_step", trainer.global_step)
 record.put("files", sorted(p.name for p in Path("ckpts").iterdir()))
 checkpoint_state(saver)
+last = torch.load(saver.last_model_path, map_location="cpu", weights_only=True)
+record.put("last_global_step", last["global_step"])  # last.ckpt is written when a top-k file is
 record.weights("final", model)
