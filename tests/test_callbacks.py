@@ -146,7 +146,8 @@ def test_without_monitor_keeps_the_latest_k(tmp_path):
 
 
 @pytest.mark.parametrize("values", [[0.5, 0.4, 0.3], [0.1, 0.5, 0.6]], ids=["improving", "getting-worse"])
-def test_save_last_writes_last_ckpt_with_the_final_state(tmp_path, values):
+def test_save_last_writes_last_ckpt_whenever_a_checkpoint_is_written(tmp_path, values):
+    """As Lightning 2.6: last.ckpt is written with each top-k file, so it holds the latest one's state."""
     model = TinyModel(scripted_val_loss=values)
     train, val = make_loaders()
     cb = ModelCheckpoint(dirpath=tmp_path, filename="{epoch}", monitor="val_loss", save_last=True)
@@ -155,9 +156,12 @@ def test_save_last_writes_last_ckpt_with_the_final_state(tmp_path, values):
     best_epoch = values.index(min(values))
     assert ckpt_names(tmp_path) == {"last.ckpt", f"epoch={best_epoch}.ckpt"}
     last = torch.load(tmp_path / "last.ckpt", weights_only=True)
-    assert last["global_step"] == trainer.global_step == 12
-    assert last["epoch"] == 2
-    assert same_params(last["state_dict"], params_of(model))
+    assert trainer.global_step == 12
+    latest = 2 if values == sorted(values, reverse=True) else 0  # the epoch of the latest top-k save
+    assert (last["epoch"], last["global_step"]) == (latest, 4 * (latest + 1))
+    best = torch.load(tmp_path / f"epoch={best_epoch}.ckpt", weights_only=True)
+    assert same_params(last["state_dict"], best["state_dict"])
+    assert same_params(last["state_dict"], params_of(model)) == (latest == 2)
     assert cb.last_model_path == str(tmp_path / "last.ckpt")
     assert cb.best_model_path == str(tmp_path / f"epoch={best_epoch}.ckpt")
     assert no_temporaries(tmp_path)

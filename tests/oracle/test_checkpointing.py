@@ -68,3 +68,10 @@ def test_callback_metrics_keys_match_lightning(tmp_path):
     lightning, surge = run_both("metric_keys.py", tmp_path)
     assert surge.record == lightning.record
     assert "val_both_step" not in lightning.record["after_fit"]  # evaluation step values never show
+
+
+@pytest.mark.parametrize("validation", ["val", "noval"])
+def test_a_monitor_never_logged_matches_lightning(tmp_path, validation):
+    lightning, surge = run_both("checkpoint_missing.py", tmp_path, validation)
+    assert surge.record == lightning.record
+    assert lightning.record["raised"] is (True if validation == "val" else None)

@@ -174,16 +174,14 @@ class ModelCheckpoint(Callback):
 
     def on_exception(self, trainer: Any, module: Any, exception: BaseException) -> None:
         skip = trainer.fast_dev_run or trainer.sanity_checking or self._last_saved_step == trainer.global_step
-        if not self.save_on_exception or skip:
-            return
-        candidates = self._monitor_candidates(trainer)
-        path = self.format_checkpoint_name(candidates)
-        self._save_checkpoint(trainer, path)
-        self._save_last(trainer, candidates)
-        self._commit(trainer)
-        info(
-            f"An {type(exception).__name__} was raised with message: {exception}, saved checkpoint to {path}"
-        )
+        if self.save_on_exception and not skip:
+            candidates = self._monitor_candidates(trainer)
+            path = self.format_checkpoint_name(candidates)
+            self._save_checkpoint(trainer, path)
+            self._save_last(trainer, candidates)
+            self._commit(trainer)
+            info(f"An {type(exception).__name__} was raised with message: {exception}, saved to {path}")
+        self.teardown(trainer, module, "fit")  # a failed fit gives the directory back too
 
     def on_train_end(self, trainer: Any, module: Any) -> None:
         if self.save_last and not self._last_saved:  # save_last=True leaves a last.ckpt whatever the schedule
@@ -239,7 +237,7 @@ class ModelCheckpoint(Callback):
                 self._warned_missing = True
                 warn(message)
             return
-        current = current.detach().float().reshape(())
+        current = current.detach().float().reshape(()).cpu()  # the host read of a save; kept in its state
         if self._qualifies(trainer, current):
             self._update_best_and_save(trainer, current, candidates)
         elif self.verbose:

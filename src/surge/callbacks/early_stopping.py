@@ -122,7 +122,7 @@ class EarlyStopping(Callback):
             if self.verbose:
                 warn(message)
             return
-        current = metrics[self.monitor].detach().float().reshape(())  # host read: once per check
+        current = metrics[self.monitor].detach().float().reshape(()).cpu()  # host read: once per check
         should_stop, reason = self._evaluate(current)
         if trainer.world_size > 1:
             should_stop = trainer.strategy.reduce_bool(should_stop)  # any process stopping stops all
