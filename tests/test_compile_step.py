@@ -161,7 +161,7 @@ def test_a_state_dict_saved_with_compiled_step_loads_without_compile(tmp_path):
     options = {"scope": "step", "backend": "eager"}
     kw = {"enable_checkpointing": True, "default_root_dir": tmp_path, "scheduler": True, "optimizer": "adamw"}
     compiled, trainer = _train(options, steps=3, **kw)
-    path = trainer.checkpoint_callback.last_model_path
+    path = trainer.checkpoint_callback.best_model_path
     state = torch.load(path, weights_only=True)["state_dict"]
     assert list(state) == list(Stack().state_dict())  # no `_orig_mod.` or wrapper prefixes
     plain = Stack.load_from_checkpoint(path)

@@ -106,7 +106,7 @@ def test_a_wrong_type_is_named(tmp_path, capsys, flag, value, named):
 def test_validate_and_test_load_the_checkpoint(tmp_path, capsys):
     config = write_config(tmp_path)
     fitted = SurgeCLI(args=["fit", "--config", config])
-    ckpt = fitted.trainer.checkpoint_callback.last_model_path
+    ckpt = fitted.trainer.checkpoint_callback.best_model_path
     expected = fitted.trainer.callback_metrics["val_acc"].item()
     common = ["--config", config, "--ckpt_path", str(ckpt), "--seed_everything", "1"]  # other random init
     validated = SurgeCLI(args=["validate", *common]).result[0]
@@ -214,7 +214,7 @@ def test_a_resumed_fit_continues_the_run_directory_and_keeps_its_config(tmp_path
     config = write_config(tmp_path, trainer={**TINY["trainer"], "default_root_dir": str(tmp_path / "runs")})
     first = SurgeCLI(args=["fit", "--config", config])
     run = Path(first.trainer.log_dir)
-    ckpt = first.trainer.checkpoint_callback.last_model_path
+    ckpt = first.trainer.checkpoint_callback.best_model_path
     original = (run / "config.yaml").read_text()
     resumed = SurgeCLI(args=["fit", "--config", config, "--ckpt_path", ckpt, "--trainer.max_epochs", "2"])
     assert Path(resumed.trainer.log_dir) == run  # the same version_N, not a new one

@@ -150,9 +150,10 @@ def test_configure_callbacks_replace_the_trainers(tmp_path):
     # val_loss 1.0, 0.8, 0.79, 0.9: with min_delta=0.05 only epoch 1 improves, so patience=2 runs
     # out at epoch 3 (the Trainer's EarlyStopping(patience=100) was replaced): 4 epochs of 2 batches.
     assert (got["global_step"], got["current_epoch"], got["stopped_epoch"], got["patience"]) == (8, 4, 3, 2)
+    # As Lightning: EarlyStopping checks at the epoch's end, after History's hook saw should_stop.
     assert got["events"] == [
         ["val", 0, 1.0], ["epoch_end", 0, False], ["val", 1, 0.8], ["epoch_end", 1, False],
-        ["val", 2, 0.79], ["epoch_end", 2, False], ["val", 3, 0.9], ["epoch_end", 3, True],
+        ["val", 2, 0.79], ["epoch_end", 2, False], ["val", 3, 0.9], ["epoch_end", 3, False],
     ]  # fmt: skip
     # The module's ModelCheckpoint replaced the Trainer's (which would have written trainer_ckpts/);
     # without a logger it writes to <default_root_dir>/checkpoints; its best is 0.79 (no min_delta).

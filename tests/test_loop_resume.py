@@ -77,7 +77,7 @@ def test_resume_at_an_epoch_boundary_is_bit_exact(tmp_path):
 def test_resume_inside_an_epoch_is_bit_exact(tmp_path, stop_step):
     full, _ = _run(tmp_path / "full", 3, max_epochs=4)
     _, first = _run(tmp_path / "part", 3, max_steps=stop_step)
-    resumed, _ = _run(tmp_path / "resumed", 7, ckpt=first.checkpoint_callback.last_model_path, max_epochs=4)
+    resumed, _ = _run(tmp_path / "resumed", 7, ckpt=first.checkpoint_callback.best_model_path, max_epochs=4)
     assert torch.equal(torch.stack(full.losses[stop_step:]), torch.stack(resumed.losses))
     assert all(torch.equal(p, q) for p, q in zip(full.parameters(), resumed.parameters()))
 
@@ -88,7 +88,7 @@ def test_mid_epoch_resume_skips_samples_without_loading_them(tmp_path):
     first.fit(Net(), _loader())
     loader = _loader(counting=True)
     second = _trainer(tmp_path / "b", max_steps=5)
-    second.fit(Net(), loader, ckpt_path=first.checkpoint_callback.last_model_path)
+    second.fit(Net(), loader, ckpt_path=first.checkpoint_callback.best_model_path)
     assert second.global_step == 5
     assert loader.dataset.calls == 2 * 16  # only the two batches trained; the three skipped are never read
 

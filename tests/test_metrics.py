@@ -48,6 +48,7 @@ def test_epoch_value_is_the_metric_computed_over_the_epoch():
     model = Metered()
     trainer = fast_trainer(max_epochs=2, num_sanity_val_steps=2)
     trainer.fit(model, train, val)
+    after_fit = dict(trainer.callback_metrics)  # validate() starts them empty, as Lightning does
     x, y = val.dataset.tensors
     expected = torchmetrics.functional.classification.multiclass_f1_score(model(x), y, 2, average="macro")
     batch_mean = sum(
@@ -59,8 +60,8 @@ def test_epoch_value_is_the_metric_computed_over_the_epoch():
     metrics = trainer.validate(model, dataloaders=val)[0]
     assert metrics["val_f1"] == pytest.approx(float(expected), abs=1e-6)
     # Reset between epochs: the counter holds one epoch's samples, not two (and no sanity batches).
-    assert trainer.callback_metrics["seen_epoch"].item() == 20.0
-    assert trainer.callback_metrics["seen_step"].item() == 4.0  # the last batch's own value (forward)
+    assert after_fit["seen_epoch"].item() == 20.0
+    assert after_fit["seen_step"].item() == 4.0  # the last batch's own value (forward)
 
 
 def test_sanity_check_does_not_leak_into_the_first_validation():

@@ -123,7 +123,7 @@ def test_fp16_scaler_state_survives_save_and_resume(tmp_path):
     first = _trainer(tmp_path / "a", precision="16-mixed", max_steps=6)
     first.fit(Overflow(), _overflow_data())
     saved_scale, saved_skipped = first.precision_plugin.loss_scale, first.precision_plugin.skipped_steps
-    ckpt = first.checkpoint_callback.last_model_path
+    ckpt = first.checkpoint_callback.best_model_path
     state = torch.load(ckpt, weights_only=True)
     assert state["precision"]["scaler"]["scale"] == saved_scale
     second = _trainer(tmp_path / "b", precision="16-mixed", max_steps=6)

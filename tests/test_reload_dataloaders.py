@@ -169,7 +169,7 @@ def test_resume_after_a_reload_is_bit_exact(tmp_path, n, stop_step):
     # inside epoch 2, both epochs where the loader was requested again.
     full, _ = _fit(tmp_path / "full", n, 3, max_epochs=4)
     _, first = _fit(tmp_path / "part", n, 3, max_steps=stop_step, max_epochs=4)
-    ckpt = first.checkpoint_callback.last_model_path
+    ckpt = first.checkpoint_callback.best_model_path
     resumed, trainer = _fit(tmp_path / "resumed", n, 7, ckpt=ckpt, max_epochs=4)
     assert trainer.global_step == full.trainer.global_step
     assert torch.equal(torch.stack(full.losses[stop_step:]), torch.stack(resumed.losses))
@@ -181,9 +181,10 @@ def test_a_resume_between_reloads_requests_the_loader_for_its_epoch(tmp_path):
     # The resumed run asks again for epoch 1 (as Lightning, which requests its loaders after the
     # restore), trains the rest of that loader's 6 batches, and goes on with the rule from there.
     _, first = _fit(tmp_path / "part", 2, 3, max_steps=6, max_epochs=4)
-    resumed, trainer = _fit(tmp_path / "resumed", 2, 7, ckpt=first.checkpoint_callback.last_model_path)
+    resumed, trainer = _fit(tmp_path / "resumed", 2, 7, ckpt=first.checkpoint_callback.best_model_path)
     assert resumed.requests["train"] == [0, 1, 3]  # 0: fit's start, before the checkpoint is read
-    assert resumed.planned == {1: 6, 2: 6, 3: 10, 4: 10}
+    # (no on_train_epoch_start for the epoch resumed inside, as Lightning: its 6 batches show in `seen`)
+    assert resumed.planned == {2: 6, 3: 10, 4: 10}
     assert resumed.seen == {1: 4 * 4, 2: 24, 3: 40, 4: 40}
 
 

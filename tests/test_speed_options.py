@@ -58,7 +58,7 @@ def test_compile_trains_and_keeps_checkpoint_keys_clean(tmp_path):
     _trainer(tmp_path / "eager", max_steps=4).fit(eager, _data())
     for p, q in zip(model.parameters(), eager.parameters()):
         torch.testing.assert_close(p, q, atol=1e-5, rtol=1e-5)
-    keys = list(torch.load(trainer.checkpoint_callback.last_model_path, weights_only=True)["state_dict"])
+    keys = list(torch.load(trainer.checkpoint_callback.best_model_path, weights_only=True)["state_dict"])
     assert keys == list(Conv().state_dict())
     assert model._compiled_call_impl is not None  # the module's own forward was compiled
 

@@ -10,24 +10,49 @@ import torch
 from .data import move_to_device
 from .loggers.base import Logger
 from .module import Module
+from .results import Results
 
 Flags = Mapping[str, tuple[bool, bool, str]]  # key -> (prog_bar, logger, name without its _step/_epoch)
 
 
 class MetricsPublisher:
     """Routes metrics already read to the host. Owns the three dicts the Trainer shows as
-    `callback_metrics`, `logged_metrics` and `progress_bar_metrics`; only rank zero writes to loggers."""
+    `callback_metrics`, `logged_metrics` and `progress_bar_metrics`; only rank zero writes to loggers.
+
+    As in Lightning, each stage starts them empty (`reset_metrics`), and while a training epoch runs
+    `callback_metrics` shows its latest step values when read (`follow`): as device tensors, so
+    reading the dict costs no host read (converting a value does)."""
 
     def __init__(
         self, loggers: Sequence[Logger], is_global_zero: Callable[[], bool], epoch: Callable[[], int]
     ) -> None:
         self.loggers, self.is_global_zero, self.epoch = list(loggers), is_global_zero, epoch
-        self.callback_metrics: dict[str, torch.Tensor] = {}
+        self._callback: dict[str, torch.Tensor] = {}
+        self._live: Results | None = None  # the training epoch whose step values show
         self.logged_metrics: dict[str, torch.Tensor] = {}
         self.progress_bar_metrics: dict[str, float] = {}
         self._last_step = -1
         self._at_last_step: list[dict[str, float]] = []  # the rows the loggers were given at the latest step
         self._replayed: set[str] = set()  # after a resume: names the loggers hold at its step already
+
+    @property
+    def callback_metrics(self) -> dict[str, torch.Tensor]:
+        """The metrics callbacks read (Lightning's keys): epoch values under `name` and `name_epoch`,
+        training step values under `name` and `name_step`; evaluation step values never."""
+        if self._live is not None:
+            self._callback.update(self._live.step_tensors())
+        return self._callback
+
+    def follow(self, results: Results | None) -> None:
+        """Show `results`' step values in `callback_metrics` when read (None: the epoch has ended)."""
+        if results is None and self._live is not None:
+            self._callback.update(self._live.step_tensors())
+        self._live = results
+
+    def reset_metrics(self) -> None:
+        """A stage starts: nothing logged before it shows (Lightning resets at each stage)."""
+        self._callback, self._live = {}, None
+        self.logged_metrics, self.progress_bar_metrics = {}, {}
 
     def publish(
         self,
@@ -42,11 +67,9 @@ class MetricsPublisher:
         for key, value in metrics.items():
             prog_bar, to_logger, name = flags.get(key, (False, True, key))
             tensor = torch.tensor(value)
-            self.callback_metrics[key] = tensor
-            if name != key and (
-                key.endswith("_epoch") or name not in self.callback_metrics or not evaluation
-            ):
-                self.callback_metrics[name] = tensor
+            self._callback[key] = tensor
+            if name != key and (key.endswith("_epoch") or name not in self._callback or not evaluation):
+                self._callback[name] = tensor
             if prog_bar:
                 self.progress_bar_metrics[key] = value
             if to_logger:

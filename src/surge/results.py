@@ -224,6 +224,17 @@ class Results:
                 picked[self._key(s, True)] = value
         return to_floats(picked)
 
+    def step_tensors(self) -> dict[str, Tensor]:
+        """The latest step values as they are (on the device, no host read), for `callback_metrics`
+        during training: under the key and under the logged name. `sync_dist` values on several
+        processes are left to `read_step` (a collective)."""
+        out: dict[str, Tensor] = {}
+        for s in self.slots.values():
+            if s.on_step and s.last is not None and not (s.sync_dist and self._reduce is not None):
+                value = s.last if isinstance(s.last, Tensor) else torch.tensor(float(s.last))
+                out[s.name] = out[self._key(s, True)] = value
+        return out
+
     def read_epoch(self) -> dict[str, float]:
         """Host floats of the epoch aggregates, reduced over processes (one transfer)."""
         values: dict[str, Value] = {}

@@ -165,6 +165,7 @@ class Trainer(TrainerProperties):
         if not isinstance(model, Module):
             raise SurgeTypeError(f"model must be a surge.Module, got {type(model).__name__}")
         self.state = stage
+        self._publisher.reset_metrics()  # as Lightning: a stage shows only what it logs
         self._module = model
         model._trainer = self
         cfg = self._cfg
@@ -333,9 +334,7 @@ class Trainer(TrainerProperties):
         """The model set up (and restored) with its run's parts; the stage's loaders and their batch limits."""
         model = model if model is not None else self._module
         if model is None:
-            raise MisconfigurationError(
-                f"{stage}() needs a model: pass model= (no fit() ran on this Trainer)."
-            )
+            raise MisconfigurationError(f"{stage}() needs a model: pass model= (this Trainer ran no fit()).")
         if isinstance(dataloaders, DataModule):
             datamodule, dataloaders = dataloaders, None
         self.datamodule = datamodule if datamodule is not None else self.datamodule
@@ -375,6 +374,6 @@ class Trainer(TrainerProperties):
     def _find_checkpoint(self, ckpt_path: str | Path | None) -> Found | None:
         self._strategy.finish_checkpoints()  # a file still being written is read whole
         load, callback = self._strategy.load_checkpoint, self.checkpoint_callback
-        found = ckpt_path and find_checkpoint(ckpt_path, load, self.default_root_dir, callback)
+        found = ckpt_path is not None and find_checkpoint(ckpt_path, load, self.default_root_dir, callback)
         self.ckpt_path = str(found.path) if found else None  # Lightning's trainer.ckpt_path
         return found or None

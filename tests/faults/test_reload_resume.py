@@ -49,5 +49,5 @@ def test_a_resume_position_the_new_loader_cannot_hold_is_refused(tmp_path):
     with pytest.raises(
         CheckpointError, match="after batch 4 of epoch 2, but the train dataloader .* has 2 batches"
     ):
-        trainer.fit(model, ckpt_path=first.checkpoint_callback.last_model_path)
+        trainer.fit(model, ckpt_path=first.checkpoint_callback.best_model_path)
     assert model.steps == 0 and trainer.global_step == 14

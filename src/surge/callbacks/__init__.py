@@ -6,7 +6,7 @@ from .base import Callback
 from .batch_size_finder import BatchSizeFinder
 from .checkpoint import ModelCheckpoint
 from .device_stats import DeviceStatsMonitor
-from .early_stopping import EarlyStopping
+from .early_stopping import EarlyStopping, EarlyStoppingReason
 from .exception_checkpoint import OnExceptionCheckpoint
 from .finetuning import BackboneFinetuning, BaseFinetuning
 from .lr_finder import LearningRateFinder
@@ -24,6 +24,7 @@ __all__ = [
     "Callback",
     "DeviceStatsMonitor",
     "EarlyStopping",
+    "EarlyStoppingReason",
     "GradientAccumulationScheduler",
     "LearningRateFinder",
     "LearningRateMonitor",

@@ -1,129 +1,123 @@
-"""`ModelCheckpoint`: save the training state on a schedule, keep the best k, and a `last.ckpt`."""
+"""`ModelCheckpoint`: save the training state on a schedule, keep the best k, and a `last.ckpt`,
+with Lightning's arguments, attributes, save points and file names."""
 
 from __future__ import annotations
 
 import datetime
 import math
-import re
-import string
+import os
 import time
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import Any
 
-from ..checkpoint import is_surge_checkpoint, remove_stale_temporaries
-from ..errors import MisconfigurationError, SurgeRuntimeError, bad_value
+import torch
+from torch import Tensor
+
+from ..errors import MisconfigurationError, SurgeRuntimeError
 from ..loggers.checkpoint_uploads import SavedCheckpoints, tell_loggers
-from ..paths import user_dir, writable_dir
-from ..rank_zero import warn
-from ..shard_files import remove_orphan_shards
+from ..paths import DirectoryClaim, user_dir
+from ..rank_zero import info, warn
 from .base import Callback
-
-_FIELD = re.compile(r"\{([^{}:!]+)([^{}]*)\}")
+from .checkpoint_dir import prepare_directory
+from .checkpoint_options import (
+    Schedule,
+    check_arguments,
+    check_filename,
+    fill_template,
+    saves_on_train_epoch_end,
+    validates_after_epoch,
+)
+from .checkpoint_restore import own_files
 
 
 class ModelCheckpoint(Callback):
     """Writes checkpoints to `dirpath` (default: `<log_dir>/checkpoints`).
 
-    When: every `every_n_epochs` epochs (default 1), every `every_n_train_steps` optimizer steps, or
-    whenever `train_time_interval` (seconds or a timedelta) has passed since the last save, for
-    long epochs. With several processes the time-based decision is agreed each step (rank clocks
-    differ), so all ranks save together.
-
-    `filename` is a template over `epoch`, `step` and logged metrics, e.g. `"{epoch}-{val_loss:.3f}"`
-    (written `epoch=3-val_loss=0.123.ckpt`). With `monitor`, keeps the `save_top_k` best by `mode`;
-    without, keeps the latest `save_top_k`. An old file is deleted only after its replacement is on disk.
+    When (Lightning's rules): every `every_n_epochs` epochs (default 1) at the training epoch's end,
+    or after validation when it does not run once per epoch (`save_on_train_epoch_end` decides when
+    given); every `every_n_train_steps` optimizer steps; or every `train_time_interval` (a timedelta
+    or seconds). At most one save per global step. `filename` is a template over `epoch`, `step` and
+    logged metrics (`"{epoch}-{val_loss:.3f}"` -> `epoch=3-val_loss=0.123.ckpt`). With `monitor` (a
+    logged metric, `"epoch"` or `"step"`) keeps the `save_top_k` best by `mode`, ranked by the value
+    at the save (a step metric's at that step); without, the latest. A taken name gets `-v1`
+    (`enable_version_counter`), as does a new run's `last.ckpt`. An old file is deleted only after
+    its replacement is on disk. A second live run given the same `dirpath` is refused.
     """
 
+    CHECKPOINT_JOIN_CHAR = "-"
+    CHECKPOINT_EQUALS_CHAR = "="
+    CHECKPOINT_NAME_LAST = "last"
     FILE_EXTENSION = ".ckpt"
+    STARTING_VERSION = 1
 
     def __init__(
         self,
         dirpath: str | Path | None = None,
         filename: str | None = None,
         monitor: str | None = None,
-        mode: str = "min",
-        save_top_k: int = 1,
-        save_last: bool | None = None,
-        every_n_train_steps: int | None = None,
-        every_n_epochs: int | None = None,
-        train_time_interval: datetime.timedelta | float | None = None,
-        save_weights_only: bool = False,
-        auto_insert_metric_name: bool = True,
         verbose: bool = False,
+        save_last: bool | None = None,
+        save_top_k: int = 1,
+        save_on_exception: bool = False,
+        save_weights_only: bool = False,
+        mode: str = "min",
+        auto_insert_metric_name: bool = True,
+        every_n_train_steps: int | None = None,
+        train_time_interval: datetime.timedelta | float | None = None,
+        every_n_epochs: int | None = None,
+        save_on_train_epoch_end: bool | None = None,
+        enable_version_counter: bool = True,
     ) -> None:
-        if mode not in ("min", "max"):
-            raise bad_value("ModelCheckpoint(mode)", mode, '"min" or "max"')
-        if isinstance(save_top_k, bool) or not isinstance(save_top_k, int) or save_top_k < -1:
-            raise bad_value("ModelCheckpoint(save_top_k)", save_top_k, "an int >= -1 (-1 keeps all)")
-        for name, value in (("every_n_train_steps", every_n_train_steps), ("every_n_epochs", every_n_epochs)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-                raise bad_value(f"ModelCheckpoint({name})", value, "None or an int >= 0")
-        if isinstance(train_time_interval, datetime.timedelta):
-            train_time_interval = train_time_interval.total_seconds()
-        if train_time_interval is not None and (
-            isinstance(train_time_interval, bool)
-            or not isinstance(train_time_interval, int | float)
-            or train_time_interval <= 0
-        ):
-            raise bad_value(
-                "ModelCheckpoint(train_time_interval)",
-                train_time_interval,
-                "None, seconds > 0 or a timedelta",
-            )
-        if train_time_interval is not None and every_n_train_steps:
-            raise MisconfigurationError(
-                f"ModelCheckpoint(every_n_train_steps={every_n_train_steps}, train_time_interval={train_time_interval}): "
-                "choose one schedule for saves inside an epoch."
-            )
-        self.train_time_interval = train_time_interval
-        self._timer = time.monotonic()
+        check_arguments(mode, save_top_k, save_last)
+        schedule = Schedule.of(every_n_train_steps, every_n_epochs, train_time_interval)
+        self.every_n_train_steps, self.every_n_epochs = schedule.every_n_train_steps, schedule.every_n_epochs
+        self.train_time_interval = schedule.train_time_interval
         self.dirpath = user_dir("ModelCheckpoint(dirpath)", dirpath) if dirpath is not None else None
         self._dirpath_given = dirpath is not None
         if filename is not None:
-            _check_filename(filename, save_last)
+            check_filename(filename, save_last)
         self.filename = filename
         self.monitor, self.mode, self.save_top_k, self.save_last = monitor, mode, save_top_k, save_last
-        self.every_n_train_steps = every_n_train_steps or 0
-        self.every_n_epochs = (
-            every_n_epochs
-            if every_n_epochs is not None
-            else (0 if every_n_train_steps or train_time_interval else 1)
-        )
-        self.save_weights_only = save_weights_only
-        self.auto_insert_metric_name = auto_insert_metric_name
-        self.verbose = verbose
-        self.best_k_models: dict[str, float] = {}
-        self.kth_best_model_path = ""
-        self.best_model_path = ""
-        self.best_model_score: float | None = None
-        self.last_model_path = ""
-        self._recent: list[str] = []  # unmonitored checkpoints, oldest first
-        self._last_saved_step = -1
+        self.verbose, self.save_on_exception = verbose, save_on_exception
+        self.save_weights_only, self.auto_insert_metric_name = save_weights_only, auto_insert_metric_name
+        self.save_on_train_epoch_end = save_on_train_epoch_end
+        self.enable_version_counter = enable_version_counter
+        self.current_score: Tensor | None = None
+        self.best_k_models: dict[str, Tensor] = {}
+        self.kth_best_model_path = self.best_model_path = self.last_model_path = ""
+        self.kth_value = torch.tensor(math.inf if mode == "min" else -math.inf)
+        self.best_model_score: Tensor | None = None
+        self._recent: list[str] = []  # unmonitored checkpoints, oldest first (save_top_k > 1)
+        self._last_saved_step = 0  # no save before the first optimizer step
+        self._last_saved = ""
+        self._timer: float | None = None
+        self._defer = False  # a step save waits for the validation that logs the monitored metric
+        self._val_has_run = self._warned_missing = False
+        self._unannounced = False  # saved since the loggers were last told
         self._restored: dict[str, Any] | None = None
         self._doomed: list[str] = []
+        self._claim: DirectoryClaim | None = None
 
     @property
     def state_key(self) -> str:
         timed = f", train_time_interval={self.train_time_interval}" if self.train_time_interval else ""
         return f"ModelCheckpoint{{monitor={self.monitor!r}, mode={self.mode!r}, every_n_train_steps={self.every_n_train_steps}, every_n_epochs={self.every_n_epochs}{timed}}}"
 
-    # -- when --------------------------------------------------------------------------------
+    # -- the run -----------------------------------------------------------------------------
     def setup(self, trainer: Any, module: Any, stage: str) -> None:
         if self.dirpath is None:
             self.dirpath = Path(trainer.log_dir) / "checkpoints"
-        # Before the cleanup below, whose own EROFS/EACCES would hide the cause, and before any training.
-        where = (
-            f"ModelCheckpoint(dirpath={str(self.dirpath)!r})"
-            if self._dirpath_given
-            else f"the checkpoint directory {str(self.dirpath)!r} (under default_root_dir={str(trainer.default_root_dir)!r})"
+        self._claim = prepare_directory(
+            trainer, self.dirpath, self._dirpath_given, self.save_top_k != 0, stage, self._claim
         )
-        writable_dir(self.dirpath, where)
-        if trainer.is_global_zero:
-            remove_stale_temporaries(self.dirpath)
-            remove_orphan_shards(self.dirpath)
+        self._val_has_run = self._defer = False
         if self._restored is not None:
             self._apply_restored(self._restored)
             self._restored = None
+
+    def teardown(self, trainer: Any, module: Any, stage: str) -> None:
+        if self._claim is not None and stage == "fit":
+            self._claim.release()
 
     def on_train_start(self, trainer: Any, module: Any) -> None:
         if self._restored is not None:  # restored after setup() (a resumed fit restores then)
@@ -133,161 +127,261 @@ class ModelCheckpoint(Callback):
 
     def on_train_batch_end(self, trainer: Any, module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
         trainer.strategy.check_checkpoints()  # a background write's error, at this step boundary
-        every = self.every_n_train_steps
-        step = trainer.global_step
-        if every and step > 0 and step % every == 0 and step != self._last_saved_step:
-            self._save(trainer)
-        elif self.train_time_interval is not None and step != self._last_saved_step:
-            due = time.monotonic() - self._timer >= self.train_time_interval
+        every, step = self.every_n_train_steps, trainer.global_step
+        skip_batch = every < 1 or step % every != 0
+        skip_time = True
+        if self.train_time_interval is not None and module.automatic_optimization:
+            now = time.monotonic()
+            skip_time = self._timer is None or now - self._timer < self.train_time_interval
             if trainer.world_size > 1:
-                due = trainer.strategy.reduce_bool(due)  # every rank saves, or none (one small all_reduce)
-            if due:
-                self._save(trainer)
-                self._timer = time.monotonic()
+                skip_time = not trainer.strategy.reduce_bool(not skip_time)  # all ranks decide alike
+            if not skip_time:
+                self._timer = now
+        if skip_batch and skip_time:
+            return
+        candidates = self._monitor_candidates(trainer)  # this step's values: read at a save only
+        if self.monitor is not None and self.monitor not in candidates:
+            self._defer = True  # saved after the validation that logs it
+            return
+        if (
+            self.monitor is not None
+            and module.automatic_optimization
+            and not saves_on_train_epoch_end(self.save_on_train_epoch_end, trainer)
+            and trainer.fit_loop.batches_done >= trainer.num_training_batches
+            and validates_after_epoch(trainer)
+        ):
+            self._defer = True  # the epoch's last batch: the validation about to run has fresher values
+            return
+        if not self._skip(trainer):
+            self._save_topk_and_last(trainer, candidates)
 
     def on_train_epoch_end(self, trainer: Any, module: Any) -> None:
-        every = self.every_n_epochs
-        if every and (trainer.current_epoch + 1) % every == 0 and trainer.fit_loop.epoch_done:
-            self._save(trainer)
+        if not self._skip(trainer) and saves_on_train_epoch_end(self.save_on_train_epoch_end, trainer):
+            self._epoch_save(trainer, self._monitor_candidates(trainer))
 
     def on_validation_end(self, trainer: Any, module: Any) -> None:
-        # A validation inside an epoch (val_check_interval < 1) is a checkpoint point of its own.
-        loop = trainer.fit_loop
-        inside_epoch = not loop.epoch_done and loop.batches_done < trainer.num_training_batches
-        if trainer.state == "fit" and not trainer.sanity_checking and inside_epoch and self.every_n_epochs:
-            self._save(trainer)
+        if trainer.state == "fit" and not trainer.sanity_checking and any(trainer.num_val_batches):
+            self._val_has_run = True
+        if self._skip(trainer) or saves_on_train_epoch_end(self.save_on_train_epoch_end, trainer):
+            return
+        candidates = self._monitor_candidates(trainer)
+        if self._defer:
+            self._defer = False
+            self._save_topk_and_last(trainer, candidates)
+        else:
+            self._epoch_save(trainer, candidates)
+
+    def on_exception(self, trainer: Any, module: Any, exception: BaseException) -> None:
+        skip = trainer.fast_dev_run or trainer.sanity_checking or self._last_saved_step == trainer.global_step
+        if self.save_on_exception and not skip:
+            candidates = self._monitor_candidates(trainer)
+            path = self.format_checkpoint_name(candidates)
+            self._save_checkpoint(trainer, path)
+            self._save_last(trainer, candidates)
+            self._commit(trainer)
+            info(f"An {type(exception).__name__} was raised with message: {exception}, saved to {path}")
+        self.teardown(trainer, module, "fit")  # a failed fit gives the directory back too
 
     def on_train_end(self, trainer: Any, module: Any) -> None:
-        # A run ended by max_steps inside an epoch still leaves its last state behind.
-        if (
-            trainer.global_step != self._last_saved_step
-            and trainer.fit_loop.batches_done > 0
-            and trainer.global_step > 0
-        ):
-            self._save(trainer)
+        if self.save_last and not self._last_saved:  # save_last=True leaves a last.ckpt whatever the schedule
+            self._save_last(trainer, self._monitor_candidates(trainer))
+            self._commit(trainer)
+
+    # -- when --------------------------------------------------------------------------------
+    def _skip(self, trainer: Any) -> bool:
+        return (
+            bool(trainer.fast_dev_run)  # a fast_dev_run writes no checkpoints, as in Lightning
+            or trainer.state != "fit"
+            or trainer.sanity_checking
+            or self._last_saved_step == trainer.global_step
+        )
+
+    def _epoch_save(self, trainer: Any, candidates: dict[str, Tensor]) -> None:
+        every = self.every_n_epochs
+        if every >= 1 and (trainer.current_epoch + 1) % every == 0:
+            self._save_topk(trainer, candidates)
+        if self._last_saved_step == trainer.global_step:
+            self._save_last(trainer, candidates)
+        self._commit(trainer)
+
+    def _monitor_candidates(self, trainer: Any) -> dict[str, Tensor]:
+        """What a save may rank or name: `callback_metrics` (as they stand now), `epoch` and `step`."""
+        candidates = dict(trainer.callback_metrics)
+        for key, now in (("epoch", trainer.current_epoch), ("step", trainer.global_step)):
+            logged = candidates.get(key)  # a logged "epoch"/"step" wins, as an int
+            candidates[key] = logged.int() if isinstance(logged, Tensor) else torch.tensor(now)
+        return candidates
 
     # -- what --------------------------------------------------------------------------------
-    def _save(self, trainer: Any) -> None:
-        if trainer.fast_dev_run:
-            return  # a fast_dev_run writes no checkpoints, as in Lightning
-        metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
-        self._last_saved_step = trainer.global_step
-        if self.monitor is not None and self.monitor not in metrics:
-            warn(
-                f"ModelCheckpoint(monitor={self.monitor!r}) found no such metric (logged: {sorted(metrics)}); skipped"
-            )
-            if self.save_last:
-                self._write_last(trainer, None)
+    def _save_topk_and_last(self, trainer: Any, candidates: dict[str, Tensor]) -> None:
+        self._save_topk(trainer, candidates)
+        self._save_last(trainer, candidates)
+        self._commit(trainer)
+
+    def _save_topk(self, trainer: Any, candidates: dict[str, Tensor]) -> None:
+        if self.save_top_k == 0:
             return
-        written = None
-        if self.save_top_k != 0:
-            written = self._save_top_k(trainer, metrics)
-        if self.save_last:
-            self._write_last(trainer, written)
-        # Old checkpoints go only after the new one and last.ckpt are committed (a sharded last.ckpt
-        # may still name an old checkpoint's shards until it is replaced).
+        if self.monitor is None:
+            self._save_latest(trainer, candidates)
+            return
+        current = candidates.get(self.monitor)
+        if current is None:  # an error once validation has run, as in Lightning; before, a warning
+            message = (
+                f"ModelCheckpoint(monitor={self.monitor!r}) could not find the monitored key in the logged "
+            )
+            message += f"metrics: {sorted(candidates)}. Log it with self.log({self.monitor!r}, value)."
+            if self._val_has_run:
+                raise MisconfigurationError(message)
+            if not self._warned_missing:
+                self._warned_missing = True
+                warn(message)
+            return
+        current = current.detach().float().reshape(()).cpu()  # the host read of a save; kept in its state
+        if self._qualifies(trainer, current):
+            self._update_best_and_save(trainer, current, candidates)
+        elif self.verbose:
+            info(
+                f"Epoch {int(candidates['epoch'])}, global step {int(candidates['step'])}: "
+                f"{self.monitor!r} was not in top {self.save_top_k}"
+            )
+
+    def _qualifies(self, trainer: Any, current: Tensor) -> bool:
+        if self.save_top_k == -1 or len(self.best_k_models) < self.save_top_k:
+            return True
+        kth = float(self.best_k_models[self.kth_best_model_path])
+        better = float(current) < kth if self.mode == "min" else float(current) > kth
+        return trainer.strategy.reduce_bool(better) if trainer.world_size > 1 else better
+
+    def _update_best_and_save(self, trainer: Any, current: Tensor, candidates: dict[str, Tensor]) -> None:
+        k = len(self.best_k_models) + 1 if self.save_top_k == -1 else self.save_top_k
+        doomed = ""
+        if len(self.best_k_models) == k:
+            doomed = self.kth_best_model_path
+            self.best_k_models.pop(doomed)
+        if math.isnan(float(current)):
+            current = torch.tensor(math.inf if self.mode == "min" else -math.inf)
+        path = self._free_name(lambda v: self.format_checkpoint_name(candidates, ver=v), keep=doomed)
+        self.current_score = current
+        self.best_k_models[path] = current
+        if len(self.best_k_models) == k:
+            self.kth_best_model_path = self._worst()
+            self.kth_value = self.best_k_models[self.kth_best_model_path]
+        pick = min if self.mode == "min" else max
+        self.best_model_path = pick(self.best_k_models, key=lambda p: float(self.best_k_models[p]))
+        self.best_model_score = self.best_k_models[self.best_model_path]
+        if self.verbose:
+            info(
+                f"Epoch {int(candidates['epoch'])}, global step {int(candidates['step'])}: {self.monitor!r} "
+                f"reached {float(current):0.5f} (best {float(self.best_model_score):0.5f}), saving model to "
+                f"{path!r} as top {k}"
+            )
+        self._save_checkpoint(trainer, path)
+        if doomed:
+            self._remove(trainer, doomed, path)
+
+    def _save_latest(self, trainer: Any, candidates: dict[str, Tensor]) -> None:
+        """No monitor: the newest checkpoint is the best; `save_top_k` newest files are kept."""
+        previous = self.best_model_path
+        path = self._free_name(lambda v: self.format_checkpoint_name(candidates, ver=v), keep=previous)
+        self.best_model_path = path
+        self._save_checkpoint(trainer, path)
+        if path not in self._recent:
+            self._recent.append(path)
+        while self.save_top_k != -1 and len(self._recent) > self.save_top_k:
+            self._remove(trainer, self._recent.pop(0), path)
+
+    def _save_last(self, trainer: Any, candidates: dict[str, Tensor]) -> None:
+        if not self.save_last:
+            return
+        name = self.CHECKPOINT_NAME_LAST
+        path = self._free_name(
+            lambda v: self.format_checkpoint_name(candidates, name, ver=v), self.last_model_path
+        )
+        previous, self.last_model_path = self.last_model_path, path
+        if self._last_saved and self._last_saved_step == trainer.global_step:
+            trainer.strategy.link_checkpoint(Path(self._last_saved), Path(path))  # a copy, once it is durable
+        else:
+            self._save_checkpoint(trainer, path)
+        if previous:
+            self._remove(trainer, previous, path)
+
+    def _save_checkpoint(self, trainer: Any, path: str) -> None:
+        trainer.save_checkpoint(path, weights_only=self.save_weights_only)
+        self._last_saved_step, self._last_saved = trainer.global_step, path
+        self._unannounced = True
+
+    def _commit(self, trainer: Any) -> None:
+        """Delete the files pushed out, now that what replaced them (and last.ckpt) is written; the
+        loggers (log_model uploads) hear of new files once durable: after a background write."""
         for path in self._doomed:
             trainer.strategy.remove_checkpoint(path)
         self._doomed.clear()
-        if trainer.is_global_zero and trainer.loggers:
-            # uploads (log_model) follow the durable files: after a background write and its link
+        if self._unannounced and trainer.is_global_zero and trainer.loggers:
             saved, loggers = SavedCheckpoints.of(self), list(trainer.loggers)
             trainer.strategy.checkpoint_writer.then(lambda: tell_loggers(loggers, saved))
+        self._unannounced = False
 
-    def _save_top_k(self, trainer: Any, metrics: dict[str, float]) -> Path | None:
-        path = self._unique(self.format_filename(trainer.current_epoch, trainer.global_step, metrics))
-        if self.monitor is None:
-            trainer.save_checkpoint(path, weights_only=self.save_weights_only)
-            self._recent.append(str(path))
-            self.best_model_path = self.last_model_path = str(path)
-            while self.save_top_k != -1 and len(self._recent) > self.save_top_k:
-                self._remove(trainer, self._recent.pop(0))
-            return path
-        score = metrics[self.monitor]
-        if math.isnan(score):
-            score = math.inf if self.mode == "min" else -math.inf
-        if self.save_top_k != -1 and len(self.best_k_models) >= self.save_top_k:
-            worst = self._worst()
-            if not self._better(score, self.best_k_models[worst]):
-                return None
-        trainer.save_checkpoint(path, weights_only=self.save_weights_only)
-        self.best_k_models[str(path)] = score
-        if self.save_top_k != -1 and len(self.best_k_models) > self.save_top_k:
-            worst = self._worst()
-            del self.best_k_models[worst]
-            self._remove(trainer, worst)
-        best = (
-            min(self.best_k_models, key=self.best_k_models.__getitem__)
-            if self.mode == "min"
-            else max(self.best_k_models, key=self.best_k_models.__getitem__)
-        )
-        self.best_model_path, self.best_model_score = best, self.best_k_models[best]
-        self.kth_best_model_path = self._worst()
-        self.last_model_path = str(path)
+    def _remove(self, trainer: Any, previous: str, current: str) -> None:
+        """Delete `previous` later, unless it is `current`, the resumed checkpoint, or outside `dirpath`."""
+        if previous == current or previous in self._doomed:
+            return
+        if trainer.ckpt_path is not None and Path(previous).absolute() == Path(trainer.ckpt_path).absolute():
+            return
+        if self._folder().absolute() in Path(previous).absolute().parents:
+            self._doomed.append(previous)
+
+    def _free_name(self, name_of: Any, keep: str = "") -> str:
+        """`name_of(None)`, or with the first version `-vN` no file has (a file `keep` is ours to replace)."""
+        path = name_of(None)
+        if self.enable_version_counter:
+            version = self.STARTING_VERSION
+            while path != keep and (
+                os.path.exists(path) or path in self.best_k_models or path in self._recent
+            ):
+                path = name_of(version)
+                version += 1
         return path
 
-    def _folder(self) -> Path:
-        """`dirpath`, known from `setup` on."""
+    def _worst(self) -> str:
+        pick = max if self.mode == "min" else min
+        return pick(self.best_k_models, key=lambda p: float(self.best_k_models[p]))
+
+    def _folder(self) -> Path:  # `dirpath`, known from `setup` on
         if self.dirpath is None:
             raise SurgeRuntimeError("ModelCheckpoint: setup() must run before it saves or restores")
         return self.dirpath
 
-    def _write_last(self, trainer: Any, written: Path | None) -> None:
-        last = self._folder() / f"last{self.FILE_EXTENSION}"
-        if written is not None:
-            trainer.strategy.link_checkpoint(written, last)  # once `written` is durable
-        else:
-            trainer.save_checkpoint(last, weights_only=self.save_weights_only)
-        self.last_model_path = str(last)
+    def format_checkpoint_name(
+        self,
+        metrics: dict[str, Any],
+        filename: str | None = None,
+        ver: int | None = None,
+        prefix: str | None = None,
+    ) -> str:
+        """The path of a checkpoint with these values (Lightning's): `filename` (default `"{epoch}-{step}"`)
+        filled, then `-v{ver}`, under `dirpath`."""
+        template = filename or self.filename or "{epoch}" + self.CHECKPOINT_JOIN_CHAR + "{step}"
+        name = fill_template(template, metrics, self.auto_insert_metric_name, self.CHECKPOINT_EQUALS_CHAR)
+        if prefix is not None:
+            name = self.CHECKPOINT_JOIN_CHAR.join([prefix, name])
+        if ver is not None:
+            name = self.CHECKPOINT_JOIN_CHAR.join([name, f"v{ver}"])
+        file = f"{name}{self.FILE_EXTENSION}"
+        return os.path.join(self.dirpath, file) if self.dirpath else file
 
-    def _better(self, a: float, b: float) -> bool:
-        return a < b if self.mode == "min" else a > b
-
-    def _worst(self) -> str:
-        pick = max if self.mode == "min" else min
-        return pick(self.best_k_models, key=self.best_k_models.__getitem__)
-
-    def _remove(self, trainer: Any, path: str) -> None:
-        if Path(path).name != f"last{self.FILE_EXTENSION}":
-            self._doomed.append(path)
-
-    def _unique(self, name: str) -> Path:
-        folder = self._folder()
-        path = folder / f"{name}{self.FILE_EXTENSION}"
-        version = 1
-        while str(path) in self.best_k_models or str(path) in self._recent or path.exists():
-            path = folder / f"{name}-v{version}{self.FILE_EXTENSION}"
-            version += 1
-        return path
-
-    def format_filename(self, epoch: int, step: int, metrics: dict[str, float]) -> str:
-        """The file stem for `filename` (default `"{epoch}-{step}"`) with these values."""
-        template = self.filename or "{epoch}-{step}"
-        values = {**metrics, "epoch": epoch, "step": step}
-
-        def fill(match: re.Match) -> str:
-            name, spec = match.group(1), match.group(2)
-            if name not in values:
-                raise MisconfigurationError(
-                    f"ModelCheckpoint(filename={template!r}) uses {{{name}}}, which was not logged by the save at "
-                    f"epoch {epoch}, step {step}; log it with self.log({name!r}, ...) or take it out of the filename. "
-                    f"Available: {sorted(values)}"
-                )
-            text = format(values[name], spec[1:] if spec.startswith(":") else "")
-            return f"{name}={text}" if self.auto_insert_metric_name else text
-
-        return _FIELD.sub(fill, template).replace("/", "_")
-
+    # -- state -------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         return {
-            "dirpath": str(self.dirpath) if self.dirpath else "",
-            "best_model_path": self.best_model_path,
+            "monitor": self.monitor,
             "best_model_score": self.best_model_score,
+            "best_model_path": self.best_model_path,
+            "current_score": self.current_score,
+            "dirpath": str(self.dirpath) if self.dirpath else "",
             "best_k_models": dict(self.best_k_models),
             "kth_best_model_path": self.kth_best_model_path,
+            "kth_value": self.kth_value,
             "last_model_path": self.last_model_path,
             "recent": list(self._recent),
-            "monitor": self.monitor,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -296,78 +390,11 @@ class ModelCheckpoint(Callback):
     def _apply_restored(self, state: dict[str, Any]) -> None:
         if state.get("dirpath") != str(self.dirpath):
             return  # a new run directory: the earlier run's files are not ours to rank or delete
-        recent, scores = state.get("recent"), state.get("best_k_models")
-        recent = recent if isinstance(recent, list) else []
-        scores = scores if isinstance(scores, dict) else {}
-        named = [*recent, *scores, *(state.get(k) for k in _PATH_KEYS)]
-        own = {p for p in named if self._is_own_checkpoint(p)}
-        # a file gone is one this callback deleted after the state was taken (the older top-k)
-        dropped = sorted({repr(p) for p in named if p not in own and p and Path(p).exists()})
-        if dropped:
-            warn(
-                f"ModelCheckpoint: the checkpoint being resumed names files that are not surge checkpoints in "
-                f"{self.dirpath}: {', '.join(dropped)}; they are dropped from its lists (never read or deleted)"
-            )
-        self._recent = [p for p in recent if p in own]
-        self.best_k_models = {p: float(v) for p, v in scores.items() if p in own and _is_score(v)}
-        for key in _PATH_KEYS:
-            setattr(self, key, state[key] if state.get(key) in own else "")
-        score = state.get("best_model_score")
-        self.best_model_score = float(score) if self.best_model_path and _is_score(score) else None
-
-    def _is_own_checkpoint(self, value: Any) -> bool:
-        """Whether `value` names a surge checkpoint file directly inside this callback's `dirpath`."""
-        if not isinstance(value, str) or not value:
-            return False
-        path = Path(value)
-        if path.suffix != self.FILE_EXTENSION or path.resolve().parent != self._folder().resolve():
-            return False
-        return path.is_file() and is_surge_checkpoint(path)
-
-
-_PATH_KEYS = ("best_model_path", "kth_best_model_path", "last_model_path")
-
-
-def _is_score(value: Any) -> TypeGuard[int | float]:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def _check_filename(template: Any, save_last: bool | None) -> None:
-    """What can be known before any save: a str template whose fields are names with a format spec
-    that fits their value (an int for `epoch`/`step`, a float for metrics), and no clash with last.ckpt."""
-    arg = f"ModelCheckpoint(filename={template!r})"
-    if not isinstance(template, str) or not template:
-        raise bad_value(
-            "ModelCheckpoint(filename)", template, 'None or a non-empty str like "{epoch}-{val_loss:.3f}"'
-        )
-    try:
-        fields = [
-            (name, spec or "", conv)
-            for _, name, spec, conv in string.Formatter().parse(template)
-            if name is not None
-        ]
-    except ValueError as err:
-        raise MisconfigurationError(
-            f'{arg} is not valid: {err}; braces must pair up around a name, as in "{{epoch}}-{{val_loss:.3f}}".'
-        ) from err
-    if "{{" in template or "}}" in template:
-        raise MisconfigurationError(f"{arg} is not valid: literal braces ({{{{ or }}}}) are not supported.")
-    for name, spec, conv in fields:
-        if not name or conv is not None or "{" in spec:
-            raise MisconfigurationError(
-                f"{arg} is not valid: each field must be a name with an optional format spec, like {{epoch}} or "
-                "{val_loss:.3f} (no empty {}, !r conversions or nested fields)."
-            )
-        sample = 0 if name in ("epoch", "step") else 1.0
-        try:
-            format(sample, spec)
-        except ValueError as err:
-            kind = "an int" if name in ("epoch", "step") else "a float metric"
-            raise MisconfigurationError(
-                f"{arg} is not valid: the format spec {spec!r} of {{{name}}} does not fit {kind} ({err})."
-            ) from err
-    if save_last and not fields and template.replace("/", "_") == "last":
-        raise MisconfigurationError(
-            f"{arg} with save_last=True is not valid: the top-k files would be written as last.ckpt, the file "
-            "save_last keeps; choose another filename."
-        )
+        kept = own_files(state, self._folder(), self.FILE_EXTENSION)
+        self._recent, self.best_k_models = kept.recent, kept.best_k_models
+        self.best_model_path, self.kth_best_model_path = kept.best_model_path, kept.kth_best_model_path
+        self.last_model_path = kept.last_model_path
+        self.best_model_score = kept.best_model_score
+        self.current_score = kept.current_score
+        if kept.kth_value is not None:
+            self.kth_value = kept.kth_value

@@ -173,6 +173,7 @@ class FitLoop:
             results.load_state_dict(self._resume_results, model.device)
             self._resume_results = None
         model._results = results
+        ctx.parts.publisher.follow(results)  # callback_metrics show this epoch's step values
         loader = self.train_loader
         self.epoch_start_rng = epoch_start(loader, self.epoch, self._resume_rng)
         self.epoch_done = self.epoch_closed = False
@@ -206,6 +207,7 @@ class FitLoop:
         results.default_on_step, results.default_on_epoch = False, True
         hooks.train_epoch_end()  # the callbacks, then the module
         results.default_on_step, results.default_on_epoch = True, False
+        ctx.parts.publisher.follow(None)
         flags = results.flags()
         publish(results.read_step(), flags, step=self.logger_step(), to_loggers=False)  # host read: epoch end
         publish(results.read_epoch(), flags, step=self.logger_step())

@@ -1,0 +1,49 @@
+"""The directory a `ModelCheckpoint` writes to, made ready before any training: checked writable
+(its own error names the argument), warned about when not empty (as Lightning), claimed for the
+run (a second live run is refused on every process), and cleared of what a killed save left."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ..checkpoint import remove_stale_temporaries
+from ..errors import MisconfigurationError
+from ..paths import LOCK_NAME, DirectoryClaim, writable_dir
+from ..rank_zero import warn
+from ..shard_files import remove_orphan_shards
+
+
+def prepare_directory(
+    trainer: Any, folder: Path, given: bool, warn_if_full: bool, stage: str, claim: DirectoryClaim | None
+) -> DirectoryClaim | None:
+    """Ready `folder` for the stage; returns this run's claim on it (made for a fit, rank zero)."""
+    # Before the cleanup below, whose own EROFS/EACCES would hide the cause, and before any training.
+    where = (
+        f"ModelCheckpoint(dirpath={str(folder)!r})"
+        if given
+        else f"the checkpoint directory {str(folder)!r} (under default_root_dir={str(trainer.default_root_dir)!r})"
+    )
+    if stage == "fit" and trainer.is_global_zero and warn_if_full and _has_files(folder):
+        warn(f"Checkpoint directory {folder} exists and is not empty.")
+    writable_dir(folder, where)
+    if stage == "fit":
+        error = None
+        if trainer.is_global_zero:
+            claim = claim or DirectoryClaim(folder, where)
+            try:
+                claim.acquire()
+            except MisconfigurationError as err:
+                error = str(err)
+        if trainer.world_size > 1:
+            error = trainer.strategy.broadcast(error)  # every process raises, none waits on the others
+        if error is not None:
+            raise MisconfigurationError(error)
+    if trainer.is_global_zero:
+        remove_stale_temporaries(folder)
+        remove_orphan_shards(folder)
+    return claim
+
+
+def _has_files(path: Path) -> bool:
+    return path.is_dir() and any(p.name != LOCK_NAME for p in path.iterdir())

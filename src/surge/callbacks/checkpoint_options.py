@@ -1,0 +1,140 @@
+"""`ModelCheckpoint`'s options checked when given (before any work), its schedule, and its file
+names: the `filename` template checked, then filled at a save (Lightning's rules: `{name}` becomes
+`name=value` with `auto_insert_metric_name`, a name that was not logged is written as 0, a `/` in a
+metric name becomes `_`)."""
+
+from __future__ import annotations
+
+import datetime
+import re
+import string
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import MisconfigurationError, bad_value
+
+_FIELD = re.compile(r"\{([^{}:!]+)([^{}]*)\}")
+
+
+def fill_template(template: str, values: dict[str, Any], insert_names: bool, equals: str = "=") -> str:
+    """`template` with each `{name[:spec]}` replaced by the value (0 if `values` has none)."""
+
+    def fill(match: re.Match) -> str:
+        name, spec = match.group(1), match.group(2)
+        value = values.get(name, 0)
+        if hasattr(value, "item") and getattr(value, "ndim", 1) == 0:
+            value = value.item()  # a 0-d tensor (on any device): the host read of a save
+        text = format(value, spec[1:] if spec.startswith(":") else "")
+        return f"{name}{equals}{text}" if insert_names else text
+
+    return _FIELD.sub(fill, template).replace("/", "_")
+
+
+def check_filename(template: Any, save_last: Any) -> None:
+    """What can be known before any save: a str template whose fields are names with a format spec
+    that fits their value (an int for `epoch`/`step`, a float for metrics), and no clash with last.ckpt."""
+    arg = f"ModelCheckpoint(filename={template!r})"
+    if not isinstance(template, str) or not template:
+        raise bad_value(
+            "ModelCheckpoint(filename)", template, 'None or a non-empty str like "{epoch}-{val_loss:.3f}"'
+        )
+    try:
+        fields = [
+            (name, spec or "", conv)
+            for _, name, spec, conv in string.Formatter().parse(template)
+            if name is not None
+        ]
+    except ValueError as err:
+        raise MisconfigurationError(
+            f'{arg} is not valid: {err}; braces must pair up around a name, as in "{{epoch}}-{{val_loss:.3f}}".'
+        ) from err
+    if "{{" in template or "}}" in template:
+        raise MisconfigurationError(f"{arg} is not valid: literal braces ({{{{ or }}}}) are not supported.")
+    for name, spec, conv in fields:
+        if not name or conv is not None or "{" in spec:
+            raise MisconfigurationError(
+                f"{arg} is not valid: each field must be a name with an optional format spec, like {{epoch}} or "
+                "{val_loss:.3f} (no empty {}, !r conversions or nested fields)."
+            )
+        sample = 0 if name in ("epoch", "step") else 1.0
+        try:
+            format(sample, spec)
+        except ValueError as err:
+            kind = "an int" if name in ("epoch", "step") else "a float metric"
+            raise MisconfigurationError(
+                f"{arg} is not valid: the format spec {spec!r} of {{{name}}} does not fit {kind} ({err})."
+            ) from err
+    if save_last and not fields and template.replace("/", "_") == "last":
+        raise MisconfigurationError(
+            f"{arg} with save_last=True is not valid: the top-k files would be written as last.ckpt, the file "
+            "save_last keeps; choose another filename."
+        )
+
+
+def check_arguments(mode: Any, save_top_k: Any, save_last: Any) -> None:
+    if mode not in ("min", "max"):
+        raise bad_value("ModelCheckpoint(mode)", mode, '"min" or "max"')
+    if isinstance(save_top_k, bool) or not isinstance(save_top_k, int) or save_top_k < -1:
+        raise bad_value("ModelCheckpoint(save_top_k)", save_top_k, "an int >= -1 (-1 keeps all)")
+    if save_last == "link":
+        raise bad_value(
+            "ModelCheckpoint(save_last)",
+            save_last,
+            "None, True or False (surge writes last.ckpt as a file of its own, never a symlink)",
+        )
+    if save_last not in (None, True, False):
+        raise bad_value("ModelCheckpoint(save_last)", save_last, "None, True or False")
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """When ModelCheckpoint saves: one of every n epochs (the default, 1), every n optimizer steps,
+    or every so many seconds (0 for none of the first two)."""
+
+    every_n_train_steps: int
+    every_n_epochs: int
+    train_time_interval: float | None
+
+    @classmethod
+    def of(cls, steps: Any, epochs: Any, interval: Any) -> Schedule:
+        for name, value in (("every_n_train_steps", steps), ("every_n_epochs", epochs)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+                raise bad_value(f"ModelCheckpoint({name})", value, "None or an int >= 0")
+        if isinstance(interval, datetime.timedelta):
+            interval = interval.total_seconds()
+        if interval is not None and (
+            isinstance(interval, bool) or not isinstance(interval, int | float) or interval < 0
+        ):
+            raise bad_value(
+                "ModelCheckpoint(train_time_interval)", interval, "None, seconds >= 0 or a timedelta"
+            )
+        if steps is None and epochs is None and interval is None:
+            epochs = 1
+        chosen = [f"every_n_train_steps={steps}"] if steps else []
+        chosen += [f"every_n_epochs={epochs}"] if epochs else []
+        chosen += [f"train_time_interval={interval}"] if interval is not None else []
+        if len(chosen) > 1:
+            raise MisconfigurationError(
+                f"ModelCheckpoint({', '.join(chosen)}): choose one schedule (they are mutually exclusive)."
+            )
+        return cls(steps or 0, epochs or 0, None if interval is None else float(interval))
+
+
+def saves_on_train_epoch_end(choice: bool | None, trainer: Any) -> bool:
+    """Whether epoch saves happen at the training epoch's end, else after validation (`choice`,
+    `save_on_train_epoch_end`, decides when given; otherwise Lightning's rule)."""
+    if choice is not None:
+        return choice
+    if trainer.check_val_every_n_epoch != 1:
+        return False  # which epochs validate is not known: save after validation
+    if not sum(trainer.num_val_batches):
+        return True
+    return trainer.val_check_interval == 1.0
+
+
+def validates_after_epoch(trainer: Any) -> bool:
+    """Whether a validation runs right after this epoch's last batch."""
+    every = trainer.check_val_every_n_epoch
+    return bool(trainer.enable_validation and sum(trainer.num_val_batches)) and (
+        every is None or (trainer.current_epoch + 1) % every == 0
+    )

@@ -1,0 +1,99 @@
+"""Two runs given the same checkpoint directory: a fit started while another live run holds it is
+refused before any training (before: both wrote, and resumed from, one `last.ckpt`); a lock left by
+a process that is gone is taken over; the directory is given back when the fit ends."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from helpers import TinyModel, fast_trainer, make_loaders
+from surge.callbacks import ModelCheckpoint
+from surge.errors import MisconfigurationError
+
+SRC = Path(__file__).resolve().parents[2] / "src"
+LOCK_NAME = ".surge-run.lock"  # surge.paths.LOCK_NAME
+HOLDER = """
+import sys, time
+from pathlib import Path
+sys.path.insert(0, sys.argv[3])
+from helpers import TinyModel, fast_trainer, make_loaders
+from surge.callbacks import Callback, ModelCheckpoint
+
+class Wait(Callback):
+    def on_train_start(self, trainer, module):
+        Path(sys.argv[2]).write_text("training")
+        while Path(sys.argv[2]).read_text() != "go":
+            time.sleep(0.05)
+
+cb = ModelCheckpoint(dirpath=sys.argv[1], save_last=True)
+fast_trainer(max_epochs=1, enable_checkpointing=True, callbacks=[cb, Wait()]).fit(TinyModel(), *make_loaders())
+"""
+
+
+def fit_into(directory: Path) -> tuple[TinyModel, list[int]]:
+    batches: list[int] = []
+
+    class Counting(TinyModel):
+        def on_train_batch_start(self, batch, batch_idx):
+            batches.append(batch_idx)
+
+    model = Counting()
+    cb = ModelCheckpoint(dirpath=directory, save_last=True)
+    fast_trainer(max_epochs=1, enable_checkpointing=True, callbacks=[cb]).fit(model, *make_loaders())
+    return model, batches
+
+
+def test_a_directory_a_live_run_holds_is_refused_before_training(tmp_path):
+    directory, flag = tmp_path / "ckpts", tmp_path / "flag"
+    tests = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), str(tests)])}
+    other = subprocess.Popen([sys.executable, "-c", HOLDER, str(directory), str(flag), str(tests)], env=env)
+    try:
+        deadline = time.monotonic() + 120
+        while not (flag.exists() and flag.read_text() == "training"):
+            assert other.poll() is None and time.monotonic() < deadline, "the first run did not start"
+            time.sleep(0.1)
+        with pytest.raises(MisconfigurationError, match=rf"another run .*process \S+ {other.pid}"):
+            fit_into(directory)
+        assert not (directory / "last.ckpt").exists()  # nothing of this run was written
+        flag.write_text("go")
+        assert other.wait(timeout=120) == 0
+    finally:
+        if other.poll() is None:
+            other.kill()
+            other.wait()
+    assert sorted(p.name for p in directory.iterdir()) == [
+        "epoch=0-step=4.ckpt",
+        "last.ckpt",
+    ]  # lock given back
+    _, batches = fit_into(directory)  # free again: the next run goes ahead
+    assert batches == [0, 1, 2, 3]
+
+
+def test_a_lock_of_a_process_that_is_gone_is_taken_over(tmp_path):
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    directory = tmp_path / "ckpts"
+    directory.mkdir()
+    (directory / LOCK_NAME).write_text(f"{socket.gethostname()} {gone.pid}")
+    _, batches = fit_into(directory)
+    assert batches == [0, 1, 2, 3]
+    assert not (directory / LOCK_NAME).exists()
+
+
+def test_fits_one_after_another_in_one_process_share_the_directory(tmp_path):
+    fit_into(tmp_path)
+    fit_into(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "epoch=0-step=4-v1.ckpt",
+        "epoch=0-step=4.ckpt",
+        "last-v1.ckpt",
+        "last.ckpt",
+    ]
