@@ -11,7 +11,7 @@ from typing import Any, TypeGuard
 from .activation_checkpointing import check_policy
 from .callbacks.timer import parse_duration
 from .compiling import compile_spec
-from .config_lightning import check_lightning_arguments
+from .config_lightning import check_lightning_arguments, lightning_defaults
 from .errors import MisconfigurationError, SurgeTypeError, bad_value
 from .paths import user_dir
 from .profiler.base import Profiler
@@ -102,8 +102,10 @@ class TrainerConfig:
     model_registry: str | None = None
     async_checkpoint: bool = False
     activation_checkpointing: Any = None
+    enable_autolog_hparams: bool = True
 
     def __post_init__(self) -> None:
+        lightning_defaults(self)
         if self.max_epochs is not None:
             _check_int("max_epochs", self.max_epochs, -1, "an int >= 0, -1 for no limit, or None")
         _check_int("min_epochs", self.min_epochs, 0, "an int >= 0")

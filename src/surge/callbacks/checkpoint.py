@@ -153,7 +153,7 @@ class ModelCheckpoint(Callback):
         # A validation inside an epoch (val_check_interval < 1) is a checkpoint point of its own.
         loop = trainer.fit_loop
         inside_epoch = not loop.epoch_done and loop.batches_done < trainer.num_training_batches
-        if trainer.state == "fit" and not trainer.sanity_checking and inside_epoch and self.every_n_epochs:
+        if trainer.fitting and not trainer.sanity_checking and inside_epoch and self.every_n_epochs:
             self._save(trainer)
 
     def on_train_end(self, trainer: Any, module: Any) -> None:

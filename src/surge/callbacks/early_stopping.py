@@ -52,7 +52,7 @@ class EarlyStopping(Callback):
         return not trainer.enable_validation
 
     def on_validation_end(self, trainer: Any, module: Any) -> None:
-        if not trainer.sanity_checking and trainer.state == "fit" and not self._on_train_end_check(trainer):
+        if not trainer.sanity_checking and trainer.fitting and not self._on_train_end_check(trainer):
             self._check(trainer)
 
     def on_train_epoch_end(self, trainer: Any, module: Any) -> None:

@@ -19,6 +19,7 @@ from ..hparams import plain
 from ..rank_zero import warn
 from .base import Logger, RunDir, no_prefix
 from .files import WriteFailures
+from .run_name import DEFAULT_NAME, run_name
 
 RETRY_EVERY = 100  # scalars kept while writing fails, between two attempts
 
@@ -32,7 +33,7 @@ class TensorBoardLogger(Logger):
     def __init__(
         self,
         save_dir: str | Path = ".",
-        name: str = "surge_logs",
+        name: str | None = DEFAULT_NAME,
         version: int | str | None = None,
         log_graph: bool = False,
         flush_secs: int = 30,
@@ -47,7 +48,7 @@ class TensorBoardLogger(Logger):
             )
         if not isinstance(default_hp_metric, bool):
             raise bad_value("TensorBoardLogger(default_hp_metric)", default_hp_metric, "True or False")
-        self._run = RunDir(save_dir, name, version)
+        self._run = RunDir(save_dir, run_name(name), version)
         self._writer: Any = None
         self.log_graph = log_graph
         self._flush_secs = flush_secs
