@@ -6,7 +6,8 @@ Takes the test files in `FILES` from the Lightning mirror at `TAG`, with the `te
 import, into a temporary directory (never into this project), and runs each file with pytest twice: under
 real Lightning (the oracle's virtual environment) and under surge's Lightning mode (`surge run` of a tiny
 launcher that calls `pytest.main`). Both runs use the same generated `conftest.py` and `RunIf` (Lightning's
-own reach into its private modules), so they collect the same cases. Prints, per file: the cases that pass
+own reach into its private modules), so they collect the same cases; each module-level Lightning import
+is made one `try` per name (`per_name_imports`), so a missing name fails the cases that use it, not the file. Prints, per file: the cases that pass
 under Lightning, those of them that pass under surge, and how many of those reach Lightning's private
 internals (found by reading the test's source, see `reaches_internals`), then the same for the cases that
 do not. With `--failures` it lists each case that passes under Lightning and fails under surge, with the
@@ -165,6 +166,25 @@ def RunIf(**kwargs):
     return pytest.mark.skipif(condition=bool(reasons), reason=f"Requires: {reasons}")
 """
 
+MISSING = '''
+class Missing:
+    """Stands for a Lightning name the framework under test does not provide: using it fails the case."""
+
+    def __init__(self, name, error):
+        self._name, self._error = name, error
+
+    def _fail(self, *args, **kwargs):
+        raise ImportError(f"{self._name} is not provided: {self._error}")
+
+    __call__ = _fail
+
+    def __getattr__(self, attr):
+        self._fail()
+
+    def __mro_entries__(self, bases):
+        self._fail()
+'''
+
 LAUNCHER = """
 import sys
 import pytest
@@ -202,6 +222,34 @@ def git_show(path: str) -> str:
     ).stdout
 
 
+def per_name_imports(source: str) -> str:
+    """Each module-level `from lightning... import a, b` (and `import lightning.x as y`) made one
+    import per name, in `try`: a name the framework lacks becomes a `Missing` that fails only the
+    cases that use it, instead of the whole file at collection. A no-op where every name exists."""
+    lines = source.splitlines()
+    tree = ast.parse(source)
+    for node in reversed(tree.body):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+            ("lightning", "pytorch_lightning")
+        ):
+            pairs = [
+                (f"from {node.module} import {a.name} as {a.asname or a.name}", a.asname or a.name)
+                for a in node.names
+            ]
+        elif isinstance(node, ast.Import) and all(
+            a.name.startswith("lightning") and a.asname for a in node.names
+        ):
+            pairs = [(f"import {a.name} as {a.asname}", a.asname) for a in node.names]
+        else:
+            continue
+        block = ["from tests_pytorch.suite_missing import Missing as _SuiteMissing"]
+        for statement, bound in pairs:
+            block += ["try:", f"    {statement}", "except ImportError as _err:",
+                      f"    {bound} = _SuiteMissing({statement!r}, _err)"]  # fmt: skip
+        lines[node.lineno - 1 : node.end_lineno] = block
+    return "\n".join(lines) + "\n"
+
+
 def extract(root: Path) -> None:
     """The files, the `__init__.py` beside them and the helpers, with our conftest and RunIf."""
     listing = subprocess.run(
@@ -218,8 +266,12 @@ def extract(root: Path) -> None:
     for path in sorted(wanted):
         target = root / Path(path).relative_to("tests")
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(git_show(path))
+        text = git_show(path)
+        if path.endswith(".py") and path != f"{BASE}/__init__.py":
+            text = per_name_imports(text)
+        target.write_text(text)
     (root / "tests_pytorch" / "conftest.py").write_text(CONFTEST)
+    (root / "tests_pytorch" / "suite_missing.py").write_text(MISSING)
     (root / "tests_pytorch" / "helpers" / "runif.py").write_text(RUNIF)
     (root / "launcher.py").write_text(LAUNCHER)
 

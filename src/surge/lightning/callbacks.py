@@ -19,7 +19,7 @@ from .refuse import refuse
 # Lightning 2.x's callbacks; those not in surge.callbacks are refused when imported.
 LIGHTNING_CALLBACKS = (
     "BackboneFinetuning", "BaseFinetuning", "BasePredictionWriter", "BatchSizeFinder", "Callback",
-    "Checkpoint", "DeviceStatsMonitor", "EarlyStopping", "GradientAccumulationScheduler",
+    "Checkpoint", "DeviceStatsMonitor", "EarlyStopping", "EMAWeightAveraging", "GradientAccumulationScheduler",
     "LambdaCallback", "LearningRateFinder", "LearningRateMonitor", "ModelCheckpoint", "ModelPruning",
     "ModelSummary", "OnExceptionCheckpoint", "ProgressBar", "RichModelSummary", "RichProgressBar",
     "SpikeDetection", "StochasticWeightAveraging", "TQDMProgressBar", "ThroughputMonitor", "Timer",

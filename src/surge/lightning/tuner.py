@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..callbacks.batch_size_finder import check_margin, settle
 from ..callbacks.tuned_attr import has_tuned_attr, set_tuned_attr
 from ..datamodule import DataModule
 from ..errors import MisconfigurationError, SurgeError, bad_value
@@ -85,9 +86,11 @@ class Tuner:
         init_val: int = 2,
         max_trials: int = 25,
         batch_arg_name: str = "batch_size",
+        margin: float = 0.05,
+        max_val: int = 8192,
     ) -> int:
         """The largest batch that fits (`mode="power"`: the largest `init_val * 2**k`; `"binsearch"`:
-        then searched between), set on `batch_arg_name`; the loader is re-created from
+        then searched between, less `margin`; never above `max_val`), set on `batch_arg_name`; the loader is re-created from
         `train_dataloader()`, as Lightning does, so loaders passed in are refused."""
         _check_method(method, dataloaders)
         if mode not in BATCH_MODES:
@@ -97,17 +100,14 @@ class Tuner:
                 "Tuner.scale_batch_size re-creates the train loader from train_dataloader(), so it cannot use "
                 "train_dataloaders=; define train_dataloader() on the module or datamodule."
             )
+        margin, max_val = check_margin(margin, max_val)
         attr = _attr(model, datamodule, batch_arg_name, (batch_arg_name,), "scale_batch_size")
         loader = _train_loader(model, None, datamodule)
         found = find_batch_size(
             model, loader, trainer=self._trainer, init=init_val, max_trials=max_trials, steps=steps_per_trial,
-            verbose=False,
+            verbose=False, max_batch_size=max_val,
         )  # fmt: skip
-        if mode == "power":
-            power = init_val
-            while power * 2 <= found:
-                power *= 2
-            found = min(power, found)
+        found = settle(found, mode, init_val, margin)
         set_tuned_attr(model, datamodule, attr, found)
         info(f"Finished batch size finder, will continue with full run using batch size {found}")
         return found
