@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from .errors import MisconfigurationError, bad_value
+from .rank_zero import warn
 
 # Lightning's Trainer arguments whose default is None, and the value None stands for (Lightning's default).
 NONE_MEANS = {
@@ -60,6 +61,14 @@ def check_lightning_arguments(cfg: Any) -> None:
         raise MisconfigurationError(
             f"model_registry={cfg.model_registry!r} is not supported: surge uploads nothing; write the weights "
             "with trainer.export(path) (safetensors) and upload them yourself."
+        )
+
+
+def warn_default_max_epochs(cfg: Any) -> None:
+    """Lightning's warning when fit starts with no epoch, step or time limit given: 1000 epochs."""
+    if cfg.max_epochs_defaulted:
+        warn(
+            "`max_epochs` was not set. Setting it to 1000 epochs. To train without an epoch limit, set `max_epochs=-1`."
         )
 
 

@@ -240,6 +240,11 @@ class Module(nn.Module, HyperparametersMixin):
             raise SurgeRuntimeError(f"{type(self).__name__} is not attached to a Trainer yet")
         return self._trainer
 
+    @trainer.setter
+    def trainer(self, trainer: Trainer | None) -> None:
+        """Attach (or, with None, detach) a Trainer, as Lightning's `module.trainer = trainer`."""
+        self._trainer = trainer
+
     @property
     def device(self) -> torch.device:
         """The device the Trainer placed the module on."""

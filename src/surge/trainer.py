@@ -25,6 +25,7 @@ from .assembly import (
 from .callbacks.base import Callback
 from .compiling import compile_watch, compiled_training_step
 from .config import TrainerConfig
+from .config_lightning import warn_default_max_epochs
 from .datamodule import DataModule
 from .errors import MisconfigurationError, SurgeTypeError
 from .launch.environment import detect
@@ -194,6 +195,7 @@ class Trainer(StageEntryPoints):
     ) -> None:
         """Train `model`; resume from `ckpt_path` (a path, "last", "best" or "auto") if given."""
         check_weights_only("fit", weights_only)
+        warn_default_max_epochs(self._cfg)
         if self._cfg.logger is True:  # the default logger writes there: fail now, not at a log point
             writable_dir(self.default_root_dir, f"default_root_dir={str(self.default_root_dir)!r}")
         if isinstance(train_dataloaders, DataModule):
