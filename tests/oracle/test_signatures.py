@@ -226,6 +226,8 @@ def test_a_run_with_every_lightning_default(tmp_path, capsys):
     assert set(validated[0]) == {"val"} and set(tested[0]) == {"metric"}
     predictions = short.predict(model, **defaults_but("predict", "model"))
     assert len(predictions) == 1 and predictions[0].shape == (1, 2)  # BoringModel: batches of 1
-    dm = L.LightningDataModule.from_datasets(RandomDataset(32, 8), **literal_defaults("from_datasets"))
+    dm = L.LightningDataModule.from_datasets(
+        RandomDataset(32, 8), **defaults_but("from_datasets", "train_dataset")
+    )
     assert len(dm.train_dataloader()) == 8 and isinstance(dm.train_dataloader(), DataLoader)
     assert torch.is_tensor(next(iter(dm.train_dataloader())))
