@@ -9,20 +9,29 @@ import torch
 
 from .errors import MisconfigurationError
 
-REDUCTIONS = {torch.mean: "mean", torch.max: "max", torch.min: "min", torch.sum: "sum"}
+REDUCTIONS = {
+    torch.mean: "mean",
+    torch.max: "max",
+    torch.min: "min",
+    torch.sum: "sum",
+    max: "max",
+    min: "min",
+    sum: "sum",
+}
 NAMES = {"mean": "mean", "avg": "mean", "max": "max", "min": "min", "sum": "sum"}
 
 
 def reduction(name: str, reduce_fx: Any) -> str:
     """The reduction's name for `reduce_fx`: a string ("mean" or "avg", "max", "min", "sum", any case)
-    or one of `torch.mean`, `torch.max`, `torch.min`, `torch.sum`, as Lightning takes it."""
+    or one of `torch.mean`, `torch.max`, `torch.min`, `torch.sum` (or python's `max`, `min`, `sum`),
+    as Lightning takes it."""
     if isinstance(reduce_fx, str) and reduce_fx.lower() in NAMES:
         return NAMES[reduce_fx.lower()]
     if callable(reduce_fx) and reduce_fx in REDUCTIONS:
         return REDUCTIONS[reduce_fx]
     raise MisconfigurationError(
         f"self.log({name!r}, reduce_fx={reduce_fx!r}) is not supported: use 'mean' (or 'avg'), 'max', 'min', "
-        "'sum', or torch.mean, torch.max, torch.min, torch.sum."
+        "'sum', or torch.mean, torch.max, torch.min, torch.sum (or python's max, min, sum)."
     )
 
 
