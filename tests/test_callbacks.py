@@ -565,7 +565,7 @@ def test_on_exception_is_called_with_the_error():
     with pytest.raises(ValueError, match="boom"):
         trainer.fit(Boom(), train, val)
     assert len(cb.errors) == 1 and str(cb.errors[0]) == "boom"
-    assert trainer.state == "failed"
+    assert trainer.state.status == "interrupted" and trainer.interrupted
 
 
 def test_train_time_interval_saves_inside_a_long_epoch(tmp_path):

@@ -388,7 +388,8 @@ class HookModel(TinyModel):
         return DataLoader(make_dataset(self.n), batch_size=self.batch_size)
 
 
-@pytest.mark.parametrize(("mode", "expected"), [("power", 32), ("binsearch", 48)])
+# binsearch: 48 fit (the dataset's length), less Lightning's default margin of 5%: int(48 * 0.95) = 45.
+@pytest.mark.parametrize(("mode", "expected"), [("power", 32), ("binsearch", 45)])
 def test_batch_size_finder_sets_the_attribute_and_rebuilds_the_loader(mode, expected):
     model = HookModel(n=48)  # on the CPU a tiny model fits any batch: the dataset's length caps it
     finder = BatchSizeFinder(mode=mode, steps_per_trial=1)

@@ -60,7 +60,7 @@ def test_a_bug_report_script_runs_unmodified(tmp_path):
     # Lightning's BoringModel + BoringDataModule: 64 samples, batch size 1, 2 epochs -> 128 steps;
     # StepLR(step_size=1, gamma=0.1) stepped at each epoch end from lr 0.1 -> 0.001.
     assert result(out, "demo") == {"global_step": "128", "lr": "0.001"}
-    assert list((tmp_path / "surge_logs" / "version_0" / "checkpoints").glob("*.ckpt"))
+    assert list((tmp_path / "lightning_logs" / "version_0" / "checkpoints").glob("*.ckpt"))
 
 
 def test_callbacks_loggers_and_seeding_script(tmp_path):
@@ -92,7 +92,7 @@ def test_lightning_cli_run_false_autoencoder(tmp_path):
     out = surge_run(tmp_path, "autoencoder_cli.py", "--trainer.max_epochs=2")
     # 256 training samples in batches of 32: 8 steps an epoch; predict over 64 samples: 2 batches.
     assert result(out) == {"global_step": "16", "epochs": "2", "predictions": "2x(32,"}
-    run = tmp_path / "surge_logs" / "version_0"
+    run = tmp_path / "lightning_logs" / "version_0"
     config = yaml.safe_load((run / "config.yaml").read_text())
     assert config["seed_everything"] == 1234 and config["trainer"]["max_epochs"] == 2
     assert "ckpt_path" not in config  # run=False: no subcommand, no --ckpt_path
@@ -111,7 +111,7 @@ def test_lightning_cli_fit_subcommand_through_python_m(tmp_path):
     assert "BEFORE_FIT num_classes=3" in out  # linked from data.num_classes by add_arguments_to_parser
     got = result(out)
     assert (got["global_step"], got["epochs"]) == ("4", "2")  # 50 samples / 25, 2 epochs
-    config = yaml.safe_load((tmp_path / "surge_logs" / "version_0" / "config.yaml").read_text())
+    config = yaml.safe_load((tmp_path / "lightning_logs" / "version_0" / "config.yaml").read_text())
     assert config["trainer"]["enable_progress_bar"] is False  # from trainer_defaults
     assert isinstance(config["seed_everything"], int)  # seed_everything_default=True: chosen, recorded
 
@@ -160,9 +160,10 @@ def test_lightning_names_are_surge_objects(mode):
     [
         ("from lightning.pytorch.loggers import CometLogger", "lightning.pytorch.loggers.CometLogger"),
         ("from lightning import Fabric", "lightning.Fabric"),
-        ("import lightning.fabric", "lightning.fabric"),
+        ("from lightning.fabric import Fabric", "lightning.fabric.Fabric"),
+        ("import lightning.fabric.strategies", "lightning.fabric.strategies"),
         ("from lightning.pytorch.demos import MNIST", "lightning.pytorch.demos.MNIST"),
-        ("import pytorch_lightning.tuner.tuning", "pytorch_lightning.tuner "),
+        ("import pytorch_lightning.loops", "pytorch_lightning.loops "),
     ],
 )
 def test_names_surge_lacks_are_refused_by_name(mode, statement, named):

@@ -61,8 +61,8 @@ def test_an_iterable_replay_buffer_without_length(tmp_path):
 def test_transformer_language_model_on_wikitext2(tmp_path):
     got = surge_run(tmp_path, "transformer_language_model.py")
     assert (got["global_step"], got["vocab_size"]) == (40, 1000)
-    # The default ModelCheckpoint saved the last epoch (Lightning: lightning_logs/version_0/...).
-    assert got["checkpoint"] == "surge_logs/version_0/checkpoints/epoch=0-step=40.ckpt"
+    # The default ModelCheckpoint saved the last epoch, under Lightning's run directory.
+    assert got["checkpoint"] == "lightning_logs/version_0/checkpoints/epoch=0-step=40.ckpt"
     assert got["restored_equal"] and got["restored_hparams"] == {"vocab_size": 1000}
     losses = json.loads((tmp_path / "losses.json").read_text())
     # on_train_batch_end's outputs are {"loss": ...} (Lightning wraps a returned tensor), one a step.

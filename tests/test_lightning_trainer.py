@@ -277,4 +277,4 @@ def test_trainer_attributes_as_lightning_names_them(tmp_path):
     assert notes[2] == ("val", False, True, True, False)  # validation inside fit
     trainer.test(model, _data())
     assert flags.seen[-1] == ("test", True, False, True)
-    assert not trainer.testing and trainer.state == "finished"
+    assert not trainer.testing and trainer.state.finished and trainer.state.fn == "test"

@@ -11,7 +11,7 @@ from typing import Any, TypeGuard
 from .activation_checkpointing import check_policy
 from .callbacks.timer import parse_duration
 from .compiling import compile_spec
-from .config_lightning import check_lightning_arguments
+from .config_lightning import check_lightning_arguments, lightning_defaults
 from .errors import MisconfigurationError, SurgeTypeError, bad_value
 from .paths import user_dir
 from .profiler.base import Profiler
@@ -102,14 +102,22 @@ class TrainerConfig:
     model_registry: str | None = None
     async_checkpoint: bool = False
     activation_checkpointing: Any = None
+    enable_autolog_hparams: bool = True
+    max_epochs_defaulted: bool = field(
+        default=False, init=False
+    )  # None and no other limit: 1000, said at fit
 
     def __post_init__(self) -> None:
+        lightning_defaults(self)
         if self.max_epochs is not None:
             _check_int("max_epochs", self.max_epochs, -1, "an int >= 0, -1 for no limit, or None")
         _check_int("min_epochs", self.min_epochs, 0, "an int >= 0")
         _check_int("max_steps", self.max_steps, -1, "an int >= 0, or -1 for no limit")
         self.max_time = parse_duration(self.max_time, "max_time")
         if self.max_epochs is None:  # as Lightning: a step or time limit alone sets no epoch limit
+            self.max_epochs_defaulted = (
+                self.max_steps == -1 and self.max_time is None and not self.fast_dev_run
+            )
             self.max_epochs = -1 if self.max_steps != -1 or self.max_time is not None else 1000
         self._check_debugging()
         check_lightning_arguments(self)

@@ -6,6 +6,34 @@ from __future__ import annotations
 from typing import Any
 
 from .errors import MisconfigurationError, bad_value
+from .rank_zero import warn
+
+# Lightning's Trainer arguments whose default is None, and the value None stands for (Lightning's default).
+NONE_MEANS = {
+    "min_epochs": 0, "limit_train_batches": 1.0, "limit_val_batches": 1.0, "limit_test_batches": 1.0,
+    "limit_predict_batches": 1.0, "val_check_interval": 1.0, "num_sanity_val_steps": 2,
+    "log_every_n_steps": 50, "enable_checkpointing": True, "enable_progress_bar": True,
+    "enable_model_summary": True, "gradient_clip_algorithm": "norm", "precision": "32-true", "logger": True,
+    "accelerator": "auto", "devices": "auto", "strategy": "auto",
+}  # fmt: skip
+
+
+def lightning_defaults(cfg: Any) -> None:
+    """`None` for an argument Lightning defaults to None means Lightning's default: set it here,
+    before anything is checked. `check_val_every_n_epoch=None` is not a default but a mode (validate
+    every `val_check_interval` batches counted across epochs), which surge refuses by name."""
+    for name, value in NONE_MEANS.items():
+        if getattr(cfg, name) is None:
+            setattr(cfg, name, value)
+    if cfg.check_val_every_n_epoch is None:
+        raise MisconfigurationError(
+            "check_val_every_n_epoch=None (validation every val_check_interval batches counted across epochs, "
+            "never at an epoch's end) is not supported: pass check_val_every_n_epoch=N to validate at the end "
+            "of every N epochs, and val_check_interval=K (<= the batches per epoch) to validate every K batches "
+            "inside them."
+        )
+    if not isinstance(cfg.enable_autolog_hparams, bool):
+        raise bad_value("enable_autolog_hparams", cfg.enable_autolog_hparams, "True or False")
 
 
 def check_lightning_arguments(cfg: Any) -> None:
@@ -33,6 +61,14 @@ def check_lightning_arguments(cfg: Any) -> None:
         raise MisconfigurationError(
             f"model_registry={cfg.model_registry!r} is not supported: surge uploads nothing; write the weights "
             "with trainer.export(path) (safetensors) and upload them yourself."
+        )
+
+
+def warn_default_max_epochs(cfg: Any) -> None:
+    """Lightning's warning when fit starts with no epoch, step or time limit given: 1000 epochs."""
+    if cfg.max_epochs_defaulted:
+        warn(
+            "`max_epochs` was not set. Setting it to 1000 epochs. To train without an epoch limit, set `max_epochs=-1`."
         )
 
 

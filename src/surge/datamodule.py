@@ -13,6 +13,30 @@ class DataModule(HyperparametersMixin):
     def __init__(self) -> None:
         self.trainer: Any = None
 
+    @classmethod
+    def from_datasets(
+        cls,
+        train_dataset: Any = None,
+        val_dataset: Any = None,
+        test_dataset: Any = None,
+        predict_dataset: Any = None,
+        batch_size: int = 1,
+        num_workers: int = 0,
+        **datamodule_kwargs: Any,
+    ) -> DataModule:
+        """A datamodule (`cls(**datamodule_kwargs)`) whose loader hooks wrap the given datasets (a
+        dataset, or a list or dict of them): `DataLoader(ds, batch_size, shuffle, num_workers)`,
+        shuffled for training unless the dataset is iterable, as Lightning's."""
+        from .datamodule_datasets import attach_datasets
+
+        datasets = {
+            "train": train_dataset,
+            "val": val_dataset,
+            "test": test_dataset,
+            "predict": predict_dataset,
+        }
+        return attach_datasets(cls(**datamodule_kwargs), datasets, batch_size, num_workers)
+
     def prepare_data(self) -> None:
         """Work done once per machine (e.g. writing a cache); runs before `setup`."""
 

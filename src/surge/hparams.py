@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 from types import FrameType
 from typing import Any
 
-from .errors import CheckpointError
+from .errors import CheckpointError, SurgeTypeError
 
 
 class AttributeDict(dict):
@@ -26,14 +26,27 @@ class AttributeDict(dict):
 class HyperparametersMixin:
     """Records the arguments of `__init__` so checkpoints and loggers can carry them."""
 
-    def save_hyperparameters(self, *args: Any, ignore: str | Iterable[str] | None = None) -> None:
-        """Save `__init__`'s arguments (all, the named ones, or one dict) into `self.hparams`."""
+    def save_hyperparameters(
+        self,
+        *args: Any,
+        ignore: str | Iterable[str] | None = None,
+        frame: FrameType | None = None,
+        logger: bool = True,
+    ) -> None:
+        """Save `__init__`'s arguments (all, the named ones, or one dict) into `self.hparams`.
+        `frame` is the `__init__` frame to read them from (default: the caller's); `logger=False`
+        keeps them from the loggers (they are still saved in checkpoints)."""
+        if not isinstance(logger, bool):
+            raise SurgeTypeError(f"save_hyperparameters(logger={logger!r}): pass True or False")
+        object.__setattr__(self, "_hparams_logged", logger)
         ignored = {ignore} if isinstance(ignore, str) else set(ignore or ())
         if len(args) == 1 and isinstance(args[0], Mapping):
             values = dict(args[0])
         else:
-            frame = inspect.currentframe()
-            init_args = _collect_init_args(frame.f_back if frame is not None else None, self)
+            if frame is None:
+                here = inspect.currentframe()
+                frame = here.f_back if here is not None else None
+            init_args = _collect_init_args(frame, self)
             if args:
                 missing = [name for name in args if name not in init_args]
                 if missing:
@@ -45,6 +58,11 @@ class HyperparametersMixin:
             else:
                 values = init_args
         self._hparams = AttributeDict({k: v for k, v in values.items() if k not in ignored})
+
+    @property
+    def hparams_logged(self) -> bool:
+        """Whether the loggers receive `hparams` when fit starts (`save_hyperparameters(logger=...)`)."""
+        return bool(self.__dict__.get("_hparams_logged", True))
 
     @property
     def hparams(self) -> AttributeDict:

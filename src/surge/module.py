@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor, nn
 
-from .errors import MisconfigurationError, SurgeRuntimeError
+from .errors import SurgeRuntimeError
 from .hparams import HyperparametersMixin, init_kwargs
+from .log_options import reduction, refuse_log_options
 from .module_hooks import LoopHooks
 from .module_optimizers import ModuleOptimizers
 from .rank_zero import warn
@@ -142,19 +143,18 @@ class Module(LoopHooks, ModuleOptimizers, nn.Module, HyperparametersMixin):
         self,
         name: str,
         value: Any,
+        prog_bar: bool = False,
+        logger: bool | None = None,
         on_step: bool | None = None,
         on_epoch: bool | None = None,
-        prog_bar: bool = False,
-        logger: bool = True,
-        reduce_fx: str = "mean",
-        batch_size: int | None = None,
-        sync_dist: bool = False,
-        add_dataloader_idx: bool = True,
-        *,
-        rank_zero_only: bool = False,
-        sync_dist_group: Any = None,
+        reduce_fx: str | Callable[..., Any] = "mean",
         enable_graph: bool = False,
+        sync_dist: bool = False,
+        sync_dist_group: Any = None,
+        add_dataloader_idx: bool = True,
+        batch_size: int | None = None,
         metric_attribute: str | None = None,
+        rank_zero_only: bool = False,
     ) -> None:
         """Record a scalar: kept detached on the device; epoch values are batch-size-weighted means.
 
@@ -163,25 +163,44 @@ class Module(LoopHooks, ModuleOptimizers, nn.Module, HyperparametersMixin):
         With several evaluation loaders the name gets `/dataloader_idx_{i}` unless
         `add_dataloader_idx=False`. Lightning's `metric_attribute` is accepted and not needed (surge
         finds a logged Metric by the object); `rank_zero_only`, `sync_dist_group` and `enable_graph`
-        are refused unless left at their defaults.
+        are refused unless left at their defaults. The arguments are in Lightning's order;
+        `logger=None` is True; `reduce_fx` is a name or `torch.mean`/`max`/`min`/`sum`.
         """
         if rank_zero_only or enable_graph or sync_dist_group is not None:
-            _refuse_log_options(name, rank_zero_only, sync_dist_group, enable_graph)
+            refuse_log_options(name, rank_zero_only, sync_dist_group, enable_graph)
+        reduce_fx = reduction(name, reduce_fx)
         results = self._results
         if results is None:
             if self._trainer is None:
                 warn(f"self.log({name!r}) was called without a Trainer running; the value is dropped.")
             return
         results.log(
-            name, value, on_step=on_step, on_epoch=on_epoch, prog_bar=prog_bar, logger=logger,
+            name, value, on_step=on_step, on_epoch=on_epoch, prog_bar=prog_bar, logger=logger is not False,
             reduce_fx=reduce_fx, batch_size=batch_size, sync_dist=sync_dist,
             add_dataloader_idx=add_dataloader_idx,
         )  # fmt: skip
 
-    def log_dict(self, dictionary: Mapping[str, Any], **kwargs: Any) -> None:
-        """`self.log` for each item."""
+    def log_dict(
+        self,
+        dictionary: Mapping[str, Any],
+        prog_bar: bool = False,
+        logger: bool | None = None,
+        on_step: bool | None = None,
+        on_epoch: bool | None = None,
+        reduce_fx: str | Callable[..., Any] = "mean",
+        enable_graph: bool = False,
+        sync_dist: bool = False,
+        sync_dist_group: Any = None,
+        add_dataloader_idx: bool = True,
+        batch_size: int | None = None,
+        rank_zero_only: bool = False,
+    ) -> None:
+        """`self.log` for each item, with the same options."""
         for name, value in dictionary.items():
-            self.log(name, value, **kwargs)
+            self.log(
+                name, value, prog_bar, logger, on_step, on_epoch, reduce_fx, enable_graph, sync_dist,
+                sync_dist_group, add_dataloader_idx, batch_size, None, rank_zero_only,
+            )  # fmt: skip
 
     # -- checkpoints -------------------------------------------------------------------------
     @classmethod
@@ -230,6 +249,11 @@ class Module(LoopHooks, ModuleOptimizers, nn.Module, HyperparametersMixin):
         if self._trainer is None:
             raise SurgeRuntimeError(f"{type(self).__name__} is not attached to a Trainer yet")
         return self._trainer
+
+    @trainer.setter
+    def trainer(self, trainer: Trainer | None) -> None:
+        """Attach (or, with None, detach) a Trainer, as Lightning's `module.trainer = trainer`."""
+        self._trainer = trainer
 
     @property
     def device(self) -> torch.device:
@@ -292,21 +316,3 @@ def _noop(self: Any, *args: Any, **kwargs: Any) -> None:
 
 for _hook in HOOKS:
     setattr(Module, _hook, _noop)
-
-
-def _refuse_log_options(name: str, rank_zero_only: bool, sync_dist_group: Any, enable_graph: bool) -> None:
-    """Lightning's `self.log` options surge does not honour: refused by name, never ignored."""
-    if rank_zero_only:
-        raise MisconfigurationError(
-            f"self.log({name!r}, rank_zero_only=True) is not supported: log from every process (surge "
-            "reduces epoch values exactly across them), or write rank zero's value with trainer.log_metrics."
-        )
-    if sync_dist_group is not None:
-        raise MisconfigurationError(
-            f"self.log({name!r}, sync_dist_group=...) is not supported: values are reduced over all processes."
-        )
-    if enable_graph:
-        raise MisconfigurationError(
-            f"self.log({name!r}, enable_graph=True) is not supported: logged values are kept detached, so "
-            "no autograd graph is held between steps."
-        )

@@ -86,13 +86,15 @@ class MetricsPublisher:
                 for lg in self.loggers:
                     lg.log_metrics(row, step)
 
-    def log_run_start(self, module: Module) -> None:
-        """The module's hyper-parameters, and its graph where a logger asks for it (rank zero)."""
+    def log_run_start(self, module: Module, hparams: bool = True) -> None:
+        """The module's hyper-parameters (unless `hparams` is False, Lightning's
+        `enable_autolog_hparams`, or the module saved them with `logger=False`), and its graph
+        where a logger asks for it (rank zero)."""
         if not (self.loggers and self.is_global_zero()):
             return
         example = getattr(module, "example_input_array", None)
         for lg in self.loggers:
-            if module.hparams:
+            if module.hparams and hparams and module.hparams_logged:
                 lg.log_hyperparams(module.hparams)
             if getattr(lg, "log_graph", False) and example is not None:
                 graph_logger: Any = lg  # one that has log_graph (TensorBoardLogger) has log_module_graph

@@ -39,6 +39,14 @@ def info(message: str) -> None:
         log.info(message)
 
 
+def show(text: str) -> None:
+    """Write `text` to standard output (rank zero), as `print` would: output the user asked for
+    (a results table), not a log record."""
+    if global_rank() == 0:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+
+
 def warn(message: str, stacklevel: int = 2) -> None:
     """Warn once per job (rank zero)."""
     if global_rank() == 0:

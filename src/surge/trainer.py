@@ -25,6 +25,7 @@ from .assembly import (
 from .callbacks.base import Callback
 from .compiling import compile_watch, compiled_training_step
 from .config import TrainerConfig
+from .config_lightning import warn_default_max_epochs
 from .datamodule import DataModule
 from .errors import MisconfigurationError, SurgeTypeError
 from .launch.environment import detect
@@ -51,11 +52,11 @@ from .signals import Preempted, SignalFlag
 from .stage_data import LoaderPreparation, check_step_defined, eval_loaders, fit_loaders
 from .stage_hooks import enter_stage, leave_stage
 from .strategies import Strategy
-from .trainer_properties import TrainerProperties
+from .trainer_stages import StageEntryPoints, check_weights_only
 from .tune import setup as tune_setup
 
 
-class Trainer(TrainerProperties):
+class Trainer(StageEntryPoints):
     """Trains a `surge.Module`: `Trainer(max_epochs=10).fit(model, train_loader, val_loader)`.
 
     Every argument is checked here, before any work; see `TrainerConfig` for what each accepts.
@@ -65,30 +66,30 @@ class Trainer(TrainerProperties):
         self,
         *,
         max_epochs: int | None = None,
-        min_epochs: int = 0,
+        min_epochs: int | None = 0,
         max_steps: int = -1,
-        limit_train_batches: int | float = 1.0,
-        limit_val_batches: int | float = 1.0,
-        limit_test_batches: int | float = 1.0,
-        limit_predict_batches: int | float = 1.0,
-        val_check_interval: int | float = 1.0,
-        check_val_every_n_epoch: int = 1,
-        num_sanity_val_steps: int = 2,
+        limit_train_batches: int | float | None = 1.0,
+        limit_val_batches: int | float | None = 1.0,
+        limit_test_batches: int | float | None = 1.0,
+        limit_predict_batches: int | float | None = 1.0,
+        val_check_interval: int | float | None = 1.0,
+        check_val_every_n_epoch: int | None = 1,
+        num_sanity_val_steps: int | None = 2,
         accumulate_grad_batches: int = 1,
         gradient_clip_val: float | None = None,
-        gradient_clip_algorithm: str = "norm",
-        precision: str | int | Precision = "32-true",
+        gradient_clip_algorithm: str | None = "norm",
+        precision: str | int | Precision | None = "32-true",
         accelerator: str = "auto",
         devices: int | str | list[int] = "auto",
         strategy: str | Strategy = "auto",
         num_nodes: int = 1,
         callbacks: list[Callback] | Callback | None = None,
-        logger: bool | Logger | list[Logger] = True,
+        logger: bool | Logger | list[Logger] | None = True,
         default_root_dir: str | Path | None = None,
-        enable_progress_bar: bool = True,
-        enable_checkpointing: bool = True,
-        enable_model_summary: bool = True,
-        log_every_n_steps: int = 50,
+        enable_progress_bar: bool | None = True,
+        enable_checkpointing: bool | None = True,
+        enable_model_summary: bool | None = True,
+        log_every_n_steps: int | None = 50,
         deterministic: bool | str | None = None,
         use_distributed_sampler: bool = True,
         benchmark: bool | None = None,
@@ -114,6 +115,7 @@ class Trainer(TrainerProperties):
         model_registry: str | None = None,
         async_checkpoint: bool = False,
         activation_checkpointing: CheckpointPolicy | None = None,
+        enable_autolog_hparams: bool = True,
     ) -> None:
         args = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
         doctor = requested_doctor_run()  # `surge doctor` runs this script: profile a short fit
@@ -132,7 +134,6 @@ class Trainer(TrainerProperties):
         self.fit_loop = FitLoop()
         self.should_stop = False
         self.sanity_checking = False
-        self.state = "initializing"
         self.datamodule: DataModule | None = None
         self._publisher = MetricsPublisher(
             self.loggers, lambda: self.is_global_zero, lambda: self.current_epoch
@@ -164,7 +165,7 @@ class Trainer(TrainerProperties):
     def _setup(self, model: Module, stage: str) -> RunParts:
         if not isinstance(model, Module):
             raise SurgeTypeError(f"model must be a surge.Module, got {type(model).__name__}")
-        self.state = stage
+        self._run_status = self._fn = stage
         self._publisher.reset_metrics()  # as Lightning: a stage shows only what it logs
         self._module = model
         model._trainer = self
@@ -191,8 +192,11 @@ class Trainer(TrainerProperties):
         val_dataloaders: Any = None,
         datamodule: DataModule | None = None,
         ckpt_path: str | Path | None = None,
+        weights_only: bool | None = None,
     ) -> None:
         """Train `model`; resume from `ckpt_path` (a path, "last", "best" or "auto") if given."""
+        check_weights_only("fit", weights_only)
+        warn_default_max_epochs(self._cfg)
         if self._cfg.logger is True:  # the default logger writes there: fail now, not at a log point
             writable_dir(self.default_root_dir, f"default_root_dir={str(self.default_root_dir)!r}")
         if isinstance(train_dataloaders, DataModule):
@@ -251,7 +255,7 @@ class Trainer(TrainerProperties):
         hooks = ctx.parts.hooks
         with ctx.signals.installed(), anomaly_mode(self._cfg.detect_anomaly):  # preemption: a flag
             hooks.call("on_fit_start")
-            self._publisher.log_run_start(ctx.parts.module)
+            self._publisher.log_run_start(ctx.parts.module, self._cfg.enable_autolog_hparams)
             flag = lambda on: setattr(self, "sanity_checking", on)  # noqa: E731
             ctx.validation.sanity_check(self._cfg.num_sanity_val_steps, hooks, flag)
             if pending_rng is not None:
@@ -284,40 +288,13 @@ class Trainer(TrainerProperties):
             raise
         finally:
             self._publisher.finalize_loggers(status)
-            self.state = "finished" if status == "success" else status
+            self._run_status = "finished" if status == "success" else status
             if self._module is not None:
                 self._module._results = None
             data_mod.stop_persistent_workers(loaders() if callable(loaders) else loaders)
 
     # -- evaluate and predict --------------------------------------------------------------
-    def validate(
-        self,
-        model: Module | None = None,
-        dataloaders: Any = None,
-        ckpt_path: str | Path | None = None,
-        datamodule: DataModule | None = None,
-    ) -> list[dict[str, float]]:
-        """Run `validation_step` over the data; one dict of metrics per dataloader."""
-        return self._evaluate("validate", model, dataloaders, ckpt_path, datamodule)
-
-    def test(
-        self,
-        model: Module | None = None,
-        dataloaders: Any = None,
-        ckpt_path: str | Path | None = None,
-        datamodule: DataModule | None = None,
-    ) -> list[dict[str, float]]:
-        """Run `test_step` over the data; one dict of metrics per dataloader."""
-        return self._evaluate("test", model, dataloaders, ckpt_path, datamodule)
-
-    def predict(
-        self,
-        model: Module | None = None,
-        dataloaders: Any = None,
-        ckpt_path: str | Path | None = None,
-        datamodule: DataModule | None = None,
-    ) -> list[Any]:
-        """Run `predict_step` over the data and return the predictions."""
+    def _predict(self, model: Module | None, dataloaders: Any, ckpt_path: Any, datamodule: Any) -> list[Any]:
         parts, loaders, limits = self._eval_setup("predict", model, dataloaders, ckpt_path, datamodule)
         return self._run_stage("predict", lambda: run_prediction(parts, loaders, limits), loaders)
 
@@ -359,7 +336,7 @@ class Trainer(TrainerProperties):
     def save_checkpoint(self, filepath: str | Path, weights_only: bool = False) -> None:
         """Write the whole training state (or just the weights) to `filepath`, atomically."""
         self._strategy.save_checkpoint(checkpoint_state(self._run_objects(), weights_only), filepath)
-        if self.state != "fit":  # only a running fit goes on while it writes
+        if self._run_status != "fit":  # only a running fit goes on while it writes
             self._strategy.finish_checkpoints()
 
     def _run_objects(self) -> RunObjects:

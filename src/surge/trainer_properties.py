@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, cast
 import torch
 
 from .errors import MisconfigurationError, bad_value
+from .run_status import RunningStage, TrainerState, trainer_state
 
 if TYPE_CHECKING:
     from .accelerators import Accelerator
@@ -51,8 +52,9 @@ class TrainerProperties:
     fit_loop: FitLoop
     loggers: list[Logger]
     callbacks: list[Callback]
-    state: str
     sanity_checking: bool
+    _run_status: str = "initializing"  # a stage's name while it runs, then finished/interrupted/failed
+    _fn: str | None = None  # the entry point called last (Lightning's trainer.state.fn)
     ckpt_path: str | None = None  # the checkpoint the last stage loaded (Lightning's trainer.ckpt_path)
 
     @property
@@ -240,28 +242,42 @@ class TrainerProperties:
 
     # -- what runs now (Lightning's stage flags) ----------------------------------------------
     @property
+    def state(self) -> TrainerState:
+        """Lightning's `trainer.state`: `.status`, `.fn`, `.stage`, `.finished` (a snapshot)."""
+        return trainer_state(self._run_status, self._fn, self._stage())
+
+    def _stage(self) -> RunningStage | None:
+        if self.sanity_checking:
+            return RunningStage.SANITY_CHECKING
+        for flag, stage in ((self.training, RunningStage.TRAINING), (self.validating, RunningStage.VALIDATING),
+                            (self.testing, RunningStage.TESTING), (self.predicting, RunningStage.PREDICTING)):  # fmt: skip
+            if flag:
+                return stage
+        return None
+
+    @property
     def training(self) -> bool:
         """Training steps run now (fit, outside its sanity check and validation)."""
-        return self.state == "fit" and not self.sanity_checking and self.training_rng is None
+        return self._run_status == "fit" and not self.sanity_checking and self.training_rng is None
 
     @property
     def fitting(self) -> bool:
         """fit() runs now (its sanity check and validation included)."""
-        return self.state == "fit"
+        return self._run_status == "fit"
 
     @property
     def validating(self) -> bool:
         """validate() runs, or fit's validation (not its sanity check)."""
-        in_fit = self.state == "fit" and not self.sanity_checking and self.training_rng is not None
-        return self.state == "validate" or in_fit
+        in_fit = self._run_status == "fit" and not self.sanity_checking and self.training_rng is not None
+        return self._run_status == "validate" or in_fit
 
     @property
     def testing(self) -> bool:
-        return self.state == "test"
+        return self._run_status == "test"
 
     @property
     def predicting(self) -> bool:
-        return self.state == "predict"
+        return self._run_status == "predict"
 
     @property
     def evaluating(self) -> bool:
@@ -270,8 +286,8 @@ class TrainerProperties:
 
     @property
     def interrupted(self) -> bool:
-        """The last stage ended by Ctrl-C or a preemption signal."""
-        return self.state == "interrupted"
+        """The last stage ended by an exception (Ctrl-C, preemption or an error), as in Lightning."""
+        return self._run_status in ("interrupted", "failed")
 
     @property
     def received_sigterm(self) -> bool:

@@ -177,6 +177,6 @@ def test_a_wandb_resume_from_a_checkpoint_naming_no_run_id_starts_a_new_run(tmp_
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         trainer = fit(tmp_path, logger, steps=STEPS + 2, ckpt=forged)
-    assert trainer.state == "finished" and logger.version != "*"
+    assert trainer.state.finished and logger.version != "*"
     assert said(caught, "no W&B run id")
     assert wandb.run is None  # the run was finished, none left active in the process

@@ -121,7 +121,7 @@ def test_an_outage_longer_than_the_client_retries_loses_no_point_and_training_go
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         trainer, recorder = fit(tmp_path, logger, callbacks=[Outage(server, down=25, up=48)])
-    assert trainer.state == "finished" and trainer.global_step == STEPS
+    assert trainer.state.finished and trainer.global_step == STEPS
     client = MlflowClient(server.uri)
     got = on_server(client, logger.run_id)
     assert {k: v for k, v in got.items() if k[0] != "epoch"} == {
@@ -144,7 +144,7 @@ def test_an_outage_shorter_than_the_client_retries_is_bridged(server, tmp_path, 
         experiment_name="short-outage", tracking_uri=server.uri, save_dir=tmp_path / "mlruns"
     )
     trainer, recorder = fit(tmp_path, logger, callbacks=[Outage(server, down=25, up=26)])
-    assert trainer.state == "finished"
+    assert trainer.state.finished
     got = on_server(MlflowClient(server.uri), logger.run_id)
     assert {k: v for k, v in got.items() if k[0] != "epoch"} == {
         k: v for k, v in recorder.points.items() if k[0] != "epoch"
@@ -170,7 +170,7 @@ def test_a_server_down_at_the_start_does_not_block_the_fit_and_what_it_kept_is_s
         warnings.simplefilter("always")
         trainer, recorder = fit(tmp_path, logger, callbacks=[saves])
     took = time.monotonic() - started
-    assert trainer.state == "finished" and trainer.global_step == STEPS
+    assert trainer.state.finished and trainer.global_step == STEPS
     assert took < 120, took  # bounded: the client's retries never hold the fit (noisy on a loaded machine)
     down = said(caught, "does not answer")
     assert len(down) == 1 and uri in down[0], down

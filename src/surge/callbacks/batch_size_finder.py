@@ -14,11 +14,32 @@ from .tuned_attr import has_tuned_attr, set_tuned_attr
 MODES = ("power", "binsearch")
 
 
+def check_margin(margin: Any, max_val: Any) -> tuple[float, int]:
+    """Lightning's `margin` (a fraction in [0, 1)) and `max_val` (the largest batch size, an int >= 1)."""
+    if isinstance(margin, bool) or not isinstance(margin, int | float) or not 0.0 <= margin < 1.0:
+        raise bad_value("BatchSizeFinder(margin)", margin, "a float in [0.0, 1.0)")
+    if isinstance(max_val, bool) or not isinstance(max_val, int) or max_val < 1:
+        raise bad_value("BatchSizeFinder(max_val)", max_val, "an int >= 1")
+    return float(margin), max_val
+
+
+def settle(found: int, mode: str, init_val: int, margin: float) -> int:
+    """The batch size a search that found `found` fitting settles on, as Lightning's: `"power"`, the
+    largest `init_val * 2**k` that fits; `"binsearch"`, `found` less the `margin` (at least 1)."""
+    if mode == "power":
+        power = init_val
+        while power * 2 <= found:
+            power *= 2
+        return min(power, found)
+    return max(1, int(found * (1 - margin))) if margin > 0 else found
+
+
 class BatchSizeFinder(Callback):
     """`mode="power"` keeps doubling from `init_val` while a batch fits; `"binsearch"` then
     searches between the last fit and the first miss. Each trial runs `steps_per_trial` real
     training steps (`surge.tune.find_batch_size`: out of memory on CUDA; on the CPU, over half of
-    the available RAM); at most `max_trials`, and never above the dataset's length.
+    the available RAM); at most `max_trials`, and never above the dataset's length or `max_val`.
+    `"binsearch"` then takes `margin` (a fraction) off what fits, as Lightning's.
 
     It runs in fit's setup, before the loaders are prepared (where Lightning runs it, in
     `on_fit_start`, the loaders are not built yet either): it sets `batch_arg_name` on the module,
@@ -36,6 +57,8 @@ class BatchSizeFinder(Callback):
         init_val: int = 2,
         max_trials: int = 25,
         batch_arg_name: str = "batch_size",
+        margin: float = 0.05,
+        max_val: int = 8192,
     ) -> None:
         mode = mode.lower() if isinstance(mode, str) else mode
         if mode not in MODES:
@@ -49,6 +72,7 @@ class BatchSizeFinder(Callback):
                 raise bad_value(f"BatchSizeFinder({name})", value, "an int >= 1")
         self._mode, self._steps_per_trial, self._init_val = mode, steps_per_trial, init_val
         self._max_trials, self._batch_arg_name = max_trials, batch_arg_name
+        self._margin, self._max_val = check_margin(margin, max_val)
         self.optimal_batch_size: int | None = init_val
 
     def tune_train_loader(self, trainer: Any, module: Any, loader: Any, given: bool) -> Any:
@@ -56,13 +80,9 @@ class BatchSizeFinder(Callback):
         self._check(trainer, module, given)
         found = find_batch_size(
             module, loader, trainer=trainer, init=self._init_val, max_trials=self._max_trials,
-            steps=self._steps_per_trial, verbose=False,
+            steps=self._steps_per_trial, verbose=False, max_batch_size=self._max_val,
         )  # fmt: skip
-        if self._mode == "power":  # the largest init_val * 2**k that fits
-            power = self._init_val
-            while power * 2 <= found:
-                power *= 2
-            found = min(power, found)
+        found = settle(found, self._mode, self._init_val, self._margin)
         self.optimal_batch_size = found
         set_tuned_attr(module, trainer.datamodule, self._batch_arg_name, found)
         info(f"BatchSizeFinder: {self._batch_arg_name} set to {found} (mode={self._mode!r})")

@@ -160,7 +160,7 @@ class ModelCheckpoint(Callback):
             self._epoch_save(trainer, self._monitor_candidates(trainer))
 
     def on_validation_end(self, trainer: Any, module: Any) -> None:
-        if trainer.state == "fit" and not trainer.sanity_checking and any(trainer.num_val_batches):
+        if trainer.fitting and not trainer.sanity_checking and any(trainer.num_val_batches):
             self._val_has_run = True
         if self._skip(trainer) or saves_on_train_epoch_end(self.save_on_train_epoch_end, trainer):
             return
@@ -191,7 +191,7 @@ class ModelCheckpoint(Callback):
     def _skip(self, trainer: Any) -> bool:
         return (
             bool(trainer.fast_dev_run)  # a fast_dev_run writes no checkpoints, as in Lightning
-            or trainer.state != "fit"
+            or not trainer.fitting
             or trainer.sanity_checking
             or self._last_saved_step == trainer.global_step
         )

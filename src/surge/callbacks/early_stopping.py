@@ -98,7 +98,7 @@ class EarlyStopping(Callback):
             self._on_train_epoch_end = self.check_on_train_epoch_end
 
     def _skip(self, trainer: Any) -> bool:
-        return trainer.state != "fit" or trainer.sanity_checking
+        return not trainer.fitting or trainer.sanity_checking
 
     def on_train_epoch_end(self, trainer: Any, module: Any) -> None:
         if self._on_train_epoch_end and not self._skip(trainer):

@@ -30,7 +30,7 @@ class OnExceptionCheckpoint(Callback):
         return os.path.join(self.dirpath, self.filename + self.FILE_EXTENSION)
 
     def on_exception(self, trainer: Any, module: Any, exception: BaseException) -> None:
-        if trainer.state == "fit":
+        if trainer.fitting:
             Path(self.dirpath).mkdir(parents=True, exist_ok=True)
             trainer.save_checkpoint(self.ckpt_path)
 

@@ -14,13 +14,16 @@ class LearningRateMonitor(Callback):
     Learning rates are host floats in the optimizer, so this reads nothing from the device.
     """
 
-    def __init__(self, logging_interval: str | None = None, log_momentum: bool = False) -> None:
+    def __init__(
+        self, logging_interval: str | None = None, log_momentum: bool = False, log_weight_decay: bool = False
+    ) -> None:
         if logging_interval not in (None, "step", "epoch"):
             raise bad_value(
                 "LearningRateMonitor(logging_interval)", logging_interval, 'None, "step" or "epoch"'
             )
         self.logging_interval = logging_interval
         self.log_momentum = log_momentum
+        self.log_weight_decay = log_weight_decay  # as `{key}-weight_decay`, Lightning's name
         self._last_step = -1
 
     def _values(self, trainer: Any) -> dict[str, float]:
@@ -38,6 +41,8 @@ class LearningRateMonitor(Callback):
                     momentum = group.get("momentum", group.get("betas", (None,))[0])
                     if momentum is not None:
                         values[key.replace("lr-", "lr-momentum-", 1)] = float(momentum)
+                if self.log_weight_decay:
+                    values[f"{key}-weight_decay"] = float(group.get("weight_decay", 0.0))
         return values
 
     def _log(self, trainer: Any) -> None:

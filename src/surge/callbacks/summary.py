@@ -6,6 +6,7 @@ from typing import Any
 
 from torch import nn
 
+from ..errors import bad_value
 from ..rank_zero import info
 from .base import Callback
 
@@ -42,7 +43,9 @@ def _human(n: int) -> str:
 class ModelSummary(Callback):
     """Prints `summarize(module)` when fit starts (rank zero)."""
 
-    def __init__(self, max_depth: int = 1) -> None:
+    def __init__(self, max_depth: int = 1, **summarize_kwargs: Any) -> None:
+        if summarize_kwargs:  # Lightning passes them on to its summary, which takes none outside DeepSpeed
+            raise bad_value(f"{type(self).__name__}(**summarize_kwargs)", summarize_kwargs, "none")
         self.max_depth = max_depth
 
     def on_fit_start(self, trainer: Any, module: nn.Module) -> None:

@@ -6,18 +6,20 @@ Any callback `surge.callbacks` provides is found here by its name; `TQDMProgress
 
 from __future__ import annotations
 
+import importlib.util
 from typing import Any
 
 from .. import callbacks as _surge_callbacks
 from ..callbacks import Callback, EarlyStopping, LearningRateMonitor, ModelCheckpoint, ModelSummary
 from ..callbacks.progress import ProgressBar
+from ..callbacks.summary import summarize
 from ..errors import bad_value
 from .refuse import refuse
 
 # Lightning 2.x's callbacks; those not in surge.callbacks are refused when imported.
 LIGHTNING_CALLBACKS = (
     "BackboneFinetuning", "BaseFinetuning", "BasePredictionWriter", "BatchSizeFinder", "Callback",
-    "Checkpoint", "DeviceStatsMonitor", "EarlyStopping", "GradientAccumulationScheduler",
+    "Checkpoint", "DeviceStatsMonitor", "EarlyStopping", "EMAWeightAveraging", "GradientAccumulationScheduler",
     "LambdaCallback", "LearningRateFinder", "LearningRateMonitor", "ModelCheckpoint", "ModelPruning",
     "ModelSummary", "OnExceptionCheckpoint", "ProgressBar", "RichModelSummary", "RichProgressBar",
     "SpikeDetection", "StochasticWeightAveraging", "TQDMProgressBar", "ThroughputMonitor", "Timer",
@@ -42,6 +44,39 @@ class TQDMProgressBar(ProgressBar):
         self.leave = leave
 
 
+class RichModelSummary(ModelSummary):
+    """Lightning's `RichModelSummary(max_depth=1)`: the same summary as `ModelSummary`, printed as a
+    rich table (needs `pip install rich`, checked here, before any work)."""
+
+    def __init__(self, max_depth: int = 1, **summarize_kwargs: Any) -> None:
+        if importlib.util.find_spec("rich") is None:
+            raise ImportError("RichModelSummary needs the rich package: pip install rich")
+        super().__init__(max_depth, **summarize_kwargs)
+
+    def on_fit_start(self, trainer: Any, module: Any) -> None:
+        if not trainer.is_global_zero:
+            return
+        from rich.console import Console
+        from rich.table import Table
+
+        lines = summarize(module, self.max_depth).splitlines()
+        header, rows = (
+            ["", *lines[0].split()],
+            [line for line in lines[2:] if line and not line.startswith("-")],
+        )
+        table = Table(*header)
+        totals = []
+        for line in rows:
+            cells = line.split(None, 3)
+            if cells and cells[0].isdigit() and len(cells) == 4:
+                table.add_row(*cells)
+            else:
+                totals.append(line)
+        console = Console()
+        console.print(table)
+        console.print("\n".join(totals))
+
+
 def __getattr__(name: str) -> Any:
     found = getattr(_surge_callbacks, name, None)
     if found is not None:
@@ -58,5 +93,6 @@ __all__ = [
     "ModelCheckpoint",
     "ModelSummary",
     "ProgressBar",
+    "RichModelSummary",
     "TQDMProgressBar",
 ]

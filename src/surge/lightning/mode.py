@@ -33,9 +33,13 @@ MODULES = {
     "core": "core", "core.module": "core.module", "core.datamodule": "core.datamodule",
     "core.optimizer": "core.optimizer", "utilities": "utilities", "utilities.rank_zero": "utilities.rank_zero",
     "utilities.imports": "utilities.imports", "utilities.types": "utilities.types",
-    "utilities.seed": "seeding",
+    "utilities.seed": "seeding", "utilities.exceptions": "utilities.exceptions",
+    "utilities.warnings": "utilities.warnings", "utilities.model_helpers": "utilities.model_helpers",
+    "trainer.states": "states", "tuner": "tuner", "tuner.tuning": "tuner",
+    "fabric": "fabric", "fabric.utilities": "fabric", "fabric.utilities.exceptions": "utilities.exceptions",
+    "fabric.utilities.warnings": "utilities.warnings",
 }  # fmt: skip
-WHOLE = ("callbacks", "loggers")  # `callbacks.early_stopping` and the like: the whole module
+WHOLE = ("callbacks", "loggers", "profilers")  # `callbacks.early_stopping` and the like: the whole module
 DIFFERENCES = (
     "surge runs {script} in Lightning mode: `lightning`, `lightning.pytorch` and `pytorch_lightning` "
     "are surge's compatibility layer. Deliberate differences: checkpoints are loaded weights-only "
@@ -54,8 +58,10 @@ def surge_name(fullname: str) -> str | None:
             break
     else:
         return None
-    if rel.split(".")[0] == "fabric" and root == "lightning":
-        raise LightningNameError(f"{fullname}: surge has no Fabric; {DOCS}.")
+    if rel.split(".")[0] == "fabric" and (root != "lightning" or rel not in MODULES):
+        raise LightningNameError(
+            f"{fullname}: surge has no Fabric (only lightning.fabric.utilities.exceptions and .warnings); {DOCS}."
+        )
     head = rel.split(".")[0]
     mapped = MODULES.get(rel, head if head in WHOLE else None)
     if mapped is None:

@@ -77,7 +77,7 @@ class RunDir:
 
     def _resolve(self) -> Path:
         if self._path is None:
-            base = self.root / self.name
+            base = self.root / self.name if self.name else self.root
             base.mkdir(parents=True, exist_ok=True)
             version = self._requested
             if version is None:

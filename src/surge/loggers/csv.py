@@ -12,6 +12,7 @@ from ..hparams import plain
 from ..rank_zero import warn
 from .base import Logger, RunDir, no_prefix
 from .files import WriteFailures, append_whole, write_atomic
+from .run_name import DEFAULT_NAME, run_name
 
 
 class CSVLogger(Logger):
@@ -26,7 +27,7 @@ class CSVLogger(Logger):
     def __init__(
         self,
         save_dir: str | Path = ".",
-        name: str = "surge_logs",
+        name: str | None = DEFAULT_NAME,
         version: int | str | None = None,
         flush_every: int = 100,
         prefix: str = "",
@@ -35,7 +36,7 @@ class CSVLogger(Logger):
         no_prefix("CSVLogger", prefix)  # Lightning's arguments: prefix only empty; its name for flush_every
         if flush_logs_every_n_steps is not None:
             flush_every = flush_logs_every_n_steps
-        self._run = RunDir(save_dir, name, version)
+        self._run = RunDir(save_dir, run_name(name), version)
         self._rows: list[dict[str, Any]] = []
         self._columns: list[str] = []  # the header of metrics.csv as written
         self._size: int | None = None  # bytes of metrics.csv known whole; None before the first write

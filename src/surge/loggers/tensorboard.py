@@ -19,26 +19,34 @@ from ..hparams import plain
 from ..rank_zero import warn
 from .base import Logger, RunDir, no_prefix
 from .files import WriteFailures
+from .run_name import DEFAULT_NAME, run_name
 
-RETRY_EVERY = 100  # scalars kept while writing fails, between two attempts
+RETRY_EVERY = 100
+WRITER_ARGS = {
+    "comment",
+    "max_queue",
+    "filename_suffix",
+}  # Lightning passes **kwargs on to SummaryWriter  # scalars kept while writing fails, between two attempts
 
 
 class TensorBoardLogger(Logger):
     """Writes to `save_dir/name/version_N/` (the same layout as `CSVLogger`), viewable with
     `tensorboard --logdir save_dir`. `log_graph=True` records the module's graph once at fit start,
     traced from the module's `example_input_array`. Lightning's `default_hp_metric` is accepted
-    (surge writes no `hp_metric` placeholder either way); `prefix` must be empty, `sub_dir` None."""
+    (surge writes no `hp_metric` placeholder either way); `prefix` must be empty, `sub_dir` None;
+    `**kwargs` go to `SummaryWriter` (`comment`, `max_queue`, `filename_suffix`)."""
 
     def __init__(
         self,
         save_dir: str | Path = ".",
-        name: str = "surge_logs",
+        name: str | None = DEFAULT_NAME,
         version: int | str | None = None,
         log_graph: bool = False,
         flush_secs: int = 30,
         default_hp_metric: bool = True,
         prefix: str = "",
         sub_dir: str | Path | None = None,
+        **kwargs: Any,
     ) -> None:
         no_prefix("TensorBoardLogger", prefix)  # Lightning's arguments, as far as surge has them
         if sub_dir is not None:
@@ -47,7 +55,14 @@ class TensorBoardLogger(Logger):
             )
         if not isinstance(default_hp_metric, bool):
             raise bad_value("TensorBoardLogger(default_hp_metric)", default_hp_metric, "True or False")
-        self._run = RunDir(save_dir, name, version)
+        unknown = set(kwargs) - WRITER_ARGS
+        if unknown:
+            raise bad_value(
+                "TensorBoardLogger(**kwargs)", sorted(unknown),
+                f"arguments of SummaryWriter other than those surge sets itself: {sorted(WRITER_ARGS)}",
+            )  # fmt: skip
+        self._writer_kwargs = kwargs
+        self._run = RunDir(save_dir, run_name(name), version)
         self._writer: Any = None
         self.log_graph = log_graph
         self._flush_secs = flush_secs
@@ -80,7 +95,10 @@ class TensorBoardLogger(Logger):
                     "TensorBoardLogger needs the tensorboard package: pip install tensorboard"
                 ) from err
             self._writer = SummaryWriter(
-                log_dir=str(self.log_dir), flush_secs=self._flush_secs, purge_step=self._purge_step
+                log_dir=str(self.log_dir),
+                flush_secs=self._flush_secs,
+                purge_step=self._purge_step,
+                **self._writer_kwargs,
             )
             self._purge_step = None  # once: a writer made again after a disk error purges nothing
         return self._writer

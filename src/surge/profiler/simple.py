@@ -96,5 +96,5 @@ class _ValidationTimer(Callback):
 
     def on_validation_end(self, trainer: Any, module: Any) -> None:
         timer = self.profiler.timer
-        if timer is not None and trainer.state == "fit" and not trainer.sanity_checking:
+        if timer is not None and trainer.fitting and not trainer.sanity_checking:
             timer.add_validation(time.perf_counter() - self.started)

@@ -38,6 +38,11 @@ class LRFinderResult:
             out.append(avg / (1 - self.smoothing**i))
         return out
 
+    @property
+    def results(self) -> dict[str, list[float]]:
+        """Lightning's view: `{"lr": [...], "loss": [...]}` with the smoothed losses."""
+        return {"lr": list(self.lrs), "loss": self.smoothed}
+
     def suggestion(self, skip_begin: int = 10, skip_end: int = 1) -> float | None:
         """The rate where the smoothed loss falls fastest against log(lr); None if too few points.
 

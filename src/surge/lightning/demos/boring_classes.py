@@ -1,4 +1,4 @@
-"""Lightning's "boring" bug-report classes: `RandomDataset`, `BoringModel`,
+"""Lightning's "boring" bug-report classes: `RandomDataset`, `RandomDictDataset`, `BoringModel`,
 `ManualOptimBoringModel`, `BoringDataModule`, `DemoModel`, with the same shapes, losses and
 optimizers as Lightning's."""
 
@@ -25,6 +25,21 @@ class RandomDataset(Dataset):
 
     def __getitem__(self, index: int) -> Tensor:
         return self.data[index]
+
+    def __len__(self) -> int:
+        return self.len
+
+
+class RandomDictDataset(Dataset):
+    """`length` random vectors of `size`, each item `{"a": x, "b": x + 2}`."""
+
+    def __init__(self, size: int, length: int) -> None:
+        self.len = length
+        self.data = torch.randn(length, size)
+
+    def __getitem__(self, index: int) -> dict[str, Tensor]:
+        a = self.data[index]
+        return {"a": a, "b": a + 2}
 
     def __len__(self) -> int:
         return self.len

@@ -1,0 +1,106 @@
+"""The Trainer's evaluation entry points with Lightning's signatures: `validate`, `test`, `predict`.
+
+Their arguments are checked here, before any work (a value surge cannot honour is refused by name);
+the stages themselves run in `Trainer._evaluate` / `Trainer._predict`. `verbose=True` (Lightning's
+default) prints the results table (`results_table.py`) on rank zero."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from .datamodule import DataModule
+from .errors import bad_value
+from .module import Module
+from .results_table import print_results
+from .trainer_properties import TrainerProperties
+
+
+def check_weights_only(where: str, weights_only: bool | None) -> None:
+    """surge loads every checkpoint weights-only (tensors and plain containers): None and True are
+    what it does; False (unpickling arbitrary objects) is refused."""
+    if weights_only not in (None, True):
+        raise bad_value(
+            f"{where}(weights_only)", weights_only,
+            "None or True (surge loads checkpoints weights-only, with a verified digest; it never unpickles objects)",
+        )  # fmt: skip
+
+
+def _check_flag(where: str, name: str, value: Any, allowed: tuple[Any, ...]) -> None:
+    if value not in allowed or (value is not None and not isinstance(value, bool)):
+        raise bad_value(f"{where}({name})", value, " or ".join(map(str, allowed)))
+
+
+class StageEntryPoints(TrainerProperties):
+    """`validate`, `test` and `predict`: argument checks, then the Trainer's stage."""
+
+    def _evaluate(
+        self, stage: str, model: Module | None, dataloaders: Any, ckpt_path: Any, datamodule: Any
+    ) -> list[dict[str, float]]:
+        raise NotImplementedError  # the Trainer's
+
+    def _predict(self, model: Module | None, dataloaders: Any, ckpt_path: Any, datamodule: Any) -> list[Any]:
+        raise NotImplementedError  # the Trainer's
+
+    def validate(
+        self,
+        model: Module | None = None,
+        dataloaders: Any = None,
+        ckpt_path: str | Path | None = None,
+        verbose: bool = True,
+        datamodule: DataModule | None = None,
+        weights_only: bool | None = None,
+    ) -> list[dict[str, float]]:
+        """Run `validation_step` over the data; one dict of metrics per dataloader, printed as a
+        table when `verbose`."""
+        return self._checked_evaluation(
+            "validate", model, dataloaders, ckpt_path, verbose, datamodule, weights_only
+        )
+
+    def test(
+        self,
+        model: Module | None = None,
+        dataloaders: Any = None,
+        ckpt_path: str | Path | None = None,
+        verbose: bool = True,
+        datamodule: DataModule | None = None,
+        weights_only: bool | None = None,
+    ) -> list[dict[str, float]]:
+        """Run `test_step` over the data; one dict of metrics per dataloader, printed as a table when
+        `verbose`."""
+        return self._checked_evaluation(
+            "test", model, dataloaders, ckpt_path, verbose, datamodule, weights_only
+        )
+
+    def predict(
+        self,
+        model: Module | None = None,
+        dataloaders: Any = None,
+        datamodule: DataModule | None = None,
+        return_predictions: bool | None = None,
+        ckpt_path: str | Path | None = None,
+        weights_only: bool | None = None,
+    ) -> list[Any] | None:
+        """Run `predict_step` over the data and return the predictions (None with
+        `return_predictions=False`: they are not kept)."""
+        _check_flag("predict", "return_predictions", return_predictions, (None, True, False))
+        check_weights_only("predict", weights_only)
+        predictions = self._predict(model, dataloaders, ckpt_path, datamodule)
+        return None if return_predictions is False else predictions
+
+    def _checked_evaluation(
+        self,
+        stage: str,
+        model: Any,
+        dataloaders: Any,
+        ckpt_path: Any,
+        verbose: Any,
+        datamodule: Any,
+        weights_only: Any,
+    ) -> list[dict[str, float]]:
+        _check_flag(stage, "verbose", verbose, (True, False))
+        check_weights_only(stage, weights_only)
+        results = self._evaluate(stage, model, dataloaders, ckpt_path, datamodule)
+        if verbose and self.is_global_zero:
+            print_results(results, stage)
+        return results
