@@ -1,8 +1,9 @@
 """Lightning's own public-behaviour tests as a second oracle (development time, not collected by pytest).
 
-    python tests/oracle/lightning_suite.py [--keep DIR] [--only SUBSTRING] [--timeout SECONDS]
+    git clone https://github.com/Lightning-AI/pytorch-lightning /path/to/lightning   # once
+    python tests/oracle/lightning_suite.py --repo /path/to/lightning [--keep DIR] [--only SUBSTRING]
 
-Takes the test files in `FILES` from the Lightning mirror at `TAG`, with the `tests_pytorch` helpers they
+Takes the test files in `FILES` from a clone of Lightning's repository (`--repo`) at `TAG`, with the `tests_pytorch` helpers they
 import, into a temporary directory (never into this project), and runs each file with pytest twice: under
 real Lightning (the oracle's virtual environment) and under surge's Lightning mode (`surge run` of a tiny
 launcher that calls `pytest.main`). Both runs use the same generated `conftest.py` and `RunIf` (Lightning's
@@ -29,7 +30,7 @@ from pathlib import Path
 
 from oracle_env import lightning_python
 
-MIRROR = Path("/work/.mirror/Lightning-AI+pytorch-lightning/repo")
+REPO = Path(".")  # a git clone of Lightning's repository (--repo)
 TAG = "2.6.5"
 BASE = "tests/tests_pytorch"
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -221,7 +222,7 @@ class FileResult:
 
 def git_show(path: str) -> str:
     return subprocess.run(
-        ["git", "-C", str(MIRROR), "show", f"{TAG}:{path}"], capture_output=True, text=True, check=True
+        ["git", "-C", str(REPO), "show", f"{TAG}:{path}"], capture_output=True, text=True, check=True
     ).stdout
 
 
@@ -256,7 +257,7 @@ def per_name_imports(source: str) -> str:
 def extract(root: Path) -> None:
     """The files, the `__init__.py` beside them and the helpers, with our conftest and RunIf."""
     listing = subprocess.run(
-        ["git", "-C", str(MIRROR), "ls-tree", "-r", "--name-only", TAG, BASE],
+        ["git", "-C", str(REPO), "ls-tree", "-r", "--name-only", TAG, BASE],
         capture_output=True, text=True, check=True,
     ).stdout.split()  # fmt: skip
     wanted = {f"{BASE}/{f}" for f in FILES} | {f"{BASE}/__init__.py"}
@@ -408,6 +409,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
+    parser.add_argument(
+        "--repo", type=Path, required=True, help=f"a git clone of Lightning's repository (tag {TAG})"
+    )
     parser.add_argument("--keep", type=Path, help="extract and run here (kept afterwards)")
     parser.add_argument(
         "--only", default="", help="run only the files whose path contains one of these (comma-separated)"
@@ -416,6 +420,8 @@ def main() -> None:
     parser.add_argument("--reuse", action="store_true", help="with --keep: reuse Lightning's results there")
     parser.add_argument("--failures", action="store_true", help="list the cases surge fails")
     ns = parser.parse_args()
+    global REPO
+    REPO = ns.repo
     with tempfile.TemporaryDirectory(prefix="lightning-suite-") as tmp:
         root = ns.keep or Path(tmp)
         root.mkdir(parents=True, exist_ok=True)
