@@ -248,3 +248,36 @@ def test_a_loader_position_with_a_string_count_is_a_checkpoint_error(tmp_path):
     with pytest.raises(CheckpointError) as err:
         _plain_trainer(tmp_path, max_epochs=1).fit(Seen(), _stateful_loader(), ckpt_path=path)
     assert str(path) in str(err.value)
+
+
+# -- 5. compile="step" ----------------------------------------------------------------------------
+
+
+class AdamNet(TinyModel):
+    def __init__(self, foreach: bool | None = None) -> None:
+        super().__init__()
+        self.foreach = foreach
+
+    def configure_optimizers(self) -> Any:
+        opt = torch.optim.Adam(self.parameters(), lr=0.01, foreach=self.foreach)
+        return {"optimizer": opt, "lr_scheduler": torch.optim.lr_scheduler.StepLR(opt, 1)}
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(
+    strict=True,
+    reason="the foreach=True check (compiling.refuse_foreach_with_tensor_lr) reads the param groups "
+    "before the checkpoint's optimizer state is loaded, which brings foreach=True back: following "
+    "the refusal's advice ('leave foreach unset') and resuming fails inside the first compiled step "
+    "with InternalTorchDynamoError 'lr as a Tensor is not supported for capturable=False and foreach=True'",
+)
+def test_compile_step_resuming_an_adam_foreach_checkpoint_is_refused_before_the_fit(tmp_path):
+    from surge.errors import MisconfigurationError
+
+    train, _ = make_loaders()
+    first = fast_trainer(max_steps=2, default_root_dir=tmp_path)
+    first.fit(AdamNet(foreach=True), train)  # no compile: foreach=True is fine
+    first.save_checkpoint(tmp_path / "a.ckpt")
+    again = fast_trainer(max_steps=4, compile="step", default_root_dir=tmp_path)
+    with pytest.raises(MisconfigurationError, match="foreach"):
+        again.fit(AdamNet(), train, ckpt_path=tmp_path / "a.ckpt")  # foreach unset, as advised
