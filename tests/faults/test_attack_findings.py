@@ -370,3 +370,35 @@ def test_points_of_a_resume_whose_run_was_deleted_are_sent_or_kept(tmp_path, mon
         assert len(on_server | kept) >= 3, (on_server, kept)  # the resumed fit's 3 steps
     finally:
         server.close()
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(
+    strict=True,
+    reason="mlflow_kept.send_kept continues the file's run_id as a user-given run id "
+    "(target.run_id, no experiment check), so a kept file whose run_id names another "
+    "experiment's run writes into that run; it also uploads any local file its 'artifacts' name",
+)
+def test_a_kept_file_continues_a_run_only_in_its_own_experiment(tmp_path, monkeypatch):
+    pytest.importorskip("mlflow")
+    from mlflow.tracking import MlflowClient
+
+    from servers import RestartableMlflowServer
+    from surge.loggers.mlflow_kept import Kept, main, write_kept
+    from surge.loggers.mlflow_run import RunTarget
+
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+    monkeypatch.setenv("MLFLOW_HTTP_REQUEST_TIMEOUT", "120")
+    (tmp_path / "server").mkdir()
+    server = RestartableMlflowServer(tmp_path / "server")
+    try:
+        server.start()
+        client = MlflowClient(server.uri)
+        client.create_experiment("mine")
+        theirs = client.create_run(client.create_experiment("theirs")).info.run_id
+        target = RunTarget(tracking_uri=server.uri, experiment_name="mine")
+        kept = write_kept(tmp_path / "unsent", Kept(target=target, run_id=theirs, points=[("m", 9.0, 7, 3)]))
+        main([str(kept)])
+        assert client.get_metric_history(theirs, "m") == [], "a point went into another experiment's run"
+    finally:
+        server.close()
