@@ -3,8 +3,9 @@
 A config is code: a `class_path` names any importable callable and `init_args` are its arguments,
 so building the config calls it. `ClassPathPolicy` is the opt-in allowlist behind
 `--allow_class_paths`; `check_namespace` applies it to a parsed config before anything is built,
-and the YAML loader registered here applies it to each file as it is read (before jsonargparse
-imports anything it names) and refuses YAML whose aliases expand past `MAX_YAML_NODES`.
+and the YAML loader registered here applies it to each file and flag value as it is read (before
+jsonargparse imports anything it names: each `class_path`, and each dotted string naming a module,
+which jsonargparse also resolves as a class path) and refuses YAML whose aliases expand past `MAX_YAML_NODES`.
 """
 
 from __future__ import annotations
@@ -157,7 +158,44 @@ def _load_yaml(text: str, path: str = "") -> Any:
         for key, class_path in class_paths(value, ""):
             if "." in class_path:  # a bare class name resolves only to an imported subclass
                 policy.check(class_path, key, source)
+        for key, text in import_strings(value, ""):
+            policy.check(text, key, source)
     return value
+
+
+def import_strings(value: Any, where: str) -> Iterator[tuple[str, str]]:
+    """Each `(key, string)` in a loaded config value whose resolution by jsonargparse would import
+    a module: the string form of a class path (`model: pkg.Model`, `callbacks: [pkg.Cb]`,
+    `optimizer: pkg.Opt`). A `class_path` value is checked apart."""
+    if isinstance(value, str):
+        if _would_import(value):
+            yield (where, value)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if key != "class_path":
+                yield from import_strings(item, f"{where}.{key}" if where else str(key))
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            yield from import_strings(item, f"{where}[{i}]")
+
+
+def _would_import(text: str) -> bool:
+    """Whether resolving `text` as `module.name` would import a module: it is a dotted name, `name`
+    is not already in the imported `module`, and its top-level module can be found (found, not
+    imported: finding a top-level module runs none of its code). `last.ckpt` names no module, and
+    `torch.tanh` (a default's text, once torch is imported) imports nothing."""
+    import importlib.util
+
+    parts = text.split(".")
+    if len(parts) < 2 or not all(p.isidentifier() for p in parts):
+        return False
+    module = sys.modules.get(".".join(parts[:-1]))
+    if module is not None and parts[-1] in getattr(module, "__dict__", {}):
+        return False
+    try:
+        return parts[0] in sys.modules or importlib.util.find_spec(parts[0]) is not None
+    except (ImportError, ValueError):
+        return False
 
 
 def _too_deep(text: str) -> bool:

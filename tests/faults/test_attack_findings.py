@@ -46,13 +46,6 @@ def evil(tmp_path, monkeypatch):
     sys.modules.pop(name, None)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a class path written as a plain string (`model: pkg.Class`, `callbacks: [pkg.Cb]`, "
-    "`logger: pkg.L`) is not seen by the YAML-time check (config_guard.class_paths reads only "
-    "{class_path: ...} dicts), so jsonargparse imports the module (running its code) while parsing, "
-    "before check_namespace refuses it",
-)
 @pytest.mark.parametrize(
     "section",
     [
@@ -75,11 +68,6 @@ def test_a_string_class_path_outside_the_allowlist_is_never_imported(tmp_path, e
     assert not (tmp_path / "RAN").exists(), "the module outside the allowlist was imported (its code ran)"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="LightningCLI's `optimizer: pkg.Opt` / `lr_scheduler: pkg.S` string form imports pkg "
-    "while parsing, before the allowlist refuses it (as for the SurgeCLI sections)",
-)
 @pytest.mark.parametrize("key", ["optimizer", "lr_scheduler"])
 def test_lightning_cli_string_optimizer_outside_the_allowlist_is_never_imported(tmp_path, evil, key):
     from surge.lightning.cli import LightningCLI
