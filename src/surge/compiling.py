@@ -154,13 +154,23 @@ def compile_optimizers(spec: CompileSpec | None, optimizers: list[Optimizer], sc
     return True
 
 
-def refuse_foreach_with_tensor_lr(optimizers: list[Optimizer]) -> None:
+def refuse_foreach_with_tensor_lr(optimizers: list[Optimizer], restored_from: str | None = None) -> None:
     """torch's Adam (and AdamW) refuse a tensor lr with `foreach=True, capturable=False`, deep inside
-    the first compiled step: say so before the fit, naming the argument and the fixes."""
+    the first compiled step: say so before the fit, naming the argument and the fixes. With
+    `restored_from`, the groups are a checkpoint's (torch's load_state_dict brings its settings back)."""
     for i, opt in enumerate(optimizers):
         groups = [g for g in opt.param_groups if g.get("foreach") is True and g.get("capturable") is False]
         if isinstance(opt, torch.optim.Adam | torch.optim.AdamW) and groups:
             name = type(opt).__name__
+            if restored_from is not None:
+                raise MisconfigurationError(
+                    f"compile='step' with a learning-rate scheduler makes each param group's lr a 0-d tensor, "
+                    f"and torch's {name} refuses a tensor lr with foreach=True and capturable=False: "
+                    f"{restored_from} restores optimizer {i} ({name}) with foreach=True and capturable=False "
+                    "(torch's load_state_dict brings back the saved param groups' settings, whatever the "
+                    f"optimizer is built with now). Resume it with compile=True (the forward only) or "
+                    "without compile."
+                )
             raise MisconfigurationError(
                 f"compile='step' with a learning-rate scheduler makes each param group's lr a 0-d tensor "
                 f"(so a new rate does not recompile), and torch's {name} refuses a tensor lr with "

@@ -346,8 +346,9 @@ class Optimization:
         for config, saved in zip(self.schedulers, saved_scheds):
             config.scheduler.load_state_dict(saved)
         if self._tensor_lr:
-            from .compiling import tensor_learning_rates
+            from .compiling import refuse_foreach_with_tensor_lr, tensor_learning_rates
 
+            refuse_foreach_with_tensor_lr(self.optimizers, restored_from=source)
             tensor_learning_rates(self.optimizers)
 
 

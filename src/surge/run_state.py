@@ -203,7 +203,7 @@ def _loop_part(run: RunObjects) -> Part:
 
     def save(state: dict[str, Any]) -> None:
         state["loop"] = loop.state_dict()
-        positions = loader_states(loop.train_loader, strategy)  # every rank's (stateful_loader.py)
+        positions = loader_states(loop.train_loader, strategy, loop.end_position)  # every rank's
         if positions is not None:
             state["loop"]["loader_states"] = positions
         _say_if_inexact(loop)

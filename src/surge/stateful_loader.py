@@ -79,14 +79,22 @@ def check_train_loader(loader: Iterable, say: bool = True) -> Iterable:
     return loader
 
 
-def loader_states(loader: Any, strategy: Any) -> list[Any] | None:
-    """Every rank's train loader position, by rank (None when the loader keeps none); all ranks call this."""
+def loader_position(loader: Any) -> Any | None:
+    """The train loader's position now (None when it keeps none): what a fit stopped inside an epoch
+    keeps, since the end of its stage drops a StatefulDataLoader's iterator, and with it the position."""
+    holder = state_holder(loader)
+    return None if holder is None else holder.state_dict()
+
+
+def loader_states(loader: Any, strategy: Any, kept: Any | None = None) -> list[Any] | None:
+    """Every rank's train loader position, by rank (None when the loader keeps none); all ranks call this.
+    `kept`: the position `loader_position` took where the fit stopped, else the loader's own now."""
     holder = state_holder(loader)
     if holder is None:
         return None
     where = f"checkpoint['loop']['loader_states'][{strategy.global_rank}]"
     state = checked_value(
-        holder.state_dict(), where, f"{type(holder).__name__}.state_dict()"
+        holder.state_dict() if kept is None else kept, where, f"{type(holder).__name__}.state_dict()"
     )  # numpy scalars
     return strategy.all_gather_object(state)
 
@@ -128,6 +136,8 @@ def restore_loader(
         )
         return None
     state = saved[strategy.global_rank]
+    if is_torchdata_loader(loader):
+        _check_counts(state, f"loop['loader_states'][{strategy.global_rank}]", path)
     if loop["epoch_done"]:
         _apply(loader, state, True, path)
         return None
@@ -141,6 +151,23 @@ def restore_loader(
             "from another checkpoint, or with the loader it was saved with"
         )
     return LoaderResume(state, loop.get("generators"), path)
+
+
+_COUNTS = ("_num_yielded", "_sampler_iter_yielded", "samples_yielded", "_snapshot_step")  # torchdata's
+
+
+def _check_counts(state: Any, where: str, path: Path) -> None:
+    """A StatefulDataLoader reads its counts only when its iterator first steps (a wrong type is a raw
+    TypeError there): refuse a count that is not a non-negative int now, naming the key."""
+    if not isinstance(state, Mapping):
+        return
+    for key, value in state.items():
+        if key in _COUNTS and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            raise CheckpointError(
+                f"{path}: the train loader's saved position {where}[{key!r}] is {value!r}, not a count "
+                "(an int >= 0): the checkpoint is damaged; resume from another checkpoint"
+            )
+        _check_counts(value, f"{where}[{key!r}]", path)
 
 
 def _apply(loader: Any, state: Any, discard: bool, path: Path) -> Iterator[Any]:

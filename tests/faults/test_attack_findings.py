@@ -217,12 +217,6 @@ def _plain_trainer(root: Path, **kwargs: Any) -> Any:
     )  # fmt: skip
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="trainer.save_checkpoint after a fit stopped by max_steps inside an epoch stores loop "
-    "batches_done=3 but the loader's position at the epoch start (_num_yielded=0); the resume trains "
-    "batches 0-4 (0-2 again) and never batches 5-7, with no warning (real Lightning 2.6.6 trains none)",
-)
 def test_a_save_after_a_max_steps_stop_resumes_the_rest_of_the_epoch(tmp_path):
     pytest.importorskip("torchdata.stateful_dataloader")
     whole = Seen()
@@ -240,12 +234,6 @@ def test_a_save_after_a_max_steps_stop_resumes_the_rest_of_the_epoch(tmp_path):
     assert resumed.seen == whole.seen[3:], (resumed.seen, whole.seen)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a loader position whose '_num_yielded' is a string passes restore_loader (the loader "
-    "reads it only when the epoch's iterator starts) and fails as a raw TypeError from "
-    "torchdata's stateful_dataloader.py ('can only concatenate str (not \"int\") to str')",
-)
 def test_a_loader_position_with_a_string_count_is_a_checkpoint_error(tmp_path):
     pytest.importorskip("torchdata.stateful_dataloader")
     from surge.checkpoint import load_checkpoint, save_atomic
@@ -275,13 +263,6 @@ class AdamNet(TinyModel):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="the foreach=True check (compiling.refuse_foreach_with_tensor_lr) reads the param groups "
-    "before the checkpoint's optimizer state is loaded, which brings foreach=True back: following "
-    "the refusal's advice ('leave foreach unset') and resuming fails inside the first compiled step "
-    "with InternalTorchDynamoError 'lr as a Tensor is not supported for capturable=False and foreach=True'",
-)
 def test_compile_step_resuming_an_adam_foreach_checkpoint_is_refused_before_the_fit(tmp_path):
     from surge.errors import MisconfigurationError
 

@@ -27,7 +27,7 @@ from ..errors import SurgeRuntimeError
 from ..loader_state import epoch_start, generator_states, sampler_seed, set_generator_states, set_sampler_seed
 from ..manual_optim import OptimizerSteps, batch_only
 from ..profiler.base import LoopParts
-from ..stateful_loader import check_train_loader
+from ..stateful_loader import check_train_loader, loader_position
 from .preempt import preempt, signalled
 from .resume_results import own_results
 from .step_checks import check_loss, detach_outputs, explain_backward_error, explain_fetch_error, loss_from
@@ -66,9 +66,10 @@ class FitLoop:
         self.manual = False  # the module steps its optimizers (automatic_optimization=False)
         self.manual_batches = 0  # batches trained under manual optimization: the loggers' step there
         self.skipped_rest = False  # on_train_batch_start returned -1: the epoch ends at that batch
+        self.end_position: Any = None  # the train loader's position where the fit stopped inside an epoch
 
     def bind(self, ctx: FitContext, train_loader: Any) -> None:
-        self.ctx, self.train_loader = ctx, check_train_loader(train_loader)
+        self.ctx, self.train_loader, self.end_position = ctx, check_train_loader(train_loader), None
         self.trainer = ctx.parts.hooks.trainer  # what callbacks get; its public `should_stop` they set
         self.accumulate = ctx.settings.accumulate_grad_batches
         parts = ctx.parts
@@ -77,8 +78,7 @@ class FitLoop:
             ctx.optim.manual(ctx.settings.accumulate_grad_batches)
         parts.module._optimizer_steps = OptimizerSteps(
             ctx.optim.optimizers, parts.precision, parts.hooks, parts.strategy, parts.module,
-            count=self._count_step if manual else None,
-        )  # fmt: skip
+            count=self._count_step if manual else None)  # fmt: skip
 
     def _count_step(self) -> None:
         self.global_step += 1
@@ -161,6 +161,7 @@ class FitLoop:
             self.run_epoch()
             if t.should_stop and not self._minimums_met(settings):
                 t.should_stop = False  # min_epochs/min_steps override early stopping until reached
+        self.end_position = loader_position(self.train_loader) if self.batches_done else None  # see there
 
     def run_epoch(self) -> None:
         if self.reload is not None:
