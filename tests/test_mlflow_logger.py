@@ -112,3 +112,30 @@ def test_bad_arguments_are_refused():
         MLFlowLogger(prefix="x")
     with pytest.raises(surge.errors.SurgeError, match="run_id"):
         MLFlowLogger(run_id="")
+
+
+def test_points_the_server_refuses_are_kept_in_the_file_not_dropped(server, tmp_path):
+    from surge.loggers.mlflow_kept import read_kept
+    from surge.loggers.mlflow_outbox import Outbox
+    from surge.loggers.mlflow_run import RunTarget
+
+    box = Outbox(MlflowClient(server), RunTarget(tracking_uri=server, experiment_name="refuses"), tmp_path)
+    box.put_points([("fine", 1.0, 1, 0), ("bad key!", 2.0, 1, 0)])  # MLflow refuses the name
+    with pytest.warns(Warning, match="refused"):
+        kept = box.close("FINISHED", 60)
+    assert kept is not None
+    assert ("bad key!", 2.0, 1, 0) in read_kept(kept).points
+
+
+def test_a_deleted_experiment_is_reported_as_refused_not_as_no_answer(server, tmp_path):
+    from surge.loggers.mlflow_outbox import Outbox
+    from surge.loggers.mlflow_run import RunTarget
+
+    client = MlflowClient(server)
+    client.delete_experiment(client.create_experiment("deleted"))
+    box = Outbox(client, RunTarget(tracking_uri=server, experiment_name="deleted"), tmp_path)
+    box.put_points([("m", 1.0, 1, 0)])
+    with pytest.warns(Warning) as said:
+        box.close("FINISHED", 5)
+    text = " ".join(str(w.message) for w in said)
+    assert "refused a request" in text and "does not answer" not in text, text

@@ -19,7 +19,9 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from ..rank_zero import warn
 from .mlflow_run import RunTarget, open_run
 
 _FORMAT = "surge-mlflow-kept/1"
@@ -50,7 +52,10 @@ def write_kept(folder: Path, kept: Kept) -> Path:
     """Write `kept` to a new file in `folder` (via a temporary file and a rename: whole or absent)."""
     folder.mkdir(parents=True, exist_ok=True)
     name = f"unsent-{kept.run_id or 'new-run'}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.jsonl"
-    path = folder / name
+    return _write(folder / name, kept)
+
+
+def _write(path: Path, kept: Kept) -> Path:
     head = {
         "format": _FORMAT,
         "target": dataclasses.asdict(kept.target),
@@ -60,7 +65,7 @@ def write_kept(folder: Path, kept: Kept) -> Path:
         "status": kept.status,
         "refused": kept.refused,
     }
-    tmp = path.with_name(f".{name}.tmp")
+    tmp = path.with_name(f".{path.name}.tmp")
     with open(tmp, "w") as f:
         f.write(json.dumps(head) + "\n")
         f.writelines(json.dumps(list(p)) + "\n" for p in kept.points)
@@ -97,10 +102,14 @@ def send_kept(path: str | Path, tracking_uri: str | None = None) -> str:
     target = kept.target
     if tracking_uri is not None:
         target = dataclasses.replace(target, tracking_uri=tracking_uri)
-    if kept.run_id is not None:
-        target = dataclasses.replace(target, run_id=kept.run_id, resume=None)
     client = MlflowClient(tracking_uri=target.tracking_uri)
+    if kept.run_id is not None:
+        _check_own_run(client, target, kept.run_id)
+        target = dataclasses.replace(target, run_id=kept.run_id, resume=None)
     run = open_run(client, target)
+    if kept.run_id is None:  # recorded before anything else is sent: a retry continues this run
+        kept.run_id = str(run.run_id)
+        _write(Path(path), kept)
     params = [Param(k, v) for k, v in kept.params if k not in run.params]
     for i in range(0, len(params), 100):
         client.log_batch(run.run_id, params=params[i : i + 100])
@@ -108,11 +117,39 @@ def send_kept(path: str | Path, tracking_uri: str | None = None) -> str:
     for i in range(0, len(metrics), 1000):
         client.log_batch(run.run_id, metrics=metrics[i : i + 1000])
     for file, folder in kept.artifacts:
-        if Path(file).is_file():
+        if _own_checkpoint(Path(file)):
             client.log_artifact(run.run_id, file, folder)
     client.set_terminated(run.run_id, kept.status or "FINISHED")
     os.replace(path, f"{path}.sent")
     return str(run.run_id)
+
+
+def _check_own_run(client: Any, target: RunTarget, run_id: str) -> None:
+    """Refuse a run that is deleted or in another experiment than the file's (an edited file)."""
+    run = client.get_run(run_id)
+    if run.info.lifecycle_stage == "deleted":
+        raise ValueError(f"run {run_id} was deleted on {target.tracking_uri}: it takes no points")
+    experiment = client.get_experiment_by_name(target.experiment_name)
+    if experiment is None or str(experiment.experiment_id) != str(run.info.experiment_id):
+        theirs = client.get_experiment(run.info.experiment_id).name
+        raise ValueError(
+            f"run {run_id} belongs to experiment {theirs!r}, the file's experiment is "
+            f"{target.experiment_name!r}: nothing is sent to another experiment's run"
+        )
+
+
+def _own_checkpoint(file: Path) -> bool:
+    """Whether `file` is a checkpoint the logger itself kept (a surge checkpoint with a .ckpt
+    suffix); any other file an edited kept file names is refused, naming it."""
+    from ..checkpoint import is_surge_checkpoint
+
+    if not file.is_file():
+        warn(f"mlflow_kept: checkpoint {file} is gone: not uploaded")
+        return False
+    if file.suffix != ".ckpt" or not is_surge_checkpoint(file):
+        warn(f"mlflow_kept: {file} is not a surge checkpoint (.ckpt) the logger kept: not uploaded")
+        return False
+    return True
 
 
 def main(argv: list[str] | None = None) -> int:

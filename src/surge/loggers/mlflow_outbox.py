@@ -46,6 +46,8 @@ class Outbox:
         self._artifacts: deque[tuple[str, str]] = deque()  # (file, artifact folder)
         self._status: str | None = None
         self._refused: list[str] = []
+        self._held: list[Point] = []  # points the server refused: never dropped, kept in the file at close
+        self._held_params: list[tuple[str, str]] = []
         self._spill = Spill(spool / f"spill-{os.getpid()}-{id(self)}.jsonl")
         self._sent_at = 0.0
         self._flush = self._closing = self._abandoned = False
@@ -126,14 +128,14 @@ class Outbox:
             done = self._cond.wait_for(self._empty, timeout_s)
             self._abandoned = True
             self._cond.notify_all()
-            if done:
+            if done and not (self._held or self._held_params):
                 self._spill.remove()
                 return None
             kept = Kept(
                 target=self.target,
                 run_id=None if self.run is None else self.run.run_id,
-                points=[*self._points, *self._spill.read(self._spill.offset, None)[0]],
-                params=list(self._params),
+                points=[*self._held, *self._points, *self._spill.read(self._spill.offset, None)[0]],
+                params=[*self._held_params, *self._params],
                 artifacts=list(self._artifacts),
                 status=self._status,
                 refused=list(self._refused),
@@ -142,7 +144,8 @@ class Outbox:
         self._spill.remove()
         warn(
             f"MLFlowLogger: the MLflow server at {self.target.tracking_uri} did not take everything before the "
-            f"end of the fit ({kept.summary()}); it is kept in {path}. Send it later with: "
+            f"end of the fit or refused some of it ({kept.summary()}); it is kept in {path}. Send it later "
+            f"(once what was refused is put right) with: "
             f"python -m surge.loggers.mlflow_kept {path}"
         )
         return path
@@ -217,7 +220,8 @@ class Outbox:
                 shutil.rmtree(Path(path).parent, ignore_errors=True)
             return
         if self._status is not None:
-            self.client.set_terminated(run.run_id, self._status)
+            status = self._status
+            self._request(lambda: self.client.set_terminated(run.run_id, status), f"the run's end ({status})")
             with self._cond:
                 self._status = None
                 self._cond.notify_all()
@@ -235,19 +239,26 @@ class Outbox:
                 )
             if held is None:
                 out.append(Param(key, text))
-        self._request(lambda: self.client.log_batch(run.run_id, params=out), f"{len(out)} parameters")
-        run.params.update((p.key, p.value) for p in out)
+        if self._request(lambda: self.client.log_batch(run.run_id, params=out), f"{len(out)} parameters"):
+            run.params.update((p.key, p.value) for p in out)
+        else:
+            with self._cond:
+                self._held_params += [(p.key, p.value) for p in out]
 
     def _send_points(self, run: OpenRun, points: list[Point]) -> None:
         from mlflow.entities import Metric
 
         upto = run.upto
         out = [Metric(k, v, t, s) for k, v, t, s in points if not upto or s > upto.get(k, -1)]
-        if out:
-            self._request(lambda: self.client.log_batch(run.run_id, metrics=out), f"{len(out)} points")
+        if out and not self._request(
+            lambda: self.client.log_batch(run.run_id, metrics=out), f"{len(out)} points"
+        ):
+            with self._cond:
+                self._held += [(m.key, m.value, m.timestamp, m.step) for m in out]
 
-    def _request(self, send: Any, what: str) -> None:
-        """One request; what the server refuses (it never will take) is noted for the end, not retried."""
+    def _request(self, send: Any, what: str) -> bool:
+        """One request; whether the server took it. What it refuses (it never will take) is not
+        retried: it is noted and reported at the end, and the caller keeps it for the kept file."""
         try:
             send()
         except Exception as err:
@@ -255,7 +266,12 @@ class Outbox:
                 raise
             with self._cond:
                 self._refused.append(f"{what}: {err}")
-            warn(f"MLFlowLogger: the MLflow server at {self.target.tracking_uri} refused {what}: {err}")
+            warn(
+                f"MLFlowLogger: the MLflow server at {self.target.tracking_uri} refused {what} ({err}); "
+                "it is kept in the file written at the end of the fit"
+            )
+            return False
+        return True
 
     def _went_down(self, err: BaseException) -> None:
         with self._cond:
@@ -264,17 +280,17 @@ class Outbox:
                 self._down_since = time.monotonic()
             self._cond.notify_all()
         if first:
-            self._say_down(f"{type(err).__name__}: {str(err)[:300]}")
+            self._say_down(f"{type(err).__name__}: {str(err)[:300]}", refused(err))
 
-    def _say_down(self, why: str) -> None:
+    def _say_down(self, why: str, answered: bool = False) -> None:
+        # a refusal (a deleted experiment, say) is an answer: said as such, not as an outage
+        state = f"refused a request ({why})" if answered else f"does not answer ({why})"
         if self._warned:
-            info(
-                f"MLFlowLogger: the MLflow server at {self.target.tracking_uri} does not answer again ({why})"
-            )
+            info(f"MLFlowLogger: the MLflow server at {self.target.tracking_uri} {state} again")
             return
         self._warned = True
         warn(
-            f"MLFlowLogger: the MLflow server at {self.target.tracking_uri} does not answer ({why}); training "
+            f"MLFlowLogger: the MLflow server at {self.target.tracking_uri} {state}; training "
             f"goes on. What is logged meanwhile is kept (in memory, beyond {MAX_HELD} points in "
             f"{self._spill.path}) and sent when it answers again"
         )

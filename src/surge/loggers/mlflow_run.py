@@ -86,6 +86,12 @@ def _checkpoint_run(client: Any, target: RunTarget) -> Any:
             f"MLFlowLogger: the checkpoint's run {saved} is not on {target.tracking_uri}: a new run is started"
         )
         return None
+    if run.info.lifecycle_stage == "deleted":  # the server refuses every point a deleted run is sent
+        warn(
+            f"MLFlowLogger: the checkpoint's run {saved} was deleted on {target.tracking_uri}: a new run is "
+            "started (a deleted run takes no points)"
+        )
+        return None
     experiment = client.get_experiment_by_name(target.experiment_name)
     if experiment is None or str(experiment.experiment_id) != str(run.info.experiment_id):
         theirs = client.get_experiment(run.info.experiment_id).name
