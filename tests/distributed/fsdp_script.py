@@ -120,7 +120,8 @@ def main() -> None:
                 "global_step": trainer.global_step,
                 "world_size": trainer.world_size,
                 "strategy": trainer.strategy.name,
-                "last_ckpt": trainer.checkpoint_callback.last_model_path,
+                "last_ckpt": trainer.checkpoint_callback.last_model_path
+                or trainer.checkpoint_callback.best_model_path,
             },
             args.out,
         )

@@ -167,7 +167,8 @@ def main() -> None:
                 "global_step": trainer.global_step,
                 "world_size": trainer.world_size,
                 "predictions": torch.cat(predictions),
-                "last_ckpt": trainer.checkpoint_callback.last_model_path,
+                "last_ckpt": trainer.checkpoint_callback.last_model_path
+                or trainer.checkpoint_callback.best_model_path,
                 "log_dir": str(trainer.log_dir),
                 "doctor": json.dumps(trainer.profiler.report, default=str) if args.profile else "",
                 "launch_vars": {k: os.environ.get(k, "") for k in LAUNCH_VARS},

@@ -205,6 +205,7 @@ class FitLoop:
         ctx = self._context()  # the epoch-end hooks, metrics, ReduceLROnPlateau: in Lightning's order
         hooks, results, publish = ctx.parts.hooks, ctx.results, ctx.parts.publisher.publish
         ctx.parts.module._results = results
+        self.epoch_closed = self.epoch_done  # a checkpoint from here on resumes at the next epoch
         results.default_on_step, results.default_on_epoch = False, True
         hooks.train_epoch_end()  # the callbacks, then the module
         results.default_on_step, results.default_on_epoch = True, False
@@ -215,7 +216,6 @@ class FitLoop:
         ctx.optim.guard.report(self.global_step)  # host read: epoch end
         if self.epoch_done:  # ReduceLROnPlateau on the epoch's metrics (the others stepped at its last batch)
             ctx.optim.step_schedulers("epoch", self.epoch + 1, plateau=True)
-            self.epoch_closed = True  # a checkpoint from here on resumes at the next epoch
         hooks.train_epoch_end_monitors()  # checkpointing and early stopping, on the published metrics
         ctx.parts.publisher.save_loggers()
 
