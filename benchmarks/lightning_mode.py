@@ -38,7 +38,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 SCRIPT = HERE / "lightning_script.py"
-DEFAULT_VENV = Path.home() / ".cache" / "surge" / "lightning-2.6.6"  # the oracle's: python tests/oracle/oracle_env.py
+DEFAULT_VENV = (
+    Path.home() / ".cache" / "surge" / "lightning-2.6.6"
+)  # the oracle's: python tests/oracle/oracle_env.py
 
 
 def lightning_python(venv: Path) -> tuple[str | None, str]:
