@@ -116,17 +116,27 @@ def _parent_init_names(cls: type[Any]) -> set[str]:
     } - {"self", "args", "kwargs"}
 
 
-def plain(value: Any) -> Any:
+PLAIN_DEPTH = 100  # containers nested deeper are written as a note, as Python's repr writes a cycle
+
+
+def plain(value: Any, _open: tuple[int, ...] = ()) -> Any:
     """Hyper-parameters as plain data (for checkpoints and YAML): containers and scalars kept,
-    tensors as lists, anything else as its repr."""
-    if isinstance(value, Mapping):
-        return {str(k): plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [plain(v) for v in value]
+    tensors as lists, anything else as its repr (a container inside itself as `...`, like repr)."""
+    if isinstance(value, Mapping | list | tuple):
+        if id(value) in _open:
+            return "..."
+        if len(_open) >= PLAIN_DEPTH:
+            return f"<{type(value).__name__} nested over {PLAIN_DEPTH} deep>"
+        inner = (*_open, id(value))
+        if isinstance(value, Mapping):
+            return {str(k): plain(v, inner) for k, v in value.items()}
+        return [plain(v, inner) for v in value]
     if value is None or isinstance(value, bool | int | float | str):
         return value
     if hasattr(value, "tolist") and callable(value.tolist):
-        return value.tolist()
+        listed = value.tolist()
+        if type(listed).__module__ != "numpy":  # np.longdouble's is itself: no Python number holds it
+            return listed
     return repr(value)
 
 
