@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import MisconfigurationError, bad_value
+from ..rank_zero import warn
 
 _FIELD = re.compile(r"\{([^{}:!]+)([^{}]*)\}")
 
@@ -21,6 +22,11 @@ def fill_template(template: str, values: dict[str, Any], insert_names: bool, equ
 
     def fill(match: re.Match) -> str:
         name, spec = match.group(1), match.group(2)
+        if name not in values:
+            warn(
+                f"ModelCheckpoint(filename={template!r}): {{{name}}} is not logged, so it is written as 0 "
+                f"(as Lightning does); log it with self.log({name!r}, ...) before the save, or drop it"
+            )
         value = values.get(name, 0)
         if hasattr(value, "item") and getattr(value, "ndim", 1) == 0:
             value = value.item()  # a 0-d tensor (on any device): the host read of a save
