@@ -155,13 +155,14 @@ def main() -> None:
     model = Net()
     model.poison = (args.poison_rank, args.fail_step)
     trainer.fit(model, train, val, ckpt_path=args.ckpt)
+    fit_metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}  # a later stage starts empty
     validated = trainer.validate(model, dataloaders=val)[0]
     predictions = trainer.predict(model, dataloaders=DataLoader(dataset, batch_size=3))
     if trainer.is_global_zero:
         torch.save(
             {
                 "state_dict": {k: v.clone() for k, v in model.state_dict().items()},
-                "metrics": {k: float(v) for k, v in trainer.callback_metrics.items()},
+                "metrics": fit_metrics,
                 "validated": validated,
                 "allreduces": counter.calls,
                 "global_step": trainer.global_step,
