@@ -171,9 +171,12 @@ def _checked_tensor(t: Tensor, where: str, source: str, sharded: bool) -> Tensor
             f"checksum reads a dense tensor's bytes); {source} put it there. Store a dense tensor "
             "(value.to_dense()) or its parts (indices and values)"
         )
-    if type(t) in TENSORS and t.__dict__:  # pickled with the tensor (a copying writer drops them)
+    attributes = [
+        str(k) for k in t.__dict__ if not str(k).startswith("_dynamo")
+    ]  # (torch.compile's own marks)
+    if type(t) in TENSORS and attributes:  # pickled with the tensor (a copying writer drops them)
         raise CheckpointError(
-            f"checkpoint not written: {where} is a tensor carrying attributes ({', '.join(map(str, t.__dict__))}), "
+            f"checkpoint not written: {where} is a tensor carrying attributes ({', '.join(attributes)}), "
             f"which a checkpoint does not keep; {source} put it there. Store value.detach() and the "
             "attributes as entries of their own"
         )

@@ -56,7 +56,6 @@ print(json.dumps(out))
 """
 # The callbacks whose arguments belong to another part of the work (ModelCheckpoint and EarlyStopping):
 # expected to fail on this branch until it lands; strict, so a pass is noticed.
-OTHERS = {"callbacks.ModelCheckpoint", "callbacks.EarlyStopping"}
 # Defaults that are not literals, or name a place: what surge is given instead.
 SUBSTITUTE = {
     ("CSVLogger", "save_dir"): "logs",
@@ -127,12 +126,7 @@ CALLBACKS = sorted(
 )
 
 
-def others(keys: list[str]) -> list[Any]:
-    marks = pytest.mark.xfail(strict=True, reason="ModelCheckpoint/EarlyStopping arguments: another branch")
-    return [pytest.param(k, marks=marks) if k in OTHERS else k for k in keys]
-
-
-@pytest.mark.parametrize("key", others(KEYS + CALLBACKS))
+@pytest.mark.parametrize("key", KEYS + CALLBACKS)
 def test_surge_takes_every_parameter_lightning_has(key):
     if key not in lightning_signatures():
         pytest.skip(f"{key} is not in this Lightning's lightning.pytorch.callbacks")
@@ -161,7 +155,7 @@ def test_unprovided_callbacks_are_refused_by_name():
     )
 
 
-@pytest.mark.parametrize("key", others([k for k in CALLBACKS if k != "callbacks.Callback"]))
+@pytest.mark.parametrize("key", [k for k in CALLBACKS if k != "callbacks.Callback"])
 def test_each_callback_builds_with_lightnings_defaults(key, tmp_path):
     if key not in lightning_signatures() or not provided(key):
         pytest.skip(f"{key} is not provided")

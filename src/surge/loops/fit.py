@@ -1,9 +1,8 @@
 """The fit loop: epochs -> batches -> accumulation windows -> optimizer steps.
 
-The training step below is the hot path. Per batch it does only: fetch, (move), the user's
-`training_step` under the precision context, one division for accumulation, backward, and at a
-window's end the optimizer step. Host reads happen only where a comment says so.
-"""
+The training step below is the hot path. Per batch it does only: fetch, (move), the user's `training_step`
+under the precision context, one division for accumulation, backward, and at a window's end the optimizer
+step. Host reads happen only where a comment says so."""
 
 from __future__ import annotations
 
@@ -57,8 +56,7 @@ class FitLoop:
         self._keep_grads = False  # resumed inside an accumulation window: its gradients were restored
         self._resume_results: dict[str, Any] | None = None  # the resumed epoch's metrics so far
         self.epoch_start_rng: dict[str, Any] | None = None
-        self._advised = False
-        self.ending = False  # the batch-end hooks run (`trainer.is_last_batch` tells the phases apart)
+        self._advised = self.ending = False  # ending: the batch-end hooks run (`trainer.is_last_batch`)
         self.auto_workers: AutoWorkers | None = None  # num_workers="auto", until its first epoch ends
         self.reload: LoaderReload | None = None  # reload_dataloaders_every_n_epochs > 0
         self.inexact_said: str | None = None  # why checkpoints cannot resume exactly ("": they can)
@@ -202,17 +200,19 @@ class FitLoop:
             self.epoch_start_rng = None  # the next epoch's start is now: the RNG as it stands
 
     def _end_epoch(self) -> None:
-        ctx = self._context()  # the epoch-end hooks, metrics, ReduceLROnPlateau: in Lightning's order
+        ctx, step = self._context(), self.logger_step()  # hooks, metrics, plateau: in Lightning's order
         hooks, results, publish = ctx.parts.hooks, ctx.results, ctx.parts.publisher.publish
         ctx.parts.module._results = results
         self.epoch_closed = self.epoch_done  # a checkpoint from here on resumes at the next epoch
+        ctx.parts.publisher.follow(None)  # epoch-end hooks read the epoch's means, as in Lightning
+        publish(results.read_step(), results.flags(), step=step, to_loggers=False)  # host reads: epoch end
+        publish(results.read_epoch(), results.flags(), step=step, to_loggers=False)
         results.default_on_step, results.default_on_epoch = False, True
         hooks.train_epoch_end()  # the callbacks, then the module
         results.default_on_step, results.default_on_epoch = True, False
-        ctx.parts.publisher.follow(None)
         flags = results.flags()
-        publish(results.read_step(), flags, step=self.logger_step(), to_loggers=False)  # host read: epoch end
-        publish(results.read_epoch(), flags, step=self.logger_step())
+        publish(results.read_step(), flags, step=step, to_loggers=False)  # host read: what they logged too
+        publish(results.read_epoch(), flags, step=step)
         ctx.optim.guard.report(self.global_step)  # host read: epoch end
         if self.epoch_done:  # ReduceLROnPlateau on the epoch's metrics (the others stepped at its last batch)
             ctx.optim.step_schedulers("epoch", self.epoch + 1, plateau=True)
