@@ -1,6 +1,6 @@
 """The optimizers `self.optimizers()` hands out (`LightningOptimizer`, in native surge too) and
 `manual_backward`: their API, the hooks they run, and what is refused. Lightning's behaviour for the
-same calls is checked against Lightning itself in tests/oracle/test_manual_optimization.py."""
+same calls is checked against Lightning itself in tests/oracle/test_manual_optimization_oracle.py."""
 
 from __future__ import annotations
 
