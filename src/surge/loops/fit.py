@@ -153,9 +153,7 @@ class FitLoop:
 
     def run(self) -> None:
         t, settings = self.trainer, self._context().settings
-        if settings.batches_per_epoch == 0:
-            return
-        while not self.done():
+        while settings.batches_per_epoch != 0 and not self.done():
             self.run_epoch()
             if t.should_stop and not self._minimums_met(settings):
                 t.should_stop = False  # min_epochs/min_steps override early stopping until reached
@@ -204,9 +202,10 @@ class FitLoop:
         hooks, results, publish = ctx.parts.hooks, ctx.results, ctx.parts.publisher.publish
         ctx.parts.module._results = results
         self.epoch_closed = self.epoch_done  # a checkpoint from here on resumes at the next epoch
-        ctx.parts.publisher.follow(None)  # epoch-end hooks read the epoch's means, as in Lightning
-        publish(results.read_step(), results.flags(), step=step, to_loggers=False)  # host reads: epoch end
-        publish(results.read_epoch(), results.flags(), step=step, to_loggers=False)
+        ctx.parts.publisher.follow(None)
+        if hooks.read_at_epoch_end():  # they see the epoch's means, as in Lightning (host reads: epoch end)
+            publish(results.read_step(), results.flags(), step=step, to_loggers=False)
+            publish(results.read_epoch(), results.flags(), step=step, to_loggers=False)
         results.default_on_step, results.default_on_epoch = False, True
         hooks.train_epoch_end()  # the callbacks, then the module
         results.default_on_step, results.default_on_epoch = True, False

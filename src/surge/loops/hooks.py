@@ -110,6 +110,10 @@ class Hooks:
             fn(self.trainer, self._module)
         self.module("on_train_epoch_end")
 
+    def read_at_epoch_end(self) -> bool:
+        """Whether an `on_train_epoch_end` that may read `callback_metrics` runs before the monitors."""
+        return bool(self._epoch_end_first) or "on_train_epoch_end" in self.module_fns
+
     def train_epoch_end_monitors(self) -> None:
         """`on_train_epoch_end` of checkpointing and early stopping: last, once the epoch's
         metrics (the Module's included) are published."""
