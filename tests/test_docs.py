@@ -1,4 +1,4 @@
-"""Every python block in docs/*.md runs, in order, in a fresh namespace per page."""
+"""Every python block in docs/*.md and the README runs, in order, in a fresh namespace per page."""
 
 from __future__ import annotations
 
@@ -7,13 +7,21 @@ from pathlib import Path
 
 import pytest
 
-DOCS = Path(__file__).resolve().parents[1] / "docs"
+ROOT = Path(__file__).resolve().parents[1]
 BLOCK = re.compile(r"```python\n(.*?)```", re.DOTALL)
-PAGES = [p for p in sorted(DOCS.glob("*.md")) if BLOCK.search(p.read_text())]
+PAGES = [
+    p for p in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))] if BLOCK.search(p.read_text())
+]
 
 
 def test_the_pages_with_code_are_found():
-    assert {p.name for p in PAGES} >= {"trainer.md", "precision.md", "devices.md", "distributed.md"}
+    assert {p.name for p in PAGES} >= {
+        "README.md",
+        "trainer.md",
+        "precision.md",
+        "devices.md",
+        "distributed.md",
+    }
 
 
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
