@@ -1,4 +1,5 @@
-"""`pip install "surge[all]"` installs every optional extra; `test` holds what each one needs."""
+"""`pip install "surge-train[all]"` installs every optional extra; `test` holds what each one needs; every
+install line the README, the docs and the error messages show names the distribution pyproject.toml builds."""
 
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ if sys.version_info < (3, 11):
     pytest.skip("tomllib is Python 3.11+", allow_module_level=True)
 import tomllib
 
-PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
-EXTRAS = tomllib.loads(PYPROJECT.read_text())["project"]["optional-dependencies"]
+ROOT = Path(__file__).resolve().parents[1]
+PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+EXTRAS = PROJECT["optional-dependencies"]
+NAME = PROJECT["name"]
 OWN = {"all", "test", "bench"}
 
 
@@ -23,7 +26,7 @@ def _names(requirements: list[str]) -> set[str]:
 
 def test_all_names_every_optional_extra():
     (line,) = EXTRAS["all"]
-    named = set(re.fullmatch(r"surge\[(.*)\]", line).group(1).split(","))
+    named = set(re.fullmatch(rf"{NAME}\[(.*)\]", line).group(1).split(","))
     assert named == set(EXTRAS) - OWN
 
 
@@ -32,3 +35,26 @@ def test_the_test_extra_installs_what_every_extra_needs():
     wanted = set().union(*(_names(EXTRAS[e]) for e in set(EXTRAS) - OWN)) - {"mlflow-skinny"}
     assert wanted <= _names(EXTRAS["test"])
     assert "mlflow" in _names(EXTRAS["test"])
+
+
+def _extra_mentions(text: str) -> list[tuple[str, str]]:
+    """(distribution, extras) of every `pip install NAME[extra,...]` or `` `NAME[extra,...]` `` whose
+    extras are all this project's."""
+    found = re.findall(r"(?:pip install [\"']?|`)([\w.-]+)\[([a-z,]+)\]", text)
+    return [(dist, extras) for dist, extras in found if set(extras.split(",")) <= set(EXTRAS)]
+
+
+def test_the_readme_installs_the_distribution_pyproject_builds():
+    readme = (ROOT / "README.md").read_text()
+    assert NAME != "surge"  # that name on PyPI belongs to an unrelated project
+    assert f'pip install "{NAME}[all]"' in readme
+    assert "--index-url https://download.pytorch.org/whl/cpu" in readme  # the CPU-only torch build
+
+
+def test_every_install_line_names_the_distribution():
+    texts = {p: p.read_text() for p in [ROOT / "README.md", *(ROOT / "docs").glob("*.md")]}
+    texts |= {p: p.read_text() for p in (ROOT / "src").rglob("*.py")}
+    mentions = {p.relative_to(ROOT).as_posix(): _extra_mentions(t) for p, t in texts.items()}
+    assert sum(map(len, mentions.values())) >= 15  # the pattern finds them
+    wrong = {p: m for p, found in mentions.items() for m in found if m[0] not in (NAME, ".")}  # . = a clone
+    assert not wrong, f"install lines naming another distribution than {NAME!r}: {wrong}"

@@ -295,7 +295,7 @@ def _new_parser(parser_class: type | None = None, **kwargs: Any) -> Any:
         from jsonargparse import ArgumentParser
     except ImportError:
         raise ImportError(
-            "surge fit/validate/test/predict need jsonargparse: pip install surge[cli]"
+            "surge fit/validate/test/predict need jsonargparse: pip install 'surge-train[cli]'"
         ) from None
     # No abbreviations: a misspelt key must be refused, not silently expanded to a real one.
     # The guarded YAML mode refuses alias bombs (and, under an allowlist, class paths) as it loads.

@@ -136,7 +136,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, float]:
 
             report += f"\nCurves:           {plot_run(trainer.log_dir)}"
         except ImportError:
-            report += "\nCurves:           pip install 'surge[plot]' to draw them (surge plot RUN_DIR)"
+            report += "\nCurves:           pip install 'surge-train[plot]' to draw them (surge plot RUN_DIR)"
     surge.rank_zero.info(report)
     return metrics
 

@@ -102,7 +102,7 @@ def _safetensors_save_file() -> Any:
         from safetensors.torch import save_file
     except ImportError:
         raise ImportError(
-            "exporting to safetensors needs the safetensors package: pip install surge[export]"
+            "exporting to safetensors needs the safetensors package: pip install 'surge-train[export]'"
         ) from None
     return save_file
 

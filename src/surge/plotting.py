@@ -1,6 +1,6 @@
 """Pictures of a run: its logged curves (`surge plot RUN_DIR`) and the doctor's phase chart.
 
-matplotlib is optional (`pip install surge[plot]`) and imported only here, with the Agg backend.
+matplotlib is optional (`pip install "surge-train[plot]"`) and imported only here, with the Agg backend.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ def _pyplot() -> Any:
     try:
         import matplotlib
     except ImportError as err:
-        raise ImportError("plotting needs matplotlib: pip install 'surge[plot]'") from err
+        raise ImportError("plotting needs matplotlib: pip install 'surge-train[plot]'") from err
     matplotlib.use("Agg", force=False)
     import matplotlib.pyplot as plt
 

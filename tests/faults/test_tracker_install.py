@@ -1,4 +1,4 @@
-"""`pip install "surge[mlflow]"` alone is enough for `MLFlowLogger()` with its default local store:
+"""`pip install "surge-train[mlflow]"` alone is enough for `MLFlowLogger()` with its default local store:
 the python blocks of docs/loggers.md run in a new virtual environment (no system site packages)
 holding only this package with that extra (mlflow-skinny has no SQLite support of its own; the
 extra brings SQLAlchemy and Alembic). About 2 minutes, mostly installing torch."""

@@ -128,7 +128,9 @@ class LightningCLI(SurgeCLI):
         try:
             from .cli_parser import LightningArgumentParser
         except ImportError as err:
-            raise ImportError(f"LightningCLI needs jsonargparse: pip install surge[cli] ({err})") from None
+            raise ImportError(
+                f"LightningCLI needs jsonargparse: pip install 'surge-train[cli]' ({err})"
+            ) from None
         return LightningArgumentParser
 
     def _reparse(self, args: list[str], cfg: Any) -> Any:

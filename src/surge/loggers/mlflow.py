@@ -1,6 +1,6 @@
 """`MLFlowLogger`: metrics, hyper-parameters and (when asked) checkpoints in an MLflow run.
 
-mlflow is imported when the run is first used, not by `import surge` (`pip install "surge[mlflow]"`).
+mlflow is imported when the run is first used, not by `import surge` (`pip install "surge-train[mlflow]"`).
 Training never waits for the server: what is logged goes to an outbox that a background thread
 sends (`mlflow_outbox.py`), keeping it through outages; what is still unsent at the end of a fit
 is written to a file and reported, with the command that sends it later (`mlflow_kept.py`).
@@ -120,7 +120,7 @@ class MLFlowLogger(Logger):
                 from mlflow.tracking import MlflowClient
             except ImportError as err:
                 raise SurgeRuntimeError(
-                    'MLFlowLogger needs mlflow: pip install "surge[mlflow]" (or mlflow)'
+                    'MLFlowLogger needs mlflow: pip install "surge-train[mlflow]" (or mlflow)'
                 ) from err
             if self._local is not None:
                 self._local.mkdir(parents=True, exist_ok=True)

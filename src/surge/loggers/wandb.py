@@ -1,6 +1,6 @@
 """`WandbLogger`: metrics, hyper-parameters and (when asked) checkpoints in a Weights & Biases run.
 
-wandb is imported when the logger is made, not by `import surge` (`pip install "surge[wandb]"`).
+wandb is imported when the logger is made, not by `import surge` (`pip install "surge-train[wandb]"`).
 """
 
 from __future__ import annotations
@@ -264,7 +264,9 @@ def _import_wandb() -> Any:
     try:
         import wandb
     except ImportError as err:
-        raise SurgeRuntimeError('WandbLogger needs wandb: pip install "surge[wandb]" (or wandb)') from err
+        raise SurgeRuntimeError(
+            'WandbLogger needs wandb: pip install "surge-train[wandb]" (or wandb)'
+        ) from err
     return wandb
 
 

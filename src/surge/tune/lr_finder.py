@@ -64,14 +64,16 @@ class LRFinderResult:
         return self.lrs[min(slopes, key=slopes.__getitem__)]
 
     def plot(self, path: str | Path, suggest: bool = True) -> Path:
-        """Write the loss-vs-rate curve (log x axis) as a PNG; needs matplotlib (`pip install surge[plot]`)."""
+        """Write the loss-vs-rate curve (log x axis) as a PNG; needs matplotlib (`pip install "surge-train[plot]"`)."""
         try:
             import matplotlib
 
             matplotlib.use("Agg")
             import matplotlib.pyplot as plt
         except ImportError as err:
-            raise ImportError("LRFinderResult.plot needs matplotlib: pip install surge[plot]") from err
+            raise ImportError(
+                "LRFinderResult.plot needs matplotlib: pip install 'surge-train[plot]'"
+            ) from err
         fig, ax = plt.subplots(figsize=(6, 4))
         ax.plot(self.lrs, self.losses, alpha=0.3, label="loss")
         ax.plot(self.lrs, self.smoothed, label="smoothed")
