@@ -43,8 +43,16 @@ def measure_peak(work: Callable[[], Any], device: torch.device) -> int:
 def _cpu_peak(work: Callable[[], Any]) -> int:
     from torch.profiler import ProfilerActivity, profile
 
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+    from .. import native_stderr
+
+    prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
+    with native_stderr.dropping_lines():  # torch prints a profiler_start line per profile
+        prof.start()
+    try:
         work()
+    finally:
+        with native_stderr.dropping_lines():  # ... and a profiler_stop line
+            prof.stop()
     events = _cpu_memory_events(prof)
     live = peak = 0
     for _, nbytes in sorted(events):
