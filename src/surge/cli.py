@@ -49,7 +49,7 @@ def _slurm(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     from .demo import main
 
-    main(args.rest)
+    main(args.rest, prog="surge demo")
     return 0
 
 
@@ -65,6 +65,38 @@ def _doctor(args: argparse.Namespace) -> int:
     return subprocess.call([sys.executable, args.script, *args.script_args], env=env)
 
 
+def doctor_argv(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Split `surge doctor`'s arguments into its own (`--steps N`, `-h`, and the script) and the
+    script's. `--steps` is the doctor's before or after the script (`surge doctor train.py --steps 30`);
+    every other argument after the script is the script's, and so is everything after `--`."""
+    own: list[str] = []
+    i = 0
+    while i < len(argv) and (argv[i].startswith("-") or argv[i] == ""):
+        if argv[i] == "--":
+            i += 1
+            break
+        own.append(argv[i])
+        if argv[i] == "--steps" and i + 1 < len(argv):
+            own.append(argv[i + 1])
+            i += 1
+        i += 1
+    if i == len(argv):
+        return own, []
+    own.append(argv[i])  # the script
+    script_args: list[str] = []
+    rest = list(argv[i + 1 :])
+    while rest:
+        arg = rest.pop(0)
+        if arg == "--":
+            script_args += rest
+            break
+        if arg == "--steps" or arg.startswith("--steps="):
+            own += [arg, *([rest.pop(0)] if arg == "--steps" and rest else [])]
+        else:
+            script_args.append(arg)
+    return own, script_args
+
+
 def _run(args: argparse.Namespace) -> int:
     from .lightning.__main__ import main
 
@@ -72,9 +104,15 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _plot(args: argparse.Namespace) -> int:
+    from .errors import SurgeError
     from .plotting import plot_run
 
-    info(f"wrote {plot_run(args.run_dir, args.out)}")
+    try:
+        path = plot_run(args.run_dir, args.out)
+    except (SurgeError, ImportError, OSError) as err:
+        sys.stderr.write(f"surge plot: error: {err}\n")  # one line, as argparse's errors
+        return 1
+    info(f"wrote {path}")
     return 0
 
 
@@ -101,45 +139,60 @@ def build_parser() -> argparse.ArgumentParser:
     launch = sub.add_parser("launch", help="run a script on N processes per node (a front to torchrun)")
     launch.add_argument("--nproc-per-node", default="1", help="processes per node (int, 'gpu' or 'auto')")
     launch.add_argument("--nnodes", default="1", help="number of nodes, or MIN:MAX for elastic jobs")
-    launch.add_argument("--node-rank", type=int, default=0)
-    launch.add_argument("--master-addr", default="127.0.0.1")
-    launch.add_argument("--master-port", type=int, default=29500)
+    launch.add_argument(
+        "--node-rank", type=int, default=0, help="this node's rank, 0 to NNODES-1 (default 0)"
+    )
+    launch.add_argument(
+        "--master-addr", default="127.0.0.1", help="address of rank 0's node (default 127.0.0.1)"
+    )
+    launch.add_argument(
+        "--master-port", type=int, default=29500, help="a free port on that node (default 29500)"
+    )
     launch.add_argument("--rdzv-endpoint", default=None, help="host:port of the c10d rendezvous (multi-node)")
     launch.add_argument("--rdzv-id", default="surge", help="job id shared by every node's agent")
     launch.add_argument(
         "--max-restarts", type=int, default=0, help="restart the worker group this many times"
     )
-    launch.add_argument("script")
-    launch.add_argument("script_args", nargs=argparse.REMAINDER)
+    launch.add_argument("script", help="the training script each process runs")
+    launch.add_argument("script_args", nargs=argparse.REMAINDER, help="the script's own arguments")
     launch.set_defaults(fn=_launch)
 
     slurm = sub.add_parser("slurm", help="write (and --submit) an sbatch script for a training script")
-    slurm.add_argument("--nodes", type=int, default=1)
+    slurm.add_argument("--nodes", type=int, default=1, help="nodes to allocate (default 1)")
     slurm.add_argument("--gpus-per-node", type=int, default=0, help="GPUs per node: one task each")
     slurm.add_argument(
         "--tasks-per-node", type=int, default=None, help="processes per node (default: GPUs, or 1)"
     )
-    slurm.add_argument("--cpus-per-task", type=int, default=None)
-    slurm.add_argument("--time", default="01:00:00")
-    slurm.add_argument("--partition", default=None)
-    slurm.add_argument("--job-name", default=None)
+    slurm.add_argument("--cpus-per-task", type=int, default=None, help="CPUs per process (default: SLURM's)")
+    slurm.add_argument(
+        "--time", default="01:00:00", help="time limit: HH:MM:SS, minutes or D-HH:MM:SS (default 01:00:00)"
+    )
+    slurm.add_argument("--partition", default=None, help="the partition to run in (default: the cluster's)")
+    slurm.add_argument("--job-name", default=None, help="the job's name (default surge-SCRIPT)")
     slurm.add_argument("--output", default="surge.sbatch", help="where to write the batch script")
     slurm.add_argument("--submit", action="store_true", help="submit it with sbatch")
-    slurm.add_argument("script")
-    slurm.add_argument("script_args", nargs=argparse.REMAINDER)
+    slurm.add_argument("script", help="the training script the job runs")
+    slurm.add_argument("script_args", nargs=argparse.REMAINDER, help="the script's own arguments")
     slurm.set_defaults(fn=_slurm)
 
-    doctor = sub.add_parser("doctor", help="run a script's fit briefly, profiled, and say what slows it down")
+    doctor = sub.add_parser(
+        "doctor",
+        help="run a script's fit briefly, profiled, and say what slows it down",
+        epilog="--steps may also follow the script (surge doctor train.py --steps 30); every other "
+        "argument after the script is the script's, and so is everything after -- "
+        "(surge doctor train.py --steps 30 -- --steps 5 gives the script its own --steps 5).",
+    )
     doctor.add_argument("--steps", type=int, default=100, help="optimizer steps to profile (default 100)")
-    doctor.add_argument("script")
-    doctor.add_argument("script_args", nargs=argparse.REMAINDER)
+    doctor.add_argument("script", help="the training script to run (as python SCRIPT ...)")
+    # main() splits the arguments (doctor_argv) and parses only the doctor's own with this parser
+    doctor.add_argument("script_args", nargs="*", default=[], help="the script's own arguments")
     doctor.set_defaults(fn=_doctor)
 
     run = sub.add_parser(
         "run", help="run an unmodified Lightning script on surge (python -m surge.lightning)"
     )
     run.add_argument("script", help="a script that imports lightning, lightning.pytorch or pytorch_lightning")
-    run.add_argument("script_args", nargs=argparse.REMAINDER)
+    run.add_argument("script_args", nargs=argparse.REMAINDER, help="the script's own arguments")
     run.set_defaults(fn=_run)
 
     plot = sub.add_parser("plot", help="draw a run's logged curves to a PNG (needs matplotlib)")
@@ -165,6 +218,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv and argv[0] in _OWN_PARSER:
         # These commands parse their own arguments; argparse's REMAINDER would refuse leading options.
         return parser.parse_args(argv[:1]).fn(argparse.Namespace(command=argv[0], rest=argv[1:]))
+    if argv and argv[0] == "doctor":
+        own, script_args = doctor_argv(argv[1:])
+        args = parser.parse_args(["doctor", *own])
+        args.script_args = script_args
+        return args.fn(args)
     args = parser.parse_args(argv)
     return args.fn(args)
 
