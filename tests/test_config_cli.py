@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 import yaml
 
 from surge.callbacks import EarlyStopping
@@ -111,7 +112,16 @@ def test_validate_and_test_load_the_checkpoint(tmp_path, capsys):
     common = ["--config", config, "--ckpt_path", str(ckpt), "--seed_everything", "1"]  # other random init
     validated = SurgeCLI(args=["validate", *common]).result[0]
     tested = SurgeCLI(args=["test", *common, "--trainer.limit_test_batches", "1"]).result[0]
-    assert validated["val_acc"] == pytest.approx(expected) and tested["test_acc"] == pytest.approx(expected)
+    data = DigitsData(
+        batch_size=32
+    )  # the test split is held out: its accuracy, by hand, with the saved weights
+    data.setup("test")
+    x, y = next(iter(data.test_dataloader()))
+    with torch.no_grad():
+        expected_test = (DigitsCNN.load_from_checkpoint(ckpt).eval()(x).argmax(1) == y).float().mean().item()
+    assert validated["val_acc"] == pytest.approx(expected) and tested["test_acc"] == pytest.approx(
+        expected_test
+    )
     assert (
         main(["test", "--config", config, "--ckpt_path", str(tmp_path / "gone.ckpt")]) == 1
     )  # the run failed
