@@ -136,6 +136,11 @@ class TrainerProperties:
 
     @property
     def num_val_batches(self) -> list[int | float]:
+        """Batches per val loader; [] in a fit that sets none up (no validation_step, or
+        limit_val_batches=0), as Lightning reports it."""
+        v = self._validation
+        if v is not None and (not v.has_step or self._cfg.limit_val_batches == 0):
+            return []
         return self._plan.val
 
     @property

@@ -82,7 +82,7 @@ class Validation:
     ) -> None:
         self.parts, self.loaders, self.plan, self.global_step = parts, loaders, plan, global_step
         self.every_n_epochs = every_n_epochs
-        has_step = overrides(parts.module, Module, "validation_step")
+        self.has_step = has_step = overrides(parts.module, Module, "validation_step")
         if loaders and not has_step:
             warn("You passed in a `val_dataloader` but have no `validation_step`. Skipping val loop.")
         self.enabled = has_step and bool(loaders) and sum(plan.val) > 0

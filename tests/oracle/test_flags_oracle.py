@@ -1,0 +1,11 @@
+"""Trainer flags compared with real Lightning: the batch counts a fit reports (trainer and
+progress bar) under check_val_every_n_epoch, max_steps, overfit_batches and no validation_step."""
+
+from harness import run_both
+
+
+def test_batch_counts_match_lightning(tmp_path):
+    lightning, surge = run_both("batch_counts.py", tmp_path)
+    assert lightning.record["every_2/totals"] == [[64, 0], [64, 2], [64, 0], [64, 2]]
+    assert lightning.record["no_val_step/num_val_batches"] == []
+    assert surge.record == lightning.record
