@@ -1,5 +1,6 @@
-"""Trainer flags compared with real Lightning: the batch counts a fit reports (trainer and
-progress bar) under check_val_every_n_epoch, max_steps, overfit_batches and no validation_step."""
+"""Trainer flags and datamodules compared with real Lightning: the batch counts a fit reports
+(trainer and progress bar) under check_val_every_n_epoch, max_steps, overfit_batches and no
+validation_step; a datamodule's text and `from_datasets`' arguments."""
 
 from harness import run_both
 
@@ -8,4 +9,11 @@ def test_batch_counts_match_lightning(tmp_path):
     lightning, surge = run_both("batch_counts.py", tmp_path)
     assert lightning.record["every_2/totals"] == [[64, 0], [64, 2], [64, 0], [64, 2]]
     assert lightning.record["no_val_step/num_val_batches"] == []
+    assert surge.record == lightning.record
+
+
+def test_datamodule_text_and_from_datasets_match_lightning(tmp_path):
+    lightning, surge = run_both("datamodule_text.py", tmp_path)
+    assert lightning.record["named"] == [5, 4, 3]
+    assert "size=NA" in lightning.record["BoringDataModuleNoLen/fit"]
     assert surge.record == lightning.record
