@@ -48,6 +48,6 @@ def attach_datasets(datamodule: Any, datasets: dict[str, Any], batch_size: int, 
 def init_arguments(cls: type, given: dict[str, Any], **special: Any) -> dict[str, Any]:
     """`given`, plus those of `special` (batch_size, num_workers) that `cls.__init__` takes by name
     (all of them when it takes `**kwargs`), as Lightning passes them on."""
-    params = inspect.signature(cls.__init__).parameters
+    params = inspect.signature(cls).parameters  # __init__'s, without self
     takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-    return {**given, **{k: v for k, v in special.items() if takes_any or (k in params and k != "self")}}
+    return {**given, **{k: v for k, v in special.items() if takes_any or k in params}}

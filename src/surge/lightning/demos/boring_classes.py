@@ -173,6 +173,10 @@ class BoringDataModuleNoLen(DataModule):
     128 to validate, 256 to test, 64 to predict."""
 
     SIZES = {"train": 512, "val": 128, "test": 256, "predict": 64}
+    random_train: IterableDataset  # each set by setup() for its stage
+    random_val: IterableDataset
+    random_test: IterableDataset
+    random_predict: IterableDataset
 
     def setup(self, stage: str) -> None:
         for name in _stage_splits(stage):
@@ -196,6 +200,10 @@ class IterableBoringDataModule(DataModule):
     16 each to train, 32 to validate, 64 to test, 128 to predict."""
 
     SIZES = {"train": 16, "val": 32, "test": 64, "predict": 128}
+    train_datasets: list[Dataset]  # each set by setup() for its stage
+    val_datasets: list[Dataset]
+    test_datasets: list[Dataset]
+    predict_datasets: list[Dataset]
 
     def setup(self, stage: str) -> None:
         for name in _stage_splits(stage):
