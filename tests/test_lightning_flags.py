@@ -6,8 +6,11 @@ from __future__ import annotations
 import logging
 
 import pytest
+import torch
 
 from surge import Trainer
+from surge.errors import MisconfigurationError
+from surge.lightning.demos.boring_classes import BoringModel
 
 
 def said(caplog: pytest.LogCaptureFixture, **kwargs: object) -> list[str]:
@@ -40,3 +43,41 @@ def test_fast_dev_run_and_overfit_batches_replace_the_limits_they_set(caplog):
     assert said(caplog, fast_dev_run=True, limit_test_batches=1, overfit_batches=1.0) == [
         "`Trainer(overfit_batches=1.0)` was configured so 100% of the batches will be used."
     ]
+
+
+def test_a_fraction_with_validation_across_epochs_is_refused_in_lightnings_words():
+    with pytest.raises(
+        MisconfigurationError, match=r"`val_check_interval` should be an integer or a time-based"
+    ):
+        Trainer(val_check_interval=0.5, check_val_every_n_epoch=None)
+    with pytest.raises(MisconfigurationError, match=r"check_val_every_n_epoch=None \(validation every"):
+        Trainer(check_val_every_n_epoch=None)  # the mode itself is refused (docs/lightning.md)
+
+
+def test_an_interval_longer_than_the_epoch_is_a_value_error_unless_nothing_validates(tmp_path):
+    def fit(**kwargs: object) -> Trainer:
+        trainer = Trainer(
+            default_root_dir=tmp_path, max_epochs=1, limit_train_batches=10, val_check_interval=100,
+            logger=False, enable_checkpointing=False, enable_progress_bar=False, **kwargs,  # type: ignore[arg-type]
+        )  # fmt: skip
+        trainer.fit(BoringModel())
+        return trainer
+
+    with pytest.raises(ValueError, match="must be less than or equal to the number of the training batches"):
+        fit()
+    assert fit(limit_val_batches=0).global_step == 10
+
+
+def test_the_tuners_are_skipped_with_a_warning_under_fast_dev_run(tmp_path):
+    from surge.lightning.tuner import Tuner
+
+    model = BoringModel()
+    model.lr, model.batch_size = 0.1, 8
+    before = [p.detach().clone() for p in model.parameters()]
+    tuner = Tuner(Trainer(default_root_dir=tmp_path, fast_dev_run=True, enable_progress_bar=False))
+    with pytest.warns(UserWarning, match="Skipping learning rate finder since `fast_dev_run` is enabled."):
+        assert tuner.lr_find(model) is None
+    with pytest.warns(UserWarning, match="Skipping batch size scaler since `fast_dev_run` is enabled."):
+        assert tuner.scale_batch_size(model) is None
+    assert (model.lr, model.batch_size) == (0.1, 8)
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))

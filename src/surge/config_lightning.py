@@ -22,6 +22,11 @@ def lightning_defaults(cfg: Any) -> None:
     """`None` for an argument Lightning defaults to None means Lightning's default: set it here,
     before anything is checked. `check_val_every_n_epoch=None` is not a default but a mode (validate
     every `val_check_interval` batches counted across epochs), which surge refuses by name."""
+    if cfg.check_val_every_n_epoch is None and isinstance(cfg.val_check_interval, float):  # as given
+        raise MisconfigurationError(  # Lightning's words: a fraction of an epoch needs epochs
+            "`val_check_interval` should be an integer or a time-based duration (str 'DD:HH:MM:SS', "
+            "datetime.timedelta, or dict kwargs for timedelta) when `check_val_every_n_epoch=None`."
+        )
     for name, value in NONE_MEANS.items():
         if getattr(cfg, name) is None:
             setattr(cfg, name, value)

@@ -57,9 +57,10 @@ def plan_batches(
             )
         every = 0 if interval == 1.0 else max(1, int(n * interval))
     else:
-        if interval > n:
-            raise MisconfigurationError(
-                f"val_check_interval={interval} is more than the {n} training batches per epoch; use <= {n} or a fraction."
+        if interval > n and limit_val_batches != 0:  # (no validation: nothing to schedule)
+            raise MisconfigurationError(  # a ValueError, with the words Lightning users match
+                f"`val_check_interval` ({interval}) must be less than or equal to the number of the training "
+                f"batches ({n}): use <= {n} or a fraction, or limit_val_batches=0 to disable validation."
             )
         every = interval
     return BatchPlan(n, val, every)
