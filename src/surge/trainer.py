@@ -217,8 +217,9 @@ class Trainer(StageEntryPoints):
         train_loader = prep.prepare(tuned.train, train=True)
         val_loaders = [prep.prepare(v) for v in tuned.vals]
         self._plan = plan_batches(
-            train_loader, val_loaders, cfg.limit_train_batches, cfg.limit_val_batches, cfg.val_check_interval
-        )
+            train_loader, val_loaders, cfg.limit_train_batches, cfg.limit_val_batches, cfg.val_check_interval,
+            across_epochs=cfg.check_val_every_n_epoch is None,
+        )  # fmt: skip
         optimizers, schedulers = parse_optimizers(model.configure_optimizers())
         if cfg.scale_lr is not None:
             tune_setup.scale_learning_rates(

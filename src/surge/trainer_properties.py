@@ -136,12 +136,8 @@ class TrainerProperties:
 
     @property
     def num_val_batches(self) -> list[int | float]:
-        """Batches per val loader; [] in a fit that sets none up (no validation_step, or
-        limit_val_batches=0), as Lightning reports it."""
         v = self._validation
-        if v is not None and (not v.has_step or self._cfg.limit_val_batches == 0):
-            return []
-        return self._plan.val
+        return [] if v is not None and not v.sets_up(self._cfg.limit_val_batches) else self._plan.val
 
     @property
     def callback_metrics(self) -> dict[str, torch.Tensor]:
@@ -351,7 +347,7 @@ class TrainerProperties:
         return self._cfg.val_check_interval
 
     @property
-    def check_val_every_n_epoch(self) -> int:
+    def check_val_every_n_epoch(self) -> int | None:
         return self._cfg.check_val_every_n_epoch
 
     @property

@@ -58,7 +58,8 @@ class ProgressBar(Callback):
         """Validation batches of all val loaders at this epoch's end: 0 when this epoch does not
         validate (`check_val_every_n_epoch`)."""
         t = self.trainer
-        if not t.enable_validation or (t.current_epoch + 1) % t.check_val_every_n_epoch:
+        every = t.check_val_every_n_epoch  # None: any epoch may validate
+        if not t.enable_validation or (every is not None and (t.current_epoch + 1) % every):
             return 0
         return sum(t.num_val_batches)
 
