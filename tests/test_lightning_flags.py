@@ -81,3 +81,39 @@ def test_the_tuners_are_skipped_with_a_warning_under_fast_dev_run(tmp_path):
         assert tuner.scale_batch_size(model) is None
     assert (model.lr, model.batch_size) == (0.1, 8)
     assert all(torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
+
+
+class InOrder(torch.utils.data.Sampler):
+    """A sampler of the user's own (reads in order, but is not a SequentialSampler)."""
+
+    def __init__(self, data: torch.utils.data.Dataset) -> None:
+        self.n = len(data)  # type: ignore[arg-type]
+
+    def __iter__(self):  # noqa: ANN204
+        return iter(range(self.n))
+
+    def __len__(self) -> int:
+        return self.n
+
+
+def test_overfit_batches_reads_fits_loaders_in_order_and_says_so(tmp_path):
+    from torch.utils.data import DataLoader, SequentialSampler
+
+    from surge.lightning.demos.boring_classes import RandomDataset
+
+    data = RandomDataset(32, 64)
+    trainer = Trainer(
+        default_root_dir=tmp_path, max_epochs=1, overfit_batches=2, logger=False, enable_progress_bar=False
+    )
+    with pytest.warns(UserWarning) as seen:
+        trainer.fit(BoringModel(), DataLoader(data, sampler=InOrder(data)), DataLoader(data, shuffle=True))
+    said = [str(w.message) for w in seen if "overfit" in str(w.message)]
+    assert said == [
+        "You requested to overfit but enabled train dataloader shuffling. We are turning off the train "
+        "dataloader shuffling for you.",
+        "You requested to overfit but enabled val dataloader shuffling. We are turning off the val "
+        "dataloader shuffling for you.",
+    ]
+    assert isinstance(trainer.train_dataloader.sampler, SequentialSampler)
+    assert isinstance(trainer.val_dataloaders[0].sampler, SequentialSampler)
+    assert trainer.num_training_batches == 2 and trainer.num_val_batches == [2]

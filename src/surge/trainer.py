@@ -215,7 +215,7 @@ class Trainer(StageEntryPoints):
         self._accumulate = tuned.accumulate_grad_batches
         prep = self._loader_prep()
         train_loader = prep.prepare(tuned.train, train=True)
-        val_loaders = [prep.prepare(v) for v in tuned.vals]
+        val_loaders = [prep.prepare(v, fitting=True) for v in tuned.vals]
         self._plan = plan_batches(
             train_loader, val_loaders, cfg.limit_train_batches, cfg.limit_val_batches, cfg.val_check_interval,
             across_epochs=cfg.check_val_every_n_epoch is None,
