@@ -1,7 +1,8 @@
 """Lightning's public names and arguments on surge's objects, each with Lightning's behaviour:
 `trainer.state`, `reduce_fx` as torch's functions, `save_hyperparameters(logger=False)`,
 `enable_autolog_hparams`, the `Tuner`, the loggers' `lightning_logs` in Lightning mode, and the
-refusal of `check_val_every_n_epoch=None` and `weights_only=False` before any work."""
+refusal of `check_val_every_n_epoch=None` without an int interval and of `weights_only=False`
+before any work."""
 
 from __future__ import annotations
 
@@ -92,7 +93,8 @@ def test_none_is_lightnings_default_and_a_mode_none_stands_for_is_refused():
         and t.log_every_n_steps == 50
     )
     with pytest.raises(MisconfigurationError, match="check_val_every_n_epoch=None"):
-        surge.Trainer(check_val_every_n_epoch=None, val_check_interval=10)
+        surge.Trainer(check_val_every_n_epoch=None)  # counting across epochs needs an int interval
+    assert surge.Trainer(check_val_every_n_epoch=None, val_check_interval=10).check_val_every_n_epoch is None
 
 
 def test_the_tuner_sets_what_it_found(tmp_path):

@@ -60,7 +60,7 @@ class TrainerConfig:
     limit_test_batches: int | float = 1.0
     limit_predict_batches: int | float = 1.0
     val_check_interval: int | float = 1.0
-    check_val_every_n_epoch: int = 1
+    check_val_every_n_epoch: int | None = 1
     num_sanity_val_steps: int = 2
     accumulate_grad_batches: int = 1
     gradient_clip_val: float | None = None
@@ -129,7 +129,6 @@ class TrainerConfig:
         ):
             _check_limit(name, getattr(self, name))
         self._check_val_interval()
-        _check_int("check_val_every_n_epoch", self.check_val_every_n_epoch, 1, "an int >= 1")
         _check_int(
             "num_sanity_val_steps", self.num_sanity_val_steps, -1, "an int >= 0, or -1 for all batches"
         )
@@ -253,6 +252,8 @@ class TrainerConfig:
             )
 
     def _check_val_interval(self) -> None:
+        if self.check_val_every_n_epoch is not None:  # None: the interval counts across epochs
+            _check_int("check_val_every_n_epoch", self.check_val_every_n_epoch, 1, "an int >= 1 or None")
         value = self.val_check_interval
         if _is_int(value):
             if value < 1:

@@ -21,16 +21,26 @@ NONE_MEANS = {
 def lightning_defaults(cfg: Any) -> None:
     """`None` for an argument Lightning defaults to None means Lightning's default: set it here,
     before anything is checked. `check_val_every_n_epoch=None` is not a default but a mode (validate
-    every `val_check_interval` batches counted across epochs), which surge refuses by name."""
+    every `val_check_interval` batches counted across epochs): honoured for an int interval, refused
+    otherwise (a fraction in Lightning's words)."""
+    if cfg.check_val_every_n_epoch is None and isinstance(cfg.val_check_interval, float):  # as given
+        raise MisconfigurationError(  # Lightning's words: a fraction of an epoch needs epochs
+            "`val_check_interval` should be an integer or a time-based duration (str 'DD:HH:MM:SS', "
+            "datetime.timedelta, or dict kwargs for timedelta) when `check_val_every_n_epoch=None`."
+        )
+    given_interval = cfg.val_check_interval
     for name, value in NONE_MEANS.items():
         if getattr(cfg, name) is None:
             setattr(cfg, name, value)
-    if cfg.check_val_every_n_epoch is None:
+    if cfg.check_val_every_n_epoch is None and (
+        given_interval is None or cfg.reload_dataloaders_every_n_epochs
+    ):
         raise MisconfigurationError(
-            "check_val_every_n_epoch=None (validation every val_check_interval batches counted across epochs, "
-            "never at an epoch's end) is not supported: pass check_val_every_n_epoch=N to validate at the end "
-            "of every N epochs, and val_check_interval=K (<= the batches per epoch) to validate every K batches "
-            "inside them."
+            "check_val_every_n_epoch=None (validation every val_check_interval batches counted across epochs) "
+            "needs val_check_interval=K, an int, and no reload_dataloaders_every_n_epochs (the count assumes "
+            f"the same batches each epoch); got val_check_interval={given_interval!r}, "
+            f"reload_dataloaders_every_n_epochs={cfg.reload_dataloaders_every_n_epochs!r}. "
+            "Or pass check_val_every_n_epoch=N to validate at the end of every N epochs."
         )
     if not isinstance(cfg.enable_autolog_hparams, bool):
         raise bad_value("enable_autolog_hparams", cfg.enable_autolog_hparams, "True or False")

@@ -24,10 +24,11 @@ class DataModule(HyperparametersMixin):
         num_workers: int = 0,
         **datamodule_kwargs: Any,
     ) -> DataModule:
-        """A datamodule (`cls(**datamodule_kwargs)`) whose loader hooks wrap the given datasets (a
-        dataset, or a list or dict of them): `DataLoader(ds, batch_size, shuffle, num_workers)`,
-        shuffled for training unless the dataset is iterable, as Lightning's."""
-        from .datamodule_datasets import attach_datasets
+        """A datamodule (`cls(**datamodule_kwargs)`, given `batch_size` and `num_workers` too where
+        its `__init__` takes them) whose loader hooks wrap the given datasets (a dataset, or a list or
+        dict of them): `DataLoader(ds, batch_size, shuffle, num_workers)`, shuffled for training
+        unless the dataset is iterable, as Lightning's."""
+        from .datamodule_datasets import attach_datasets, init_arguments
 
         datasets = {
             "train": train_dataset,
@@ -35,7 +36,14 @@ class DataModule(HyperparametersMixin):
             "test": test_dataset,
             "predict": predict_dataset,
         }
-        return attach_datasets(cls(**datamodule_kwargs), datasets, batch_size, num_workers)
+        kwargs = init_arguments(cls, datamodule_kwargs, batch_size=batch_size, num_workers=num_workers)
+        return attach_datasets(cls(**kwargs), datasets, batch_size, num_workers)
+
+    def __str__(self) -> str:
+        """Each stage's loaders and their datasets' sizes (the hooks are called), as Lightning shows them."""
+        from .datamodule_text import describe_datamodule
+
+        return describe_datamodule(self)
 
     def prepare_data(self) -> None:
         """Work done once per machine (e.g. writing a cache); runs before `setup`."""

@@ -3,6 +3,7 @@ as Lightning's `LightningDataModule.from_datasets` builds one."""
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -42,3 +43,11 @@ def attach_datasets(datamodule: Any, datasets: dict[str, Any], batch_size: int, 
             hook = DatasetLoaders(datasets[stage], batch_size, num_workers, shuffle=stage == "train")
             setattr(datamodule, f"{stage}_dataloader", hook)
     return datamodule
+
+
+def init_arguments(cls: type, given: dict[str, Any], **special: Any) -> dict[str, Any]:
+    """`given`, plus those of `special` (batch_size, num_workers) that `cls.__init__` takes by name
+    (all of them when it takes `**kwargs`), as Lightning passes them on."""
+    params = inspect.signature(cls).parameters  # __init__'s, without self
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    return {**given, **{k: v for k, v in special.items() if takes_any or k in params}}

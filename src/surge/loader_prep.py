@@ -7,7 +7,7 @@ import copy
 from collections.abc import Iterable
 from typing import Any
 
-from torch.utils.data import BatchSampler, DataLoader, IterableDataset, RandomSampler, SequentialSampler
+from torch.utils.data import BatchSampler, DataLoader, IterableDataset, SequentialSampler
 
 from .data import clone_loader
 from .rank_zero import warn
@@ -58,14 +58,20 @@ def recreate_loader(loader: DataLoader, **changes: Any) -> DataLoader:
     return clone_loader(loader, **changes)
 
 
-def in_order(loader: Iterable, why: str) -> Iterable:
-    """`loader` reading its dataset in order (a SequentialSampler), said once when it shuffled."""
-    if not isinstance(loader, DataLoader) or not isinstance(loader.sampler, RandomSampler):
+def in_order(loader: Iterable, why: str, prefix: str = "train") -> Iterable:
+    """`loader` (fit's `prefix` loader: "train" or "val") reading its dataset in order (a
+    SequentialSampler) when its sampler is any other, said in Lightning's words."""
+    if (
+        not isinstance(loader, DataLoader)
+        or isinstance(loader.sampler, SequentialSampler)
+        or isinstance(loader.dataset, IterableDataset)  # a stream has its own order
+    ):
         return loader
     if not (type(loader.batch_sampler) is BatchSampler and loader.batch_sampler.sampler is loader.sampler):
-        warn(f"{why}: the train dataloader's own batch sampler decides its order; surge keeps it")
+        warn(f"{why}: the {prefix} dataloader's own batch sampler decides its order; surge keeps it")
         return loader
     warn(
-        f"{why}: the train dataloader shuffles; surge reads it in order, so every epoch sees the same batches"
+        f"You requested to overfit but enabled {prefix} dataloader shuffling. We are turning off the {prefix} "
+        "dataloader shuffling for you."
     )
     return recreate_loader(loader, sampler=SequentialSampler(loader.dataset))  # type: ignore[arg-type]

@@ -92,11 +92,12 @@ class LoaderPreparation:
         seeding = last_seeding()
         return prepare_loader(loader, self.pin_memory, bool(seeding and seeding.workers))
 
-    def prepare(self, loader: Iterable, train: bool = False) -> Iterable:
-        """`adjust`, then this process's share: shuffled by the run's seed for training."""
+    def prepare(self, loader: Iterable, train: bool = False, fitting: bool = False) -> Iterable:
+        """`adjust`, then this process's share: shuffled by the run's seed for training. Under
+        overfit_batches fit's loaders (`train`, or val while `fitting`) read their data in order."""
         loader = self.adjust(loader)
-        if train and self.unshuffle:
-            loader = in_order(loader, "overfit_batches")
+        if self.unshuffle and (train or fitting):
+            loader = in_order(loader, "overfit_batches", "train" if train else "val")
         if self.world_size == 1 or not self.distribute:
             return loader
         if train:

@@ -29,6 +29,7 @@ from .config_lightning import warn_default_max_epochs
 from .datamodule import DataModule
 from .errors import MisconfigurationError, SurgeTypeError
 from .launch.environment import detect
+from .limit_messages import say_explicit_limits
 from .loggers.base import Logger
 from .loops.context import FitContext, RunParts
 from .loops.evaluate import run_evaluation
@@ -68,11 +69,11 @@ class Trainer(StageEntryPoints):
         max_epochs: int | None = None,
         min_epochs: int | None = 0,
         max_steps: int = -1,
-        limit_train_batches: int | float | None = 1.0,
-        limit_val_batches: int | float | None = 1.0,
-        limit_test_batches: int | float | None = 1.0,
-        limit_predict_batches: int | float | None = 1.0,
-        val_check_interval: int | float | None = 1.0,
+        limit_train_batches: int | float | None = None,
+        limit_val_batches: int | float | None = None,
+        limit_test_batches: int | float | None = None,
+        limit_predict_batches: int | float | None = None,
+        val_check_interval: int | float | None = None,
         check_val_every_n_epoch: int | None = 1,
         num_sanity_val_steps: int | None = 2,
         accumulate_grad_batches: int = 1,
@@ -121,6 +122,7 @@ class Trainer(StageEntryPoints):
         doctor = requested_doctor_run()  # `surge doctor` runs this script: profile a short fit
         if doctor is not None:
             args = doctor.overrides(args)
+        say_explicit_limits(args)
         self._cfg = cfg = TrainerConfig(**{**args, "callbacks": callbacks or []})
         self._accelerator = resolve_accelerator(cfg.accelerator)
         self._devices = resolve_devices(self._accelerator, cfg.devices)
@@ -213,10 +215,11 @@ class Trainer(StageEntryPoints):
         self._accumulate = tuned.accumulate_grad_batches
         prep = self._loader_prep()
         train_loader = prep.prepare(tuned.train, train=True)
-        val_loaders = [prep.prepare(v) for v in tuned.vals]
+        val_loaders = [prep.prepare(v, fitting=True) for v in tuned.vals]
         self._plan = plan_batches(
-            train_loader, val_loaders, cfg.limit_train_batches, cfg.limit_val_batches, cfg.val_check_interval
-        )
+            train_loader, val_loaders, cfg.limit_train_batches, cfg.limit_val_batches, cfg.val_check_interval,
+            across_epochs=cfg.check_val_every_n_epoch is None,
+        )  # fmt: skip
         optimizers, schedulers = parse_optimizers(model.configure_optimizers())
         if cfg.scale_lr is not None:
             tune_setup.scale_learning_rates(

@@ -136,7 +136,8 @@ class TrainerProperties:
 
     @property
     def num_val_batches(self) -> list[int | float]:
-        return self._plan.val
+        v = self._validation
+        return [] if v is not None and not v.sets_up(self._cfg.limit_val_batches) else self._plan.val
 
     @property
     def callback_metrics(self) -> dict[str, torch.Tensor]:
@@ -346,7 +347,7 @@ class TrainerProperties:
         return self._cfg.val_check_interval
 
     @property
-    def check_val_every_n_epoch(self) -> int:
+    def check_val_every_n_epoch(self) -> int | None:
         return self._cfg.check_val_every_n_epoch
 
     @property

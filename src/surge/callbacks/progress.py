@@ -28,10 +28,40 @@ class ProgressBar(Callback):
         self._next_refresh = 0.0
         self._shown = 0
         self._epoch_start = 0.0
+        self._trainer: Any = None
 
     @property
     def stream(self) -> TextIO:
         return self._stream if self._stream is not None else sys.stderr
+
+    @property
+    def trainer(self) -> Any:
+        """The Trainer of the stage running now (Lightning's `progress_bar.trainer`)."""
+        if self._trainer is None:
+            raise RuntimeError("the progress bar is not attached to a Trainer: it is set when a stage starts")
+        return self._trainer
+
+    def setup(self, trainer: Any, module: Any, stage: str) -> None:
+        self._trainer = trainer
+
+    @property
+    def total_train_batches(self) -> int | float:
+        """Training batches this epoch (inf for a loader without a length); fewer when
+        `max_epochs=-1` and `max_steps` ends the run sooner, as in Lightning."""
+        t = self.trainer
+        if t.max_epochs == -1 and t.max_steps > 0:
+            return min(t.num_training_batches, t.max_steps - t.global_step)
+        return t.num_training_batches
+
+    @property
+    def total_val_batches(self) -> int | float:
+        """Validation batches of all val loaders at this epoch's end: 0 when this epoch does not
+        validate (`check_val_every_n_epoch`)."""
+        t = self.trainer
+        every = t.check_val_every_n_epoch  # None: any epoch may validate
+        if not t.enable_validation or (every is not None and (t.current_epoch + 1) % every):
+            return 0
+        return sum(t.num_val_batches)
 
     def _use_bar(self) -> bool:
         if self.mode != "auto":

@@ -17,7 +17,7 @@ from ..callbacks.tuned_attr import has_tuned_attr, set_tuned_attr
 from ..datamodule import DataModule
 from ..errors import MisconfigurationError, SurgeError, bad_value
 from ..module import Module
-from ..rank_zero import info
+from ..rank_zero import info, warn
 from ..trainer import Trainer
 from ..tune.batch_size import find_batch_size
 from ..tune.lr_finder import MODES, LRFinderResult
@@ -55,10 +55,13 @@ class Tuner:
         early_stop_threshold: float | None = 4.0,
         update_attr: bool = True,
         attr_name: str = "",
-    ) -> LRFinderResult:
+    ) -> LRFinderResult | None:
         """The learning-rate range test; with `update_attr`, the suggested rate is set on `attr_name`
-        (default: the module's `lr` or `learning_rate`)."""
+        (default: the module's `lr` or `learning_rate`). Skipped (None) under fast_dev_run, as in Lightning."""
         _check_method(method, dataloaders)
+        if self._trainer.fast_dev_run:
+            warn("Skipping learning rate finder since `fast_dev_run` is enabled.")
+            return None
         if mode not in MODES:
             raise bad_value("Tuner.lr_find(mode)", mode, f"one of {MODES}")
         attr = _attr(model, datamodule, attr_name, ("lr", "learning_rate"), "lr_find") if update_attr else ""
@@ -88,11 +91,15 @@ class Tuner:
         batch_arg_name: str = "batch_size",
         margin: float = 0.05,
         max_val: int = 8192,
-    ) -> int:
+    ) -> int | None:
         """The largest batch that fits (`mode="power"`: the largest `init_val * 2**k`; `"binsearch"`:
         then searched between, less `margin`; never above `max_val`), set on `batch_arg_name`; the loader is re-created from
-        `train_dataloader()`, as Lightning does, so loaders passed in are refused."""
+        `train_dataloader()`, as Lightning does, so loaders passed in are refused. Skipped (None) under
+        fast_dev_run, as in Lightning."""
         _check_method(method, dataloaders)
+        if self._trainer.fast_dev_run:
+            warn("Skipping batch size scaler since `fast_dev_run` is enabled.")
+            return None
         if mode not in BATCH_MODES:
             raise bad_value("Tuner.scale_batch_size(mode)", mode, f"one of {BATCH_MODES}")
         if train_dataloaders is not None:

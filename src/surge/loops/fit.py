@@ -27,6 +27,7 @@ from ..loader_state import epoch_start, generator_states, sampler_seed, set_gene
 from ..manual_optim import OptimizerSteps, batch_only
 from ..profiler.base import LoopParts
 from ..stateful_loader import check_train_loader, loader_position
+from .across_epochs import FitProgress
 from .preempt import preempt, signalled
 from .resume_results import own_results
 from .step_checks import check_loss, detach_outputs, explain_backward_error, explain_fetch_error, loss_from
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
     from .reload import LoaderReload
 
 
-class FitLoop:
+class FitLoop(FitProgress):
     """Counters and the epoch/step logic. Its state is what a checkpoint records about progress.
 
     `bind` hands it the fit's context and train loader before a checkpoint is restored or it runs.

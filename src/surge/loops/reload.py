@@ -65,7 +65,7 @@ class LoaderSource:
         count = self.workers(current)
         if count is not None and isinstance(loader, DataLoader) and loader.num_workers != count:
             loader = with_workers(loader, count, persistent_workers=count > 0)
-        return self.prep.prepare(loader, train=train)
+        return self.prep.prepare(loader, train=train, fitting=True)
 
 
 class LoaderReload:

@@ -20,6 +20,7 @@ from ..errors import MisconfigurationError
 from ..module import Module
 from ..rank_zero import warn
 from ..seed import rng_state, rng_untouched
+from .across_epochs import AcrossEpochs
 from .evaluate import run_evaluation
 
 if TYPE_CHECKING:
@@ -32,7 +33,8 @@ class BatchPlan:
 
     train: int | float
     val: list[int | float]
-    val_every_n_batches: int  # 0: at the epoch's end only
+    val_every_n_batches: int  # 0: at the epoch's end only (1 when counting across epochs: asked each batch)
+    across_epochs: int = 0  # check_val_every_n_epoch=None: every this many batches counted across epochs
 
 
 def plan_batches(
@@ -41,8 +43,11 @@ def plan_batches(
     limit_train_batches: int | float,
     limit_val_batches: int | float,
     val_check_interval: int | float,
+    across_epochs: bool = False,
 ) -> BatchPlan:
-    """The batches a fit runs per epoch, checked against the loaders before any work."""
+    """The batches a fit runs per epoch, checked against the loaders before any work. With
+    `across_epochs` (check_val_every_n_epoch=None) the int `val_check_interval` counts the batches
+    of all epochs together, and may be longer than one epoch."""
     if loader_length(train) == 0:
         raise MisconfigurationError(
             "the train dataloader is empty (0 batches): check the dataset and batch_size."
@@ -50,6 +55,8 @@ def plan_batches(
     n = limit_batches(train, limit_train_batches, "limit_train_batches")
     val = [limit_batches(v, limit_val_batches, "limit_val_batches") for v in vals]
     interval = val_check_interval
+    if across_epochs:
+        return BatchPlan(n, val, 1, int(interval))
     if isinstance(interval, float):
         if interval < 1.0 and n == math.inf:
             raise MisconfigurationError(
@@ -57,9 +64,10 @@ def plan_batches(
             )
         every = 0 if interval == 1.0 else max(1, int(n * interval))
     else:
-        if interval > n:
-            raise MisconfigurationError(
-                f"val_check_interval={interval} is more than the {n} training batches per epoch; use <= {n} or a fraction."
+        if interval > n and limit_val_batches != 0:  # (no validation: nothing to schedule)
+            raise MisconfigurationError(  # a ValueError, with the words Lightning users match
+                f"`val_check_interval` ({interval}) must be less than or equal to the number of the training "
+                f"batches ({n}): use <= {n} or a fraction, or limit_val_batches=0 to disable validation."
             )
         every = interval
     return BatchPlan(n, val, every)
@@ -77,12 +85,13 @@ class Validation:
         parts: RunParts,
         loaders: list[Iterable],
         plan: BatchPlan,
-        every_n_epochs: int,
+        every_n_epochs: int | None,
         global_step: Callable[[], int],
     ) -> None:
         self.parts, self.loaders, self.plan, self.global_step = parts, loaders, plan, global_step
         self.every_n_epochs = every_n_epochs
-        has_step = overrides(parts.module, Module, "validation_step")
+        self.across = AcrossEpochs(lambda: self.plan)  # used when the plan counts across epochs
+        self.has_step = has_step = overrides(parts.module, Module, "validation_step")
         if loaders and not has_step:
             warn("You passed in a `val_dataloader` but have no `validation_step`. Skipping val loop.")
         self.enabled = has_step and bool(loaders) and sum(plan.val) > 0
@@ -90,15 +99,24 @@ class Validation:
         self.before_run: Callable[[], None] | None = None  # e.g. val loaders requested again (fit only)
         self.moves_training_rng = semantics.lightning()
 
+    def sets_up(self, limit_val_batches: int | float) -> bool:
+        """Whether this fit has val loaders to count (`trainer.num_val_batches` is [] otherwise): a
+        validation_step and limit_val_batches > 0, as Lightning sets them up."""
+        return self.has_step and limit_val_batches != 0
+
     def due(self, epoch: int) -> bool:
-        """Whether epoch `epoch` validates (at its end, and at the interval inside it)."""
-        return self.enabled and (epoch + 1) % self.every_n_epochs == 0
+        """Whether epoch `epoch` validates (at its end, and at the interval inside it); every epoch
+        may when the interval counts across epochs (`every_n_epochs` None)."""
+        every = self.every_n_epochs
+        return self.enabled and (every is None or (epoch + 1) % every == 0)
 
     def due_at_end(self, epoch: int, batches_done: int) -> bool:
         """Whether epoch `epoch` validates at its end, `batches_done` batches in. With an interval
         that does not divide the epoch (10 batches, `val_check_interval=0.3`: every 3) the last
         validation is the interval's (after batch 9), not an extra one at the end, as in Lightning;
         a stream with no length validates when it runs out."""
+        if self.plan.across_epochs:
+            return self.enabled and self.across.at_epoch_end(epoch, batches_done)
         every = self.plan.val_every_n_batches
         on_interval = not every or batches_done % every == 0 or self.plan.train == math.inf
         return self.due(epoch) and on_interval
@@ -106,9 +124,11 @@ class Validation:
     def due_inside(self, epoch: int, batches_done: int) -> bool:
         """Whether validation runs now, `batches_done` batches into epoch `epoch` (not its end)."""
         every = self.plan.val_every_n_batches
-        return (
-            bool(every) and batches_done % every == 0 and batches_done < self.plan.train and self.due(epoch)
-        )
+        if batches_done >= self.plan.train or not self.enabled:
+            return False
+        if self.plan.across_epochs:
+            return self.across.due(epoch, batches_done)
+        return bool(every) and batches_done % every == 0 and self.due(epoch)
 
     def sanity_limits(self, steps: int) -> list[int | float]:
         """Batches per loader for a sanity check of `steps` (-1: all); [] when there is none."""

@@ -40,7 +40,7 @@ class DoctorRun:
         if args.get("max_steps", -1) < 0 or args["max_steps"] > self.steps:
             args["max_steps"] = self.steps
         args["num_sanity_val_steps"] = 0
-        if args.get("limit_val_batches", 1.0) == 1.0:
+        if args.get("limit_val_batches") in (None, 1.0):  # None: Lightning's default, all of them
             args["limit_val_batches"] = 5
         return args
 

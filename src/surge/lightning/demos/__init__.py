@@ -2,7 +2,15 @@
 (its `WikiText2` generates text; nothing is downloaded). Other demos are refused by name."""
 
 from ..refuse import module_getattr
-from .boring_classes import BoringDataModule, BoringModel, DemoModel, RandomDataset, RandomIterableDataset
+from .boring_classes import (
+    BoringDataModule,
+    BoringDataModuleNoLen,
+    BoringModel,
+    DemoModel,
+    IterableBoringDataModule,
+    RandomDataset,
+    RandomIterableDataset,
+)
 from .transformer import LightningTransformer, PositionalEncoding, Transformer, WikiText2
 
 __getattr__ = module_getattr(
@@ -15,8 +23,10 @@ __getattr__ = module_getattr(
 
 __all__ = [
     "BoringDataModule",
+    "BoringDataModuleNoLen",
     "BoringModel",
     "DemoModel",
+    "IterableBoringDataModule",
     "LightningTransformer",
     "PositionalEncoding",
     "RandomDataset",

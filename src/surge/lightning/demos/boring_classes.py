@@ -1,5 +1,5 @@
 """Lightning's "boring" bug-report classes: `RandomDataset`, `RandomDictDataset`, `BoringModel`,
-`ManualOptimBoringModel`, `BoringDataModule`, `DemoModel`, with the same shapes, losses and
+`ManualOptimBoringModel`, `BoringDataModule` (and its `BoringDataModuleNoLen`, `IterableBoringDataModule`), `DemoModel`, with the same shapes, losses and
 optimizers as Lightning's."""
 
 from __future__ import annotations
@@ -166,3 +166,65 @@ class DemoModel(Module):
 
     def configure_optimizers(self) -> Any:
         return torch.optim.Adam(self.parameters(), lr=self.learning_rate)
+
+
+class BoringDataModuleNoLen(DataModule):
+    """BoringDataModule's stages over iterable datasets without a length: 512 vectors to train,
+    128 to validate, 256 to test, 64 to predict."""
+
+    SIZES = {"train": 512, "val": 128, "test": 256, "predict": 64}
+    random_train: IterableDataset  # each set by setup() for its stage
+    random_val: IterableDataset
+    random_test: IterableDataset
+    random_predict: IterableDataset
+
+    def setup(self, stage: str) -> None:
+        for name in _stage_splits(stage):
+            setattr(self, f"random_{name}", RandomIterableDataset(32, self.SIZES[name]))
+
+    def train_dataloader(self) -> DataLoader:
+        return DataLoader(self.random_train)
+
+    def val_dataloader(self) -> DataLoader:
+        return DataLoader(self.random_val)
+
+    def test_dataloader(self) -> DataLoader:
+        return DataLoader(self.random_test)
+
+    def predict_dataloader(self) -> DataLoader:
+        return DataLoader(self.random_predict)
+
+
+class IterableBoringDataModule(DataModule):
+    """Two loaders per stage, one over a sized dataset and one over an iterable one, of 4-vectors:
+    16 each to train, 32 to validate, 64 to test, 128 to predict."""
+
+    SIZES = {"train": 16, "val": 32, "test": 64, "predict": 128}
+    train_datasets: list[Dataset]  # each set by setup() for its stage
+    val_datasets: list[Dataset]
+    test_datasets: list[Dataset]
+    predict_datasets: list[Dataset]
+
+    def setup(self, stage: str) -> None:
+        for name in _stage_splits(stage):
+            n = self.SIZES[name]
+            setattr(self, f"{name}_datasets", [RandomDataset(4, n), RandomIterableDataset(4, n)])
+
+    def train_dataloader(self) -> list[DataLoader]:
+        return [DataLoader(d) for d in self.train_datasets]
+
+    def val_dataloader(self) -> list[DataLoader]:
+        return [DataLoader(d) for d in self.val_datasets]
+
+    def test_dataloader(self) -> list[DataLoader]:
+        return [DataLoader(d) for d in self.test_datasets]
+
+    def predict_dataloader(self) -> list[DataLoader]:
+        return [DataLoader(d) for d in self.predict_datasets]
+
+
+def _stage_splits(stage: str) -> tuple[str, ...]:
+    """The splits `setup(stage)` builds: fit builds train and val, validate val, test and predict their own."""
+    return {"fit": ("train", "val"), "validate": ("val",), "test": ("test",), "predict": ("predict",)}.get(
+        stage, ()
+    )
