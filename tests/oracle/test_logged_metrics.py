@@ -30,3 +30,16 @@ def test_log_refusals_match_lightning(tmp_path):
         lightning.record["None"][1]
         == "`self.log(foo, None)` was called, but `NoneType` values cannot be logged"
     )
+
+
+def test_progress_bar_get_metrics_matches_lightning(tmp_path):
+    lightning, surge = run_both("progress_bar_items.py", tmp_path)
+    assert surge.record == lightning.record
+    assert sorted(lightning.record["train_end"]) == ["epoch_sum", "loss", "seen"]
+
+
+def test_logging_from_callbacks_matches_lightning(tmp_path):
+    lightning, surge = run_both("callback_logging.py", tmp_path)
+    assert surge.record == lightning.record
+    assert lightning.record["after_fit"]["callback"]["at_train_start"] == 1.0  # kept into the first epoch
+    assert "at_val_batch_end" in lightning.record["after_validate"]["bar"]
