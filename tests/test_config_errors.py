@@ -243,7 +243,7 @@ STEP_ERRORS = [
     (ReturnsDictWithoutLoss, surge.MisconfigurationError, "'loss'"),
     (ReturnsDetached, surge.SurgeRuntimeError, "does not require grad"),
     (ReturnsNoGrad, surge.SurgeRuntimeError, "does not require grad"),
-    (LogsVector, surge.MisconfigurationError, "shape (3,)"),
+    (LogsVector, surge.MisconfigurationError, "must have a single element"),
     (LogsMedian, surge.MisconfigurationError, "'median'"),
     (LogsString, surge.MisconfigurationError, "str"),
 ]

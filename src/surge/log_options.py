@@ -1,8 +1,10 @@
-"""`self.log`'s options that need a decision before a value is recorded: `reduce_fx` in any form
-Lightning takes, and the options surge refuses (by name, never ignored)."""
+"""`self.log`'s arguments that need a decision before a value is recorded: the value's kind, the
+name, `reduce_fx` in any form Lightning takes, and the options surge refuses (by name, never ignored)."""
 
 from __future__ import annotations
 
+import numbers
+import sys
 from typing import Any
 
 import torch
@@ -51,3 +53,39 @@ def refuse_log_options(name: str, rank_zero_only: bool, sync_dist_group: Any, en
             f"self.log({name!r}, enable_graph=True) is not supported: logged values are kept detached, so "
             "no autograd graph is held between steps."
         )
+
+
+def check_log_value(name: str, value: Any) -> None:
+    """A number, a one-element tensor or a torchmetrics Metric, as Lightning allows; anything else
+    (None, a string, a list, a dict) raises Lightning's ValueError (a MisconfigurationError)."""
+    if isinstance(value, torch.Tensor):
+        if value.numel() != 1:
+            raise MisconfigurationError(
+                f"`self.log({name}, {value})` was called, but the tensor must have a single element. "
+                f"You can try doing `self.log({name}, {value}.mean())`"
+            )
+        return
+    if isinstance(value, numbers.Number) or _is_metric(value):
+        return
+    if isinstance(value, dict) and any(isinstance(v, dict) for v in value.values()):
+        raise MisconfigurationError(
+            f"`self.log({name}, {value})` was called, but nested dictionaries cannot be logged"
+        )
+    raise MisconfigurationError(
+        f"`self.log({name}, {value})` was called, but `{type(value).__name__}` values cannot be logged"
+    )
+
+
+def check_log_name(name: str, add_dataloader_idx: bool) -> None:
+    """With `add_dataloader_idx=True` the suffix is surge's to add: a name holding it is refused."""
+    if add_dataloader_idx and isinstance(name, str) and "/dataloader_idx_" in name:
+        raise MisconfigurationError(
+            f"You called `self.log` with the key `{name}` but it should not contain information about "
+            "`dataloader_idx` when `add_dataloader_idx=True`"
+        )
+
+
+def _is_metric(value: Any) -> bool:
+    """Whether `value` is a torchmetrics Metric (no import: if torchmetrics is not loaded, it is not one)."""
+    tm = sys.modules.get("torchmetrics")
+    return tm is not None and isinstance(value, tm.Metric)

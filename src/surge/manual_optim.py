@@ -64,7 +64,7 @@ class LightningOptimizer:
             raise MisconfigurationError(f"optimizer.step(closure={closure!r}): the closure must be callable")
         if self._steps is None:
             return (
-                self._optimizer.step(closure, **kwargs)
+                self._optimizer.step(closure=closure, **kwargs)
                 if closure is not None
                 else self._optimizer.step(**kwargs)
             )
@@ -173,10 +173,12 @@ class OptimizerSteps:
                 "supported: the loss scaler steps the optimizer without extra arguments."
             )
         if closure is not None and not precision.skips_nonfinite_steps:
-            result = optimizer.step(functools.partial(self._closure_then_hooks, optimizer, closure), **kwargs)
+            result = optimizer.step(
+                closure=functools.partial(self._closure_then_hooks, optimizer, closure), **kwargs
+            )
         elif kwargs:
             result = optimizer.step(
-                functools.partial(self._closure_then_hooks, optimizer, _nothing), **kwargs
+                closure=functools.partial(self._closure_then_hooks, optimizer, _nothing), **kwargs
             )
         else:
             result = closure() if closure is not None else None  # fp16: once, before the unscaled step

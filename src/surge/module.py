@@ -11,7 +11,7 @@ from torch import Tensor, nn
 
 from .errors import SurgeRuntimeError
 from .hparams import HyperparametersMixin, init_kwargs
-from .log_options import reduction, refuse_log_options
+from .log_options import check_log_name, check_log_value, reduction, refuse_log_options
 from .module_hooks import LoopHooks
 from .module_optimizers import ModuleOptimizers
 from .rank_zero import warn
@@ -166,6 +166,7 @@ class Module(LoopHooks, ModuleOptimizers, nn.Module, HyperparametersMixin):
         are refused unless left at their defaults. The arguments are in Lightning's order;
         `logger=None` is True; `reduce_fx` is a name or `torch.mean`/`max`/`min`/`sum`.
         """
+        check_log_value(name, value)
         if rank_zero_only or enable_graph or sync_dist_group is not None:
             refuse_log_options(name, rank_zero_only, sync_dist_group, enable_graph)
         reduce_fx = reduction(name, reduce_fx)
@@ -174,6 +175,7 @@ class Module(LoopHooks, ModuleOptimizers, nn.Module, HyperparametersMixin):
             if self._trainer is None:
                 warn(f"self.log({name!r}) was called without a Trainer running; the value is dropped.")
             return
+        check_log_name(name, add_dataloader_idx)
         results.log(
             name, value, on_step=on_step, on_epoch=on_epoch, prog_bar=prog_bar, logger=logger is not False,
             reduce_fx=reduce_fx, batch_size=batch_size, sync_dist=sync_dist,

@@ -1,9 +1,8 @@
-"""What `configure_optimizers()` returned, in one normalised shape."""
+"""Stepping what `configure_optimizers()` returned: the optimizers and schedulers of a run."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
 
@@ -13,126 +12,9 @@ from torch.optim import Optimizer
 from .errors import CheckpointError, MisconfigurationError
 from .module_steps import ModuleOptimizerStep
 from .nonfinite import NonFiniteGuard
+from .optim_config import SchedulerConfig, check_optimizer_count, parse_optimizers
 
-
-@dataclass(kw_only=True)
-class SchedulerConfig:
-    """A learning-rate scheduler and when to step it."""
-
-    scheduler: Any
-    interval: str = "epoch"
-    frequency: int = 1
-    monitor: str | None = None
-    strict: bool = True
-    name: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.interval not in ("step", "epoch"):
-            raise MisconfigurationError(
-                f'lr_scheduler "interval"={self.interval!r} is not valid: use "step" or "epoch".'
-            )
-        if isinstance(self.frequency, bool) or not isinstance(self.frequency, int) or self.frequency < 1:
-            raise MisconfigurationError(
-                f'lr_scheduler "frequency"={self.frequency!r} is not valid: use an int >= 1.'
-            )
-        if not hasattr(self.scheduler, "step"):
-            raise MisconfigurationError(f"lr_scheduler {self.scheduler!r} has no step() method.")
-        if self.needs_metric and self.monitor is None:
-            raise MisconfigurationError(
-                f"{type(self.scheduler).__name__} steps on a metric: return "
-                '{"optimizer": opt, "lr_scheduler": {"scheduler": sched, "monitor": "val_loss"}}.'
-            )
-
-    @property
-    def needs_metric(self) -> bool:
-        from torch.optim.lr_scheduler import ReduceLROnPlateau
-
-        return isinstance(self.scheduler, ReduceLROnPlateau)
-
-
-def parse_optimizers(
-    returned: Any, where: str = "configure_optimizers()"
-) -> tuple[list[Optimizer], list[SchedulerConfig]]:
-    """Optimizers and scheduler configs from any of the shapes Lightning users return."""
-    _check_not_empty(returned, where)
-    optimizers, schedulers = _collect(returned, where)
-    if not optimizers:
-        raise MisconfigurationError(f"{where} returned no optimizer.")
-    for opt in optimizers:
-        if not isinstance(opt, Optimizer):
-            raise MisconfigurationError(f"{where} returned {opt!r}, which is not a torch.optim.Optimizer.")
-    return optimizers, schedulers
-
-
-def _check_not_empty(returned: Any, where: str) -> None:
-    if returned is None:
-        raise MisconfigurationError(
-            f"{where} returned None; return an optimizer, e.g. torch.optim.Adam(self.parameters(), lr=1e-3)."
-        )
-    if isinstance(returned, str | bytes):
-        raise MisconfigurationError(
-            f"{where} returned the {type(returned).__name__} {returned!r}; return an optimizer object, e.g. "
-            "torch.optim.Adam(self.parameters(), lr=1e-3)."
-        )
-
-
-def _collect(returned: Any, where: str) -> tuple[list[Any], list[SchedulerConfig]]:
-    """The optimizers (not yet type-checked) and scheduler configs, by the shape returned."""
-    optimizers: list[Any] = []
-    schedulers: list[SchedulerConfig] = []
-    if isinstance(returned, Optimizer):
-        optimizers = [returned]
-    elif isinstance(returned, Mapping):
-        _from_dict(returned, optimizers, schedulers, where)
-    elif _is_optimizers_and_schedulers(returned):
-        optimizers = list(returned[0])
-        scheds = returned[1] if isinstance(returned[1], Sequence) else [returned[1]]
-        schedulers = [_scheduler(s, where) for s in scheds]
-    elif isinstance(returned, Sequence):
-        for item in returned:
-            if isinstance(item, Mapping):
-                _from_dict(item, optimizers, schedulers, where)
-            else:
-                optimizers.append(item)
-    else:
-        raise MisconfigurationError(
-            f"{where} returned {type(returned).__name__}; return an Optimizer, a list, or a dict."
-        )
-    return optimizers, schedulers
-
-
-def _is_optimizers_and_schedulers(returned: Any) -> bool:
-    """`([opt, ...], [sched, ...])` or `([opt, ...], sched)`."""
-    return (
-        isinstance(returned, Sequence)
-        and len(returned) == 2
-        and isinstance(returned[0], Sequence)
-        and not isinstance(returned[0], Mapping)
-    )
-
-
-def _from_dict(d: Mapping[str, Any], optimizers: list, schedulers: list, where: str) -> None:
-    unknown = set(d) - {"optimizer", "lr_scheduler", "monitor"}
-    if unknown or "optimizer" not in d:
-        raise MisconfigurationError(
-            f"{where} returned a dict with keys {sorted(d)}; allowed: 'optimizer' (required), 'lr_scheduler', 'monitor'."
-        )
-    optimizers.append(d["optimizer"])
-    if d.get("lr_scheduler") is not None:
-        schedulers.append(_scheduler(d["lr_scheduler"], where, d.get("monitor")))
-
-
-def _scheduler(s: Any, where: str, monitor: str | None = None) -> SchedulerConfig:
-    if isinstance(s, Mapping):
-        allowed = {"scheduler", "interval", "frequency", "monitor", "strict", "name"}
-        if "scheduler" not in s or set(s) - allowed:
-            raise MisconfigurationError(
-                f"{where}: the lr_scheduler dict has keys {sorted(s)}; allowed: {sorted(allowed)} ('scheduler' required)."
-            )
-        kwargs = dict(s)
-        kwargs.setdefault("monitor", monitor)
-        return SchedulerConfig(**kwargs)
-    return SchedulerConfig(scheduler=s, monitor=monitor)
+__all__ = ["Optimization", "SchedulerConfig", "check_optimizer_count", "parse_optimizers"]
 
 
 class Optimization:

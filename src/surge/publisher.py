@@ -10,7 +10,7 @@ import torch
 from .data import move_to_device
 from .loggers.base import Logger
 from .module import Module
-from .results import Results
+from .results import Results, to_floats
 
 Flags = Mapping[str, tuple[bool, bool, str]]  # key -> (prog_bar, logger, name without its _step/_epoch)
 
@@ -20,8 +20,11 @@ class MetricsPublisher:
     `callback_metrics`, `logged_metrics` and `progress_bar_metrics`; only rank zero writes to loggers.
 
     As in Lightning, each stage starts them empty (`reset_metrics`), and while a training epoch runs
-    `callback_metrics` shows its latest step values when read (`follow`): as device tensors, so
-    reading the dict costs no host read (converting a value does)."""
+    `callback_metrics` and `logged_metrics` show its latest step values when read (`follow`): as
+    device tensors, so reading the dicts costs no host read (converting a value does);
+    `progress_bar_metrics` holds floats, so reading it then is one host read. An evaluation's
+    latest step values (`name_step`) reach `logged_metrics` and `progress_bar_metrics` at its end
+    (`keep_eval_steps`), never `callback_metrics`, as in Lightning."""
 
     def __init__(
         self, loggers: Sequence[Logger], is_global_zero: Callable[[], bool], epoch: Callable[[], int]
@@ -29,8 +32,8 @@ class MetricsPublisher:
         self.loggers, self.is_global_zero, self.epoch = list(loggers), is_global_zero, epoch
         self._callback: dict[str, torch.Tensor] = {}
         self._live: Results | None = None  # the training epoch whose step values show
-        self.logged_metrics: dict[str, torch.Tensor] = {}
-        self.progress_bar_metrics: dict[str, float] = {}
+        self._logged: dict[str, torch.Tensor] = {}
+        self._progress_bar: dict[str, float] = {}
         self._last_step = -1
         self._at_last_step: list[dict[str, float]] = []  # the rows the loggers were given at the latest step
         self._replayed: set[str] = set()  # after a resume: names the loggers hold at its step already
@@ -43,16 +46,46 @@ class MetricsPublisher:
             self._callback.update(self._live.step_tensors())
         return self._callback
 
+    @property
+    def logged_metrics(self) -> dict[str, torch.Tensor]:
+        """What the loggers were given, with the training epoch's latest step values (Lightning's
+        keys: `name_step` where the name is logged per epoch too)."""
+        if self._live is not None:
+            self._logged.update(self._live.step_values())
+        return self._logged
+
+    @property
+    def progress_bar_metrics(self) -> dict[str, float]:
+        """The `prog_bar=True` values as floats (while a training epoch runs, read now: a host read)."""
+        if self._live is not None:
+            self._progress_bar.update(to_floats(self._live.step_values(prog_bar=True)))
+        return self._progress_bar
+
+    def published_progress_bar(self) -> dict[str, float]:
+        """The `prog_bar=True` values published so far (no host read)."""
+        return self._progress_bar
+
     def follow(self, results: Results | None) -> None:
-        """Show `results`' step values in `callback_metrics` when read (None: the epoch has ended)."""
+        """Show `results`' step values in `callback_metrics` and `logged_metrics` when read (None:
+        the epoch has ended)."""
         if results is None and self._live is not None:
             self._callback.update(self._live.step_tensors())
+            self._logged.update(self._live.step_values())
         self._live = results
+
+    def keep_eval_steps(
+        self, logged: Mapping[str, torch.Tensor], prog_bar: Mapping[str, torch.Tensor]
+    ) -> None:
+        """An evaluation loader's latest step values (`on_step=True` in an evaluation hook) for
+        `logged_metrics` and `progress_bar_metrics` (one host read, at the loader's end)."""
+        self._logged.update(logged)
+        if prog_bar:
+            self._progress_bar.update(to_floats(prog_bar))
 
     def reset_metrics(self) -> None:
         """A stage starts: nothing logged before it shows (Lightning resets at each stage)."""
         self._callback, self._live = {}, None
-        self.logged_metrics, self.progress_bar_metrics = {}, {}
+        self._logged, self._progress_bar = {}, {}
 
     def publish(
         self,
@@ -71,20 +104,25 @@ class MetricsPublisher:
             if name != key and (key.endswith("_epoch") or name not in self._callback or not evaluation):
                 self._callback[name] = tensor
             if prog_bar:
-                self.progress_bar_metrics[key] = value
+                self._progress_bar[key] = value
             if to_logger:
                 logged[key] = value
-        if logged and to_loggers:
-            self.logged_metrics.update({k: torch.tensor(v) for k, v in logged.items()})
-            if self._replayed:
-                logged = self._not_replayed(logged, step)
-            if logged and self.loggers and self.is_global_zero():
-                row = {**logged, "epoch": self.epoch()}
-                if step != self._last_step:
-                    self._last_step, self._at_last_step = step, []
-                self._at_last_step.append(row)
-                for lg in self.loggers:
-                    lg.log_metrics(row, step)
+        if logged:  # Lightning's `logged_metrics`: every logger=True value, sent or not
+            self._logged.update({k: torch.tensor(v) for k, v in logged.items()})
+            if to_loggers:
+                self._to_loggers(logged, step)
+
+    def _to_loggers(self, logged: dict[str, float], step: int) -> None:
+        """Write a row to the loggers (rank zero), less what a resume gave them already."""
+        if self._replayed:
+            logged = self._not_replayed(logged, step)
+        if logged and self.loggers and self.is_global_zero():
+            row = {**logged, "epoch": self.epoch()}
+            if step != self._last_step:
+                self._last_step, self._at_last_step = step, []
+            self._at_last_step.append(row)
+            for lg in self.loggers:
+                lg.log_metrics(row, step)
 
     def log_run_start(self, module: Module, hparams: bool = True) -> None:
         """The module's hyper-parameters (unless `hparams` is False, Lightning's

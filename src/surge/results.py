@@ -169,7 +169,7 @@ class Results:
         on_epoch = self.default_on_epoch if on_epoch is None else bool(on_epoch)
         if not (on_step or on_epoch):
             raise MisconfigurationError(
-                f"self.log({name!r}) has on_step=False and on_epoch=False: nothing to log."
+                f"`self.log({name!r}, on_step=False, on_epoch=False)` is not useful: nothing would be logged."
             )
         slot = Slot(name, on_step, on_epoch, bool(prog_bar), bool(logger), reduce_fx, bool(sync_dist))
         self.slots[name] = slot
@@ -233,6 +233,23 @@ class Results:
             if s.on_step and s.last is not None and not (s.sync_dist and self._reduce is not None):
                 value = s.last if isinstance(s.last, Tensor) else torch.tensor(float(s.last))
                 out[s.name] = out[self._key(s, True)] = value
+        return out
+
+    def step_values(self, prog_bar: bool = False) -> dict[str, Tensor]:
+        """The latest step values sent to loggers (`prog_bar`: those shown on the progress bar)
+        under their keys, as they are (on the device, no host read); `sync_dist` values on several
+        processes are left to `read_step` (a collective)."""
+        out: dict[str, Tensor] = {}
+        for s in self.slots.values():
+            if (
+                s.on_step
+                and s.last is not None
+                and (s.prog_bar if prog_bar else s.logger)
+                and not (s.sync_dist and self._reduce is not None)
+            ):
+                out[self._key(s, True)] = (
+                    s.last if isinstance(s.last, Tensor) else torch.tensor(float(s.last))
+                )
         return out
 
     def read_epoch(self) -> dict[str, float]:

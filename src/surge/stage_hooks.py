@@ -46,6 +46,13 @@ def with_module_callbacks(module: Module, callbacks: list[Callback]) -> list[Cal
     ]
 
 
+def _attach(callbacks: list[Callback], module: Module) -> None:
+    """`self.log` in a callback's hook logs through the stage's module (Lightning's callbacks have it)."""
+    for cb in callbacks:
+        if isinstance(cb, Callback):
+            cb.attach_module(module)
+
+
 def enter_stage(trainer: Any, module: Module, datamodule: Any, stage: str) -> list[Callback]:
     """Before a stage reads any data: refuse hooks surge would skip, join the module's callbacks,
     `prepare_data` (local rank 0), `setup(stage)` and `configure_model`. Returns the callbacks."""
@@ -54,6 +61,7 @@ def enter_stage(trainer: Any, module: Module, datamodule: Any, stage: str) -> li
     callbacks = with_module_callbacks(module, trainer.callbacks)
     refuse_unsupported(module, callbacks, stage)
     module._trainer = trainer  # `self.trainer` works in the hooks below
+    _attach(callbacks, module)
     if trainer.local_rank == 0:
         if datamodule is not None:
             datamodule.prepare_data()

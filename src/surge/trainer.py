@@ -39,7 +39,7 @@ from .loops.predict import run_prediction
 from .loops.reload import loader_reload
 from .loops.validation import BatchPlan, Validation, plan_batches
 from .module import Module
-from .optim import Optimization, parse_optimizers
+from .optim import Optimization, check_optimizer_count, parse_optimizers
 from .paths import writable_dir
 from .precision import Precision, precision_plugin
 from .profiler import Profiler, build_profiler
@@ -220,7 +220,10 @@ class Trainer(StageEntryPoints):
             train_loader, val_loaders, cfg.limit_train_batches, cfg.limit_val_batches, cfg.val_check_interval,
             across_epochs=cfg.check_val_every_n_epoch is None,
         )  # fmt: skip
-        optimizers, schedulers = parse_optimizers(model.configure_optimizers())
+        optimizers, schedulers = parse_optimizers(
+            model.configure_optimizers(), manual=not model.automatic_optimization
+        )
+        check_optimizer_count(model, optimizers)
         if cfg.scale_lr is not None:
             tune_setup.scale_learning_rates(
                 optimizers, schedulers, train_loader, self._accumulate * self.world_size, cfg

@@ -161,7 +161,7 @@ class TrainerProperties:
         """The current training step's `prog_bar=True` values, read from the device now (a host
         read: call it at refresh points, not every step), with the last published ones."""
         shown = dict(self._train_results.read_step(only_prog_bar=True))
-        shown.update({k: v for k, v in self.progress_bar_metrics.items() if k not in shown})
+        shown.update({k: v for k, v in self._publisher.published_progress_bar().items() if k not in shown})
         return shown
 
     @property

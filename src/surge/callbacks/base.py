@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..errors import SurgeRuntimeError
+
 CALLBACK_HOOKS = (
     "setup", "teardown", "on_fit_start", "on_fit_end", "on_sanity_check_start", "on_sanity_check_end",
     "on_train_start", "on_train_end", "on_train_epoch_start", "on_train_epoch_end",
@@ -29,6 +31,27 @@ class Callback:
     `on_validation_batch_end(trainer, module, outputs, batch, batch_idx, dataloader_idx)`.
     `on_save_checkpoint(trainer, module, checkpoint)` may add keys to the checkpoint dict.
     """
+
+    def attach_module(self, module: Any) -> None:
+        """The module of the stage that begins (the Trainer calls it): what `log` writes to."""
+        self._logging_module = module
+
+    def log(self, *args: Any, **kwargs: Any) -> None:
+        """`self.log(name, value, ...)` inside a hook: the running module's `log`, as in Lightning."""
+        self._module_to_log("log").log(*args, **kwargs)
+
+    def log_dict(self, *args: Any, **kwargs: Any) -> None:
+        """`self.log_dict(metrics, ...)` inside a hook: the running module's `log_dict`."""
+        self._module_to_log("log_dict").log_dict(*args, **kwargs)
+
+    def _module_to_log(self, method: str) -> Any:
+        module = getattr(self, "_logging_module", None)  # (a subclass need not call __init__)
+        if module is None:
+            raise SurgeRuntimeError(
+                f"{type(self).__name__}.{method}() logs through the running module: call it inside a hook "
+                "of a Trainer's stage (fit, validate, test)."
+            )
+        return module
 
     @property
     def state_key(self) -> str:

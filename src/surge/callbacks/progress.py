@@ -38,7 +38,11 @@ class ProgressBar(Callback):
     def trainer(self) -> Any:
         """The Trainer of the stage running now (Lightning's `progress_bar.trainer`)."""
         if self._trainer is None:
-            raise RuntimeError("the progress bar is not attached to a Trainer: it is set when a stage starts")
+            # TypeError, as Lightning's, so code that catches it keeps working
+            raise TypeError(
+                f"The `{type(self).__name__}._trainer` reference has not been set yet: a progress bar "
+                "is attached to a Trainer when a stage starts (its `setup`)"
+            )
         return self._trainer
 
     def setup(self, trainer: Any, module: Any, stage: str) -> None:
@@ -69,9 +73,19 @@ class ProgressBar(Callback):
         isatty = getattr(self.stream, "isatty", None)
         return bool(isatty and isatty())
 
-    def _metrics(self, trainer: Any) -> dict[str, float]:
+    def get_metrics(self, trainer: Any, pl_module: Any) -> dict[str, Any]:
+        """What the bar shows, as in Lightning: the first logger's version (`v_num`) and the
+        `prog_bar=True` values (read from the device now: a host read). Override it to change the
+        items shown."""
+        standard: dict[str, Any] = {}
+        version = trainer.loggers[0].version if trainer.loggers else None
+        if version is not None:
+            standard["v_num"] = version[len("version_") :] if str(version).startswith("version_") else version
+        return {**standard, **trainer.read_progress_bar_metrics()}
+
+    def _metrics(self, trainer: Any, module: Any) -> dict[str, Any]:
         # Host read at a refresh, not per step: all values in one transfer.
-        shown = trainer.read_progress_bar_metrics()
+        shown = self.get_metrics(trainer, module)
         if trainer.precision_plugin.skipped_steps:
             shown["skipped_steps"] = trainer.precision_plugin.skipped_steps
         return shown
@@ -107,13 +121,13 @@ class ProgressBar(Callback):
         done = batch_idx + 1
         self._bar.update(done - self._shown)
         self._shown = done
-        self._bar.set_postfix(_fmt(self._metrics(trainer)), refresh=True)
+        self._bar.set_postfix(_fmt(self._metrics(trainer, module)), refresh=True)
 
     def on_train_epoch_end(self, trainer: Any, module: Any) -> None:
         if not trainer.is_global_zero:
             return
         done = trainer.fit_loop.batches_done
-        metrics = self._metrics(trainer)
+        metrics = self._metrics(trainer, module)
         if self._bar is not None:
             self._bar.update(done - self._shown)
             self._bar.set_postfix(_fmt(metrics), refresh=True)
@@ -141,5 +155,5 @@ class ProgressBar(Callback):
             self._bar = None
 
 
-def _fmt(metrics: dict[str, float]) -> dict[str, str]:
-    return {k: f"{v:.4g}" for k, v in metrics.items()}
+def _fmt(metrics: dict[str, Any]) -> dict[str, str]:
+    return {k: f"{v:.4g}" if isinstance(v, float) else str(v) for k, v in metrics.items()}

@@ -75,14 +75,14 @@ class RichProgressBar(ProgressBar):
         now = perf_counter()
         if now >= self._next_refresh:  # host read of the metrics, on a timer
             self._next_refresh = now + self.refresh_rate
-            fields["metrics"] = _text(self._metrics(trainer))
+            fields["metrics"] = _text(self._metrics(trainer, module))
         self._progress.update(self._task, **fields)
 
     def on_train_epoch_end(self, trainer: Any, module: Any) -> None:
         if self._task is None:
             return
         done = trainer.fit_loop.batches_done
-        self._progress.update(self._task, completed=done, metrics=_text(self._metrics(trainer)))
+        self._progress.update(self._task, completed=done, metrics=_text(self._metrics(trainer, module)))
         if not self.leave:
             self._progress.remove_task(self._task)
         self._task = None

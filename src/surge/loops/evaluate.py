@@ -66,6 +66,8 @@ def run_evaluation(
                     with precision.forward_context():
                         out = step(batch, batch_idx, *extra)
                     hooks.call(f"on_{hook}_batch_end", out, batch, batch_idx, *extra)
+                if not sanity:
+                    _keep_step_values(parts, results, dl_idx if len(loaders) > 1 else None)
             model._results = all_results[0] if len(loaders) == 1 else Results(stage, strategy.reducer)
             epoch_end_results = model._results
             hooks.call(f"on_{hook}_epoch_end")
@@ -83,6 +85,17 @@ def run_evaluation(
         model._results = previous_results
         modes.restore(hooks, f"on_{hook}_model_train")
     return metrics
+
+
+def _keep_step_values(parts: RunParts, results: Results, dl_idx: int | None) -> None:
+    """The loader's latest `on_step=True` values for `logged_metrics` and the progress bar."""
+    logged, prog_bar = results.step_values(), results.step_values(prog_bar=True)
+    if dl_idx is not None:
+        keep = results.unsuffixed_keys()
+        logged = {k if k in keep else f"{k}/dataloader_idx_{dl_idx}": v for k, v in logged.items()}
+        prog_bar = {k if k in keep else f"{k}/dataloader_idx_{dl_idx}": v for k, v in prog_bar.items()}
+    if logged or prog_bar:
+        parts.publisher.keep_eval_steps(logged, prog_bar)
 
 
 def _collect(all_results: list[Results], epoch_end: Results) -> list[dict[str, float]]:

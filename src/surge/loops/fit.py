@@ -1,8 +1,6 @@
-"""The fit loop: epochs -> batches -> accumulation windows -> optimizer steps.
-
-The training step below is the hot path. Per batch it does only: fetch, (move), the user's `training_step`
-under the precision context, one division for accumulation, backward, and at a window's end the optimizer
-step. Host reads happen only where a comment says so."""
+"""The fit loop: epochs -> batches -> accumulation windows -> optimizer steps. The training step is the hot
+path: per batch only fetch, (move), `training_step` under the precision context, one division for
+accumulation, backward, and at a window's end the optimizer step. Host reads only where a comment says."""
 
 from __future__ import annotations
 
@@ -64,6 +62,7 @@ class FitLoop(FitProgress):
         self.loader_resume: Any = None  # a stateful_loader.LoaderResume: the loader's own position
         self.manual = False  # the module steps its optimizers (automatic_optimization=False)
         self.manual_batches = 0  # batches trained under manual optimization: the loggers' step there
+        self._results_fresh = False  # the epoch's results were emptied when fit began (see bind)
         self.skipped_rest = False  # on_train_batch_start returned -1: the epoch ends at that batch
         self.end_position: Any = None  # the train loader's position where the fit stopped inside an epoch
 
@@ -71,7 +70,9 @@ class FitLoop(FitProgress):
         self.ctx, self.train_loader, self.end_position = ctx, check_train_loader(train_loader), None
         self.trainer = ctx.parts.hooks.trainer  # what callbacks get; its public `should_stop` they set
         self.accumulate = ctx.settings.accumulate_grad_batches
-        parts = ctx.parts
+        parts, self._results_fresh = ctx.parts, True  # emptied now: the first epoch keeps what
+        ctx.results.reset()  # `on_train_start` logs, as in Lightning
+        parts.module._results = ctx.results
         self.manual = manual = not parts.module.automatic_optimization
         if manual:
             ctx.optim.manual(ctx.settings.accumulate_grad_batches)
@@ -166,7 +167,9 @@ class FitLoop(FitProgress):
         t, ctx = self.trainer, self._context()
         hooks, results, model = ctx.parts.hooks, ctx.results, ctx.parts.module
         validation, strategy = ctx.validation, ctx.parts.strategy
-        results.reset()
+        if not self._results_fresh:
+            results.reset()
+        self._results_fresh = False
         if self._resume_results is not None:  # resumed inside this epoch: its metrics so far
             results.load_state_dict(self._resume_results, model.device)
             self._resume_results = None
@@ -177,8 +180,7 @@ class FitLoop(FitProgress):
         self.epoch_done = self.epoch_closed = False
         if self.batches_done == 0:  # (not when resumed inside the epoch, as in Lightning)
             hooks.call("on_train_epoch_start")
-        # Once per epoch, after its start hooks: a callback may set `trainer.accumulate_grad_batches`
-        # (GradientAccumulationScheduler) or change `trainer.lr_scheduler_configs` (SWA).
+        # Once per epoch, after its start hooks: a callback may set accumulate_grad_batches or the schedulers.
         self.accumulate = t.accumulate_grad_batches
         ctx.optim.refresh_schedulers()
         exhausted = self._train_batches(self._iterator(loader))
@@ -383,9 +385,8 @@ class FitLoop(FitProgress):
             # user generator draws once more at exhaustion, and later epochs depend on that draw.
             batch = next(batches, _END)
         if pending and batch is _END:
-            # The loader ran out inside a window (no length to plan by): step what was accumulated,
-            # rescaled so it is the mean over the micro-batches actually seen (and, having run under
-            # no_sync, averaged over ranks here).
+            # The loader ran out inside a window (no length to plan by): step the mean over the
+            # micro-batches seen (having run under no_sync, averaged over ranks here).
             strategy.average_gradients(model)
             optim.step(grad_scale=window / pending)
             self.global_step += 1
