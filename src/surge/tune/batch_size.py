@@ -53,7 +53,7 @@ def find_batch_size(
     if max_memory is None and device.type != "cuda":
         max_memory = available_ram() // 2
     cap = _cap(loader, max_batch_size)
-    fits = lambda b: _fits(model, target, loader, b, steps, max_memory)  # noqa: E731
+    fits = lambda b: trial_fits(model, target, loader, b, steps, max_memory)  # noqa: E731
     best = search(fits, min(init, cap), cap, max_trials)
     if best == 0:
         raise SurgeRuntimeError(
@@ -86,9 +86,11 @@ def search(fits: Any, init: int, cap: int, max_trials: int) -> int:
     return good
 
 
-def _fits(
+def trial_fits(
     model: Module, target: TrialTarget, loader: DataLoader, batch_size: int, steps: int, budget: int | None
 ) -> bool:
+    """Whether `steps` training steps on `loader` re-created with `batch_size` fit (no out-of-memory
+    error, and within `budget` bytes when given); the model is restored afterwards."""
     trial = with_batch_size(loader, batch_size, sampler=None, num_workers=0, shuffle=False)
     try:
         with preserved(model, target.precision), TrialSteps(model, target) as runner:

@@ -1,0 +1,19 @@
+"""`Tuner.scale_batch_size` and `Tuner.lr_find` against real Lightning: the batch size each search
+settles on (doubling, bisection, `max_trials`, `max_val`, the dataset's length, the margin), where the
+tuned value is set, what the trainer holds afterwards (its train loader, its callbacks, no steps
+taken), the weights restored, and the errors a misconfigured call raises."""
+
+from harness import run_both
+
+
+def test_scale_batch_size_matches_lightning(tmp_path):
+    lightning, surge = run_both("tuner_batch_size.py", tmp_path)
+    assert lightning.record["binsearch_two_trials.found"] == 7  # int(8 * 0.95): the margin after 2 trials
+    assert lightning.record["power.found"] == 64  # doubling stops once a size reaches the 48 samples
+    assert surge.record == lightning.record
+
+
+def test_lr_find_matches_lightning(tmp_path):
+    lightning, surge = run_both("tuner_lr_find.py", tmp_path)
+    assert lightning.record["attribute_and_hparams_set"] and lightning.record["one_step"] == [None, 0.123]
+    assert surge.record == lightning.record
