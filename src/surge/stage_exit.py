@@ -14,10 +14,27 @@ class StageExit(Exception):
 
 
 class ExitAfterTuning(Callback):
-    """Ends the stage in its start hook: placed after a tuner callback, the stage only tunes."""
+    """Ends `stage` ("fit", "validate", "test" or "predict") in its start hook: placed after a tuner
+    callback, the stage only tunes."""
+
+    def __init__(self, stage: str) -> None:
+        self.stage = stage
+
+    def _end(self, trainer: Any, stage: str) -> None:
+        if stage == self.stage and trainer.state.fn == stage and not trainer.sanity_checking:
+            raise StageExit
 
     def on_fit_start(self, trainer: Any, pl_module: Any) -> None:
-        raise StageExit
+        self._end(trainer, "fit")
+
+    def on_validation_start(self, trainer: Any, pl_module: Any) -> None:
+        self._end(trainer, "validate")
+
+    def on_test_start(self, trainer: Any, pl_module: Any) -> None:
+        self._end(trainer, "test")
+
+    def on_predict_start(self, trainer: Any, pl_module: Any) -> None:
+        self._end(trainer, "predict")
 
 
 def until_exit(body: Callable[[], Any]) -> Any:

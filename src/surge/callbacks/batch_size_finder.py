@@ -16,6 +16,11 @@ from .batch_size_search import SearchLimits, first_size, search_batch_size
 from .tuned_attr import get_tuned_attr, has_tuned_attr, set_tuned_attr, warn_if_held_twice
 
 MODES = ("power", "binsearch")
+_EVALUATION = {
+    "validate": ("val", "validation_step"),
+    "test": ("test", "test_step"),
+    "predict": ("predict", "predict_step"),
+}
 
 
 def check_margin(margin: Any, max_val: Any) -> tuple[float, int]:
@@ -70,11 +75,22 @@ class BatchSizeFinder(Callback):
         self._max_trials, self._batch_arg_name = max_trials, batch_arg_name
         self._margin, self._max_val = check_margin(margin, max_val)
         self.optimal_batch_size: int | None = init_val
+        self._evaluation_loader: Any = None  # validate/test/predict: the stage's loader, taken in setup
+
+    searches_in_evaluation = False  # Lightning's Tuner(method="validate"/"test"/"predict") sets it
 
     def setup(self, trainer: Any, pl_module: Any, stage: str | None = None) -> None:
         """Refuse what the search cannot do before any data is read (as Lightning's)."""
         if trainer.world_size > 1:
             raise MisconfigurationError("The Batch size finder is not supported with distributed strategies.")
+        if stage != "fit" and not self.searches_in_evaluation:
+            raise MisconfigurationError(
+                f"BatchSizeFinder in {stage}(): surge searches the batch size when fit starts and cannot re-create "
+                f"the loaders of a running {stage}(); use Tuner(trainer).scale_batch_size(model, method={stage!r}) "
+                "before it."
+            )
+        if stage in _EVALUATION:
+            self._evaluation_loader = self._stage_loader(trainer, pl_module, stage)
         if not has_tuned_attr(pl_module, trainer.datamodule, self._batch_arg_name):
             raise MisconfigurationError(
                 f"BatchSizeFinder(batch_arg_name={self._batch_arg_name!r}): field {self._batch_arg_name} not found "
@@ -94,27 +110,53 @@ class BatchSizeFinder(Callback):
                 "The Batch size finder cannot be used with dataloaders passed directly to fit(): BatchSizeFinder "
                 "re-creates the train loader from train_dataloader(); define it on the module or datamodule."
             )
+        self._search(trainer, module, loader, "training_step")
+        return _source(trainer, module).train_dataloader()
+
+    def _search(self, trainer: Any, module: Any, loader: Any, step: str) -> None:
         datamodule = trainer.datamodule
         current = get_tuned_attr(module, datamodule, self._batch_arg_name)
-        length = _dataset_length(loader)
-        limits = SearchLimits(self._max_trials, self._max_val, length)
+        limits = SearchLimits(self._max_trials, self._max_val, _dataset_length(loader))
         start = first_size(self._init_val, current if isinstance(current, int) else None, limits)
         target = trial_target(trainer)
         budget = None if target.device.type == "cuda" else available_ram() // 2
         loader_batch_size(loader)
         steps = self._steps_per_trial
         found = search_batch_size(
-            lambda b: trial_fits(module, target, loader, b, steps, budget),
-            start,
-            self._mode,
-            limits,
+            lambda b: trial_fits(module, target, loader, b, steps, budget, step), start, self._mode, limits,
             self._margin,
-        )
+        )  # fmt: skip
         self.optimal_batch_size = found
         set_tuned_attr(module, datamodule, self._batch_arg_name, found)
         info(f"Finished batch size finder, will continue with full run using batch size {found}")
-        source = datamodule if datamodule is not None else module
-        return source.train_dataloader()
+
+    def _stage_loader(self, trainer: Any, module: Any, stage: str) -> Any:
+        """The loader of evaluation `stage`, from its hook; more than one is refused (as Lightning)."""
+        prefix = _EVALUATION[stage][0]
+        loaders = getattr(_source(trainer, module), f"{prefix}_dataloader")()
+        if isinstance(loaders, list | tuple):
+            if len(loaders) > 1:
+                raise MisconfigurationError(
+                    f"The Batch size finder cannot be used with multiple {prefix} dataloaders "
+                    f"({len(loaders)} from {prefix}_dataloader())."
+                )
+            loaders = loaders[0]
+        return loaders
+
+    def _search_evaluation(self, trainer: Any, module: Any, stage: str) -> None:
+        """The search on the stage's loader, taken in `setup` (with `searches_in_evaluation`)."""
+        if trainer.state.fn != stage or trainer.sanity_checking:
+            return
+        self._search(trainer, module, self._evaluation_loader, _EVALUATION[stage][1])
+
+    def on_validation_start(self, trainer: Any, pl_module: Any) -> None:
+        self._search_evaluation(trainer, pl_module, "validate")
+
+    def on_test_start(self, trainer: Any, pl_module: Any) -> None:
+        self._search_evaluation(trainer, pl_module, "test")
+
+    def on_predict_start(self, trainer: Any, pl_module: Any) -> None:
+        self._search_evaluation(trainer, pl_module, "predict")
 
     def on_fit_start(self, trainer: Any, module: Any) -> None:
         """Nothing: the search ran in fit's setup (see the class docstring)."""
@@ -125,3 +167,7 @@ def _dataset_length(loader: Any) -> int | None:
         return len(loader.dataset)
     except TypeError:  # an IterableDataset without a length
         return None
+
+
+def _source(trainer: Any, module: Any) -> Any:
+    return trainer.datamodule if trainer.datamodule is not None else module

@@ -4,8 +4,8 @@
 has decided (`stage_exit`). So the fit's setup hooks run, the tuned value is set where the module keeps
 it (an attribute, a key of its `hparams`, the datamodule's), and afterwards `trainer.train_dataloader`,
 `trainer.val_dataloaders` and `trainer.datamodule` are the fit's; the model's weights, its optimizers
-and the RNG are restored. Only `method="fit"` is run (Lightning also tunes the batch size in
-validate/test/predict; surge's trials are training steps)."""
+and the RNG are restored. `scale_batch_size(method="validate"/"test"/"predict")` runs that stage
+instead, its trials being that stage's steps on the loader its hook returns."""
 
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ class Tuner:
             min_lr=min_lr, max_lr=max_lr, num_training_steps=num_training, mode=mode,
             early_stop_threshold=early_stop_threshold, update_attr=update_attr, attr_name=attr_name,
         )  # fmt: skip
-        self._fit_with(finder, model, train_dataloaders, val_dataloaders, datamodule)
+        self._run_with(finder, "fit", model, (train_dataloaders, val_dataloaders), datamodule)
         return finder.optimal_lr
 
     def scale_batch_size(
@@ -88,26 +88,33 @@ class Tuner:
                 "Tuner.scale_batch_size: tuning the batch size is not supported with distributed strategies."
             )
         _refuse_configured(self._trainer, BatchSizeFinder)
-        if method != "fit":
-            raise bad_value(
-                "Tuner.scale_batch_size(method)", method, '"fit" (surge\'s trials are training steps)'
-            )
         margin, max_val = check_margin(margin, max_val)
-        finder = BatchSizeFinder(
+        finder = _StageBatchSizeFinder(
             mode=mode, steps_per_trial=steps_per_trial, init_val=init_val, max_trials=max_trials,
             batch_arg_name=batch_arg_name, margin=margin, max_val=max_val,
         )  # fmt: skip
-        self._fit_with(finder, model, train_dataloaders, val_dataloaders, datamodule)
+        loaders = (train_dataloaders, val_dataloaders) if method == "fit" else (dataloaders,)
+        self._run_with(finder, method, model, loaders, datamodule)
         return finder.optimal_batch_size
 
-    def _fit_with(self, finder: Callback, model: Module, train: Any, val: Any, datamodule: Any) -> None:
-        """`fit()` with `finder` first among the callbacks, ended once it decided; the callbacks as before."""
-        trainer, ending = self._trainer, ExitAfterTuning()
+    def _run_with(
+        self, finder: Callback, method: str, model: Module, loaders: tuple, datamodule: Any
+    ) -> None:
+        """The stage `method` with `finder` first among the callbacks, ended once it decided; the
+        trainer's callbacks as before."""
+        trainer, ending = self._trainer, ExitAfterTuning(method)
         trainer.callbacks = [finder, ending, *trainer.callbacks]
         try:
-            trainer.fit(model, train, val, datamodule)
+            getattr(trainer, method)(model, *loaders, datamodule=datamodule)
         finally:
             trainer.callbacks = [cb for cb in trainer.callbacks if cb is not finder and cb is not ending]
+
+
+class _StageBatchSizeFinder(BatchSizeFinder):
+    """The Tuner's finder: it may search in validate/test/predict too, since the Tuner ends the stage
+    right after the search (the stage's own loaders are never used)."""
+
+    searches_in_evaluation = True
 
 
 def _check_loaders(train: Any, val: Any, dataloaders: Any, method: str) -> None:

@@ -23,6 +23,12 @@ class Model(BoringModel):
     def val_dataloader(self):
         return DataLoader(RandomDataset(32, self.length), batch_size=self.hparams.batch_size)
 
+    def test_dataloader(self):
+        return DataLoader(RandomDataset(32, self.length), batch_size=self.hparams.batch_size)
+
+    def predict_dataloader(self):
+        return DataLoader(RandomDataset(32, self.length), batch_size=self.hparams.batch_size)
+
 
 def trainer():
     return pl.Trainer(
@@ -41,6 +47,9 @@ cases = {
     "power_from_17": {"mode": "power", "init_val": 17, "max_trials": 2, "steps_per_trial": 1},
     "power_max_val": {"mode": "power", "max_val": 8, "steps_per_trial": 1},
     "no_trials": {"mode": "power", "max_trials": 0},
+    "validate": {"method": "validate", "max_trials": 4},
+    "test": {"method": "test", "mode": "binsearch", "max_trials": 3},
+    "predict": {"method": "predict", "init_val": 5, "max_trials": 2},
 }
 only = sys.argv[1:] or list(cases)
 for name in only:
@@ -51,7 +60,7 @@ for name in only:
     found = Tuner(t).scale_batch_size(model, **cases[name])
     record.put(f"{name}.found", found)
     record.put(f"{name}.hparams", model.hparams.batch_size)
-    record.put(f"{name}.train_loader_batch_size", t.train_dataloader.batch_size)
+    record.put(f"{name}.train_loader_batch_size", getattr(t.train_dataloader, "batch_size", None))
     record.put(f"{name}.callbacks", [type(cb).__name__ for cb in t.callbacks])
     record.put(f"{name}.global_step", t.global_step)
     record.put(
