@@ -19,4 +19,5 @@ def test_scale_batch_size_matches_lightning(tmp_path):
 def test_lr_find_matches_lightning(tmp_path):
     lightning, surge = run_both("tuner_lr_find.py", tmp_path)
     assert lightning.record["attribute_and_hparams_set"] and lightning.record["one_step"] == [None, 0.123]
+    assert lightning.record["rng_restored"] and lightning.record["bounded_by_the_fit"] == 10
     assert surge.record == lightning.record

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterator
 from typing import Any
 
 from ..errors import MisconfigurationError, bad_value
@@ -64,13 +66,19 @@ class LearningRateFinder(Callback):
                 "rate finder only works with single optimizer."
             )
         attr = self._attr(trainer, module) if self._update_attr else ""
+        per_epoch = trainer.num_training_batches
+        steps, loader = self._num_training_steps, trainer.train_dataloader
+        if isinstance(per_epoch, int) and per_epoch > 0:  # the fit's epochs bound the test, as Lightning's
+            loader = _Epochs(loader, per_epoch)
+            if trainer.max_epochs >= 0:
+                steps = min(steps, per_epoch * trainer.max_epochs)
         self.optimal_lr = lr_find(
             module,
-            trainer.train_dataloader,
+            loader,
             trainer=trainer,
             min_lr=self._min_lr,
             max_lr=self._max_lr,
-            num_training=self._num_training_steps,
+            num_training=steps,
             mode=self._mode,
             early_stop_threshold=self._early_stop_threshold,
         )
@@ -85,3 +93,13 @@ class LearningRateFinder(Callback):
 
     def on_fit_start(self, trainer: Any, module: Any) -> None:
         self.lr_find(trainer, module)
+
+
+class _Epochs:
+    """The fit's epochs of `loader`: each pass yields its first `per_epoch` batches (limit_train_batches)."""
+
+    def __init__(self, loader: Any, per_epoch: int) -> None:
+        self.loader, self.per_epoch = loader, per_epoch
+
+    def __iter__(self) -> Iterator[Any]:
+        return itertools.islice(iter(self.loader), self.per_epoch)

@@ -4,7 +4,7 @@
 has decided (`stage_exit`). So the fit's setup hooks run, the tuned value is set where the module keeps
 it (an attribute, a key of its `hparams`, the datamodule's), and afterwards `trainer.train_dataloader`,
 `trainer.val_dataloaders` and `trainer.datamodule` are the fit's; the model's weights, its optimizers
-and the RNG are restored. `scale_batch_size(method="validate"/"test"/"predict")` runs that stage
+and the RNG (drawn from by the loaders' hooks too) are restored. `scale_batch_size(method="validate"/"test"/"predict")` runs that stage
 instead, its trials being that stage's steps on the loader its hook returns."""
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from ..callbacks.tuned_attr import TunedAttributeError
 from ..datamodule import DataModule
 from ..errors import MisconfigurationError, bad_value
 from ..module import Module
+from ..seed import rng_state, set_rng_state
 from ..stage_exit import ExitAfterTuning
 from ..trainer import Trainer
 from ..tune.lr_finder import LRFinderResult
@@ -104,9 +105,11 @@ class Tuner:
         trainer's callbacks as before."""
         trainer, ending = self._trainer, ExitAfterTuning(method)
         trainer.callbacks = [finder, ending, *trainer.callbacks]
+        rng = rng_state()  # as Lightning: tuning draws nothing from the run's random streams
         try:
             getattr(trainer, method)(model, *loaders, datamodule=datamodule)
         finally:
+            set_rng_state(rng)
             trainer.callbacks = [cb for cb in trainer.callbacks if cb is not finder and cb is not ending]
 
 

@@ -20,14 +20,8 @@ class Model(BoringModel):
 
 
 def trainer(**kwargs):
-    return pl.Trainer(
-        max_epochs=1,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        logger=False,
-        enable_checkpointing=False,
-        **kwargs,
-    )
+    quiet = {"enable_progress_bar": False, "enable_model_summary": False, "enable_checkpointing": False}
+    return pl.Trainer(**{"max_epochs": 1, "logger": False, **quiet, **kwargs})
 
 
 def error(call, kind):
@@ -58,6 +52,12 @@ record.put("falling_in_range", all(1e-8 <= lr <= 1.0 for lr in falling.results["
 one = Model(lr=0.123)
 single = Tuner(trainer()).lr_find(one, num_training=1)
 record.put("one_step", [single.suggestion(), one.lr])
+
+fresh, short = Model(), trainer(limit_train_batches=5, max_epochs=2)
+state = torch.get_rng_state()
+bounded = Tuner(short).lr_find(fresh, early_stop_threshold=None)
+record.put("rng_restored", torch.equal(state, torch.get_rng_state()))
+record.put("bounded_by_the_fit", len(bounded.results["lr"]))  # 2 epochs of 5 batches, not num_training=100
 
 record.put("no_lr_attribute", error(lambda: Tuner(trainer()).lr_find(BoringModel()), AttributeError))
 record.put(
