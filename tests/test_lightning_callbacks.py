@@ -353,10 +353,27 @@ def test_learning_rate_finder_applies_its_suggestion():
         def on_train_start(self, trainer, module):
             seen.append(trainer.optimizers[0].param_groups[0]["lr"])
 
-    fast_trainer(callbacks=[finder, Watch()]).fit(model, loader())
+    fast_trainer(max_epochs=5, callbacks=[finder, Watch()]).fit(model, loader())  # 5 epochs of 4 batches
     suggestion = finder.optimal_lr.suggestion()
     assert suggestion is not None and len(finder.optimal_lr.lrs) == 20
     assert model.lr == suggestion and seen == [suggestion]  # the module's attribute and the optimizer
+
+
+def test_learning_rate_finder_stays_within_the_fit_epochs():
+    # as Lightning's: the range test is the fit's first steps, so its epochs (limit_train_batches x
+    # max_epochs) bound it below num_training_steps, and each epoch restarts the loader
+    seen: list[float] = []
+
+    class Counting(TinyModel):
+        def training_step(self, batch: Any, batch_idx: int) -> Any:
+            seen.append(float(batch[0].sum()))  # which batch it is
+            return super().training_step(batch, batch_idx)
+
+    finder = LearningRateFinder(num_training_steps=50, early_stop_threshold=None)
+    trainer = fast_trainer(max_epochs=3, limit_train_batches=2, callbacks=[finder])
+    trainer.fit(Counting(lr=0.1), loader())
+    first, second = seen[0], seen[1]
+    assert len(finder.optimal_lr.lrs) == 6 and seen[:6] == [first, second] * 3 and first != second
 
 
 def test_learning_rate_finder_needs_an_attribute_to_update():
