@@ -353,10 +353,27 @@ def test_learning_rate_finder_applies_its_suggestion():
         def on_train_start(self, trainer, module):
             seen.append(trainer.optimizers[0].param_groups[0]["lr"])
 
-    fast_trainer(callbacks=[finder, Watch()]).fit(model, loader())
+    fast_trainer(max_epochs=5, callbacks=[finder, Watch()]).fit(model, loader())  # 5 epochs of 4 batches
     suggestion = finder.optimal_lr.suggestion()
     assert suggestion is not None and len(finder.optimal_lr.lrs) == 20
     assert model.lr == suggestion and seen == [suggestion]  # the module's attribute and the optimizer
+
+
+def test_learning_rate_finder_stays_within_the_fit_epochs():
+    # as Lightning's: the range test is the fit's first steps, so its epochs (limit_train_batches x
+    # max_epochs) bound it below num_training_steps, and each epoch restarts the loader
+    seen: list[float] = []
+
+    class Counting(TinyModel):
+        def training_step(self, batch: Any, batch_idx: int) -> Any:
+            seen.append(float(batch[0].sum()))  # which batch it is
+            return super().training_step(batch, batch_idx)
+
+    finder = LearningRateFinder(num_training_steps=50, early_stop_threshold=None)
+    trainer = fast_trainer(max_epochs=3, limit_train_batches=2, callbacks=[finder])
+    trainer.fit(Counting(lr=0.1), loader())
+    first, second = seen[0], seen[1]
+    assert len(finder.optimal_lr.lrs) == 6 and seen[:6] == [first, second] * 3 and first != second
 
 
 def test_learning_rate_finder_needs_an_attribute_to_update():
@@ -368,7 +385,7 @@ def test_learning_rate_finder_needs_an_attribute_to_update():
         def configure_optimizers(self) -> Any:
             return torch.optim.SGD(self.parameters(), lr=0.1)
 
-    with pytest.raises(MisconfigurationError, match="attr_name"):
+    with pytest.raises(AttributeError, match="attr_name"):
         fast_trainer(callbacks=[LearningRateFinder(num_training_steps=5)]).fit(NoLr(), loader())
     with pytest.raises(MisconfigurationError, match="mode"):
         LearningRateFinder(mode="cosine")
@@ -388,8 +405,9 @@ class HookModel(TinyModel):
         return DataLoader(make_dataset(self.n), batch_size=self.batch_size)
 
 
-# binsearch: 48 fit (the dataset's length), less Lightning's default margin of 5%: int(48 * 0.95) = 45.
-@pytest.mark.parametrize(("mode", "expected"), [("power", 32), ("binsearch", 45)])
+# As Lightning's: doubling stops at the first size that reaches the dataset's length (64 >= 48);
+# binsearch then takes Lightning's default margin of 5%: int(64 * 0.95) = 60.
+@pytest.mark.parametrize(("mode", "expected"), [("power", 64), ("binsearch", 60)])
 def test_batch_size_finder_sets_the_attribute_and_rebuilds_the_loader(mode, expected):
     model = HookModel(n=48)  # on the CPU a tiny model fits any batch: the dataset's length caps it
     finder = BatchSizeFinder(mode=mode, steps_per_trial=1)

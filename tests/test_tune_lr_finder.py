@@ -71,7 +71,13 @@ def test_plot_writes_a_png(tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("kwargs", "phrase"), [({"min_lr": 0}, "min_lr"), ({"max_lr": 1e-8}, "max_lr"), ({"mode": "cos"}, "mode")]
+    ("kwargs", "phrase"),
+    [
+        ({"min_lr": 0}, "min_lr"),
+        ({"max_lr": -1.0}, "max_lr"),
+        ({"num_training": 0}, "num_training"),
+        ({"mode": "cos"}, "mode"),
+    ],
 )
 def test_bad_arguments(kwargs, phrase):
     with pytest.raises(surge.MisconfigurationError, match=phrase):

@@ -51,6 +51,7 @@ from .run_state import Found, RunObjects, checkpoint_state, find_checkpoint, res
 from .seed import set_rng_state
 from .signals import Preempted, SignalFlag
 from .stage_data import LoaderPreparation, check_step_defined, eval_loaders, fit_loaders
+from .stage_exit import until_exit
 from .stage_hooks import enter_stage, leave_stage
 from .strategies import Strategy
 from .trainer_stages import StageEntryPoints, check_weights_only
@@ -279,7 +280,7 @@ class Trainer(StageEntryPoints):
     def _run_stage(self, stage: str, body: Any, loaders: Any = ()) -> Any:
         status = "success"
         try:
-            result = body()
+            result = until_exit(body)  # a tuner's fit ends after its start hook
             self._strategy.finish_checkpoints()  # a background write is durable before the stage ends
             leave_stage(self._hooks, self._module, self.datamodule, stage)
             return result

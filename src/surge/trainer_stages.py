@@ -101,6 +101,8 @@ class StageEntryPoints(TrainerProperties):
         _check_flag(stage, "verbose", verbose, (True, False))
         check_weights_only(stage, weights_only)
         results = self._evaluate(stage, model, dataloaders, ckpt_path, datamodule)
+        if results is None:  # ended by a tuner before any batch (stage_exit): no results, as Lightning
+            return results
         if verbose and self.is_global_zero:
             print_results(results, stage)
         return results

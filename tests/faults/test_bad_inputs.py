@@ -582,14 +582,14 @@ ROWS = [
     ),
     (
         "batch-size-finder-given-loader",
-        _fit(TinyModel(), callbacks=[callbacks.BatchSizeFinder()]),
+        _fit(type("Sized", (TinyModel,), {"batch_size": 4})(), callbacks=[callbacks.BatchSizeFinder()]),
         ValueError,
-        ["BatchSizeFinder", "passed to fit()", "train_dataloader()"],
+        ["BatchSizeFinder", "passed directly to fit()", "train_dataloader()"],
     ),
     (
         "lr-finder-attr-missing",
         _fit(TinyModel(), callbacks=[callbacks.LearningRateFinder(attr_name="learning_rate")]),
-        ValueError,
+        AttributeError,
         ["LearningRateFinder(attr_name='learning_rate')", "TinyModel"],
     ),
     (

@@ -7,11 +7,20 @@ from typing import Any
 
 from ..errors import MisconfigurationError, bad_value
 from ..rank_zero import info
-from ..tune.batch_size import find_batch_size
+from ..tune.batch_size import trial_fits
+from ..tune.loaders import loader_batch_size
+from ..tune.memory import available_ram
+from ..tune.trial import trial_target
 from .base import Callback
-from .tuned_attr import has_tuned_attr, set_tuned_attr
+from .batch_size_search import SearchLimits, first_size, search_batch_size
+from .tuned_attr import get_tuned_attr, has_tuned_attr, set_tuned_attr, warn_if_held_twice
 
 MODES = ("power", "binsearch")
+_EVALUATION = {
+    "validate": ("val", "validation_step"),
+    "test": ("test", "test_step"),
+    "predict": ("predict", "predict_step"),
+}
 
 
 def check_margin(margin: Any, max_val: Any) -> tuple[float, int]:
@@ -23,27 +32,17 @@ def check_margin(margin: Any, max_val: Any) -> tuple[float, int]:
     return float(margin), max_val
 
 
-def settle(found: int, mode: str, init_val: int, margin: float) -> int:
-    """The batch size a search that found `found` fitting settles on, as Lightning's: `"power"`, the
-    largest `init_val * 2**k` that fits; `"binsearch"`, `found` less the `margin` (at least 1)."""
-    if mode == "power":
-        power = init_val
-        while power * 2 <= found:
-            power *= 2
-        return min(power, found)
-    return max(1, int(found * (1 - margin))) if margin > 0 else found
-
-
 class BatchSizeFinder(Callback):
-    """`mode="power"` keeps doubling from `init_val` while a batch fits; `"binsearch"` then
-    searches between the last fit and the first miss. Each trial runs `steps_per_trial` real
-    training steps (`surge.tune.find_batch_size`: out of memory on CUDA; on the CPU, over half of
-    the available RAM); at most `max_trials`, and never above the dataset's length or `max_val`.
-    `"binsearch"` then takes `margin` (a fraction) off what fits, as Lightning's.
+    """The search of Lightning's `BatchSizeFinder` (`batch_size_search`: the sizes tried, when it
+    stops, its messages): `mode="power"` doubles from `init_val` while a batch fits, at most
+    `max_trials` trials; `"binsearch"` then bisects between the last fit and the first miss and
+    takes `margin` off. It stops at the dataset's length or `max_val`. A trial runs
+    `steps_per_trial` real training steps (`surge.tune.batch_size.trial_fits`): it misses on an
+    out-of-memory error, and on the CPU when it needs over half of the available RAM.
 
     It runs in fit's setup, before the loaders are prepared (where Lightning runs it, in
     `on_fit_start`, the loaders are not built yet either): it sets `batch_arg_name` on the module,
-    its hparams or the datamodule, and fit uses what `train_dataloader()` returns then. Like
+    its hparams and the datamodule, and fit uses what `train_dataloader()` returns then. Like
     Lightning's, it needs the loader to come from `train_dataloader()` (not passed to `fit()`),
     and one process. The batch size found is `optimal_batch_size`.
     """
@@ -62,53 +61,113 @@ class BatchSizeFinder(Callback):
     ) -> None:
         mode = mode.lower() if isinstance(mode, str) else mode
         if mode not in MODES:
-            raise bad_value("BatchSizeFinder(mode)", mode, f"one of {MODES}")
-        for name, value in (
-            ("steps_per_trial", steps_per_trial),
-            ("init_val", init_val),
-            ("max_trials", max_trials),
+            raise MisconfigurationError(
+                f"BatchSizeFinder(mode={mode!r}): `mode` should be either of {MODES}."
+            )
+        for name, value, least in (
+            ("steps_per_trial", steps_per_trial, 1),
+            ("init_val", init_val, 1),
+            ("max_trials", max_trials, 0),
         ):
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise bad_value(f"BatchSizeFinder({name})", value, "an int >= 1")
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise bad_value(f"BatchSizeFinder({name})", value, f"an int >= {least}")
         self._mode, self._steps_per_trial, self._init_val = mode, steps_per_trial, init_val
         self._max_trials, self._batch_arg_name = max_trials, batch_arg_name
         self._margin, self._max_val = check_margin(margin, max_val)
         self.optimal_batch_size: int | None = init_val
+        self._evaluation_loader: Any = None  # validate/test/predict: the stage's loader, taken in setup
 
-    def tune_train_loader(self, trainer: Any, module: Any, loader: Any, given: bool) -> Any:
-        """Find the batch size with `loader`, set it, and return `train_dataloader()`'s new loader."""
-        self._check(trainer, module, given)
-        found = find_batch_size(
-            module, loader, trainer=trainer, init=self._init_val, max_trials=self._max_trials,
-            steps=self._steps_per_trial, verbose=False, max_batch_size=self._max_val,
-        )  # fmt: skip
-        found = settle(found, self._mode, self._init_val, self._margin)
-        self.optimal_batch_size = found
-        set_tuned_attr(module, trainer.datamodule, self._batch_arg_name, found)
-        info(f"BatchSizeFinder: {self._batch_arg_name} set to {found} (mode={self._mode!r})")
-        source = trainer.datamodule if trainer.datamodule is not None else module
-        return source.train_dataloader()
+    searches_in_evaluation = False  # Lightning's Tuner(method="validate"/"test"/"predict") sets it
 
-    def _check(self, trainer: Any, module: Any, given: bool) -> None:
+    def setup(self, trainer: Any, pl_module: Any, stage: str | None = None) -> None:
+        """Refuse what the search cannot do before any data is read (as Lightning's)."""
         if trainer.world_size > 1:
+            raise MisconfigurationError("The Batch size finder is not supported with distributed strategies.")
+        if stage != "fit" and not self.searches_in_evaluation:
             raise MisconfigurationError(
-                "BatchSizeFinder runs in one process; it does not support distributed strategies."
+                f"BatchSizeFinder in {stage}(): surge searches the batch size when fit starts and cannot re-create "
+                f"the loaders of a running {stage}(); use Tuner(trainer).scale_batch_size(model, method={stage!r}) "
+                "before it."
             )
-        if given:
+        if stage in _EVALUATION:
+            self._evaluation_loader = self._stage_loader(trainer, pl_module, stage)
+        if not has_tuned_attr(pl_module, trainer.datamodule, self._batch_arg_name):
             raise MisconfigurationError(
-                "BatchSizeFinder re-creates the train loader from train_dataloader(), so it cannot be used with "
-                "loaders passed to fit(); define train_dataloader() on the module or datamodule."
+                f"BatchSizeFinder(batch_arg_name={self._batch_arg_name!r}): field {self._batch_arg_name} not found "
+                f"in `model` ({type(pl_module).__name__}), `datamodule`, nor their `hparams` attributes."
             )
-        if not has_tuned_attr(module, trainer.datamodule, self._batch_arg_name):
-            raise MisconfigurationError(
-                f"BatchSizeFinder(batch_arg_name={self._batch_arg_name!r}): no such attribute on "
-                f"{type(module).__name__}, its hparams or the datamodule."
-            )
+        warn_if_held_twice(pl_module, self._batch_arg_name)
         if type(self).on_fit_start is not BatchSizeFinder.on_fit_start:
             raise MisconfigurationError(
                 f"{type(self).__name__} overrides on_fit_start; surge runs the batch-size search once, when fit "
                 "starts, and cannot re-create the loaders later in a fit."
             )
 
+    def tune_train_loader(self, trainer: Any, module: Any, loader: Any, given: bool) -> Any:
+        """Find the batch size with `loader`, set it, and return `train_dataloader()`'s new loader."""
+        if given:
+            raise MisconfigurationError(
+                "The Batch size finder cannot be used with dataloaders passed directly to fit(): BatchSizeFinder "
+                "re-creates the train loader from train_dataloader(); define it on the module or datamodule."
+            )
+        self._search(trainer, module, loader, "training_step")
+        return _source(trainer, module).train_dataloader()
+
+    def _search(self, trainer: Any, module: Any, loader: Any, step: str) -> None:
+        datamodule = trainer.datamodule
+        current = get_tuned_attr(module, datamodule, self._batch_arg_name)
+        limits = SearchLimits(self._max_trials, self._max_val, _dataset_length(loader))
+        start = first_size(self._init_val, current if isinstance(current, int) else None, limits)
+        target = trial_target(trainer)
+        budget = None if target.device.type == "cuda" else available_ram() // 2
+        loader_batch_size(loader)
+        steps = self._steps_per_trial
+        found = search_batch_size(
+            lambda b: trial_fits(module, target, loader, b, steps, budget, step), start, self._mode, limits,
+            self._margin,
+        )  # fmt: skip
+        self.optimal_batch_size = found
+        set_tuned_attr(module, datamodule, self._batch_arg_name, found)
+        info(f"Finished batch size finder, will continue with full run using batch size {found}")
+
+    def _stage_loader(self, trainer: Any, module: Any, stage: str) -> Any:
+        """The loader of evaluation `stage`, from its hook; more than one is refused (as Lightning)."""
+        prefix = _EVALUATION[stage][0]
+        loaders = getattr(_source(trainer, module), f"{prefix}_dataloader")()
+        if isinstance(loaders, list | tuple):
+            if len(loaders) > 1:
+                raise MisconfigurationError(
+                    f"The Batch size finder cannot be used with multiple {prefix} dataloaders "
+                    f"({len(loaders)} from {prefix}_dataloader())."
+                )
+            loaders = loaders[0]
+        return loaders
+
+    def _search_evaluation(self, trainer: Any, module: Any, stage: str) -> None:
+        """The search on the stage's loader, taken in `setup` (with `searches_in_evaluation`)."""
+        if trainer.state.fn != stage or trainer.sanity_checking:
+            return
+        self._search(trainer, module, self._evaluation_loader, _EVALUATION[stage][1])
+
+    def on_validation_start(self, trainer: Any, pl_module: Any) -> None:
+        self._search_evaluation(trainer, pl_module, "validate")
+
+    def on_test_start(self, trainer: Any, pl_module: Any) -> None:
+        self._search_evaluation(trainer, pl_module, "test")
+
+    def on_predict_start(self, trainer: Any, pl_module: Any) -> None:
+        self._search_evaluation(trainer, pl_module, "predict")
+
     def on_fit_start(self, trainer: Any, module: Any) -> None:
         """Nothing: the search ran in fit's setup (see the class docstring)."""
+
+
+def _dataset_length(loader: Any) -> int | None:
+    try:
+        return len(loader.dataset)
+    except TypeError:  # an IterableDataset without a length
+        return None
+
+
+def _source(trainer: Any, module: Any) -> Any:
+    return trainer.datamodule if trainer.datamodule is not None else module

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterator
 from typing import Any
 
 from ..errors import MisconfigurationError, bad_value
 from ..rank_zero import info
 from ..tune.lr_finder import MODES, LRFinderResult, lr_find
 from .base import Callback
-from .tuned_attr import has_tuned_attr, set_tuned_attr
+from .tuned_attr import TunedAttributeError, has_tuned_attr, set_tuned_attr
 
 
 class LearningRateFinder(Callback):
@@ -38,30 +40,45 @@ class LearningRateFinder(Callback):
         self.optimal_lr: LRFinderResult | None = None
 
     def _attr(self, trainer: Any, module: Any) -> str:
+        """The attribute the suggestion goes to; Lightning's AttributeError when there is none."""
         if self._attr_name:
             if not has_tuned_attr(module, trainer.datamodule, self._attr_name):
-                raise MisconfigurationError(
-                    f"LearningRateFinder(attr_name={self._attr_name!r}): no such attribute on "
-                    f"{type(module).__name__}, its hparams or the datamodule."
+                raise TunedAttributeError(
+                    f"LearningRateFinder(attr_name={self._attr_name!r}): the attribute name for the learning rate "
+                    f"was set to {self._attr_name}, but could not find this as a field in `model` "
+                    f"({type(module).__name__}) or `model.hparams`."
                 )
             return self._attr_name
         for name in ("lr", "learning_rate"):
             if has_tuned_attr(module, trainer.datamodule, name):
                 return name
-        raise MisconfigurationError(
-            f"LearningRateFinder: {type(module).__name__} has no `lr` or `learning_rate` (nor its hparams or "
-            "the datamodule); name the attribute with attr_name=, or pass update_attr=False."
+        raise TunedAttributeError(
+            f"LearningRateFinder: either name the learning rate's attribute with `attr_name`, or the model "
+            f"({type(module).__name__}) should have one of these fields: ['lr', 'learning_rate'], on itself, "
+            "its `hparams` or the datamodule (or pass update_attr=False)."
         )
 
     def lr_find(self, trainer: Any, module: Any) -> None:
+        """Run the range test on the fit's train loader and apply the suggestion."""
+        if len(trainer.optimizers) > 1:
+            raise MisconfigurationError(
+                f"`model.configure_optimizers()` returned {len(trainer.optimizers)} optimizers, but the learning "
+                "rate finder only works with single optimizer."
+            )
         attr = self._attr(trainer, module) if self._update_attr else ""
+        per_epoch = trainer.num_training_batches
+        steps, loader = self._num_training_steps, trainer.train_dataloader
+        if isinstance(per_epoch, int) and per_epoch > 0:  # the fit's epochs bound the test, as Lightning's
+            loader = _Epochs(loader, per_epoch)
+            if trainer.max_epochs >= 0:
+                steps = min(steps, per_epoch * trainer.max_epochs)
         self.optimal_lr = lr_find(
             module,
-            trainer.train_dataloader,
+            loader,
             trainer=trainer,
             min_lr=self._min_lr,
             max_lr=self._max_lr,
-            num_training=self._num_training_steps,
+            num_training=steps,
             mode=self._mode,
             early_stop_threshold=self._early_stop_threshold,
         )
@@ -76,3 +93,13 @@ class LearningRateFinder(Callback):
 
     def on_fit_start(self, trainer: Any, module: Any) -> None:
         self.lr_find(trainer, module)
+
+
+class _Epochs:
+    """The fit's epochs of `loader`: each pass yields its first `per_epoch` batches (limit_train_batches)."""
+
+    def __init__(self, loader: Any, per_epoch: int) -> None:
+        self.loader, self.per_epoch = loader, per_epoch
+
+    def __iter__(self) -> Iterator[Any]:
+        return itertools.islice(iter(self.loader), self.per_epoch)

@@ -1,39 +1,34 @@
 """`lightning.pytorch.tuner.Tuner`: Lightning's `Tuner(trainer).lr_find(...)` and
-`.scale_batch_size(...)` on surge's tuners (`surge.tune.lr_find`, `surge.tune.find_batch_size`).
-
-As in Lightning, the tuned value is set where the module keeps it (an attribute, a key of its
-`hparams`, or the same on the datamodule); the loader is the one passed, else the datamodule's (after
-its `prepare_data()` and `setup("fit")`), else the module's `train_dataloader()`. Unlike Lightning,
-which runs the search inside a `trainer.fit()` it cuts short, surge runs it outside any stage: no
-`fit` hooks run and `trainer.state` is left as it was. `val_dataloaders` are accepted and not used:
-the search runs training steps only (Lightning's suggestion reads only the training loss)."""
+`.scale_batch_size(...)`, run as Lightning runs them: the trainer's `fit()` with the tuner's callback
+(`LearningRateFinder` / `BatchSizeFinder`) in front of the trainer's callbacks, ended once the callback
+has decided (`stage_exit`). So the fit's setup hooks run, the tuned value is set where the module keeps
+it (an attribute, a key of its `hparams`, the datamodule's), and afterwards `trainer.train_dataloader`,
+`trainer.val_dataloaders` and `trainer.datamodule` are the fit's; the model's weights, its optimizers
+and the RNG (drawn from by the loaders' hooks too) are restored. `scale_batch_size(method="validate"/"test"/"predict")` runs that stage
+instead, its trials being that stage's steps on the loader its hook returns."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..callbacks.batch_size_finder import check_margin, settle
-from ..callbacks.tuned_attr import has_tuned_attr, set_tuned_attr
+from ..callbacks.base import Callback
+from ..callbacks.batch_size_finder import BatchSizeFinder, check_margin
+from ..callbacks.lr_finder import LearningRateFinder
+from ..callbacks.tuned_attr import TunedAttributeError
 from ..datamodule import DataModule
-from ..errors import MisconfigurationError, SurgeError, bad_value
+from ..errors import MisconfigurationError, bad_value
 from ..module import Module
-from ..rank_zero import info, warn
+from ..rank_zero import warn
+from ..seed import rng_state, set_rng_state
+from ..stage_exit import ExitAfterTuning
 from ..trainer import Trainer
-from ..tune.batch_size import find_batch_size
-from ..tune.lr_finder import MODES, LRFinderResult
-from ..tune.lr_finder import lr_find as range_test
-from ..tune.trial import train_loader
+from ..tune.lr_finder import LRFinderResult
 
-BATCH_MODES = ("power", "binsearch")
-
-
-class TunedAttributeError(SurgeError, AttributeError):
-    """The attribute a tuner sets is not on the module, its hparams or the datamodule (Lightning's
-    AttributeError)."""
+METHODS = ("fit", "validate", "test", "predict")
 
 
 class Tuner:
-    """Runs surge's tuners with `trainer`'s device and precision."""
+    """Runs Lightning's tuners on `trainer`."""
 
     def __init__(self, trainer: Trainer) -> None:
         if not isinstance(trainer, Trainer):
@@ -58,23 +53,21 @@ class Tuner:
     ) -> LRFinderResult | None:
         """The learning-rate range test; with `update_attr`, the suggested rate is set on `attr_name`
         (default: the module's `lr` or `learning_rate`). Skipped (None) under fast_dev_run, as in Lightning."""
-        _check_method(method, dataloaders)
+        if method != "fit":
+            raise MisconfigurationError(
+                f"Tuner.lr_find(method={method!r}): method='fit' is the only valid configuration to run lr finder."
+            )
+        _check_loaders(train_dataloaders, val_dataloaders, dataloaders, method)
+        _refuse_configured(self._trainer, LearningRateFinder)
         if self._trainer.fast_dev_run:
             warn("Skipping learning rate finder since `fast_dev_run` is enabled.")
             return None
-        if mode not in MODES:
-            raise bad_value("Tuner.lr_find(mode)", mode, f"one of {MODES}")
-        attr = _attr(model, datamodule, attr_name, ("lr", "learning_rate"), "lr_find") if update_attr else ""
-        loader = _train_loader(model, train_dataloaders, datamodule)
-        result = range_test(
-            model, loader, trainer=self._trainer, min_lr=min_lr, max_lr=max_lr, num_training=num_training,
-            mode=mode, early_stop_threshold=early_stop_threshold,
+        finder = LearningRateFinder(
+            min_lr=min_lr, max_lr=max_lr, num_training_steps=num_training, mode=mode,
+            early_stop_threshold=early_stop_threshold, update_attr=update_attr, attr_name=attr_name,
         )  # fmt: skip
-        lr = result.suggestion()
-        if attr and lr is not None:
-            set_tuned_attr(model, datamodule, attr, lr)
-            info(f"Learning rate set to {lr}")
-        return result
+        self._run_with(finder, "fit", model, (train_dataloaders, val_dataloaders), datamodule)
+        return finder.optimal_lr
 
     def scale_batch_size(
         self,
@@ -92,60 +85,70 @@ class Tuner:
         margin: float = 0.05,
         max_val: int = 8192,
     ) -> int | None:
-        """The largest batch that fits (`mode="power"`: the largest `init_val * 2**k`; `"binsearch"`:
-        then searched between, less `margin`; never above `max_val`), set on `batch_arg_name`; the loader is re-created from
-        `train_dataloader()`, as Lightning does, so loaders passed in are refused. Skipped (None) under
-        fast_dev_run, as in Lightning."""
-        _check_method(method, dataloaders)
+        """The batch size `BatchSizeFinder`'s search settles on, set on `batch_arg_name`; the train
+        loader is re-created from `train_dataloader()`, as Lightning does, so loaders passed in are refused."""
+        _check_loaders(train_dataloaders, val_dataloaders, dataloaders, method)
+        if self._trainer.world_size > 1:
+            raise MisconfigurationError(
+                "Tuner.scale_batch_size: tuning the batch size is not supported with distributed strategies."
+            )
+        _refuse_configured(self._trainer, BatchSizeFinder)
+        margin, max_val = check_margin(margin, max_val)
         if self._trainer.fast_dev_run:
             warn("Skipping batch size scaler since `fast_dev_run` is enabled.")
             return None
-        if mode not in BATCH_MODES:
-            raise bad_value("Tuner.scale_batch_size(mode)", mode, f"one of {BATCH_MODES}")
-        if train_dataloaders is not None:
-            raise MisconfigurationError(
-                "Tuner.scale_batch_size re-creates the train loader from train_dataloader(), so it cannot use "
-                "train_dataloaders=; define train_dataloader() on the module or datamodule."
-            )
-        margin, max_val = check_margin(margin, max_val)
-        attr = _attr(model, datamodule, batch_arg_name, (batch_arg_name,), "scale_batch_size")
-        loader = _train_loader(model, None, datamodule)
-        found = find_batch_size(
-            model, loader, trainer=self._trainer, init=init_val, max_trials=max_trials, steps=steps_per_trial,
-            verbose=False, max_batch_size=max_val,
+        finder = _StageBatchSizeFinder(
+            mode=mode, steps_per_trial=steps_per_trial, init_val=init_val, max_trials=max_trials,
+            batch_arg_name=batch_arg_name, margin=margin, max_val=max_val,
         )  # fmt: skip
-        found = settle(found, mode, init_val, margin)
-        set_tuned_attr(model, datamodule, attr, found)
-        info(f"Finished batch size finder, will continue with full run using batch size {found}")
-        return found
+        loaders = (train_dataloaders, val_dataloaders) if method == "fit" else (dataloaders,)
+        self._run_with(finder, method, model, loaders, datamodule)
+        return finder.optimal_batch_size
+
+    def _run_with(
+        self, finder: Callback, method: str, model: Module, loaders: tuple, datamodule: Any
+    ) -> None:
+        """The stage `method` with `finder` first among the callbacks, ended once it decided; the
+        trainer's callbacks as before."""
+        trainer, ending = self._trainer, ExitAfterTuning(method)
+        trainer.callbacks = [finder, ending, *trainer.callbacks]
+        rng = rng_state()  # as Lightning: tuning draws nothing from the run's random streams
+        try:
+            getattr(trainer, method)(model, *loaders, datamodule=datamodule)
+        finally:
+            set_rng_state(rng)
+            trainer.callbacks = [cb for cb in trainer.callbacks if cb is not finder and cb is not ending]
 
 
-def _check_method(method: str, dataloaders: Any) -> None:
-    if method != "fit":
-        raise bad_value("Tuner(method)", method, '"fit" (surge tunes on the training data only)')
-    if dataloaders is not None:
+class _StageBatchSizeFinder(BatchSizeFinder):
+    """The Tuner's finder: it may search in validate/test/predict too, since the Tuner ends the stage
+    right after the search (the stage's own loaders are never used)."""
+
+    searches_in_evaluation = True
+
+
+def _check_loaders(train: Any, val: Any, dataloaders: Any, method: str) -> None:
+    """Lightning's checks of the method and of which loaders it takes (ValueError / MisconfigurationError)."""
+    if method not in METHODS:
+        raise MisconfigurationError(f"Tuner: method {method!r} is invalid. Should be one of {METHODS}.")
+    if method == "fit" and dataloaders is not None:
         raise MisconfigurationError(
-            "Tuner: dataloaders= is for method='validate'/'test'/'predict'; use train_dataloaders=."
+            "Tuner(method='fit') takes no `dataloaders` (they are for validate/test/predict); "
+            "please consider setting `train_dataloaders` and `val_dataloaders` instead."
+        )
+    if method != "fit" and (train is not None or val is not None):
+        raise MisconfigurationError(
+            f"Tuner(method={method!r}) takes no `train_dataloaders` or `val_dataloaders`; "
+            "please consider setting `dataloaders` instead."
         )
 
 
-def _attr(model: Module, datamodule: Any, given: str, names: tuple[str, ...], tuner: str) -> str:
-    for name in (given,) if given else names:
-        if has_tuned_attr(model, datamodule, name):
-            return name
-    wanted = given or " or ".join(names)
-    raise TunedAttributeError(
-        f"Tuner.{tuner}: {type(model).__name__} has no `{wanted}` (nor its hparams or the datamodule); "
-        "add it, or name another attribute."
-    )
+def _refuse_configured(trainer: Trainer, kind: type) -> None:
+    if any(isinstance(cb, kind) for cb in trainer.callbacks):
+        raise MisconfigurationError(
+            f"Trainer is already configured with a `{kind.__name__}` callback; please remove it if you want to "
+            "use the Tuner."
+        )
 
 
-def _train_loader(model: Module, given: Any, datamodule: DataModule | None) -> Any:
-    if given is None and datamodule is not None:
-        datamodule.prepare_data()
-        datamodule.setup("fit")
-        return datamodule.train_dataloader()
-    return train_loader(model, given, "Tuner")
-
-
-__all__ = ["Tuner"]
+__all__ = ["TunedAttributeError", "Tuner"]

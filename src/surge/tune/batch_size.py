@@ -53,7 +53,7 @@ def find_batch_size(
     if max_memory is None and device.type != "cuda":
         max_memory = available_ram() // 2
     cap = _cap(loader, max_batch_size)
-    fits = lambda b: _fits(model, target, loader, b, steps, max_memory)  # noqa: E731
+    fits = lambda b: trial_fits(model, target, loader, b, steps, max_memory)  # noqa: E731
     best = search(fits, min(init, cap), cap, max_trials)
     if best == 0:
         raise SurgeRuntimeError(
@@ -86,17 +86,30 @@ def search(fits: Any, init: int, cap: int, max_trials: int) -> int:
     return good
 
 
-def _fits(
-    model: Module, target: TrialTarget, loader: DataLoader, batch_size: int, steps: int, budget: int | None
+def trial_fits(
+    model: Module,
+    target: TrialTarget,
+    loader: DataLoader,
+    batch_size: int,
+    steps: int,
+    budget: int | None,
+    step: str = "training_step",
 ) -> bool:
+    """Whether `steps` steps (training steps, or the evaluation `step` named) on `loader` re-created
+    with `batch_size` fit (no out-of-memory error, and within `budget` bytes when given); the model
+    is restored afterwards."""
     trial = with_batch_size(loader, batch_size, sampler=None, num_workers=0, shuffle=False)
+    train = step == "training_step"
     try:
-        with preserved(model, target.precision), TrialSteps(model, target) as runner:
+        with preserved(model, target.precision), TrialSteps(model, target, optimize=train) as runner:
             base = tensor_bytes(model)
 
             def work() -> None:
                 for i, batch in enumerate(itertools.islice(trial, steps)):
-                    runner.step(batch, i)
+                    if train:
+                        runner.step(batch, i)
+                    else:
+                        runner.evaluate(batch, i, step)
 
             peak = base + measure_peak(work, runner.device)
             ok = budget is None or peak <= budget

@@ -102,7 +102,8 @@ def lr_find(
     early_stop_threshold: float | None = 4.0,
     verbose: bool = True,
 ) -> LRFinderResult:
-    """Train `num_training` steps with the rate rising from `min_lr` to `max_lr` and record the loss.
+    """Train `num_training` steps with the rate going from `min_lr` to `max_lr` and record the loss
+    (`max_lr` below `min_lr` makes it fall, as Lightning allows; too few steps leave no suggestion).
 
     The rate of every param group of every optimizer from `configure_optimizers()` is set before
     each step (`mode="exponential"`: evenly spaced in log scale; `"linear"`). The run stops early
@@ -159,10 +160,8 @@ def _check(min_lr: Any, max_lr: Any, num_training: Any, mode: Any, threshold: An
     for name, value in (("min_lr", min_lr), ("max_lr", max_lr)):
         if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
             raise bad_value(name, value, "a number > 0")
-    if not max_lr > min_lr:
-        raise bad_value("max_lr", max_lr, f"a number > min_lr={min_lr}")
-    if isinstance(num_training, bool) or not isinstance(num_training, int) or num_training < 2:
-        raise bad_value("num_training", num_training, "an int >= 2 (steps to run)")
+    if isinstance(num_training, bool) or not isinstance(num_training, int) or num_training < 1:
+        raise bad_value("num_training", num_training, "an int >= 1 (steps to run)")
     if mode not in MODES:
         raise bad_value("mode", mode, f"one of {MODES}")
     if threshold is not None and (not isinstance(threshold, int | float) or threshold <= 1):

@@ -93,16 +93,17 @@ def preserved(model: Module, precision: Precision) -> Iterator[None]:
 
 
 class TrialSteps:
-    """Forward, backward and optimizer step of `model.training_step`, with the Trainer's precision.
+    """Forward, backward and optimizer step of `model.training_step`, with the Trainer's precision
+    (with `optimize=False`: evaluation steps, in eval mode, without optimizers).
 
     Used as `with preserved(model, target.precision), TrialSteps(model, target) as steps:`. It moves (and, for "-true" precisions, casts) the model, and
     calls `configure_optimizers()`; on exit the optimizers' states (rates included) are put back.
     """
 
-    def __init__(self, model: Module, target: TrialTarget) -> None:
+    def __init__(self, model: Module, target: TrialTarget, optimize: bool = True) -> None:
         if not isinstance(model, Module):
             raise SurgeTypeError(f"model must be a surge.Module, got {type(model).__name__}")
-        if not model.automatic_optimization:
+        if optimize and not model.automatic_optimization:
             raise MisconfigurationError(
                 "the tuners run automatic optimization; a module with automatic_optimization=False "
                 "steps its own optimizers, so tune it by hand."
@@ -113,8 +114,8 @@ class TrialSteps:
             model.to(self.device)
             self.precision.convert_module(model)
             model._device = self.device
-        model.train()
-        self.optimizers, _ = parse_optimizers(model.configure_optimizers())
+        model.train(optimize)
+        self.optimizers, _ = parse_optimizers(model.configure_optimizers()) if optimize else ([], [])
         self._optimizer_states = [copy.deepcopy(opt.state_dict()) for opt in self.optimizers]
 
     def __enter__(self) -> TrialSteps:
@@ -150,6 +151,11 @@ class TrialSteps:
             opt.zero_grad(set_to_none=True)
         self.precision.after_optimizer_steps()
         return loss
+
+    def evaluate(self, batch: Any, batch_idx: int, step: str) -> None:
+        """One evaluation step (`step`: "validation_step", "test_step" or "predict_step"), without gradients."""
+        with torch.no_grad(), self.precision.forward_context():
+            getattr(self.model, step)(self.move(batch), batch_idx)
 
     def set_lr(self, lr: float) -> None:
         for opt in self.optimizers:
