@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 
+from . import semantics
 from .data import move_to_device
 from .loggers.base import Logger
 from .module import Module
@@ -34,6 +35,9 @@ class MetricsPublisher:
         self._last_step = -1
         self._at_last_step: list[dict[str, float]] = []  # the rows the loggers were given at the latest step
         self._replayed: set[str] = set()  # after a resume: names the loggers hold at its step already
+        # Lightning's loggers get, for what training logs, the batches stepped before the batch
+        # that logged (global_step - 1 once it stepped); surge's own API gives global_step.
+        self.train_step_offset = 1 if semantics.lightning() else 0
 
     @property
     def callback_metrics(self) -> dict[str, torch.Tensor]:
@@ -61,8 +65,12 @@ class MetricsPublisher:
         step: int,
         evaluation: bool = False,
         to_loggers: bool = True,
+        epoch: bool = True,
     ) -> None:
-        """Make `metrics` visible; `evaluation` results keep a training metric's plain name."""
+        """Make `metrics` visible; `evaluation` results keep a training metric's plain name. The
+        loggers get one row: with an `epoch` value when `epoch` (what the loops log; what a callback
+        logs at a step of its choosing has none, as in Lightning), at `step` unless a metric named
+        "step" gives it."""
         logged = {}
         for key, value in metrics.items():
             prog_bar, to_logger, name = flags.get(key, (False, True, key))
@@ -79,12 +87,19 @@ class MetricsPublisher:
             if self._replayed:
                 logged = self._not_replayed(logged, step)
             if logged and self.loggers and self.is_global_zero():
-                row = {**logged, "epoch": self.epoch()}
-                if step != self._last_step:
-                    self._last_step, self._at_last_step = step, []
-                self._at_last_step.append(row)
-                for lg in self.loggers:
-                    lg.log_metrics(row, step)
+                self._log_row(dict(logged), step, epoch)
+
+    def _log_row(self, row: dict[str, float], step: int, epoch: bool) -> None:
+        """One row to every logger (rank zero): a logged "step" is its step, as in Lightning."""
+        if "step" in row:
+            step = int(row.pop("step"))
+        elif epoch:
+            row.setdefault("epoch", self.epoch())
+        if step != self._last_step:
+            self._last_step, self._at_last_step = step, []
+        self._at_last_step.append(row)
+        for lg in self.loggers:
+            lg.log_metrics(row, step)
 
     def log_run_start(self, module: Module, hparams: bool = True) -> None:
         """The module's hyper-parameters (unless `hparams` is False, Lightning's
@@ -114,7 +129,7 @@ class MetricsPublisher:
         saved = ckpt.get("loggers")
         if not (isinstance(saved, dict) and self.loggers and self.is_global_zero()):
             return
-        step = int(ckpt.get("global_step", 0))
+        step = int(ckpt.get("global_step", 0)) - self.train_step_offset  # the step its loggers got
         runs = [e for e in saved.get("runs", []) if isinstance(e, dict) and e.get("run")]
         resumed = []
         for lg in self.loggers:  # each takes the first run saved by a logger of its class
