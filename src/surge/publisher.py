@@ -89,15 +89,27 @@ class MetricsPublisher:
             if logged and self.loggers and self.is_global_zero():
                 self._log_row(dict(logged), step, epoch)
 
-    def _log_row(self, row: dict[str, float], step: int, epoch: bool) -> None:
-        """One row to every logger (rank zero): a logged "step" is its step, as in Lightning."""
+    def log_evaluation_step(self, metrics: Mapping[str, float], flags: Flags, step: int) -> None:
+        """An evaluation batch's step values: to `logged_metrics` and, at `step` (the batch's number
+        in its loader) with no epoch, to the loggers; never to `callback_metrics` (as Lightning)."""
+        logged = {k: v for k, v in metrics.items() if flags.get(k, (False, True, k))[1]}
+        if logged:
+            self.logged_metrics.update({k: torch.tensor(v) for k, v in logged.items()})
+            if self.loggers and self.is_global_zero():
+                self._log_row(logged, step, epoch=False, remember=False)
+
+    def _log_row(self, row: dict[str, float], step: int, epoch: bool, remember: bool = True) -> None:
+        """One row to every logger (rank zero): a logged "step" is its step, as in Lightning.
+        `remember`: a training row, kept for the checkpoint at its step (evaluation's steps are
+        another count)."""
         if "step" in row:
             step = int(row.pop("step"))
         elif epoch:
             row.setdefault("epoch", self.epoch())
-        if step != self._last_step:
-            self._last_step, self._at_last_step = step, []
-        self._at_last_step.append(row)
+        if remember:
+            if step != self._last_step:
+                self._last_step, self._at_last_step = step, []
+            self._at_last_step.append(row)
         for lg in self.loggers:
             lg.log_metrics(row, step)
 

@@ -224,6 +224,10 @@ class Results:
                 picked[self._key(s, True)] = value
         return to_floats(picked)
 
+    def logs_step_values(self) -> bool:
+        """Whether a value with `on_step` goes to the loggers (evaluation writes a row per batch then)."""
+        return any(s.on_step and s.logger and s.last is not None for s in self.slots.values())
+
     def step_tensors(self) -> dict[str, Tensor]:
         """The latest step values as they are (on the device, no host read), for `callback_metrics`
         during training: under the key and under the logged name. `sync_dist` values on several
