@@ -1,7 +1,8 @@
 """What a project logs, each kind of row Lightning's CSVLogger writes: training step values at
 `log_every_n_steps`, epoch means, per-batch validation and test values (`on_step=True`) over two
 validation loaders, a running reward kept as a Python float, a key logged with `logger=False`,
-LearningRateMonitor each epoch, `validate()` after `fit()`, and the module's hyper-parameters."""
+LearningRateMonitor (a named per-step scheduler, named and unnamed param groups, momentum),
+`validate()` after `fit()`, and the module's hyper-parameters."""
 
 import lightning as L
 import record
@@ -40,9 +41,10 @@ class Regressor(L.LightningModule):
         self.log("test_loss", F.mse_loss(self.net(x), y), on_step=True, on_epoch=True)
 
     def configure_optimizers(self):
-        optimizer = torch.optim.SGD(self.parameters(), lr=self.hparams.lr)
-        scheduler = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=self.hparams.gamma)
-        return [optimizer], [scheduler]
+        groups = [{"params": self.net[0].parameters(), "name": "body"}, {"params": self.net[2].parameters()}]
+        optimizer = torch.optim.Adam(groups, lr=self.hparams.lr)
+        warmup = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: min(1.0, (step + 1) / 4))
+        return [optimizer], [{"scheduler": warmup, "interval": "step", "name": "warmup"}]
 
 
 def loader(n, seed, batch_size=8):
@@ -57,7 +59,7 @@ def main():
         max_epochs=3,
         logger=CSVLogger(save_dir=".", name="logs"),
         log_every_n_steps=3,
-        callbacks=[LearningRateMonitor(logging_interval="epoch")],
+        callbacks=[LearningRateMonitor(log_momentum=True)],
         enable_progress_bar=False,
         enable_model_summary=False,
         enable_checkpointing=False,
