@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+import torch
+
 from ..errors import bad_value
 from .base import Callback
 
@@ -61,12 +63,12 @@ class LearningRateMonitor(Callback):
         for i, group in enumerate(groups):
             label = group.get("name", f"pg{i + 1}") if len(groups) > 1 else group.get("name")
             key = f"{name}/{label}" if label else name
-            stats[key] = group["lr"]
+            stats[key] = _number(group["lr"])
             if self.log_momentum:
                 betas = "betas" in opt.defaults
-                stats[f"{key}-momentum"] = group["betas"][0] if betas else group.get("momentum", 0)
+                stats[f"{key}-momentum"] = _number(group["betas"][0] if betas else group.get("momentum", 0))
             if self.log_weight_decay:
-                stats[f"{key}-weight_decay"] = group["weight_decay"]
+                stats[f"{key}-weight_decay"] = _number(group["weight_decay"])
         return stats
 
     def _log(self, trainer: Any, interval: str) -> None:
@@ -82,3 +84,8 @@ class LearningRateMonitor(Callback):
     def on_train_epoch_start(self, trainer: Any, module: Any) -> None:
         if self.logging_interval != "step":
             self._log(trainer, "epoch" if self.logging_interval is None else "any")
+
+
+def _number(value: Any) -> Any:
+    """A hyper-parameter as the loggers take it: a tensor one (a capturable optimizer's) as its number."""
+    return value.item() if isinstance(value, torch.Tensor) else value
