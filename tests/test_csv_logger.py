@@ -1,4 +1,5 @@
-"""CSVLogger: versioned run directories, metrics.csv with a growing header, hparams.yaml."""
+"""CSVLogger: versioned run directories, metrics.csv (Lightning's layout: one row per logging call,
+sorted columns) with a growing header, hparams.yaml."""
 
 from __future__ import annotations
 
@@ -61,8 +62,9 @@ def test_metrics_csv_has_the_logged_values(tmp_path):
     lg = CSVLogger(tmp_path)
     trainer, model = fit(lg, epochs=2, log_every_n_steps=2)  # 4 steps per epoch
     header, rows = read_csv(lg.metrics_path)
-    assert header[0] == "step"
+    assert header == sorted(header)
     assert {"step", "epoch", "train_loss", "val_loss", "val_acc"} <= set(header)
+    assert not any(r["train_loss"] and r["val_loss"] for r in rows)  # step and epoch values: own rows
     train_rows = [r for r in rows if r["train_loss"]]
     assert [int(r["step"]) for r in train_rows] == [2, 4, 6, 8]
     val_rows = [r for r in rows if r["val_loss"]]
@@ -75,19 +77,21 @@ def test_header_grows_when_a_new_metric_appears(tmp_path):
     lg = CSVLogger(tmp_path)
     lg.log_metrics({"a": 1.0, "epoch": 0}, step=1)
     lg.save()
-    assert read_csv(lg.metrics_path)[0] == ["step", "a", "epoch"]
+    assert read_csv(lg.metrics_path)[0] == ["a", "epoch", "step"]
     lg.log_metrics({"a": 2.0, "epoch": 0}, step=2)
     lg.save()
     lg.log_metrics({"b": 3.0, "epoch": 1}, step=3)
     lg.log_metrics({"a": 4.0, "c": 5.0, "epoch": 1}, step=4)
+    lg.log_metrics({"d": 6.0}, step=4)  # the same step again: a row of its own
     lg.finalize("success")
     header, rows = read_csv(lg.metrics_path)
-    assert header == ["step", "a", "epoch", "b", "c"]
+    assert header == ["a", "b", "c", "d", "epoch", "step"]
     assert rows == [
-        {"step": "1", "a": "1.0", "epoch": "0", "b": "", "c": ""},
-        {"step": "2", "a": "2.0", "epoch": "0", "b": "", "c": ""},
-        {"step": "3", "a": "", "epoch": "1", "b": "3.0", "c": ""},
-        {"step": "4", "a": "4.0", "epoch": "1", "b": "", "c": "5.0"},
+        {"a": "1.0", "b": "", "c": "", "d": "", "epoch": "0", "step": "1"},
+        {"a": "2.0", "b": "", "c": "", "d": "", "epoch": "0", "step": "2"},
+        {"a": "", "b": "3.0", "c": "", "d": "", "epoch": "1", "step": "3"},
+        {"a": "4.0", "b": "", "c": "5.0", "d": "", "epoch": "1", "step": "4"},
+        {"a": "", "b": "", "c": "", "d": "6.0", "epoch": "", "step": "4"},
     ]
 
 
@@ -206,6 +210,6 @@ def test_a_second_logger_in_the_same_version_keeps_the_rows_and_columns_there(tm
     again.log_metrics({"b": 2.0}, step=2)
     again.finalize("success")
     header, rows = read_csv(again.metrics_path)
-    assert header == ["step", "a", "b"]
-    assert rows == [{"step": "1", "a": "1.0", "b": ""}, {"step": "2", "a": "", "b": "2.0"}]
+    assert header == ["a", "b", "step"]
+    assert rows == [{"a": "1.0", "b": "", "step": "1"}, {"a": "", "b": "2.0", "step": "2"}]
     assert sorted(p.name for p in again.log_dir.iterdir()) == ["metrics.csv"]  # no temporary left

@@ -7,6 +7,7 @@ from typing import Any
 
 import torch
 
+from . import semantics
 from .data import move_to_device
 from .loggers.base import Logger
 from .module import Module
@@ -37,6 +38,9 @@ class MetricsPublisher:
         self._last_step = -1
         self._at_last_step: list[dict[str, float]] = []  # the rows the loggers were given at the latest step
         self._replayed: set[str] = set()  # after a resume: names the loggers hold at its step already
+        # Lightning's loggers get, for what training logs, the batches stepped before the batch
+        # that logged (global_step - 1 once it stepped); surge's own API gives global_step.
+        self.train_step_offset = 1 if semantics.lightning() else 0
 
     @property
     def callback_metrics(self) -> dict[str, torch.Tensor]:
@@ -94,8 +98,12 @@ class MetricsPublisher:
         step: int,
         evaluation: bool = False,
         to_loggers: bool = True,
+        epoch: bool = True,
     ) -> None:
-        """Make `metrics` visible; `evaluation` results keep a training metric's plain name."""
+        """Make `metrics` visible; `evaluation` results keep a training metric's plain name. The
+        loggers get one row: with an `epoch` value when `epoch` (what the loops log; what a callback
+        logs at a step of its choosing has none, as in Lightning), at `step` unless a metric named
+        "step" gives it."""
         logged = {}
         for key, value in metrics.items():
             prog_bar, to_logger, name = flags.get(key, (False, True, key))
@@ -110,19 +118,38 @@ class MetricsPublisher:
         if logged:  # Lightning's `logged_metrics`: every logger=True value, sent or not
             self._logged.update({k: torch.tensor(v) for k, v in logged.items()})
             if to_loggers:
-                self._to_loggers(logged, step)
+                self._to_loggers(logged, step, epoch)
 
-    def _to_loggers(self, logged: dict[str, float], step: int) -> None:
+    def _to_loggers(self, logged: dict[str, float], step: int, epoch: bool) -> None:
         """Write a row to the loggers (rank zero), less what a resume gave them already."""
         if self._replayed:
             logged = self._not_replayed(logged, step)
         if logged and self.loggers and self.is_global_zero():
-            row = {**logged, "epoch": self.epoch()}
+            self._log_row(dict(logged), step, epoch)
+
+    def log_evaluation_step(self, metrics: Mapping[str, float], flags: Flags, step: int) -> None:
+        """An evaluation batch's step values: to `logged_metrics` and, at `step` (the batch's number
+        in its loader) with no epoch, to the loggers; never to `callback_metrics` (as Lightning)."""
+        logged = {k: v for k, v in metrics.items() if flags.get(k, (False, True, k))[1]}
+        if logged:
+            self._logged.update({k: torch.tensor(v) for k, v in logged.items()})
+            if self.loggers and self.is_global_zero():
+                self._log_row(logged, step, epoch=False, remember=False)
+
+    def _log_row(self, row: dict[str, float], step: int, epoch: bool, remember: bool = True) -> None:
+        """One row to every logger (rank zero): a logged "step" is its step, as in Lightning.
+        `remember`: a training row, kept for the checkpoint at its step (evaluation's steps are
+        another count)."""
+        if "step" in row:
+            step = int(row.pop("step"))
+        elif epoch:
+            row.setdefault("epoch", self.epoch())
+        if remember:
             if step != self._last_step:
                 self._last_step, self._at_last_step = step, []
             self._at_last_step.append(row)
-            for lg in self.loggers:
-                lg.log_metrics(row, step)
+        for lg in self.loggers:
+            lg.log_metrics(row, step)
 
     def log_run_start(self, module: Module, hparams: bool = True) -> None:
         """The module's hyper-parameters (unless `hparams` is False, Lightning's
@@ -152,7 +179,7 @@ class MetricsPublisher:
         saved = ckpt.get("loggers")
         if not (isinstance(saved, dict) and self.loggers and self.is_global_zero()):
             return
-        step = int(ckpt.get("global_step", 0))
+        step = int(ckpt.get("global_step", 0)) - self.train_step_offset  # the step its loggers got
         runs = [e for e in saved.get("runs", []) if isinstance(e, dict) and e.get("run")]
         resumed = []
         for lg in self.loggers:  # each takes the first run saved by a logger of its class

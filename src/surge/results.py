@@ -224,6 +224,10 @@ class Results:
                 picked[self._key(s, True)] = value
         return to_floats(picked)
 
+    def logs_step_values(self) -> bool:
+        """Whether a value with `on_step` goes to the loggers (evaluation writes a row per batch then)."""
+        return any(s.on_step and s.logger and s.last is not None for s in self.slots.values())
+
     def step_tensors(self) -> dict[str, Tensor]:
         """The latest step values as they are (on the device, no host read), for `callback_metrics`
         during training: under the key and under the logged name. `sync_dist` values on several
@@ -330,14 +334,16 @@ def _as_number(name: str, value: Any) -> float:
 
 
 def to_floats(values: Mapping[str, Value]) -> dict[str, float]:
-    """Host floats of many scalars, with one device-to-host transfer per device."""
+    """Host floats of many scalars, with one device-to-host transfer per device. A Python number
+    comes back as the default dtype holds it (float32), as Lightning, which logs it as a tensor, shows it."""
     out: dict[str, float] = {}
     by_device: dict[torch.device, list[tuple[str, Tensor]]] = {}
+    numbers = {key: float(value) for key, value in values.items() if not isinstance(value, Tensor)}
+    if numbers:
+        out.update(zip(numbers, torch.tensor(list(numbers.values())).tolist()))  # on the host
     for key, value in values.items():
         if isinstance(value, Tensor):
             by_device.setdefault(value.device, []).append((key, value))
-        else:
-            out[key] = float(value)
     for items in by_device.values():
         stacked = torch.stack(
             [v.reshape(()).to(torch.float64 if v.device.type != "mps" else torch.float32) for _, v in items]

@@ -153,9 +153,10 @@ class TrainerProperties:
 
     def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
         """Publish values a callback computed on the host: to `callback_metrics`, `logged_metrics`
-        and the loggers (rank zero), at `step` (default: the current global step)."""
+        and the loggers (rank zero), at `step` (default: the current global step), in a row with no
+        epoch value (as what Lightning's callbacks give its loggers)."""
         flags = {k: (False, True, k) for k in metrics}
-        self._publisher.publish(metrics, flags, step=self.global_step if step is None else step)
+        self._publisher.publish(metrics, flags, self.global_step if step is None else step, epoch=False)
 
     def read_progress_bar_metrics(self) -> dict[str, float]:
         """The current training step's `prog_bar=True` values, read from the device now (a host

@@ -30,11 +30,13 @@ SCENARIOS = {
 }
 ASPECTS = ("runs", "metrics_csv", "records", "checkpoints", "weights")
 
-CSV = (
-    "CSVLogger rows: Lightning logs one row per log call, sorted columns, step = global_step - 1 in training"
+DDP_MEANS = (
+    "results: under DDP an epoch mean logged without sync_dist is rank zero's own in Lightning "
+    "(surge reduces it over ranks); sync_dist means are float64 (Lightning's float32)"
 )
 XFAIL = {
-    **{(s, "metrics_csv"): CSV for s in SCENARIOS},
+    ("digits_template_ddp", "metrics_csv"): DDP_MEANS,
+    ("multi_val_ddp", "metrics_csv"): DDP_MEANS,
     (
         "dqn_stream",
         "records",

@@ -16,12 +16,14 @@ from .run_name import DEFAULT_NAME, run_name
 
 
 class CSVLogger(Logger):
-    """Writes one row per logging call to `save_dir/name/version_N/metrics.csv`.
+    """Writes one row per `log_metrics` call to `save_dir/name/version_N/metrics.csv`, Lightning's
+    layout: the columns sorted by name (`step` among them), a cell left empty where a row has no
+    value, so the step values and the epoch values logged at one step are two rows.
 
-    Calls at the same step with different metric names share a row. Rows are buffered and appended
-    on `save()` (at most every `flush_every` rows); when a new metric name appears the file is
-    replaced, atomically, by one with the wider header. A write that fails (a full disk) is reported
-    once and training goes on: the rows stay buffered and are written by a later `save()`.
+    Rows are buffered and appended on `save()` (at most every `flush_every` rows); when a new metric
+    name appears the file is replaced, atomically, by one with the wider header. A write that fails
+    (a full disk) is reported once and training goes on: the rows stay buffered and are written by a
+    later `save()`.
     """
 
     def __init__(
@@ -70,21 +72,14 @@ class CSVLogger(Logger):
             self._drop_from = step
 
     def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
-        if (
-            self._rows
-            and self._rows[-1]["step"] == step
-            and not (set(metrics) - {"epoch"}) & set(self._rows[-1])
-        ):
-            self._rows[-1].update(metrics)  # one row per step
-        else:
-            self._rows.append({"step": step, **metrics})
+        self._rows.append({**metrics, "step": step})
         if len(self._rows) >= self._flush_at:
             self.save()
 
     def log_hyperparams(self, params: Mapping[str, Any]) -> None:
         import yaml
 
-        self._hparams = yaml.safe_dump(plain(dict(params)), sort_keys=False).encode()
+        self._hparams = yaml.safe_dump(plain(dict(params))).encode()  # keys sorted, as Lightning's
         self.save()
 
     def save(self) -> None:
@@ -129,7 +124,7 @@ class CSVLogger(Logger):
         if self._drop_from is not None:  # the resumed run writes these steps again
             old = [row for row in old if _step(row) < self._drop_from]
             self._drop_from = None
-        columns = list(dict.fromkeys([*header, *self._columns, *(k for r in self._rows for k in r)]))
+        columns = sorted({*header, *self._columns, *(k for r in self._rows for k in r)})
         data = _encode(columns, old + self._rows, header=True)
         write_atomic(path, data)
         self._columns, self._size = columns, len(data)

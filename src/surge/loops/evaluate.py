@@ -31,12 +31,16 @@ def run_evaluation(
     limits: Sequence[int | float],
     global_step: int,
     sanity: bool = False,
+    seen: list[int] | None = None,
 ) -> list[dict[str, float]]:
     """Run `{stage}_step` over each loader; returns one dict of epoch metrics per loader.
 
     Metrics are exact weighted means over every sample seen (across processes too). With several
-    loaders, names get a `/dataloader_idx_{i}` suffix, as in Lightning.
+    loaders, names get a `/dataloader_idx_{i}` suffix, as in Lightning. Step values logged
+    (`on_step=True`) reach the loggers after each batch, as in Lightning, at the batch's number among
+    those its loader ran (`seen`, counted on while the loaders stay; fresh: from 0), without an epoch.
     """
+    seen = [0] * len(loaders) if seen is None else seen
     if sum(limits) == 0:
         return []  # no batch to run: no hook is called either (as in Lightning)
     model, hooks, precision, strategy = parts.module, parts.hooks, parts.precision, parts.strategy
@@ -66,6 +70,8 @@ def run_evaluation(
                     with precision.forward_context():
                         out = step(batch, batch_idx, *extra)
                     hooks.call(f"on_{hook}_batch_end", out, batch, batch_idx, *extra)
+                    if not sanity:
+                        _log_step(parts, results, all_results, dl_idx, seen)
                 if not sanity:
                     _keep_step_values(parts, results, dl_idx if len(loaders) > 1 else None)
             model._results = all_results[0] if len(loaders) == 1 else Results(stage, strategy.reducer)
@@ -114,6 +120,16 @@ def _collect(all_results: list[Results], epoch_end: Results) -> list[dict[str, f
         {**{_suffixed(k, i, r): v for k, v in r.read_epoch().items()}, **shared}
         for i, r in enumerate(all_results)
     ]
+
+
+def _log_step(parts: RunParts, results: Results, all_results: list[Results], i: int, seen: list[int]) -> None:
+    """After loader `i`'s batch: its step values to the loggers (if any), and the batch counted."""
+    if results.logs_step_values():  # host read: only when the user logs evaluation step values
+        values = results.read_step()
+        if len(all_results) > 1:
+            values = {_suffixed(k, i, results): v for k, v in values.items()}
+        parts.publisher.log_evaluation_step(values, _suffixed_flags(results, all_results), seen[i])
+    seen[i] += 1
 
 
 def _suffixed(key: str, i: int, results: Results) -> str:

@@ -62,15 +62,20 @@ class FitLoop(FitProgress):
         self.loader_resume: Any = None  # a stateful_loader.LoaderResume: the loader's own position
         self.manual = False  # the module steps its optimizers (automatic_optimization=False)
         self.manual_batches = 0  # batches trained under manual optimization: the loggers' step there
-        self._results_fresh = False  # the epoch's results were emptied when fit began (see bind)
+        self.accumulate, parts = ctx.settings.accumulate_grad_batches, ctx.parts
+        self.step_offset = parts.publisher.train_step_offset
+        self._results_fresh = True  # emptied now: the first epoch keeps what
+        ctx.results.reset()  # `on_train_start` logs, as in Lightning
+        parts.module._results = ctx.results
         self.skipped_rest = False  # on_train_batch_start returned -1: the epoch ends at that batch
         self.end_position: Any = None  # the train loader's position where the fit stopped inside an epoch
 
     def bind(self, ctx: FitContext, train_loader: Any) -> None:
         self.ctx, self.train_loader, self.end_position = ctx, check_train_loader(train_loader), None
         self.trainer = ctx.parts.hooks.trainer  # what callbacks get; its public `should_stop` they set
-        self.accumulate = ctx.settings.accumulate_grad_batches
-        parts, self._results_fresh = ctx.parts, True  # emptied now: the first epoch keeps what
+        self.accumulate, parts = ctx.settings.accumulate_grad_batches, ctx.parts
+        self.step_offset = parts.publisher.train_step_offset
+        self._results_fresh = True  # emptied now: the first epoch keeps what
         ctx.results.reset()  # `on_train_start` logs, as in Lightning
         parts.module._results = ctx.results
         self.manual = manual = not parts.module.automatic_optimization
@@ -84,9 +89,9 @@ class FitLoop(FitProgress):
         self.global_step += 1
 
     def logger_step(self) -> int:
-        """The step loggers get: `global_step`, or under manual optimization (where one batch may
-        step several optimizers) the batches trained, as Lightning logs them."""
-        return self.manual_batches if self.manual else self.global_step
+        """The loggers' step in training: `global_step` (manual optimization: the batches trained, as
+        Lightning), less `step_offset` (Lightning's is the batches stepped before the one logging)."""
+        return (self.manual_batches if self.manual else self.global_step) - self.step_offset
 
     def _context(self) -> FitContext:
         """The bound context (a method that needs it calls this once, never per step)."""
@@ -354,7 +359,7 @@ class FitLoop(FitProgress):
                     if log_every and self.global_step % log_every == 0:
                         if optim.guard.device_skip:
                             optim.guard.report(self.global_step)  # host read: a fused optimizer's skips
-                        publish(results.read_step(), results.flags(), step=self.global_step)  # host read
+                        publish(results.read_step(), results.flags(), step=self.logger_step())  # host read
             self.batches_done = batch_idx = batch_idx + 1
             if wants_outputs:
                 detached = detach_outputs(out)
@@ -367,7 +372,7 @@ class FitLoop(FitProgress):
             if manual:  # the module stepped its optimizers; its metrics reach the loggers per batch
                 self.manual_batches += 1
                 if log_every and self.manual_batches % log_every == 0:
-                    publish(results.read_step(), results.flags(), step=self.manual_batches)  # host read
+                    publish(results.read_step(), results.flags(), step=self.logger_step())  # host read
             if window_end and (signals.received is not None or not single) and signalled(self, single):
                 preempt(self)  # (ranks agree at log intervals: a collective and a host read there)
             if batch_idx == ADVICE_AFTER_BATCHES and not self._advised:

@@ -98,6 +98,7 @@ class Validation:
         self.training_rng: dict[str, Any] | None = None
         self.before_run: Callable[[], None] | None = None  # e.g. val loaders requested again (fit only)
         self.moves_training_rng = semantics.lightning()
+        self._seen: tuple[list[Iterable], list[int]] = (loaders, [0] * len(loaders))  # step rows' count
 
     def sets_up(self, limit_val_batches: int | float) -> bool:
         """Whether this fit has val loaders to count (`trainer.num_val_batches` is [] otherwise): a
@@ -168,16 +169,19 @@ class Validation:
             if sum(self.plan.val) == 0:
                 return  # the loaders requested again have no batches (as Lightning, nothing runs)
         limits = self.plan.val if limits is None else limits
+        if self._seen[0] is not self.loaders:  # loaders requested again: their batches count from 0
+            self._seen = (self.loaders, [0] * len(self.loaders))
+        seen = self._seen[1]
         if self.moves_training_rng and not sanity:
             self.training_rng = rng_state()
             try:
-                run_evaluation(self.parts, "validate", self.loaders, limits, self.global_step(), sanity)
+                run_evaluation(self.parts, "validate", self.loaders, limits, self.global_step(), sanity, seen)
             finally:
                 self.training_rng = None
             return
         with rng_untouched() as training_rng:
             self.training_rng = training_rng
             try:
-                run_evaluation(self.parts, "validate", self.loaders, limits, self.global_step(), sanity)
+                run_evaluation(self.parts, "validate", self.loaders, limits, self.global_step(), sanity, seen)
             finally:
                 self.training_rng = None
