@@ -70,10 +70,8 @@ def run_evaluation(
                     with precision.forward_context():
                         out = step(batch, batch_idx, *extra)
                     hooks.call(f"on_{hook}_batch_end", out, batch, batch_idx, *extra)
-                    if not sanity:
-                        _log_step(parts, results, all_results, dl_idx, seen)
-                if not sanity:
-                    _keep_step_values(parts, results, dl_idx if len(loaders) > 1 else None)
+                    _log_step(parts, results, all_results, dl_idx, seen, sanity)
+                _keep_step_values(parts, results, dl_idx if len(loaders) > 1 else None, sanity)
             model._results = all_results[0] if len(loaders) == 1 else Results(stage, strategy.reducer)
             epoch_end_results = model._results
             hooks.call(f"on_{hook}_epoch_end")
@@ -93,8 +91,11 @@ def run_evaluation(
     return metrics
 
 
-def _keep_step_values(parts: RunParts, results: Results, dl_idx: int | None) -> None:
-    """The loader's latest `on_step=True` values for `logged_metrics` and the progress bar."""
+def _keep_step_values(parts: RunParts, results: Results, dl_idx: int | None, sanity: bool) -> None:
+    """The loader's latest `on_step=True` values for `logged_metrics` and the progress bar (not
+    the sanity check's)."""
+    if sanity:
+        return
     logged, prog_bar = results.step_values(), results.step_values(prog_bar=True)
     if dl_idx is not None:
         keep = results.unsuffixed_keys()
@@ -122,8 +123,13 @@ def _collect(all_results: list[Results], epoch_end: Results) -> list[dict[str, f
     ]
 
 
-def _log_step(parts: RunParts, results: Results, all_results: list[Results], i: int, seen: list[int]) -> None:
-    """After loader `i`'s batch: its step values to the loggers (if any), and the batch counted."""
+def _log_step(
+    parts: RunParts, results: Results, all_results: list[Results], i: int, seen: list[int], sanity: bool
+) -> None:
+    """After loader `i`'s batch: its step values to the loggers (if any), and the batch counted
+    (not in the sanity check)."""
+    if sanity:
+        return
     if results.logs_step_values():  # host read: only when the user logs evaluation step values
         values = results.read_step()
         if len(all_results) > 1:

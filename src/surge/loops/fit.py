@@ -62,11 +62,8 @@ class FitLoop(FitProgress):
         self.loader_resume: Any = None  # a stateful_loader.LoaderResume: the loader's own position
         self.manual = False  # the module steps its optimizers (automatic_optimization=False)
         self.manual_batches = 0  # batches trained under manual optimization: the loggers' step there
-        self.accumulate, parts = ctx.settings.accumulate_grad_batches, ctx.parts
-        self.step_offset = parts.publisher.train_step_offset
-        self._results_fresh = True  # emptied now: the first epoch keeps what
-        ctx.results.reset()  # `on_train_start` logs, as in Lightning
-        parts.module._results = ctx.results
+        self._results_fresh = False  # the epoch's results were emptied when fit began (see bind)
+        self.step_offset = 0  # taken off the loggers' training step (the publisher's, from bind)
         self.skipped_rest = False  # on_train_batch_start returned -1: the epoch ends at that batch
         self.end_position: Any = None  # the train loader's position where the fit stopped inside an epoch
 
