@@ -42,9 +42,7 @@ def fit_train_loader(train: Any, datamodule: Any, model: Module) -> Iterable:
     """fit()'s one train loader, from the argument or the hooks."""
     found = stage_loaders(train, "train_dataloader", datamodule, model, "train_dataloaders")
     if not found:
-        raise MisconfigurationError(
-            "fit() has no training data: pass train_dataloaders=, a datamodule=, or define train_dataloader()."
-        )
+        raise MisconfigurationError(NO_TRAIN_DATA)
     if len(found) > 1:
         raise MisconfigurationError(f"train_dataloaders got {len(found)} loaders; pass one.")
     return found[0]
@@ -56,9 +54,14 @@ def loaders_defined(given: Any, hook: str, datamodule: Any, model: Module) -> bo
         return True
     for source in (datamodule, model):
         fn = getattr(source, hook, None) if source is not None else None
-        if fn is not None:
-            return getattr(fn, "__func__", fn) is not getattr(DataModule, hook, None)
+        if fn is not None and getattr(fn, "__func__", fn) is not getattr(DataModule, hook, None):
+            return True
     return False
+
+
+NO_TRAIN_DATA = (
+    "fit() has no training data: pass train_dataloaders=, a datamodule=, or define train_dataloader()."
+)
 
 
 def eval_loaders(stage: str, given: Any, datamodule: Any, model: Module) -> list[Iterable]:

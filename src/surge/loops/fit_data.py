@@ -15,10 +15,11 @@ from typing import TYPE_CHECKING, Any, cast
 
 from ..callbacks.base import overrides
 from ..data import limit_batches
+from ..errors import MisconfigurationError
 from ..module import Module
 from ..rank_zero import warn
 from ..seed import rng_untouched
-from ..stage_data import fit_train_loader, loaders_defined, stage_loaders
+from ..stage_data import NO_TRAIN_DATA, fit_train_loader, loaders_defined, stage_loaders
 from ..tune.setup import Tuned, tune_loaders, tune_val_loaders
 from .reload import loader_reload
 from .validation import BatchPlan, plan_batches
@@ -46,6 +47,8 @@ class FitData:
     tuned: Tuned | None = None
 
     def __post_init__(self) -> None:
+        if not loaders_defined(self.given[0], "train_dataloader", self.datamodule, self.model):
+            raise MisconfigurationError(NO_TRAIN_DATA)  # now, before any work (as Lightning)
         has_step = overrides(self.model, Module, "validation_step")
         defined = loaders_defined(self.given[1], "val_dataloader", self.datamodule, self.model)
         if defined and not has_step:
