@@ -193,7 +193,8 @@ def test_callback_state_and_on_exception_and_the_datamodules_hooks(tmp_path):
     assert not [n for n in DATAMODULE_CALLED if f"dm.{n}" not in got]
     assert {"cb.on_exception", "cb.state_dict", "cb.load_state_dict"} <= got
     seq = names(log, "dm")
-    assert seq[:3] == ["prepare_data", "setup", "train_dataloader"]
+    assert seq[:3] == ["prepare_data", "setup", "val_dataloader"]  # the sanity check's, as Lightning
+    assert seq.index("train_dataloader") > seq.index("on_before_batch_transfer")  # after the sanity check
     assert ("dm.setup", ("test",)) in log and ("dm.teardown", ("predict",)) in log
 
 

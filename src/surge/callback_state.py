@@ -21,19 +21,24 @@ def save_callbacks(callbacks: list[Any], state: dict[str, Any]) -> None:
     state["callbacks"] = {cb.state_key: cb.state_dict() for cb in callbacks}
 
 
-def restore_callbacks(
-    callbacks: list[Any], optim: Optimization | None, module: Module, ckpt: Mapping[str, Any], path: Path
-) -> None:
-    """Load each callback's saved state, refuse a state whose callback this run lacks when that
-    callback changed the optimization, then let the callbacks rebuild what they added to it."""
+def restore_callbacks(callbacks: list[Any], ckpt: Mapping[str, Any], path: Path) -> None:
+    """Load each callback's saved state; refuse a state whose callback this run lacks when that
+    callback changed the optimization."""
     saved = ckpt.get("callbacks", {})
     _refuse_missing(saved, {cb.state_key for cb in callbacks}, path)
     for cb in callbacks:
         if cb.state_key in saved:
             with _naming(path, cb.state_key):
                 cb.load_state_dict(saved[cb.state_key])
+
+
+def restore_optimization(
+    callbacks: list[Any], optim: Optimization | None, module: Module, ckpt: Mapping[str, Any], path: Path
+) -> None:
+    """Once the optimizers exist: let the restored callbacks rebuild what they added to them."""
     if optim is None:
         return
+    saved = ckpt.get("callbacks", {})
     for cb in callbacks:
         if cb.state_key in saved and callable(getattr(cb, "restore_optimization", None)):
             with _naming(path, cb.state_key):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from .hparams import HyperparametersMixin
@@ -89,3 +90,47 @@ class DataModule(HyperparametersMixin):
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Restore what `state_dict` returned."""
+
+    @classmethod
+    def load_from_checkpoint(
+        cls,
+        checkpoint_path: str | Path,
+        map_location: Any = None,
+        hparams_file: str | Path | None = None,
+        weights_only: bool | None = None,
+        **kwargs: Any,
+    ) -> Any:
+        """A new datamodule built from the checkpoint's saved hyper-parameters (`kwargs` override
+        them), its `load_state_dict` given the saved state if there is one, as Lightning's. The
+        checkpoint loads safely (weights-only, digest verified); `map_location` is accepted (a
+        datamodule has no tensors to place)."""
+        from .checkpoint import load_checkpoint
+        from .errors import bad_value
+        from .hparams import init_kwargs
+
+        where = f"{cls.__name__}.load_from_checkpoint"
+        if hparams_file is not None:
+            raise bad_value(
+                f"{where}(hparams_file)", hparams_file, "None (the checkpoint's own hyper-parameters)"
+            )
+        if weights_only not in (None, True):
+            raise bad_value(f"{where}(weights_only)", weights_only, "None or True (surge loads weights-only)")
+        ckpt = load_checkpoint(checkpoint_path)
+        saved = ckpt.get(DATAMODULE_HPARAMS_KEY, {})
+        datamodule = cls(**init_kwargs(cls, saved, kwargs, str(checkpoint_path)))
+        saved_state = saved_datamodule_state(ckpt, datamodule)
+        if saved_state is not None:
+            datamodule.load_state_dict(saved_state)
+        return datamodule
+
+
+DATAMODULE_HPARAMS_KEY = "datamodule_hyper_parameters"  # Lightning's key for them in a checkpoint
+
+
+def saved_datamodule_state(ckpt: Any, datamodule: Any) -> Any:
+    """The checkpoint's datamodule state for `datamodule`, or None. As Lightning (which keys it by
+    the class's qualified name): only a non-empty state saved by a datamodule of the same class."""
+    state, saved_class = ckpt.get("datamodule"), ckpt.get("surge", {}).get("datamodule_class")
+    if not state or saved_class not in (None, type(datamodule).__qualname__):
+        return None
+    return state

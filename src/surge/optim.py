@@ -12,9 +12,15 @@ from torch.optim import Optimizer
 from .errors import CheckpointError, MisconfigurationError
 from .module_steps import ModuleOptimizerStep
 from .nonfinite import NonFiniteGuard
-from .optim_config import SchedulerConfig, check_optimizer_count, parse_optimizers
+from .optim_config import SchedulerConfig, check_optimizer_count, configured_optimizers, parse_optimizers
 
-__all__ = ["Optimization", "SchedulerConfig", "check_optimizer_count", "parse_optimizers"]
+__all__ = [
+    "Optimization",
+    "SchedulerConfig",
+    "check_optimizer_count",
+    "configured_optimizers",
+    "parse_optimizers",
+]
 
 
 class Optimization:

@@ -79,6 +79,15 @@ def parse_optimizers(
     return optimizers, schedulers
 
 
+def configured_optimizers(module: Any) -> tuple[list[Optimizer], list[SchedulerConfig]]:
+    """What the module's `configure_optimizers()` returns, parsed for its optimization mode and checked."""
+    optimizers, schedulers = parse_optimizers(
+        module.configure_optimizers(), manual=not module.automatic_optimization
+    )
+    check_optimizer_count(module, optimizers)
+    return optimizers, schedulers
+
+
 def check_optimizer_count(module: Any, optimizers: Sequence[Optimizer]) -> None:
     """A `training_step` asking for `optimizer_idx` (Lightning 1.x) is refused; so, in the Lightning
     mode, are several optimizers under automatic optimization, as Lightning 2 refuses them (surge's

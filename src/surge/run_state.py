@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import torch
 
-from .callback_state import restore_callbacks, save_callbacks
+from .callback_state import restore_callbacks, restore_optimization, save_callbacks
 from .checkpoint_values import check_state
+from .datamodule import DATAMODULE_HPARAMS_KEY, saved_datamodule_state
 from .errors import CheckpointError, MisconfigurationError
 from .hparams import plain
 from .loader_state import inexact_resume_reason
@@ -83,7 +84,7 @@ def state_parts(run: RunObjects) -> dict[str, Part]:
         "model": _model_part(run.strategy, run.module),
         "callbacks": Part(
             lambda state: save_callbacks(run.callbacks, state),
-            lambda ckpt, path: restore_callbacks(run.callbacks, run.optim, run.module, ckpt, path),
+            lambda ckpt, path: restore_callbacks(run.callbacks, ckpt, path),
         ),
         "optimizers": _optimizers_part(run),
         "precision": Part(
@@ -145,22 +146,34 @@ def _sources(run: RunObjects) -> dict[str, str]:
         "hyper_parameters": f"{model}.save_hyperparameters()",
         "callbacks": "the callback's state_dict()",
         "datamodule": f"{data}.state_dict()",
+        DATAMODULE_HPARAMS_KEY: f"{data}.save_hyperparameters()",
         "loop": "the train loader's state_dict(), or a value logged this epoch",
     }
 
 
-def restore_state(run: RunObjects, found: Found) -> dict[str, Any] | None:
-    """Load a found checkpoint into every part (model, optimizers, loop, callbacks, ...); returns the
-    RNG state to set when training starts (after the sanity check, so that it cannot disturb the sequence)."""
+def restore_modules(run: RunObjects, found: Found) -> None:
+    """Before the optimizers exist (as Lightning): the module's `on_load_checkpoint` and weights, the
+    datamodule's state, then the callbacks' `on_load_checkpoint` and states."""
     path, ckpt = found.path, found.state
     if "loop" not in ckpt:
         raise CheckpointError(f"{path} holds weights only (no training state); it cannot resume a fit")
     run.hooks.module("on_load_checkpoint", ckpt)  # before anything loads: it may change the checkpoint
-    for name, part in state_parts(run).items():
-        if name == "callbacks":  # (Lightning: the callbacks' hook before their `load_state_dict`)
-            run.hooks.callbacks("on_load_checkpoint", ckpt)
-        if part.restore is not None:
-            part.restore(ckpt, path)
+    parts = state_parts(run)
+    for name in ("model", "datamodule"):
+        parts[name].restore(ckpt, path)  # type: ignore[misc]
+    run.hooks.callbacks("on_load_checkpoint", ckpt)  # (Lightning: before their `load_state_dict`)
+    restore_callbacks(run.callbacks, ckpt, path)
+
+
+def restore_training(run: RunObjects, found: Found) -> dict[str, Any] | None:
+    """When the fit's loop is bound (after `restore_modules`): what the callbacks changed in the
+    optimization, the optimizers, precision and loop; returns the RNG state to set when training
+    starts (after the sanity check, so that it cannot disturb the sequence)."""
+    path, ckpt = found.path, found.state
+    restore_optimization(run.callbacks, run.optim, run.module, ckpt, path)
+    parts = state_parts(run)
+    for name in ("optimizers", "precision", "loop"):
+        parts[name].restore(ckpt, path)  # type: ignore[misc]
     info(f"Resuming from {path} at epoch {run.loop.epoch}, step {run.loop.global_step}")
     return ckpt.get("rng")
 
@@ -229,10 +242,14 @@ def _datamodule_part(datamodule: Any) -> Part:
     def save(state: dict[str, Any]) -> None:
         if datamodule is not None:
             state["datamodule"] = datamodule.state_dict()
+            state["surge"]["datamodule_class"] = type(datamodule).__qualname__  # whose state it is
+            if datamodule.hparams:  # for `load_from_checkpoint`, as Lightning
+                state[DATAMODULE_HPARAMS_KEY] = plain(dict(datamodule.hparams))
 
     def restore(ckpt: Mapping[str, Any], path: Path) -> None:
-        if datamodule is not None and "datamodule" in ckpt:
-            datamodule.load_state_dict(ckpt["datamodule"])
+        saved = saved_datamodule_state(ckpt, datamodule) if datamodule is not None else None
+        if saved is not None:
+            datamodule.load_state_dict(saved)
 
     return Part(save, restore)
 

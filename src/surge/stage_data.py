@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import data as data_mod
+from .datamodule import DataModule
 from .errors import MisconfigurationError, SurgeTypeError
 from .loader_prep import in_order, prepare_loader
 from .module import Module
@@ -37,16 +38,30 @@ def stage_loaders(given: Any, hook: str, datamodule: Any, model: Module, arg: st
     return []
 
 
-def fit_loaders(train: Any, val: Any, datamodule: Any, model: Module) -> tuple[Iterable, list[Iterable]]:
-    """fit()'s one train loader and its val loaders (none is fine), from the arguments or the hooks."""
+def fit_train_loader(train: Any, datamodule: Any, model: Module) -> Iterable:
+    """fit()'s one train loader, from the argument or the hooks."""
     found = stage_loaders(train, "train_dataloader", datamodule, model, "train_dataloaders")
     if not found:
-        raise MisconfigurationError(
-            "fit() has no training data: pass train_dataloaders=, a datamodule=, or define train_dataloader()."
-        )
+        raise MisconfigurationError(NO_TRAIN_DATA)
     if len(found) > 1:
         raise MisconfigurationError(f"train_dataloaders got {len(found)} loaders; pass one.")
-    return found[0], stage_loaders(val, "val_dataloader", datamodule, model, "val_dataloaders")
+    return found[0]
+
+
+def loaders_defined(given: Any, hook: str, datamodule: Any, model: Module) -> bool:
+    """Whether `stage_loaders` has a user's hook (or given loaders) to ask, without asking it."""
+    if given is not None:
+        return True
+    for source in (datamodule, model):
+        fn = getattr(source, hook, None) if source is not None else None
+        if fn is not None and getattr(fn, "__func__", fn) is not getattr(DataModule, hook, None):
+            return True
+    return False
+
+
+NO_TRAIN_DATA = (
+    "fit() has no training data: pass train_dataloaders=, a datamodule=, or define train_dataloader()."
+)
 
 
 def eval_loaders(stage: str, given: Any, datamodule: Any, model: Module) -> list[Iterable]:

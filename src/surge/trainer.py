@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import weakref
+from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -34,12 +35,12 @@ from .loggers.base import Logger
 from .loops.context import FitContext, RunParts
 from .loops.evaluate import run_evaluation
 from .loops.fit import FitLoop
+from .loops.fit_data import FitData, sanity_check
 from .loops.hooks import Hooks
 from .loops.predict import run_prediction
-from .loops.reload import loader_reload
-from .loops.validation import BatchPlan, Validation, plan_batches
+from .loops.validation import BatchPlan, Validation
 from .module import Module
-from .optim import Optimization, check_optimizer_count, parse_optimizers
+from .optim import Optimization, configured_optimizers
 from .paths import writable_dir
 from .precision import Precision, precision_plugin
 from .profiler import Profiler, build_profiler
@@ -47,10 +48,18 @@ from .profiler.doctor import requested as requested_doctor_run
 from .publisher import MetricsPublisher
 from .rank_zero import info
 from .results import Results
-from .run_state import Found, RunObjects, checkpoint_state, find_checkpoint, restore_model, restore_state
+from .run_state import (
+    Found,
+    RunObjects,
+    checkpoint_state,
+    find_checkpoint,
+    restore_model,
+    restore_modules,
+    restore_training,
+)
 from .seed import set_rng_state
 from .signals import Preempted, SignalFlag
-from .stage_data import LoaderPreparation, check_step_defined, eval_loaders, fit_loaders
+from .stage_data import LoaderPreparation, check_step_defined, eval_loaders
 from .stage_exit import until_exit
 from .stage_hooks import enter_stage, leave_stage
 from .strategies import Strategy
@@ -146,6 +155,7 @@ class Trainer(StageEntryPoints):
         self._optim: Optimization | None = None
         self._validation: Validation | None = None
         self._plan = BatchPlan(0, [], 0)
+        self._fit_data: FitData | None = None  # fit's loaders, asked for when Lightning asks
         self._accumulate = cfg.accumulate_grad_batches  # a tuner may decide another
         self._train_results = Results("train", self._strategy.reducer)
         self._log_dir: Path | None = None
@@ -170,16 +180,13 @@ class Trainer(StageEntryPoints):
             raise SurgeTypeError(f"model must be a surge.Module, got {type(model).__name__}")
         self._run_status = self._fn = stage
         self._publisher.reset_metrics()  # as Lightning: a stage shows only what it logs
-        self._module = model
-        model._trainer = self
-        cfg = self._cfg
+        self._module, model._trainer, cfg = model, self, self._cfg
         compile_now = bool(cfg.compile) and stage == "fit" and model not in self._compiled
         prepare_module(model, cfg, self._strategy, self._precision, compile_now)
         if compile_now:
             self._compiled.add(model)  # remembered here: nothing is stamped on the user's model
         extra = [*(self.profiler.callbacks() if self.profiler else ()), *compile_watch(cfg.compile, stage)]
-        hooks = Hooks(self, model, [*self.callbacks, *extra])
-        self._hooks = hooks
+        self._hooks = hooks = Hooks(self, model, [*self.callbacks, *extra])
         move = batch_mover(model, self.datamodule, self._precision, cfg.channels_last)
         no_grad = self._strategy.evaluation_mode(cfg.inference_mode)
         self._parts = parts = RunParts(
@@ -208,65 +215,75 @@ class Trainer(StageEntryPoints):
         self.datamodule = datamodule
         resume = self._connect(ckpt_path)
         self.callbacks = enter_stage(self, model, datamodule, "fit")
-        train, vals = fit_loaders(train_dataloaders, val_dataloaders, datamodule, model)
-        parts = self._setup(model, "fit")
-        cfg = self._cfg
+        parts, cfg = self._setup(model, "fit"), self._cfg
+        if resume is not None:  # as Lightning: the module and the callbacks before the optimizers exist
+            restore_modules(self._run_objects(), resume)
         tuning = tune_setup.Tuning.of(cfg, self._strategy, self._accelerator.name, len(self._devices), self)
-        tuned = tune_setup.tune_loaders(tuning, model, train, vals, given=train_dataloaders is not None)
-        self._accumulate = tuned.accumulate_grad_batches
-        prep = self._loader_prep()
-        train_loader = prep.prepare(tuned.train, train=True)
-        val_loaders = [prep.prepare(v, fitting=True) for v in tuned.vals]
-        self._plan = plan_batches(
-            train_loader, val_loaders, cfg.limit_train_batches, cfg.limit_val_batches, cfg.val_check_interval,
-            across_epochs=cfg.check_val_every_n_epoch is None,
-        )  # fmt: skip
-        optimizers, schedulers = parse_optimizers(
-            model.configure_optimizers(), manual=not model.automatic_optimization
-        )
-        check_optimizer_count(model, optimizers)
+        self._validation, self._plan, given = None, BatchPlan(0, [], 0), (train_dataloaders, val_dataloaders)
+        self._fit_data = data = FitData(model, datamodule, given, self._loader_prep(), tuning, cfg)
+        if tune_setup.needs_train_first(tuning, cfg.scale_lr):  # a tuner decides before the optimizers
+            self._fit_train()
+        optimizers, schedulers = configured_optimizers(model)
         if cfg.scale_lr is not None:
-            tune_setup.scale_learning_rates(
-                optimizers, schedulers, train_loader, self._accumulate * self.world_size, cfg
-            )
+            micro_batches = self._accumulate * self.world_size
+            tune_setup.scale_learning_rates(optimizers, schedulers, self._fit_train(), micro_batches, cfg)
         metrics = lambda: self.callback_metrics  # noqa: E731
         self._optim = optim = build_optimization(
             cfg, optimizers, schedulers, self._precision, self._hooks, metrics, self.fit_loop
         )
-        step = self.fit_loop.logger_step
-        validation = Validation(parts, val_loaders, self._plan, cfg.check_val_every_n_epoch, step)
-        self._validation, ctx = validation, self._fit_context(parts, optim, validation)
-        self.fit_loop.bind(ctx, train_loader)
-        if tuned.auto_workers is not None:
-            self.fit_loop.auto_workers = tuned.auto_workers(train_loader, val_loaders, prepare=prep.adjust)
-        on_plan = lambda plan: setattr(self, "_plan", plan)  # noqa: E731 - loaders requested again
-        data = (model, datamodule, (train_dataloaders is not None, val_dataloaders is not None))
-        self.fit_loop.reload = loader_reload(cfg, self.fit_loop, validation, data, prep, tuned.train, on_plan)
-        pending_rng = restore_state(self._run_objects(), resume) if resume is not None else None
         loaders = lambda: [self.train_dataloader, *self.val_dataloaders]  # noqa: E731 - as they stand at the end
-        self._run_stage("fit", lambda: self._fit_stages(ctx, pending_rng), loaders)
+        self._run_stage("fit", lambda: self._fit_stages(parts, optim, data, resume), loaders)
 
-    def _fit_context(self, parts: RunParts, optim: Optimization, validation: Validation) -> FitContext:
-        signals = SignalFlag(forward_to=getattr(self._strategy, "launcher", None))
+    def _fit_train(self) -> Any:
+        """fit's train loader, asked for once: after the sanity check (as Lightning), or earlier when
+        something needs it first (a tuner, `estimated_stepping_batches` in configure_optimizers)."""
+        data = self._fit_data
+        if data is not None and data.tuned is None:
+            self._accumulate = data.ask_train().accumulate_grad_batches
+            self._plan = replace(data.plan(None), val=self._plan.val)
+        return data.train if data is not None else None
+
+    def _fit_validation(self, parts: RunParts, data: FitData) -> Validation:
+        """fit's val loaders, asked for once (in the sanity check, else when training starts)."""
+        if self._validation is None:
+            vals = data.ask_vals()
+            self._plan = plan = replace(self._plan, val=data.val_limits(vals))
+            every, step = self._cfg.check_val_every_n_epoch, self.fit_loop.logger_step
+            self._validation = Validation(parts, vals, plan, every, step)
+        return self._validation
+
+    def _start_training(
+        self, parts: RunParts, optim: Optimization, data: FitData, signals: SignalFlag
+    ) -> None:
+        """After the sanity check (as Lightning): the loaders not asked for yet, the batch plan, the
+        loop bound."""
+        train, validation = self._fit_train(), self._fit_validation(parts, data)
+        self._plan = validation.plan = data.plan(validation.loaders)
         settings = fit_settings(self._cfg, self._accumulate, self._plan.train)
         step = compiled_training_step(self._cfg.compile, self._strategy, parts.module)
         results, profiler = self._train_results, self.profiler
-        return FitContext(parts, settings, optim, results, validation, signals, profiler, step)
+        self.fit_loop.bind(
+            FitContext(parts, settings, optim, results, validation, signals, profiler, step), train
+        )
+        data.attach(self.fit_loop, validation, lambda plan: setattr(self, "_plan", plan))
 
     def _loader_prep(self) -> LoaderPreparation:
         return LoaderPreparation.of(
             self._cfg, self._accelerator.pin_memory, self.global_rank, self.world_size
         )
 
-    def _fit_stages(self, ctx: FitContext, pending_rng: dict[str, Any] | None) -> None:
-        hooks = ctx.parts.hooks
-        with ctx.signals.installed(), anomaly_mode(self._cfg.detect_anomaly):  # preemption: a flag
+    def _fit_stages(self, parts: RunParts, optim: Optimization, data: FitData, resume: Found | None) -> None:
+        hooks, cfg = parts.hooks, self._cfg
+        signals = SignalFlag(forward_to=getattr(self._strategy, "launcher", None))
+        with signals.installed(), anomaly_mode(cfg.detect_anomaly):  # preemption: a flag
             hooks.call("on_fit_start")
-            self._publisher.log_run_start(ctx.parts.module, self._cfg.enable_autolog_hparams)
+            self._publisher.log_run_start(parts.module, cfg.enable_autolog_hparams)
             flag = lambda on: setattr(self, "sanity_checking", on)  # noqa: E731
-            ctx.validation.sanity_check(self._cfg.num_sanity_val_steps, hooks, flag)
-            if pending_rng is not None:
-                set_rng_state(pending_rng)  # the resumed run draws exactly what the uninterrupted one would
+            steps = cfg.num_sanity_val_steps if resume is None else 0  # none when resuming, as Lightning
+            sanity_check(steps, data, lambda: self._fit_validation(parts, data), hooks, flag)
+            self._start_training(parts, optim, data, signals)
+            if resume is not None and (rng := restore_training(self._run_objects(), resume)) is not None:
+                set_rng_state(rng)  # the resumed run draws exactly what the uninterrupted one would
             hooks.call("on_train_start")  # each submodule in the mode the user left it (as Lightning)
             if self.profiler is not None:
                 self.profiler.setup(self)

@@ -1,14 +1,12 @@
 """What a Trainer shows: the read-only state callbacks and users read (`trainer.global_step`,
-`trainer.callback_metrics`, ...), and two small public helpers for callbacks.
-
-A base of `Trainer` only; the attributes it reads are set by `Trainer.__init__` and its setup.
-"""
+`trainer.callback_metrics`, ...), and two small public helpers for callbacks. A base of `Trainer`
+only; the attributes it reads are set by `Trainer.__init__` and its setup."""
 
 from __future__ import annotations
 
 import math
 import signal
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -45,6 +43,7 @@ class TrainerProperties:
     _optim: Optimization | None
     _validation: Validation | None
     _plan: BatchPlan
+    _fit_train: Callable[[], Any]  # fit's train loader, asked for at most once
     _accumulate: int
     _publisher: MetricsPublisher
     _train_results: Results
@@ -387,9 +386,9 @@ class TrainerProperties:
     @property
     def estimated_stepping_batches(self) -> int | float:
         """Optimizer steps this fit will take (for schedulers such as OneCycleLR)."""
+        self._fit_train()  # as Lightning: asked in configure_optimizers, it asks for the train loader
         per_epoch = math.ceil(self.num_training_batches / self._accumulate)
-        epochs = self.max_epochs if self.max_epochs >= 0 else math.inf
-        total = per_epoch * epochs
+        total = per_epoch * (self.max_epochs if self.max_epochs >= 0 else math.inf)
         return min(total, self._cfg.max_steps) if self._cfg.max_steps >= 0 else total
 
     def export(self, path: str | Path) -> Path:

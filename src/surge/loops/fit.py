@@ -38,9 +38,7 @@ if TYPE_CHECKING:
 
 class FitLoop(FitProgress):
     """Counters and the epoch/step logic. Its state is what a checkpoint records about progress.
-
-    `bind` hands it the fit's context and train loader before a checkpoint is restored or it runs.
-    """
+    `bind` hands it the fit's context and train loader before a checkpoint is restored or it runs."""
 
     def __init__(self) -> None:
         self.ctx: FitContext | None = None
@@ -72,9 +70,8 @@ class FitLoop(FitProgress):
         self.trainer = ctx.parts.hooks.trainer  # what callbacks get; its public `should_stop` they set
         self.accumulate, parts = ctx.settings.accumulate_grad_batches, ctx.parts
         self.step_offset = parts.publisher.train_step_offset
-        self._results_fresh = True  # emptied now: the first epoch keeps what
-        ctx.results.reset()  # `on_train_start` logs, as in Lightning
-        parts.module._results = ctx.results
+        ctx.results.reset()  # emptied now: the first epoch keeps what `on_train_start` logs (Lightning)
+        parts.module._results, self._results_fresh = ctx.results, True
         self.manual = manual = not parts.module.automatic_optimization
         if manual:
             ctx.optim.manual(ctx.settings.accumulate_grad_batches)
@@ -135,8 +132,7 @@ class FitLoop(FitProgress):
     def inside_window(self) -> bool:
         """True between two micro-batches of one accumulation window (gradients are pending)."""
         ctx = self._context()
-        settings = ctx.settings
-        k, n, b = self.accumulate, settings.batches_per_epoch, self.batches_done
+        k, n, b = self.accumulate, ctx.settings.batches_per_epoch, self.batches_done
         if k == 1 or b == 0 or self.epoch_done or not ctx.parts.module.automatic_optimization:
             return False
         last = b - 1

@@ -137,20 +137,6 @@ class Validation:
             return []
         return [n if steps == -1 else min(n, steps) for n in self.plan.val]
 
-    def sanity_check(self, steps: int, hooks: Any, flag: Callable[[bool], None]) -> None:
-        """Validate `steps` batches per loader (-1: all) before training, between the sanity-check
-        hooks, with `flag(True)` meanwhile (the Trainer's `sanity_checking`)."""
-        limits = self.sanity_limits(steps)
-        if not limits:
-            return
-        flag(True)
-        hooks.callbacks("on_sanity_check_start")
-        try:
-            self.run(limits, sanity=True)
-        finally:
-            flag(False)
-        hooks.callbacks("on_sanity_check_end")
-
     def run(
         self, limits: list[int | float] | None = None, sanity: bool = False, zero_grad: bool = False
     ) -> None:

@@ -70,16 +70,13 @@ class Tuned:
     `AutoWorkers` factory (called with the prepared loaders) or None."""
 
     train: Iterable
-    vals: list[Iterable]
     accumulate_grad_batches: int
     auto_workers: Callable[..., AutoWorkers] | None = None
 
 
-def tune_loaders(
-    tuning: Tuning, model: Module, train: Iterable, vals: list[Iterable], given: bool = False
-) -> Tuned:
+def tune_loaders(tuning: Tuning, model: Module, train: Iterable, given: bool = False) -> Tuned:
     """Apply a `BatchSizeFinder` callback, `effective_batch_size` (micro-batch and accumulation) and
-    `num_workers` to the loaders; `given`: the train loader was passed to fit(), not from a hook."""
+    `num_workers` to the train loader; `given`: it was passed to fit(), not from a hook."""
     accumulate, auto = tuning.accumulate_grad_batches, None
     finder = _batch_size_finder(tuning.trainer)
     if finder is not None:
@@ -89,8 +86,33 @@ def tune_loaders(
     if tuning.num_workers == "auto":
         train, auto = _auto_workers(tuning, train)
     elif isinstance(tuning.num_workers, int):  # (TrainerConfig allows only None, "auto" or an int)
-        train, vals = _set_workers(train, vals, tuning.num_workers)
-    return Tuned(train, vals, accumulate, auto)
+        _need_dataloader(train, tuning.num_workers)
+        train = with_workers(
+            cast(DataLoader, train), tuning.num_workers, persistent_workers=tuning.num_workers > 0
+        )
+    return Tuned(train, accumulate, auto)
+
+
+def needs_train_first(tuning: Tuning, scale_lr: str | None) -> bool:
+    """Whether a tuner decides the batch, the accumulation or the rates before the optimizers exist
+    (the train loader is then asked for before `configure_optimizers`)."""
+    return (
+        _batch_size_finder(tuning.trainer) is not None
+        or tuning.effective_batch_size is not None
+        or (scale_lr is not None)
+    )
+
+
+def tune_val_loaders(tuning: Tuning, vals: list[Iterable]) -> list[Iterable]:
+    """`num_workers=<int>` for the val loaders (DataLoaders; others are kept)."""
+    count = tuning.num_workers
+    if not isinstance(count, int):
+        return vals
+    persistent = count > 0
+    return [
+        with_workers(v, count, persistent_workers=persistent) if isinstance(v, DataLoader) else v
+        for v in vals
+    ]
 
 
 def _batch_size_finder(trainer: Trainer) -> BatchSizeFinder | None:
@@ -137,17 +159,6 @@ def _auto_workers(tuning: Tuning, train: Any) -> tuple[Iterable, Callable[..., A
         return train, None
     cpus = max(1, cpu_count() // tuning.processes_per_node)
     return AutoWorkers.start_loader(train), partial(AutoWorkers, fit_batches=batches, max_workers=cpus)
-
-
-def _set_workers(train: Any, vals: list[Iterable], count: int) -> tuple[Iterable, list[Iterable]]:
-    _need_dataloader(train, count)
-    persistent = count > 0
-    train = with_workers(train, count, persistent_workers=persistent)
-    vals = [
-        with_workers(v, count, persistent_workers=persistent) if isinstance(v, DataLoader) else v
-        for v in vals
-    ]
-    return train, vals
 
 
 def _need_dataloader(train: Any, setting: int | str) -> None:

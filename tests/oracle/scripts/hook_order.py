@@ -140,6 +140,18 @@ class RecordedNet(Net):
     pass
 
 
+class OneCycleNet(RecordedNet):
+    """A schedule sized by `trainer.estimated_stepping_batches` (the train loader is asked for there)."""
+
+    def configure_optimizers(self):
+        super().configure_optimizers()
+        optimizer = torch.optim.SGD(self.parameters(), lr=0.1)
+        total = self.trainer.estimated_stepping_batches
+        record.call(CALLS, "-- estimated_stepping_batches", total)
+        scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=0.1, total_steps=total)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+
 @recording(CALLBACK_HOOKS, "Callback.")
 class RecordedCallback(pl.Callback):
     def state_dict(self):
@@ -223,6 +235,8 @@ SCENARIOS = {
     "fit_manual": lambda n: fit(n, RecordedNet(manual=True)),
     "fit_accumulate": lambda n: fit(n, max_epochs=2, limit_train_batches=5, accumulate_grad_batches=2),
     "fit_clip": lambda n: fit(n, gradient_clip_val=0.5, gradient_clip_algorithm="value"),
+    "fit_stepping_batches": lambda n: fit(n, OneCycleNet(), max_epochs=2),
+    "fit_no_sanity": lambda n: fit(n, num_sanity_val_steps=0),
     "resume_max_epochs": lambda n: fit(
         n, max_epochs=2, limit_val_batches=0, ckpt_path=first_checkpoint(n + "_first")
     ),
