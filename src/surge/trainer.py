@@ -234,11 +234,11 @@ class Trainer(StageEntryPoints):
         loaders = lambda: [self.train_dataloader, *self.val_dataloaders]  # noqa: E731 - as they stand at the end
         self._run_stage("fit", lambda: self._fit_stages(parts, optim, data, resume), loaders)
 
-    def _fit_train(self) -> Any:
+    def _fit_train(self, ask: bool = True) -> Any:
         """fit's train loader, asked for once: after the sanity check (as Lightning), or earlier when
         something needs it first (a tuner, `estimated_stepping_batches` in configure_optimizers)."""
         data = self._fit_data
-        if data is not None and data.tuned is None:
+        if ask and data is not None and data.tuned is None:
             self._accumulate = data.ask_train().accumulate_grad_batches
             self._plan = replace(data.plan(None), val=self._plan.val)
         return data.train if data is not None else None

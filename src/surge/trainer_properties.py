@@ -43,7 +43,7 @@ class TrainerProperties:
     _optim: Optimization | None
     _validation: Validation | None
     _plan: BatchPlan
-    _fit_train: Callable[[], Any]  # fit's train loader, asked for at most once
+    _fit_train: Callable[..., Any]  # fit's train loader, asked for at most once (False: if asked)
     _accumulate: int
     _publisher: MetricsPublisher
     _train_results: Results
@@ -102,8 +102,7 @@ class TrainerProperties:
 
     @accumulate_grad_batches.setter
     def accumulate_grad_batches(self, value: int) -> None:
-        """Set by a callback in `on_train_epoch_start` (GradientAccumulationScheduler): the fit
-        loop reads it once per epoch, right after that hook."""
+        """Set by a callback in `on_train_epoch_start` (GradientAccumulationScheduler), read right after."""
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise bad_value("trainer.accumulate_grad_batches", value, "an int >= 1")
         if value != 1 and self._module is not None and not self._module.automatic_optimization:
@@ -123,7 +122,8 @@ class TrainerProperties:
 
     @property
     def train_dataloader(self) -> Any:
-        return self.fit_loop.train_loader
+        loop = self.fit_loop.train_loader
+        return loop if loop is not None else self._fit_train(False)
 
     @property
     def val_dataloaders(self) -> list[Any]:

@@ -94,10 +94,14 @@ def tune_loaders(tuning: Tuning, model: Module, train: Iterable, given: bool = F
 
 
 def needs_train_first(tuning: Tuning, scale_lr: str | None) -> bool:
-    """Whether a tuner decides the batch, the accumulation or the rates before the optimizers exist
-    (the train loader is then asked for before `configure_optimizers`)."""
+    """Whether a tuner decides the batch, the accumulation or the rates before the optimizers exist,
+    or reads the train loader when fit starts (`LearningRateFinder`): the train loader is then asked
+    for before `configure_optimizers`."""
+    from ..callbacks.lr_finder import LearningRateFinder
+
     return (
         _batch_size_finder(tuning.trainer) is not None
+        or any(isinstance(cb, LearningRateFinder) for cb in tuning.trainer.callbacks)
         or tuning.effective_batch_size is not None
         or (scale_lr is not None)
     )
