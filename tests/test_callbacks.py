@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import math
+from pathlib import Path
 
 import pytest
 import torch
@@ -167,6 +168,29 @@ def test_save_last_writes_last_ckpt_whenever_a_checkpoint_is_written(tmp_path, v
     assert no_temporaries(tmp_path)
 
 
+def test_save_last_link_is_a_relative_symlink_to_the_newest_file_that_never_dangles(tmp_path):
+    """save_last="link" (Lightning's): last.ckpt points at the checkpoint just written; a top-k file
+    it pointed to is deleted only once last.ckpt points at its replacement; a fit resumes from it."""
+
+    class Watch(Callback):
+        def on_train_epoch_start(self, trainer, module):
+            last = tmp_path / "last.ckpt"
+            if trainer.current_epoch > 0:
+                assert last.is_symlink() and last.resolve().is_file()
+
+    model = TinyModel(scripted_val_loss=[0.5, 0.4, 0.3])
+    train, val = make_loaders()
+    cb = ModelCheckpoint(dirpath=tmp_path, filename="{epoch}", monitor="val_loss", save_last="link")
+    trainer = fast_trainer(enable_checkpointing=True, callbacks=[cb, Watch()], max_epochs=3)
+    trainer.fit(model, train, val)
+    last = tmp_path / "last.ckpt"
+    assert ckpt_names(tmp_path) == {"last.ckpt", "epoch=2.ckpt"}
+    assert last.is_symlink() and Path(last.readlink()) == Path("epoch=2.ckpt")  # relative, as Lightning's
+    again = checkpoint_trainer(ModelCheckpoint(dirpath=tmp_path / "again"), max_epochs=4)
+    again.fit(TinyModel(), train, val, ckpt_path=str(last))
+    assert again.global_step == 16 and no_temporaries(tmp_path)
+
+
 def test_every_n_train_steps(tmp_path):
     train, val = make_loaders(n_train=40, batch_size=8)  # 5 steps per epoch, 10 in all
     cb = ModelCheckpoint(dirpath=tmp_path, every_n_train_steps=3, save_top_k=-1)
@@ -194,8 +218,8 @@ def test_default_dirpath_is_under_the_log_dir():
     trainer.fit(TinyModel(), train, val)
     cb = trainer.checkpoint_callback
     assert isinstance(cb, ModelCheckpoint)
-    assert cb.dirpath == trainer.log_dir / "checkpoints"
-    assert ckpt_names(cb.dirpath) == {"epoch=0-step=4.ckpt"}
+    assert cb.dirpath == str(trainer.log_dir / "checkpoints")  # a str, as Lightning's
+    assert ckpt_names(Path(cb.dirpath)) == {"epoch=0-step=4.ckpt"}
 
 
 def test_best_checkpoint_is_what_test_ckpt_path_best_loads(tmp_path):
@@ -590,5 +614,5 @@ def test_train_time_interval_saves_inside_a_long_epoch(tmp_path):
 def test_train_time_interval_must_be_positive_seconds(bad):
     with pytest.raises(ValueError, match="train_time_interval"):
         ModelCheckpoint(train_time_interval=bad)
-    with pytest.raises(ValueError, match="choose one schedule"):
+    with pytest.raises(ValueError, match="should be mutually exclusive"):
         ModelCheckpoint(train_time_interval=5, every_n_train_steps=10)

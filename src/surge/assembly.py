@@ -79,13 +79,15 @@ def build_callbacks(cfg: TrainerConfig) -> list[Callback]:
     has = lambda cls: any(isinstance(cb, cls) for cb in callbacks)  # noqa: E731
     if has(ModelCheckpoint) and not cfg.enable_checkpointing:
         raise MisconfigurationError(
-            "callbacks contains a ModelCheckpoint but enable_checkpointing=False; drop one."
+            "Trainer was configured with `enable_checkpointing=False` but found `ModelCheckpoint` in callbacks "
+            "list; drop one."
         )
     if cfg.enable_checkpointing and not has(ModelCheckpoint) and not cfg.fast_dev_run:
         callbacks.append(ModelCheckpoint())
     if has(ProgressBar) and not cfg.enable_progress_bar:
         raise MisconfigurationError(
-            "callbacks contains a ProgressBar but enable_progress_bar=False; drop one."
+            "Trainer was configured with `enable_progress_bar=False` but found "
+            f"`{next(type(cb).__name__ for cb in callbacks if isinstance(cb, ProgressBar))}` in callbacks list; drop one."
         )
     if cfg.enable_progress_bar and not has(ProgressBar):
         callbacks.append(ProgressBar())

@@ -128,12 +128,16 @@ def _os_error(err: BaseException | None) -> OSError | None:
     return None
 
 
-def link_atomic(source: Path, target: Path) -> None:
-    """Make `target` a committed copy of `source` (a hard link where possible, no extra I/O)."""
+def link_atomic(source: Path, target: Path, symbolic: bool = False) -> None:
+    """Make `target` a committed copy of `source` (a hard link where possible, no extra I/O), or with
+    `symbolic` a relative symlink to it (Lightning's `save_last="link"`), replacing `target` at once."""
     tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
     try:
         try:
-            os.link(source, tmp)
+            if symbolic:
+                os.symlink(os.path.relpath(source, target.parent), tmp)
+            else:
+                os.link(source, tmp)
         except OSError:
             import shutil
 

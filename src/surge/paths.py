@@ -20,7 +20,7 @@ def user_dir(arg: str, value: Any) -> Path:
     """`value` as a path with `~` expanded; refused if it names a file or a dangling symlink."""
     if not isinstance(value, str | os.PathLike):
         raise SurgeTypeError(f"{arg}={value!r} is not valid: pass a str or a path.")
-    path = Path(value).expanduser()
+    path = Path(os.path.expanduser(value))  # before Path drops a leading "./": "./~/x" is a folder named ~
     _check_kind(f"{arg}={str(path)!r}", path)
     return path
 

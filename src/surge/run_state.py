@@ -231,6 +231,12 @@ def _loop_part(run: RunObjects) -> Part:
             loop.train_loader, ckpt["loop"], strategy, path, run.batches_per_epoch
         )
         loop.load_state_dict(ckpt["loop"])
+        max_epochs = loop.trainer.max_epochs  # fewer than the checkpoint has done: Lightning's error
+        if max_epochs is not None and max_epochs >= 0 and loop.epoch > max_epochs:
+            raise MisconfigurationError(
+                f"You restored a checkpoint with current_epoch={loop.epoch}, but you have set "
+                f"Trainer(max_epochs={max_epochs}) ({path}); raise max_epochs to train on from it."
+            )
         if ckpt["loop"].get("window_gradients") is not None:
             strategy.restore_window_gradients(run.module, ckpt["loop"]["window_gradients"], path)
             loop.keep_window_gradients()

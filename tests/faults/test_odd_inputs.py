@@ -60,7 +60,7 @@ def test_tilde_in_run_directories_is_the_home_directory(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.chdir(cwd)
     ckpt = ModelCheckpoint(dirpath="~/ck")
-    assert ckpt.dirpath == home / "ck"
+    assert ckpt.dirpath == str(home / "ck")
     trainer = surge.Trainer(
         max_steps=2, default_root_dir="~/runs", callbacks=[ckpt], enable_progress_bar=False,
         enable_model_summary=False, num_sanity_val_steps=0,

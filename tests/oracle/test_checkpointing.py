@@ -75,3 +75,31 @@ def test_a_monitor_never_logged_matches_lightning(tmp_path, validation):
     lightning, surge = run_both("checkpoint_missing.py", tmp_path, validation)
     assert surge.record == lightning.record
     assert lightning.record["raised"] is (True if validation == "val" else None)
+
+
+def test_what_users_see_of_the_callbacks_matches_lightning(tmp_path):
+    lightning, surge = run_both("checkpoint_surface.py", tmp_path)
+    assert surge.record == lightning.record
+    record = lightning.record
+    assert record["state_keys"][0] == (
+        "ModelCheckpoint{'monitor': 'val_loss', 'mode': 'min', 'every_n_train_steps': 0, 'every_n_epochs': 1, "
+        "'train_time_interval': None}"
+    )
+    assert record["state_keys"][4] == "PatientStopping{'monitor': 'train_loss', 'mode': 'min'}"
+    assert all(matched for _, matched in record["refused"]) and record["early_stopping_mode"]
+    assert record["dirpaths"] == [["str", True]] * 3
+    assert record["save_last_parsed"] == [True, False, "link"]
+    assert record["last_is_link"] and record["last_points_to"] == "epoch=1-step=8.ckpt"
+    assert record["moved_warning"] and record["checkpointing_off"]
+
+
+@pytest.mark.parametrize("minimum", ["steps", "epochs", "both"])
+def test_a_stop_before_the_minimums_matches_lightning(tmp_path, minimum):
+    lightning, surge = run_both("stop_before_minimums.py", tmp_path, minimum)
+    same_runs(lightning, surge, ["final"])
+    record = lightning.record
+    assert record["should_stop"] and record["resumed"].startswith(
+        "You restored a checkpoint with current_epoch="
+    )
+    if minimum == "steps":  # ends inside the fourth epoch, once min_steps is reached; that epoch counts
+        assert (record["global_step"], record["current_epoch"]) == (10, 4)

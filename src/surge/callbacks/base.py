@@ -58,6 +58,11 @@ class Callback:
         """The key of this callback's state in checkpoints; unique per configuration."""
         return type(self).__qualname__
 
+    def _generate_state_key(self, **kwargs: Any) -> str:
+        """A `state_key` naming the class and the settings that tell two instances apart (Lightning's
+        helper, for callbacks that override `state_key`): `Name{'monitor': 'val_loss', ...}`."""
+        return f"{type(self).__qualname__}{kwargs!r}"
+
     def state_dict(self) -> dict[str, Any]:
         """State saved in checkpoints."""
         return {}

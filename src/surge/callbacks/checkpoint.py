@@ -1,14 +1,11 @@
 """`ModelCheckpoint`: save the training state on a schedule, keep the best k, and a `last.ckpt`,
 with Lightning's arguments, attributes, save points and file names."""
 
-from __future__ import annotations
-
 import datetime
 import math
 import os
-import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from torch import Tensor
@@ -20,14 +17,18 @@ from ..rank_zero import info, warn
 from .base import Callback
 from .checkpoint_dir import prepare_directory
 from .checkpoint_options import (
+    IntervalClock,
     Schedule,
     check_arguments,
     check_filename,
     fill_template,
+    free_name,
+    missing_monitor,
+    monitor_candidates,
     saves_on_train_epoch_end,
     validates_after_epoch,
 )
-from .checkpoint_restore import own_files
+from .checkpoint_restore import own_files, warn_if_moved
 
 
 class ModelCheckpoint(Callback):
@@ -56,7 +57,7 @@ class ModelCheckpoint(Callback):
         filename: str | None = None,
         monitor: str | None = None,
         verbose: bool = False,
-        save_last: bool | None = None,
+        save_last: Literal[True, False, "link"] | None = None,
         save_top_k: int = 1,
         save_on_exception: bool = False,
         save_weights_only: bool = False,
@@ -68,11 +69,15 @@ class ModelCheckpoint(Callback):
         save_on_train_epoch_end: bool | None = None,
         enable_version_counter: bool = True,
     ) -> None:
-        check_arguments(mode, save_top_k, save_last)
+        check_arguments(mode, save_top_k, save_last, monitor)
         schedule = Schedule.of(every_n_train_steps, every_n_epochs, train_time_interval)
         self.every_n_train_steps, self.every_n_epochs = schedule.every_n_train_steps, schedule.every_n_epochs
         self.train_time_interval = schedule.train_time_interval
-        self.dirpath = user_dir("ModelCheckpoint(dirpath)", dirpath) if dirpath is not None else None
+        self._interval_given = train_time_interval  # as given: part of the state key, as in Lightning
+        # a str, `~` expanded and links resolved (Lightning's); None: `<log_dir>/checkpoints`, at setup
+        self.dirpath = (
+            None if dirpath is None else os.path.realpath(user_dir("ModelCheckpoint(dirpath)", dirpath))
+        )
         self._dirpath_given = dirpath is not None
         if filename is not None:
             check_filename(filename, save_last)
@@ -90,7 +95,7 @@ class ModelCheckpoint(Callback):
         self._recent: list[str] = []  # unmonitored checkpoints, oldest first (save_top_k > 1)
         self._last_saved_step = 0  # no save before the first optimizer step
         self._last_saved = ""
-        self._timer: float | None = None
+        self._clock = IntervalClock(self.train_time_interval)
         self._defer = False  # a step save waits for the validation that logs the monitored metric
         self._val_has_run = self._warned_missing = False
         self._unannounced = False  # saved since the loggers were last told
@@ -100,18 +105,24 @@ class ModelCheckpoint(Callback):
 
     @property
     def state_key(self) -> str:
-        timed = f", train_time_interval={self.train_time_interval}" if self.train_time_interval else ""
-        return f"ModelCheckpoint{{monitor={self.monitor!r}, mode={self.mode!r}, every_n_train_steps={self.every_n_train_steps}, every_n_epochs={self.every_n_epochs}{timed}}}"
+        return self._generate_state_key(
+            monitor=self.monitor,
+            mode=self.mode,
+            every_n_train_steps=self.every_n_train_steps,
+            every_n_epochs=self.every_n_epochs,
+            train_time_interval=self._interval_given,
+        )
 
     # -- the run -----------------------------------------------------------------------------
     def setup(self, trainer: Any, module: Any, stage: str) -> None:
         if self.dirpath is None:
-            self.dirpath = Path(trainer.log_dir) / "checkpoints"
+            self.dirpath = str(Path(trainer.log_dir) / "checkpoints")
         self._claim = prepare_directory(
-            trainer, self.dirpath, self._dirpath_given, self.save_top_k != 0, stage, self._claim
+            trainer, Path(self.dirpath), self._dirpath_given, self.save_top_k != 0, stage, self._claim
         )
         self._val_has_run = self._defer = False
         if self._restored is not None:
+            warn_if_moved(self._restored, self.dirpath)
             self._apply_restored(self._restored)
             self._restored = None
 
@@ -123,23 +134,16 @@ class ModelCheckpoint(Callback):
         if self._restored is not None:  # restored after setup() (a resumed fit restores then)
             self._apply_restored(self._restored)
             self._restored = None
-        self._timer = time.monotonic()
+        self._clock.restart()
 
     def on_train_batch_end(self, trainer: Any, module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
         trainer.strategy.check_checkpoints()  # a background write's error, at this step boundary
         every, step = self.every_n_train_steps, trainer.global_step
         skip_batch = every < 1 or step % every != 0
-        skip_time = True
-        if self.train_time_interval is not None and module.automatic_optimization:
-            now = time.monotonic()
-            skip_time = self._timer is None or now - self._timer < self.train_time_interval
-            if trainer.world_size > 1:
-                skip_time = not trainer.strategy.reduce_bool(not skip_time)  # all ranks decide alike
-            if not skip_time:
-                self._timer = now
+        skip_time = not (module.automatic_optimization and self._clock.due(trainer))
         if skip_batch and skip_time:
             return
-        candidates = self._monitor_candidates(trainer)  # this step's values: read at a save only
+        candidates = monitor_candidates(trainer)  # this step's values: read at a save only
         if self.monitor is not None and self.monitor not in candidates:
             self._defer = True  # saved after the validation that logs it
             return
@@ -157,14 +161,14 @@ class ModelCheckpoint(Callback):
 
     def on_train_epoch_end(self, trainer: Any, module: Any) -> None:
         if not self._skip(trainer) and saves_on_train_epoch_end(self.save_on_train_epoch_end, trainer):
-            self._epoch_save(trainer, self._monitor_candidates(trainer))
+            self._epoch_save(trainer, monitor_candidates(trainer))
 
     def on_validation_end(self, trainer: Any, module: Any) -> None:
         if trainer.fitting and not trainer.sanity_checking and any(trainer.num_val_batches):
             self._val_has_run = True
         if self._skip(trainer) or saves_on_train_epoch_end(self.save_on_train_epoch_end, trainer):
             return
-        candidates = self._monitor_candidates(trainer)
+        candidates = monitor_candidates(trainer)
         if self._defer:
             self._defer = False
             self._save_topk_and_last(trainer, candidates)
@@ -174,7 +178,7 @@ class ModelCheckpoint(Callback):
     def on_exception(self, trainer: Any, module: Any, exception: BaseException) -> None:
         skip = trainer.fast_dev_run or trainer.sanity_checking or self._last_saved_step == trainer.global_step
         if self.save_on_exception and not skip:
-            candidates = self._monitor_candidates(trainer)
+            candidates = monitor_candidates(trainer)
             path = self.format_checkpoint_name(candidates)
             self._save_checkpoint(trainer, path)
             self._save_last(trainer, candidates)
@@ -184,7 +188,7 @@ class ModelCheckpoint(Callback):
 
     def on_train_end(self, trainer: Any, module: Any) -> None:
         if self.save_last and not self._last_saved:  # save_last=True leaves a last.ckpt whatever the schedule
-            self._save_last(trainer, self._monitor_candidates(trainer))
+            self._save_last(trainer, monitor_candidates(trainer))
             self._commit(trainer)
 
     # -- when --------------------------------------------------------------------------------
@@ -204,14 +208,6 @@ class ModelCheckpoint(Callback):
             self._save_last(trainer, candidates)
         self._commit(trainer)
 
-    def _monitor_candidates(self, trainer: Any) -> dict[str, Tensor]:
-        """What a save may rank or name: `callback_metrics` (as they stand now), `epoch` and `step`."""
-        candidates = dict(trainer.callback_metrics)
-        for key, now in (("epoch", trainer.current_epoch), ("step", trainer.global_step)):
-            logged = candidates.get(key)  # a logged "epoch"/"step" wins, as an int
-            candidates[key] = logged.int() if isinstance(logged, Tensor) else torch.tensor(now)
-        return candidates
-
     # -- what --------------------------------------------------------------------------------
     def _save_topk_and_last(self, trainer: Any, candidates: dict[str, Tensor]) -> None:
         self._save_topk(trainer, candidates)
@@ -226,10 +222,7 @@ class ModelCheckpoint(Callback):
             return
         current = candidates.get(self.monitor)
         if current is None:  # an error once validation has run, as in Lightning; before, a warning
-            message = (
-                f"ModelCheckpoint(monitor={self.monitor!r}) could not find the monitored key in the logged "
-            )
-            message += f"metrics: {sorted(candidates)}. Log it with self.log({self.monitor!r}, value)."
+            message = missing_monitor(self.monitor, candidates)
             if self._val_has_run:
                 raise MisconfigurationError(message)
             if not self._warned_missing:
@@ -299,14 +292,15 @@ class ModelCheckpoint(Callback):
         )
         previous, self.last_model_path = self.last_model_path, path
         if self._last_saved and self._last_saved_step == trainer.global_step:
-            trainer.strategy.link_checkpoint(Path(self._last_saved), Path(path))  # a copy, once it is durable
+            # a hard link (or a symlink: save_last="link"), once the source is durable
+            trainer.strategy.link_checkpoint(Path(self._last_saved), Path(path), self.save_last == "link")
         else:
             self._save_checkpoint(trainer, path)
         if previous:
             self._remove(trainer, previous, path)
 
     def _save_checkpoint(self, trainer: Any, path: str) -> None:
-        trainer.save_checkpoint(path, weights_only=self.save_weights_only)
+        trainer.save_checkpoint(path, self.save_weights_only)
         self._last_saved_step, self._last_saved = trainer.global_step, path
         self._unannounced = True
 
@@ -332,15 +326,9 @@ class ModelCheckpoint(Callback):
 
     def _free_name(self, name_of: Any, keep: str = "") -> str:
         """`name_of(None)`, or with the first version `-vN` no file has (a file `keep` is ours to replace)."""
-        path = name_of(None)
-        if self.enable_version_counter:
-            version = self.STARTING_VERSION
-            while path != keep and (
-                os.path.exists(path) or path in self.best_k_models or path in self._recent
-            ):
-                path = name_of(version)
-                version += 1
-        return path
+        if not self.enable_version_counter:
+            return name_of(None)
+        return free_name(name_of, keep, {*self.best_k_models, *self._recent}, self.STARTING_VERSION)
 
     def _worst(self) -> str:
         pick = max if self.mode == "min" else min
@@ -349,7 +337,7 @@ class ModelCheckpoint(Callback):
     def _folder(self) -> Path:  # `dirpath`, known from `setup` on
         if self.dirpath is None:
             raise SurgeRuntimeError("ModelCheckpoint: setup() must run before it saves or restores")
-        return self.dirpath
+        return Path(self.dirpath)
 
     def format_checkpoint_name(
         self,
@@ -369,6 +357,13 @@ class ModelCheckpoint(Callback):
         file = f"{name}{self.FILE_EXTENSION}"
         return os.path.join(self.dirpath, file) if self.dirpath else file
 
+    def to_yaml(self, filepath: str | Path | None = None) -> None:
+        """Write `best_k_models` (path: score) as YAML to `filepath` (default `dirpath/best_k_models.yaml`)."""
+        import yaml
+
+        with open(filepath or self._folder() / "best_k_models.yaml", "w") as f:
+            yaml.dump({path: float(score) for path, score in self.best_k_models.items()}, f)
+
     # -- state -------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         return {
@@ -376,7 +371,7 @@ class ModelCheckpoint(Callback):
             "best_model_score": self.best_model_score,
             "best_model_path": self.best_model_path,
             "current_score": self.current_score,
-            "dirpath": str(self.dirpath) if self.dirpath else "",
+            "dirpath": self.dirpath,
             "best_k_models": dict(self.best_k_models),
             "kth_best_model_path": self.kth_best_model_path,
             "kth_value": self.kth_value,
@@ -386,15 +381,20 @@ class ModelCheckpoint(Callback):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self._restored = dict(state)  # applied in setup(), once this run's directory is known
+        if self.dirpath is not None:  # else warned at setup, where it is known
+            warn_if_moved(state, self.dirpath)
 
     def _apply_restored(self, state: dict[str, Any]) -> None:
-        if state.get("dirpath") != str(self.dirpath):
+        if state.get("dirpath") != self.dirpath:
             return  # a new run directory: the earlier run's files are not ours to rank or delete
         kept = own_files(state, self._folder(), self.FILE_EXTENSION)
         self._recent, self.best_k_models = kept.recent, kept.best_k_models
-        self.best_model_path, self.kth_best_model_path = kept.best_model_path, kept.kth_best_model_path
-        self.last_model_path = kept.last_model_path
-        self.best_model_score = kept.best_model_score
-        self.current_score = kept.current_score
-        if kept.kth_value is not None:
-            self.kth_value = kept.kth_value
+        for key in (
+            "best_model_path",
+            "kth_best_model_path",
+            "last_model_path",
+            "best_model_score",
+            "current_score",
+        ):
+            setattr(self, key, getattr(kept, key))
+        self.kth_value = self.kth_value if kept.kth_value is None else kept.kth_value

@@ -6,11 +6,17 @@ metric name becomes `_`)."""
 from __future__ import annotations
 
 import datetime
+import os
 import re
 import string
+import time
 from dataclasses import dataclass
 from typing import Any
 
+import torch
+from torch import Tensor
+
+from .. import semantics
 from ..errors import MisconfigurationError, bad_value
 from ..rank_zero import warn
 
@@ -34,6 +40,32 @@ def fill_template(template: str, values: dict[str, Any], insert_names: bool, equ
         return f"{name}{equals}{text}" if insert_names else text
 
     return _FIELD.sub(fill, template).replace("/", "_")
+
+
+def free_name(name_of: Any, keep: str, taken: set[str], first: int) -> str:
+    """`name_of(None)`, or with the first version `-vN` (from `first`) that no file and no path in
+    `taken` has; `keep` is a file of ours to replace, so never versioned away from."""
+    path, version = name_of(None), first
+    while path != keep and (os.path.exists(path) or path in taken):
+        path, version = name_of(version), version + 1
+    return path
+
+
+def monitor_candidates(trainer: Any) -> dict[str, Tensor]:
+    """What a save may rank or name: `callback_metrics` (as they stand now), `epoch` and `step`."""
+    candidates = dict(trainer.callback_metrics)
+    for key, now in (("epoch", trainer.current_epoch), ("step", trainer.global_step)):
+        logged = candidates.get(key)  # a logged "epoch"/"step" wins, as an int
+        candidates[key] = logged.int() if isinstance(logged, Tensor) else torch.tensor(now)
+    return candidates
+
+
+def missing_monitor(monitor: str, candidates: dict[str, Any]) -> str:
+    """The message when the monitored metric is not among what a save may rank."""
+    return (
+        f"ModelCheckpoint(monitor={monitor!r}) could not find the monitored key in the logged metrics: "
+        f"{sorted(candidates)}. Log it with self.log({monitor!r}, value)."
+    )
 
 
 def check_filename(template: Any, save_last: Any) -> None:
@@ -77,19 +109,25 @@ def check_filename(template: Any, save_last: Any) -> None:
         )
 
 
-def check_arguments(mode: Any, save_top_k: Any, save_last: Any) -> None:
+def check_arguments(mode: Any, save_top_k: Any, save_last: Any, monitor: Any) -> None:
+    """The arguments that need no run, refused with Lightning's messages (users match on them)."""
     if mode not in ("min", "max"):
-        raise bad_value("ModelCheckpoint(mode)", mode, '"min" or "max"')
-    if isinstance(save_top_k, bool) or not isinstance(save_top_k, int) or save_top_k < -1:
-        raise bad_value("ModelCheckpoint(save_top_k)", save_top_k, "an int >= -1 (-1 keeps all)")
-    if save_last == "link":
-        raise bad_value(
-            "ModelCheckpoint(save_last)",
-            save_last,
-            "None, True or False (surge writes last.ckpt as a file of its own, never a symlink)",
+        raise MisconfigurationError(
+            f"`mode` can be min, max but got {mode} (ModelCheckpoint(mode={mode!r}))."
         )
-    if save_last not in (None, True, False):
-        raise bad_value("ModelCheckpoint(save_last)", save_last, "None, True or False")
+    if isinstance(save_top_k, bool) or not isinstance(save_top_k, int):
+        raise bad_value("ModelCheckpoint(save_top_k)", save_top_k, "an int >= -1 (-1 keeps all)")
+    if save_top_k < -1:
+        raise MisconfigurationError(
+            f"Invalid value for save_top_k={save_top_k}. Must be >= -1 (-1 keeps all)."
+        )
+    if save_last not in (None, True, False, "link"):
+        raise bad_value("ModelCheckpoint(save_last)", save_last, 'None, True, False or "link"')
+    if monitor is None and save_top_k not in (-1, 0, 1) and semantics.lightning():
+        raise MisconfigurationError(
+            f"ModelCheckpoint(save_top_k={save_top_k}, monitor=None) is not a valid configuration. No quantity "
+            "for top_k to track (surge's own API keeps the newest k; under Lightning, pass monitor=...)."
+        )
 
 
 @dataclass(frozen=True)
@@ -104,8 +142,13 @@ class Schedule:
     @classmethod
     def of(cls, steps: Any, epochs: Any, interval: Any) -> Schedule:
         for name, value in (("every_n_train_steps", steps), ("every_n_epochs", epochs)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
                 raise bad_value(f"ModelCheckpoint({name})", value, "None or an int >= 0")
+            if value is not None and value < 0:
+                raise MisconfigurationError(
+                    f"Invalid value for {name}={value} (ModelCheckpoint). Must be >= 0."
+                )
+        given = interval
         if isinstance(interval, datetime.timedelta):
             interval = interval.total_seconds()
         if interval is not None and (
@@ -116,14 +159,36 @@ class Schedule:
             )
         if steps is None and epochs is None and interval is None:
             epochs = 1
-        chosen = [f"every_n_train_steps={steps}"] if steps else []
-        chosen += [f"every_n_epochs={epochs}"] if epochs else []
-        chosen += [f"train_time_interval={interval}"] if interval is not None else []
-        if len(chosen) > 1:
+        if sum((bool(steps), bool(epochs), interval is not None)) > 1:
             raise MisconfigurationError(
-                f"ModelCheckpoint({', '.join(chosen)}): choose one schedule (they are mutually exclusive)."
+                f"Combination of parameters every_n_train_steps={steps or 0}, every_n_epochs={epochs or 0} and "
+                f"train_time_interval={given} should be mutually exclusive (ModelCheckpoint saves on one schedule)."
             )
         return cls(steps or 0, epochs or 0, None if interval is None else float(interval))
+
+
+@dataclass
+class IntervalClock:
+    """`train_time_interval`'s clock: due once that many seconds have passed since the last time it
+    was (or since the training started); every process decides alike. Compared by value (a copied
+    or unpickled callback equals the original, as Lightning's)."""
+
+    seconds: float | None
+    start: float | None = None  # set when the training starts
+
+    def restart(self) -> None:
+        self.start = time.monotonic()
+
+    def due(self, trainer: Any) -> bool:
+        if self.seconds is None or self.start is None:
+            return False
+        now = time.monotonic()
+        due = now - self.start >= self.seconds
+        if trainer.world_size > 1:
+            due = trainer.strategy.reduce_bool(due)
+        if due:
+            self.start = now
+        return due
 
 
 def saves_on_train_epoch_end(choice: bool | None, trainer: Any) -> bool:

@@ -31,6 +31,18 @@ class Kept:
     kth_value: Tensor | None = None
 
 
+def warn_if_moved(state: dict[str, Any], dirpath: str) -> None:
+    """Warn (Lightning's words) when the state was saved by a callback writing to another directory:
+    none of its files are taken back (surge ranks and deletes the files of its own dirpath only)."""
+    saved = state.get("dirpath", dirpath)
+    if saved != dirpath:
+        warn(
+            f"The dirpath has changed from {saved!r} to {dirpath!r}, therefore `best_model_score`, "
+            "`kth_best_model_path`, `kth_value`, `last_model_path`, `best_k_models` and `best_model_path` "
+            "won't be reloaded."
+        )
+
+
 def own_files(state: dict[str, Any], folder: Path, extension: str) -> Kept:
     """The part of `state` (a ModelCheckpoint's) that names surge checkpoints directly in `folder`."""
     recent, scores = state.get("recent"), state.get("best_k_models")

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..errors import SurgeRuntimeError, bad_value
+from ..errors import MisconfigurationError, SurgeRuntimeError, bad_value
 from ..rank_zero import warn
 from .base import Callback
 
@@ -57,7 +57,7 @@ class EarlyStopping(Callback):
         log_rank_zero_only: bool = False,
     ) -> None:
         if mode not in self.mode_dict:
-            raise bad_value("EarlyStopping(mode)", mode, '"min" or "max"')
+            raise MisconfigurationError(f"`mode` can be min, max, got {mode} (EarlyStopping(mode={mode!r})).")
         if isinstance(patience, bool) or not isinstance(patience, int) or patience < 0:
             raise bad_value("EarlyStopping(patience)", patience, "an int >= 0")
         for name, value in (
@@ -87,7 +87,7 @@ class EarlyStopping(Callback):
 
     @property
     def state_key(self) -> str:
-        return f"EarlyStopping{{monitor={self.monitor!r}, mode={self.mode!r}}}"
+        return self._generate_state_key(monitor=self.monitor, mode=self.mode)
 
     def setup(self, trainer: Any, module: Any, stage: str) -> None:
         if self.check_on_train_epoch_end is None:  # validation once per epoch: check at its end
@@ -123,7 +123,7 @@ class EarlyStopping(Callback):
                 warn(message)
             return
         current = metrics[self.monitor].detach().float().reshape(()).cpu()  # host read: once per check
-        should_stop, reason = self._evaluate(current)
+        should_stop, reason = self._evaluate_stopping_criteria(current)
         if trainer.world_size > 1:
             should_stop = trainer.strategy.reduce_bool(should_stop)  # any process stopping stops all
         trainer.should_stop = trainer.should_stop or should_stop
@@ -135,7 +135,7 @@ class EarlyStopping(Callback):
             if rank is None or not self.log_rank_zero_only or rank == 0:
                 log.info(f"[rank: {rank}] {reason}" if rank is not None else reason)
 
-    def _evaluate(self, current: Tensor) -> tuple[bool, str | None]:
+    def _evaluate_stopping_criteria(self, current: Tensor) -> tuple[bool, str | None]:
         """(stop?, why) for this value; updates the best score, the wait and the reason."""
         op, sign = self.monitor_op, self.order_dict[self.mode]
         value = float(current)

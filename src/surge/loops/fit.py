@@ -152,11 +152,9 @@ class FitLoop(FitProgress):
         return self.epoch >= settings.min_epochs and self.global_step >= settings.min_steps
 
     def run(self) -> None:
-        t, settings = self.trainer, self._context().settings
+        settings = self._context().settings
         while settings.batches_per_epoch != 0 and not self.done():
-            self.run_epoch()
-            if t.should_stop and not self._minimums_met(settings):
-                t.should_stop = False  # min_epochs/min_steps override early stopping until reached
+            self.run_epoch()  # a stop before min_epochs/min_steps waits for them (should_stop stays set)
         self.end_position = loader_position(self.train_loader) if self.batches_done else None  # see there
 
     def run_epoch(self) -> None:
@@ -186,7 +184,8 @@ class FitLoop(FitProgress):
             self.train_loader, validation.loaders = self.auto_workers.settled()
             self.auto_workers = None
         cut, self.skipped_rest = self.skipped_rest, False  # no validation after on_train_batch_start's -1
-        self.epoch_done = exhausted or cut or self.batches_done >= ctx.settings.batches_per_epoch
+        stopped = t.should_stop and self._minimums_met(ctx.settings)  # (Lightning counts the epoch done)
+        self.epoch_done = exhausted or cut or stopped or self.batches_done >= ctx.settings.batches_per_epoch
         if self.epoch_done and not cut and validation.due_at_end(self.epoch, self.batches_done):
             validation.run(zero_grad=True)  # host read at its end
         self._end_epoch()

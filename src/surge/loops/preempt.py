@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import signal
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..rank_zero import info
@@ -28,7 +29,9 @@ def preempt(loop: FitLoop) -> None:
     trainer, ctx, global_step = loop.trainer, loop._context(), loop.global_step
     sig = ctx.signals.received or signal.SIGTERM
     cb = trainer.checkpoint_callback
-    folder = cb.dirpath if cb is not None and cb.dirpath is not None else trainer.log_dir / "checkpoints"
+    folder = (
+        Path(cb.dirpath) if cb is not None and cb.dirpath is not None else trainer.log_dir / "checkpoints"
+    )
     path = folder / "last.ckpt"
     trainer.save_checkpoint(path)
     info(f"{signal.Signals(sig).name}: saved {path} at step {global_step}; stopping")

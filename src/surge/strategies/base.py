@@ -155,10 +155,11 @@ class Strategy:
         if not writer.asynchronous:  # a background write is awaited in finish_checkpoints instead
             self.barrier("save_checkpoint")
 
-    def link_checkpoint(self, source: Path, target: Path) -> None:
-        """Make `target` a copy of the checkpoint `source` (rank zero), once `source` is durable."""
+    def link_checkpoint(self, source: Path, target: Path, symbolic: bool = False) -> None:
+        """Make `target` a copy of the checkpoint `source` (rank zero), once `source` is durable; with
+        `symbolic`, a relative symlink to it."""
         if self.is_global_zero:
-            self.checkpoint_writer.then(lambda: link_atomic(source, target))
+            self.checkpoint_writer.then(lambda: link_atomic(source, target, symbolic))
 
     def check_checkpoints(self) -> None:
         """Raise the error of a background write that failed (no sync: an attribute read)."""
