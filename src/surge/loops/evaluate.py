@@ -68,6 +68,7 @@ def run_evaluation(
                     hooks.call(f"on_{hook}_batch_end", out, batch, batch_idx, *extra)
             model._results = all_results[0] if len(loaders) == 1 else Results(stage, strategy.reducer)
             epoch_end_results = model._results
+            epoch_end_results.batch = None  # as Lightning: a mean logged at the epoch's end has weight 1
             hooks.call(f"on_{hook}_epoch_end")
             metrics = _collect(all_results, epoch_end_results)  # host read: evaluation end
             for r in [*all_results, epoch_end_results]:
