@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import inspect
 import os
 import random
 import re
@@ -157,7 +158,10 @@ def test_lightning_names_are_surge_objects(mode):
 
     # surge's own classes, so `isinstance(trainer.logger, TensorBoardLogger)` holds for the default.
     assert isinstance(L.Trainer(logger=True).logger, TensorBoardLogger)
-    assert CSVLogger is surge.loggers.CSVLogger
+    assert issubclass(CSVLogger, surge.loggers.CSVLogger)  # with Lightning's constructor arguments
+    assert list(inspect.signature(CSVLogger).parameters) == [
+        "save_dir", "name", "version", "prefix", "flush_logs_every_n_steps"
+    ]  # fmt: skip
     assert MLFlowLogger is surge.loggers.MLFlowLogger and WandbLogger is surge.loggers.WandbLogger
     with pytest.raises(MisconfigurationError, match="prefix"):
         CSVLogger("logs", prefix="train")

@@ -144,14 +144,12 @@ class SurgeCLI:
         parser.add_argument(
             "--config", action=ActionConfigFile, help="a YAML config (several merge in order)"
         )
-        if self._model_subclass:
-            parser.add_subclass_arguments(self._model_class or Module, "model", required=True)
-        else:
-            parser.add_class_arguments(self._model_class, "model")
-        if self._data_subclass:
-            parser.add_subclass_arguments(self._data_class or DataModule, "data", required=False)
-        else:
-            parser.add_class_arguments(self._data_class, "data")
+        self._add_arguments(parser, command)
+        return parser
+
+    def _add_arguments(self, parser: Any, command: str) -> None:
+        """A command's sections and options (LightningCLI: Lightning's, in Lightning's order)."""
+        self._add_model_and_data(parser)
         parser.add_class_arguments(self._trainer_class, "trainer")
         if self._subcommands:
             parser.add_argument(
@@ -164,7 +162,16 @@ class SurgeCLI:
                 "--predictions_path", type=str | None, default=None, help="torch.save the predictions here"
             )
         self._customize(parser, command)
-        return parser
+
+    def _add_model_and_data(self, parser: Any) -> None:
+        if self._model_subclass:
+            parser.add_subclass_arguments(self._model_class or Module, "model", required=True)
+        else:
+            parser.add_class_arguments(self._model_class, "model")
+        if self._data_subclass:
+            parser.add_subclass_arguments(self._data_class or DataModule, "data", required=False)
+        else:
+            parser.add_class_arguments(self._data_class, "data")
 
     def _add_seed_argument(self, parser: Any) -> None:
         parser.add_argument(

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor
 
+from . import semantics
 from .errors import MisconfigurationError, bad_value
 
 REDUCE_FX = ("mean", "sum", "max", "min")
@@ -109,7 +110,9 @@ class Results:
     """The slots of one stage (train, validate, test) for one dataloader.
 
     `reduce` (the strategy, when there are several processes) sums over processes: an epoch mean
-    becomes sum(total) / sum(weight), the same on 1 or N processes with uneven shards.
+    becomes sum(total) / sum(weight), the same on 1 or N processes with uneven shards, in the
+    logged tensor's dtype (as on one process). In the Lightning mode a name logged without
+    `sync_dist` keeps each process's own epoch value, as Lightning's does.
     """
 
     def __init__(self, stage: str, reduce: Reducer | None = None) -> None:
@@ -119,6 +122,7 @@ class Results:
         self.default_on_step = stage == "train"
         self.default_on_epoch = stage != "train"
         self._reduce = reduce
+        self._own_unsynced = semantics.lightning()  # read once, when a stage builds its results
 
     def log(
         self,
@@ -220,7 +224,9 @@ class Results:
             if s.on_step and s.last is not None and (s.prog_bar or not only_prog_bar):
                 value = s.last
                 if s.sync_dist and self._reduce is not None:
-                    value = self._reduce.mean(torch.as_tensor(value, dtype=torch.float64))
+                    floating = isinstance(value, Tensor) and value.is_floating_point()
+                    dtype = value.dtype if isinstance(value, Tensor) and floating else torch.float64
+                    value = self._reduce.mean(torch.as_tensor(value, dtype=dtype))
                 picked[self._key(s, True)] = value
         return to_floats(picked)
 
@@ -268,12 +274,13 @@ class Results:
         """The epoch aggregate over every process; None when nothing was logged this epoch."""
         if slot.metric is not None:  # compute() gathers the states of every process
             return _scalar(slot.name, slot.metric.compute(), "compute()")
-        if slot.total is None or self._reduce is None:
+        if slot.total is None or self._reduce is None or (self._own_unsynced and not slot.sync_dist):
             return slot.epoch_value()
-        total = torch.as_tensor(slot.total, dtype=torch.float64)
+        dtype = slot.total.dtype if isinstance(slot.total, Tensor) else torch.float64
+        total = torch.as_tensor(slot.total, dtype=dtype)
         if slot.reduce_fx == "mean":
-            weight = torch.tensor(slot.weight, dtype=torch.float64, device=total.device)
-            pair = self._reduce.all_reduce(torch.stack([total.to(torch.float64), weight]), "sum")
+            weight = torch.tensor(slot.weight, dtype=dtype, device=total.device)
+            pair = self._reduce.all_reduce(torch.stack([total, weight]), "sum")
             return pair[0] / pair[1]
         return self._reduce.all_reduce(total, slot.reduce_fx)
 

@@ -110,7 +110,7 @@ def _loggers_save(publisher: MetricsPublisher | None) -> Callable[[dict[str, Any
 def checkpoint_state(run: RunObjects, weights_only: bool = False) -> dict[str, Any]:
     """Everything a resumed run needs, in types that `torch.load(weights_only=True)` accepts."""
     loop, parts = run.loop, state_parts(run)
-    state: dict[str, Any] = {"epoch": loop.epoch, "global_step": loop.global_step}
+    state: dict[str, Any] = {"epoch": loop.epoch + int(loop.stopped_inside), "global_step": loop.global_step}
     for name in WEIGHTS_ONLY:
         parts[name].save(state)
     state["surge"] = {"version": __version__, "torch_version": str(torch.__version__)}

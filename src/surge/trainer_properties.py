@@ -85,7 +85,8 @@ class TrainerProperties:
 
     @property
     def current_epoch(self) -> int:
-        return self.fit_loop.epoch
+        """Epochs trained (an epoch a fit stopped inside counts once its end ran, as in Lightning)."""
+        return self.fit_loop.epoch + int(self.fit_loop.stopped_inside)
 
     @property
     def max_epochs(self) -> int:

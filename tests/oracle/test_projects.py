@@ -38,18 +38,11 @@ XFAIL = {
     ("digits_template_ddp", "metrics_csv"): DDP_MEANS,
     ("multi_val_ddp", "metrics_csv"): DDP_MEANS,
     (
-        "dqn_stream",
-        "records",
-    ): "hooks: current_epoch after max_steps stops inside an epoch counts that epoch as done",
-    (
         "digits_template_ddp",
         "records",
-    ): "records differ under DDP, not analysed yet (likely as multi_val_ddp's)",
-    (
-        "multi_val_ddp",
-        "records",
-    ): "results: under DDP an epoch mean logged without sync_dist is rank zero's own "
-    "in Lightning (surge reduces it over ranks); validate() returns float64 means after sync_dist",
+    ): "under DDP the validation metrics after fit differ slightly (val/acc by one sample of 398, "
+    "val/loss in the 4th digit) with the same data per rank, weights and BatchNorm statistics; "
+    "not found yet",
 }
 
 _runs: dict[str, tuple[Run, Run]] = {}
@@ -139,17 +132,12 @@ def flat(config: Any, prefix: str = "") -> dict[str, Any]:
     return {k: v for key, value in config.items() for k, v in flat(value, f"{prefix}/{key}").items()}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="cli: --print_config dumps surge's Trainer (surge's own arguments, resolved defaults where "
-    "Lightning writes None, no weights_only/enable_autolog_hparams)",
-)
 def test_cli_print_config_matches_lightning(cli):
     dumps, _ = cli
     theirs, ours = (flat(yaml.safe_load(dumps[f].read_text())) for f in FRAMEWORKS)
     assert theirs["/model/dim"] == 32 and theirs["/trainer/max_epochs"] == 3
     assert {k: ours.get(k) for k in theirs} == theirs
-    assert ours.keys() == theirs.keys()
+    assert list(ours) == list(theirs)  # the same keys, in Lightning's order
 
 
 def test_cli_fit_from_the_dumped_config_matches_lightning(cli):
@@ -160,7 +148,6 @@ def test_cli_fit_from_the_dumped_config_matches_lightning(cli):
     check("weights", lightning, surge, ("final",))
 
 
-@pytest.mark.xfail(strict=True, reason="names: Trainer(enable_autolog_hparams=True), fit(weights_only=None)")
 def test_cli_surge_fits_from_lightnings_dumped_config(cli, tmp_path):
     dumps, (lightning, _) = cli
     surge = run("surge", "project_cli.py", tmp_path, "fit", "--config", str(dumps["lightning"]))

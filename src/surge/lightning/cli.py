@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from ..callbacks.base import Callback
 from ..config_cli import CONFIG_ERROR, RUN_ERROR, SaveConfig, SurgeCLI, _fail
 from ..datamodule import DataModule
-from ..errors import CheckpointError, bad_value
+from ..errors import CheckpointError, SurgeError, bad_value
 from ..module import Module
 from ..trainer import Trainer
 from . import cli_checkpoint
@@ -38,6 +38,13 @@ if TYPE_CHECKING:  # jsonargparse is optional: the parser module is imported whe
 SaveConfigCallback = SaveConfig
 SAVE_CONFIG_KEYS = {"config_filename", "overwrite"}
 PARSER_KEYS = {"default_config_files", "description"}
+# Lightning's: the subcommand method's arguments the CLI does not take (it passes the built objects).
+SUBCOMMAND_SKIP = {
+    "fit": {"model", "train_dataloaders", "val_dataloaders", "datamodule"},
+    "validate": {"model", "dataloaders", "datamodule"},
+    "test": {"model", "dataloaders", "datamodule"},
+    "predict": {"model", "dataloaders", "datamodule"},
+}
 LAZY = {"LightningArgumentParser", "ReduceLROnPlateau"}  # from cli_parser, on first use
 
 
@@ -72,6 +79,7 @@ class LightningCLI(SurgeCLI):
         self.seed_everything_default = seed_everything_default
         self.parser_kwargs = dict(parser_kwargs or {})
         self._subcommands, self._trainer_class = run, trainer_class
+        self._method_arguments: dict[str, list[str]] = {}  # per subcommand: the trainer method's own
         self.auto_configure_optimizers = auto_configure_optimizers
         self.load_from_checkpoint_support = load_from_checkpoint_support
         super().__init__(
@@ -103,26 +111,33 @@ class LightningCLI(SurgeCLI):
         return checkpoint_hparams
 
     # -- what SurgeCLI asks a subclass -------------------------------------------------------
-    def _add_seed_argument(self, parser: Any) -> None:
+    def _add_arguments(self, parser: Any, command: str) -> None:
+        """Lightning's sections, in its order: `seed_everything`, `trainer` (Lightning's arguments),
+        `model`, `data`, the subclass's, `optimizer`/`lr_scheduler`, then the subcommand method's
+        own (`ckpt_path`, `weights_only`, ...)."""
         parser.add_argument(
             "--seed_everything", type=bool | int, default=self.seed_everything_default,
             help="True: a random seed (recorded in the saved config); an int: that seed; False: no seeding",
         )  # fmt: skip
+        from . import cli_optimizers, cli_parser
+        from .cli_trainer import trainer_arguments_class
 
-    def _customize(self, parser: Any, command: str) -> None:
+        parser.add_class_arguments(trainer_arguments_class(self._trainer_class), "trainer")
         defaults = {f"trainer.{k}": v for k, v in self.trainer_defaults.items() if k != "callbacks"}
         if defaults:
             parser.set_defaults(defaults)
+        self._add_model_and_data(parser)
         if self.parser_kwargs.get("default_config_files"):
             parser.default_config_files = list(self.parser_kwargs["default_config_files"])
         if self.parser_kwargs.get("description"):
             parser.description = self.parser_kwargs["description"]
         self.add_arguments_to_parser(parser)
-        from . import cli_optimizers, cli_parser
-
         if self.auto_configure_optimizers:
             cli_optimizers.add_defaults(parser)
         cli_parser.link_optimizers_and_lr_schedulers(parser)
+        if self._subcommands:
+            added = parser.add_method_arguments(self._trainer_class, command, skip=SUBCOMMAND_SKIP[command])
+            self._method_arguments[command] = list(added)
 
     def _parser_class(self) -> type:
         try:
@@ -197,9 +212,16 @@ class LightningCLI(SurgeCLI):
         )
 
     def _run(self) -> Any:
-        getattr(self, f"before_{self.subcommand}", lambda: None)()
-        result = super()._run()
-        getattr(self, f"after_{self.subcommand}", lambda: None)()
+        """`trainer.<subcommand>(model, datamodule=..., **the method's arguments)`, as Lightning
+        calls it, between `before_<subcommand>` and `after_<subcommand>`."""
+        command = self.subcommand
+        getattr(self, f"before_{command}", lambda: None)()
+        given = {name: self.config[name] for name in self._method_arguments[command]}
+        try:
+            result = getattr(self.trainer, command)(self.model, datamodule=self.datamodule, **given)
+        except SurgeError as err:
+            _fail(self.parser.prog, command, f"{type(err).__name__}: {err}", RUN_ERROR)
+        getattr(self, f"after_{command}", lambda: None)()
         return result
 
 

@@ -74,6 +74,7 @@ def run_evaluation(
                 _keep_step_values(parts, results, dl_idx if len(loaders) > 1 else None, sanity)
             model._results = all_results[0] if len(loaders) == 1 else Results(stage, strategy.reducer)
             epoch_end_results = model._results
+            epoch_end_results.batch = None  # as Lightning: a mean logged at the epoch's end has weight 1
             hooks.call(f"on_{hook}_epoch_end")
             metrics = _collect(all_results, epoch_end_results)  # host read: evaluation end
             for r in [*all_results, epoch_end_results]:

@@ -64,9 +64,11 @@ class FitLoop(FitProgress):
         self.step_offset = 0  # taken off the loggers' training step (the publisher's, from bind)
         self.skipped_rest = False  # on_train_batch_start returned -1: the epoch ends at that batch
         self.end_position: Any = None  # the train loader's position where the fit stopped inside an epoch
+        self.stopped_inside = False  # the fit stopped inside an epoch (after its end hooks ran)
 
     def bind(self, ctx: FitContext, train_loader: Any) -> None:
         self.ctx, self.train_loader, self.end_position = ctx, check_train_loader(train_loader), None
+        self.stopped_inside = False
         self.trainer = ctx.parts.hooks.trainer  # what callbacks get; its public `should_stop` they set
         self.accumulate, parts = ctx.settings.accumulate_grad_batches, ctx.parts
         self.step_offset = parts.publisher.train_step_offset
@@ -127,7 +129,7 @@ class FitLoop(FitProgress):
             # At an epoch's start the loader's own generators stand where the saved run left them.
             set_generator_states(self.train_loader, state["generators"])
         set_sampler_seed(self.train_loader, state.get("sampler_seed"))
-        self.epoch_done = self.epoch_closed = False
+        self.epoch_done = self.epoch_closed = self.stopped_inside = False
 
     def inside_window(self) -> bool:
         """True between two micro-batches of one accumulation window (gradients are pending)."""
@@ -156,6 +158,7 @@ class FitLoop(FitProgress):
         while settings.batches_per_epoch != 0 and not self.done():
             self.run_epoch()  # a stop before min_epochs/min_steps waits for them (should_stop stays set)
         self.end_position = loader_position(self.train_loader) if self.batches_done else None  # see there
+        self.stopped_inside = self.batches_done > 0  # Lightning counts that epoch: current_epoch
 
     def run_epoch(self) -> None:
         if self.reload is not None:
@@ -200,7 +203,7 @@ class FitLoop(FitProgress):
     def _end_epoch(self) -> None:
         ctx, step = self._context(), self.logger_step()  # hooks, metrics, plateau: in Lightning's order
         hooks, results, publish = ctx.parts.hooks, ctx.results, ctx.parts.publisher.publish
-        ctx.parts.module._results = results
+        ctx.parts.module._results, results.batch = results, None  # as Lightning: an epoch-end mean weighs 1
         self.epoch_closed = self.epoch_done  # a checkpoint from here on resumes at the next epoch
         ctx.parts.publisher.follow(None)
         if hooks.read_at_epoch_end():  # they see the epoch's means, as in Lightning (host reads: epoch end)
