@@ -85,8 +85,7 @@ class TrainerProperties:
 
     @property
     def current_epoch(self) -> int:
-        """Epochs trained (an epoch a fit stopped inside counts once its end ran, as in Lightning)."""
-        return self.fit_loop.epoch + int(self.fit_loop.stopped_inside)
+        return self.fit_loop.epoch + int(self.fit_loop.stopped_inside)  # a stop inside an epoch counts it
 
     @property
     def max_epochs(self) -> int:

@@ -179,9 +179,8 @@ class FitLoop(FitProgress):
         self.epoch_done = self.epoch_closed = False
         if self.batches_done == 0:  # (not when resumed inside the epoch, as in Lightning)
             hooks.call("on_train_epoch_start")
-        # Once per epoch, after its start hooks: a callback may set accumulate_grad_batches or the schedulers.
-        self.accumulate = t.accumulate_grad_batches
-        ctx.optim.refresh_schedulers()
+        self.accumulate = t.accumulate_grad_batches  # once per epoch, after its start hooks: a callback
+        ctx.optim.refresh_schedulers()  # may set accumulate_grad_batches or change the schedulers (SWA)
         exhausted = self._train_batches(self._iterator(loader))
         if self.auto_workers is not None:  # the worker count is decided: the loaders for later epochs
             self.train_loader, validation.loaders = self.auto_workers.settled()
