@@ -108,12 +108,12 @@ def test_overfit_batches_reads_fits_loaders_in_order_and_says_so(tmp_path):
     with pytest.warns(UserWarning) as seen:
         trainer.fit(BoringModel(), DataLoader(data, sampler=InOrder(data)), DataLoader(data, shuffle=True))
     said = [str(w.message) for w in seen if "overfit" in str(w.message)]
-    assert said == [
-        "You requested to overfit but enabled train dataloader shuffling. We are turning off the train "
-        "dataloader shuffling for you.",
+    assert said == [  # val first: Lightning asks for the val loader at the sanity check, train after it
         "You requested to overfit but enabled val dataloader shuffling. We are turning off the val "
+        "dataloader shuffling for you.",
+        "You requested to overfit but enabled train dataloader shuffling. We are turning off the train "
         "dataloader shuffling for you.",
     ]
     assert isinstance(trainer.train_dataloader.sampler, SequentialSampler)
-    assert isinstance(trainer.val_dataloaders[0].sampler, SequentialSampler)
+    assert isinstance(trainer.val_dataloaders.sampler, SequentialSampler)  # the one loader given
     assert trainer.num_training_batches == 2 and trainer.num_val_batches == [2]

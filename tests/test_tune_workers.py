@@ -65,7 +65,7 @@ def test_trainer_num_workers_recreates_train_and_val_loaders(trainer_factory, ti
     trainer = trainer_factory(num_workers=1)
     trainer.fit(tiny_model(), train, val)
     assert trainer.train_dataloader.num_workers == 1 and trainer.train_dataloader.persistent_workers
-    assert trainer.val_dataloaders[0].num_workers == 1
+    assert trainer.val_dataloaders.num_workers == 1  # one loader given: the loader itself
     assert trainer.train_dataloader.batch_size == 8 and train.num_workers == 0  # the user's loader is kept
 
 

@@ -58,11 +58,16 @@ def cast_floating(batch: Any, dtype: torch.dtype) -> Any:
     return apply_to_tensors(batch, lambda t: t.to(dtype) if t.is_floating_point() else t)
 
 
+def is_single_loader(loaders: Any) -> bool:
+    """Whether `loaders` is one loader, not a sequence of them (None is neither)."""
+    return loaders is not None and (isinstance(loaders, DataLoader) or not isinstance(loaders, Sequence))
+
+
 def as_loader_list(loaders: Any, arg: str) -> list[Iterable]:
     """A single loader or a sequence of them, as a list; None gives []."""
     if loaders is None:
         return []
-    if isinstance(loaders, DataLoader) or not isinstance(loaders, Sequence):
+    if is_single_loader(loaders):
         loaders = [loaders]
     for loader in loaders:
         if not hasattr(loader, "__iter__"):

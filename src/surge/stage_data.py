@@ -25,17 +25,23 @@ LOADER_HOOKS = {
 def stage_loaders(given: Any, hook: str, datamodule: Any, model: Module, arg: str) -> list[Iterable]:
     """`given` (the `arg=` of fit/validate/...) as a list, else what the datamodule's or the
     module's `hook` returns (one not implemented counts as none); [] when there is nothing."""
+    return data_mod.as_loader_list(*stage_source(given, hook, datamodule, model, arg))
+
+
+def stage_source(given: Any, hook: str, datamodule: Any, model: Module, arg: str) -> tuple[Any, str]:
+    """What `stage_loaders` reads, as the user gave it (a loader, a list of them, None), and its
+    name for errors."""
     if given is not None:
-        return data_mod.as_loader_list(given, arg)
+        return given, arg
     for source in (datamodule, model):
         fn = getattr(source, hook, None) if source is not None else None
         if fn is None:
             continue
         try:
-            return data_mod.as_loader_list(fn(), f"{type(source).__name__}.{hook}()")
+            return fn(), f"{type(source).__name__}.{hook}()"
         except NotImplementedError:
             continue
-    return []
+    return None, arg
 
 
 def fit_train_loader(train: Any, datamodule: Any, model: Module) -> Iterable:

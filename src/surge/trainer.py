@@ -231,7 +231,7 @@ class Trainer(StageEntryPoints):
         self._optim = optim = build_optimization(
             cfg, optimizers, schedulers, self._precision, self._hooks, metrics, self.fit_loop
         )
-        loaders = lambda: [self.train_dataloader, *self.val_dataloaders]  # noqa: E731 - as they stand at the end
+        loaders = lambda: [self.train_dataloader, *(self._validation.loaders if self._validation else [])]  # noqa: E731
         self._run_stage("fit", lambda: self._fit_stages(parts, optim, data, resume), loaders)
 
     def _fit_train(self, ask: bool = True) -> Any:
@@ -249,7 +249,7 @@ class Trainer(StageEntryPoints):
             vals = data.ask_vals()
             self._plan = plan = replace(self._plan, val=data.val_limits(vals))
             every, step = self._cfg.check_val_every_n_epoch, self.fit_loop.logger_step
-            self._validation = Validation(parts, vals, plan, every, step)
+            self._validation = Validation(parts, vals, plan, every, step, single=data.val_single)
         return self._validation
 
     def _start_training(

@@ -126,8 +126,8 @@ class TrainerProperties:
         return loop if loop is not None else self._fit_train(False)
 
     @property
-    def val_dataloaders(self) -> list[Any]:
-        return self._validation.loaders if self._validation is not None else []
+    def val_dataloaders(self) -> Any:
+        return self._validation.as_given() if self._validation is not None else None
 
     @property
     def num_training_batches(self) -> int | float:

@@ -14,12 +14,12 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, cast
 
 from ..callbacks.base import overrides
-from ..data import limit_batches
+from ..data import as_loader_list, is_single_loader, limit_batches
 from ..errors import MisconfigurationError
 from ..module import Module
 from ..rank_zero import warn
 from ..seed import rng_untouched
-from ..stage_data import NO_TRAIN_DATA, fit_train_loader, loaders_defined, stage_loaders
+from ..stage_data import NO_TRAIN_DATA, fit_train_loader, loaders_defined, stage_source
 from ..tune.setup import Tuned, tune_loaders, tune_val_loaders
 from .reload import loader_reload
 from .validation import BatchPlan, plan_batches
@@ -45,6 +45,7 @@ class FitData:
     cfg: TrainerConfig
     train: Iterable | None = None
     tuned: Tuned | None = None
+    val_single: bool = False  # one val loader was given, not a sequence (`trainer.val_dataloaders`)
 
     def __post_init__(self) -> None:
         if not loaders_defined(self.given[0], "train_dataloader", self.datamodule, self.model):
@@ -67,7 +68,10 @@ class FitData:
         """The val loaders, asked for and prepared ([] where nothing would run them)."""
         if not self.validates:
             return []
-        found = stage_loaders(self.given[1], "val_dataloader", self.datamodule, self.model, "val_dataloaders")
+        raw, arg = stage_source(
+            self.given[1], "val_dataloader", self.datamodule, self.model, "val_dataloaders"
+        )
+        self.val_single, found = is_single_loader(raw), as_loader_list(raw, arg)
         return [self.prep.prepare(v, fitting=True) for v in tune_val_loaders(self.tuning, found)]
 
     def plan(self, vals: list[Iterable] | None) -> BatchPlan:

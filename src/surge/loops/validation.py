@@ -87,8 +87,10 @@ class Validation:
         plan: BatchPlan,
         every_n_epochs: int | None,
         global_step: Callable[[], int],
+        single: bool = False,
     ) -> None:
         self.parts, self.loaders, self.plan, self.global_step = parts, loaders, plan, global_step
+        self.single = single  # one loader was given (not a list): `trainer.val_dataloaders` is it
         self.every_n_epochs = every_n_epochs
         self.across = AcrossEpochs(lambda: self.plan)  # used when the plan counts across epochs
         self.has_step = has_step = overrides(parts.module, Module, "validation_step")
@@ -99,6 +101,13 @@ class Validation:
         self.before_run: Callable[[], None] | None = None  # e.g. val loaders requested again (fit only)
         self.moves_training_rng = semantics.lightning()
         self._seen: tuple[list[Iterable], list[int]] = (loaders, [0] * len(loaders))  # step rows' count
+
+    def as_given(self) -> Any:
+        """The val loaders in the shape the user gave them (`trainer.val_dataloaders`, as Lightning):
+        the loader itself when one was given, else the list; None when there are none."""
+        if not self.loaders:
+            return None
+        return self.loaders[0] if self.single else self.loaders
 
     def sets_up(self, limit_val_batches: int | float) -> bool:
         """Whether this fit has val loaders to count (`trainer.num_val_batches` is [] otherwise): a

@@ -1,0 +1,65 @@
+"""`trainer.val_dataloaders` after fit, for each shape a user may give the val loaders in: one
+loader, a list of one, a list of two, a module's `val_dataloader()` hook, and no validation_step."""
+
+import lightning.pytorch as pl
+import record
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+
+def loader(n=16):
+    g = torch.Generator().manual_seed(n)
+    return DataLoader(
+        TensorDataset(torch.randn(n, 4, generator=g), torch.randn(n, 1, generator=g)), batch_size=4
+    )
+
+
+class Regressor(pl.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.net = torch.nn.Linear(4, 1)
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        return torch.nn.functional.mse_loss(self.net(x), y)
+
+    def validation_step(self, batch, batch_idx, dataloader_idx=0):
+        x, y = batch
+        self.log("val_loss", torch.nn.functional.mse_loss(self.net(x), y))
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+class FromHook(Regressor):
+    def val_dataloader(self):
+        return loader(12)
+
+
+class NoValidationStep(Regressor):
+    validation_step = None
+
+
+def shape(value):
+    if value is None:
+        return None
+    if isinstance(value, list):
+        return ["list", [len(v) for v in value]]
+    return [type(value).__name__, len(value)]
+
+
+CASES = {
+    "one": (Regressor, lambda: loader(12)),
+    "list_of_one": (Regressor, lambda: [loader(12)]),
+    "list_of_two": (Regressor, lambda: [loader(12), loader(8)]),
+    "hook": (FromHook, lambda: None),
+    "no_validation_step": (NoValidationStep, lambda: loader(12)),
+}
+for name, (cls, vals) in CASES.items():
+    pl.seed_everything(0)
+    trainer = pl.Trainer(
+        max_epochs=1, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+        enable_model_summary=False,
+    )  # fmt: skip
+    trainer.fit(cls(), loader(), vals())
+    record.put(name, shape(trainer.val_dataloaders))

@@ -1,0 +1,10 @@
+"""`trainer.val_dataloaders` has the shape the user gave the val loaders in, as in Lightning."""
+
+from harness import run_both
+
+
+def test_val_dataloaders_keep_the_shape_they_were_given_in(tmp_path):
+    lightning, surge = run_both("val_dataloaders_shape.py", tmp_path)
+    assert lightning.record["one"] == ["DataLoader", 3]
+    assert lightning.record["list_of_two"] == ["list", [3, 2]]
+    assert surge.record == lightning.record
