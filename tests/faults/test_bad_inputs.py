@@ -326,7 +326,7 @@ ROWS = [
         "val-interval-too-large",
         _fit(TinyModel(), val_check_interval=1000),
         ValueError,
-        ["val_check_interval=1000"],
+        ["`val_check_interval` (1000)", "training batches (4)"],  # Lightning's words, value and limit
     ),
     # what the module's hooks return
     (
@@ -378,7 +378,12 @@ ROWS = [
         ValueError,
         ["lr_scheduler", "every"],
     ),  # fmt: skip
-    ("log-vector", _fit(Logs(name="v", value=torch.ones(3))), ValueError, ["self.log('v'", "shape (3,)"]),
+    (
+        "log-vector",
+        _fit(Logs(name="v", value=torch.ones(3))),
+        ValueError,
+        ["self.log(v, tensor([1., 1., 1.]))", "single element"],
+    ),
     ("log-empty-name", _fit(Logs(name="", value=1.0)), ValueError, ["self.log(name)"]),
     (
         "log-reduce-fx",

@@ -30,19 +30,13 @@ SCENARIOS = {
 }
 ASPECTS = ("runs", "metrics_csv", "records", "checkpoints", "weights")
 
-DDP_MEANS = (
-    "results: under DDP an epoch mean logged without sync_dist is rank zero's own in Lightning "
-    "(surge reduces it over ranks); sync_dist means are float64 (Lightning's float32)"
+DDP_VAL = (
+    "under DDP the validation metrics differ slightly (val/acc by one sample of 398, val/loss in the "
+    "4th digit) with the same data per rank, weights and BatchNorm statistics; not found yet"
 )
 XFAIL = {
-    ("digits_template_ddp", "metrics_csv"): DDP_MEANS,
-    ("multi_val_ddp", "metrics_csv"): DDP_MEANS,
-    (
-        "digits_template_ddp",
-        "records",
-    ): "under DDP the validation metrics after fit differ slightly (val/acc by one sample of 398, "
-    "val/loss in the 4th digit) with the same data per rank, weights and BatchNorm statistics; "
-    "not found yet",
+    ("digits_template_ddp", "metrics_csv"): DDP_VAL,
+    ("digits_template_ddp", "records"): DDP_VAL,
 }
 
 _runs: dict[str, tuple[Run, Run]] = {}

@@ -4,27 +4,9 @@ its `MLFlowLogger` and `WandbLogger` (Lightning's constructor arguments)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from ..loggers import CSVLogger as SurgeCSVLogger
 from ..loggers import Logger, MLFlowLogger, TensorBoardLogger, WandbLogger
+from ._csv_logger import CSVLogger
 from .refuse import module_getattr
-
-
-class CSVLogger(SurgeCSVLogger):
-    """surge's CSVLogger with Lightning's constructor (its arguments, order and defaults), so a
-    LightningCLI config names what Lightning's names."""
-
-    def __init__(
-        self,
-        save_dir: str | Path,
-        name: str | None = "lightning_logs",
-        version: int | str | None = None,
-        prefix: str = "",
-        flush_logs_every_n_steps: int = 100,
-    ) -> None:
-        super().__init__(save_dir, name, version, flush_every=flush_logs_every_n_steps, prefix=prefix)
-
 
 __getattr__ = module_getattr(
     "lightning.pytorch.loggers",
