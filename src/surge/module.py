@@ -159,7 +159,8 @@ class Module(LoopHooks, ModuleOptimizers, nn.Module, HyperparametersMixin):
         """Record a scalar: kept detached on the device; epoch values are batch-size-weighted means.
 
         Defaults follow the hook: per step in `training_step`, per epoch in evaluation.
-        `sync_dist` averages step values over processes; epoch values are always exact over all.
+        `sync_dist` averages step values over processes; epoch values are exact over all processes
+        (under `surge run` one logged without `sync_dist` is this process's own, as in Lightning).
         With several evaluation loaders the name gets `/dataloader_idx_{i}` unless
         `add_dataloader_idx=False`. Lightning's `metric_attribute` is accepted and not needed (surge
         finds a logged Metric by the object); `rank_zero_only`, `sync_dist_group` and `enable_graph`

@@ -59,8 +59,7 @@ class Tuner:
             )
         _check_loaders(train_dataloaders, val_dataloaders, dataloaders, method)
         _refuse_configured(self._trainer, LearningRateFinder)
-        if self._trainer.fast_dev_run:
-            warn("Skipping learning rate finder since `fast_dev_run` is enabled.")
+        if _skipped(self._trainer, "learning rate finder"):
             return None
         finder = LearningRateFinder(
             min_lr=min_lr, max_lr=max_lr, num_training_steps=num_training, mode=mode,
@@ -94,8 +93,7 @@ class Tuner:
             )
         _refuse_configured(self._trainer, BatchSizeFinder)
         margin, max_val = check_margin(margin, max_val)
-        if self._trainer.fast_dev_run:
-            warn("Skipping batch size scaler since `fast_dev_run` is enabled.")
+        if _skipped(self._trainer, "batch size scaler"):
             return None
         finder = _StageBatchSizeFinder(
             mode=mode, steps_per_trial=steps_per_trial, init_val=init_val, max_trials=max_trials,
@@ -118,6 +116,13 @@ class Tuner:
         finally:
             set_rng_state(rng)
             trainer.callbacks = [cb for cb in trainer.callbacks if cb is not finder and cb is not ending]
+
+
+def _skipped(trainer: Trainer, tuner: str) -> bool:
+    """Under fast_dev_run a tuner does not run (it says so, in Lightning's words)."""
+    if trainer.fast_dev_run:
+        warn(f"Skipping {tuner} since `fast_dev_run` is enabled.")
+    return bool(trainer.fast_dev_run)
 
 
 class _StageBatchSizeFinder(BatchSizeFinder):
