@@ -26,7 +26,7 @@ import torch
 
 import surge
 from surge.checkpoint import save_atomic
-from surge.checkpoint_writer import AsyncCheckpointWriter, CheckpointWriter
+from surge.checkpoint.writer import AsyncCheckpointWriter, CheckpointWriter
 
 RESULTS = Path(__file__).resolve().parent / "results"
 

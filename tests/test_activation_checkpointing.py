@@ -16,7 +16,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 import surge
 from helpers import fast_trainer, params_of
-from surge.activation_checkpointing import Recompute, is_checkpointed
+from surge.speed.activation_checkpointing import Recompute, is_checkpointed
 
 SCRIPT = Path(__file__).parent / "distributed" / "ac_script.py"
 

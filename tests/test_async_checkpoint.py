@@ -25,7 +25,7 @@ from helpers import (
 )
 from surge.callbacks import Callback, ModelCheckpoint
 from surge.checkpoint import load_checkpoint, save_atomic
-from surge.checkpoint_writer import AsyncCheckpointWriter, snapshot_state
+from surge.checkpoint.writer import AsyncCheckpointWriter, snapshot_state
 from surge.errors import CheckpointError
 
 

@@ -10,7 +10,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 import surge
-from surge.cache import MANIFEST, CacheMismatchError
+from surge.data.cached import MANIFEST, CacheMismatchError
 
 
 class Expensive(Dataset):

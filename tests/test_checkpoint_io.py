@@ -18,7 +18,7 @@ from surge.checkpoint import (
     remove_stale_temporaries,
     save_atomic,
 )
-from surge.model_state import apply_model_state, clean_state_dict
+from surge.checkpoint.model_state import apply_model_state, clean_state_dict
 
 
 def trained(tmp_path, model=None, **kw):

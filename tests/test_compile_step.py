@@ -25,7 +25,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 import surge
 from helpers import fast_trainer
-from surge.compiling import CompileWatch, compile_spec, repeated_blocks
+from surge.speed.compiling import CompileWatch, compile_spec, repeated_blocks
 
 AOT = {"scope": "step", "backend": "aot_eager"}
 

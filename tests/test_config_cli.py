@@ -14,7 +14,7 @@ import yaml
 
 from surge.callbacks import EarlyStopping
 from surge.cli import main
-from surge.config_cli import SurgeCLI, run_cli
+from surge.config.cli import SurgeCLI, run_cli
 from surge.demo import DigitsCNN, DigitsData
 from surge.loggers import CSVLogger
 

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 import surge
 from surge.errors import MisconfigurationError
-from surge.results import Results
+from surge.metrics.results import Results
 from surge.strategies.dp import DataParallelStrategy, _ReplicaStep, chunk_sizes, merge_logs
 
 

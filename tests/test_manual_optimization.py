@@ -12,7 +12,7 @@ from torch.utils.data import DataLoader, TensorDataset
 import surge
 from surge.errors import MisconfigurationError, SurgeTypeError
 from surge.lightning.core.optimizer import LightningOptimizer as LightningName
-from surge.manual_optim import LightningOptimizer
+from surge.optim.manual import LightningOptimizer
 
 
 def _data() -> DataLoader:

@@ -148,7 +148,7 @@ def test_the_doctor_reaches_a_trainer_only_through_its_documented_channel(tmp_pa
 
 def test_surge_plot_draws_the_curves(tmp_path):
     from surge.errors import MisconfigurationError
-    from surge.plotting import plot_run
+    from surge.profiler.plotting import plot_run
 
     trainer = _fit(tmp_path, TinyModel(), _cheap(512), profiler=None, log_every_n_steps=2)
     out = plot_run(trainer.log_dir)

@@ -114,7 +114,7 @@ def test_a_model_spread_over_devices_is_left_where_the_user_put_it():
 
 
 def test_pin_memory_is_turned_on_for_cuda_loaders_only():
-    from surge.loader_prep import prepare_loader
+    from surge.data.loader_prep import prepare_loader
 
     assert prepare_loader(_data(), pin_memory=True).pin_memory is True
     assert prepare_loader(_data(), pin_memory=False).pin_memory is False

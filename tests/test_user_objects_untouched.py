@@ -11,9 +11,9 @@ from torch.utils.data import BatchSampler, DataLoader, RandomSampler
 
 import surge
 from helpers import fast_trainer, make_dataset, make_model
-from surge.loader_prep import prepare_loader
+from surge.data.loader_prep import prepare_loader
+from surge.launch.signals import WorkerSignals
 from surge.seed import Seeding, last_seeding, worker_init_fn
-from surge.signals import WorkerSignals
 
 
 def test_seed_everything_records_the_seed_and_leaves_os_environ_alone():

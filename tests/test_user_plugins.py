@@ -10,9 +10,9 @@ import torch
 
 import surge
 from helpers import fast_trainer, make_loaders, make_model, params_of, same_params
+from surge.config.registry import PRECISIONS, STRATEGIES
 from surge.errors import MisconfigurationError
 from surge.precision import MixedPrecision, Precision, register_precision
-from surge.registry import PRECISIONS, STRATEGIES
 from surge.strategies import FSDPStrategy, Layout, SingleDeviceStrategy, register_strategy
 from surge.strategies.fsdp import _fsdp
 

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from . import callbacks, loggers, profiler, rank_zero, strategies
+from . import _moved, callbacks, loggers, profiler, rank_zero, strategies
+from .checkpoint.export import export_safetensors
 from .datamodule import DataModule
 from .errors import CheckpointError, MisconfigurationError, SurgeError, SurgeRuntimeError, SurgeTypeError
-from .export import export_safetensors
 from .module import Module
 from .seed import seed_everything
 from .trainer import Trainer
 from .version import __version__
+
+_moved.install()  # surge.sharded, surge.cache, ...: the paths the docs gave before
 
 __all__ = [
     "CheckpointError",

@@ -11,15 +11,15 @@ from typing import Any, cast
 
 import torch
 
-from . import activation_checkpointing, speed
 from . import data as data_mod
+from . import speed
 from .accelerators import Accelerator
 from .callbacks.base import Callback, overrides
 from .callbacks.timer import Timer
-from .checkpoint_writer import AsyncCheckpointWriter, CheckpointWriter
-from .compiling import compile_optimizers, compile_regions, compile_spec
+from .checkpoint.writer import AsyncCheckpointWriter, CheckpointWriter
 from .config import TrainerConfig
-from .config_lightning import check_sync_batchnorm
+from .config.lightning import check_sync_batchnorm
+from .config.registry import STRATEGIES
 from .datamodule import DataModule
 from .errors import MisconfigurationError, SurgeTypeError
 from .launch.environment import ClusterEnvironment
@@ -27,11 +27,12 @@ from .loggers.base import Logger
 from .loops.context import FitSettings
 from .loops.fit import FitLoop
 from .module import Module
-from .nonfinite import NonFiniteGuard
 from .optim import Optimization
+from .optim.nonfinite import NonFiniteGuard
 from .precision import Precision
 from .rank_zero import warn
-from .registry import STRATEGIES
+from .speed import activation_checkpointing
+from .speed.compiling import compile_optimizers, compile_regions, compile_spec
 from .strategies import Layout, Strategy
 
 

@@ -105,7 +105,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _plot(args: argparse.Namespace) -> int:
     from .errors import SurgeError
-    from .plotting import plot_run
+    from .profiler.plotting import plot_run
 
     try:
         path = plot_run(args.run_dir, args.out)
@@ -117,7 +117,7 @@ def _plot(args: argparse.Namespace) -> int:
 
 
 def _config_command(args: argparse.Namespace) -> int:
-    from .config_cli import run_cli
+    from .config.cli import run_cli
 
     return run_cli([args.command, *args.rest], prog="surge")
 
@@ -200,8 +200,8 @@ def build_parser() -> argparse.ArgumentParser:
     plot.add_argument("--out", default=None, help="the PNG to write (default RUN_DIR/curves.png)")
     plot.set_defaults(fn=_plot)
 
-    from .config_cli import COMMANDS
-    from .export import add_export_command
+    from .checkpoint.export import add_export_command
+    from .config.cli import COMMANDS
 
     for name, help_text in COMMANDS.items():  # parsed by jsonargparse in config_cli.py
         cmd = sub.add_parser(name, help=help_text, add_help=False)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .hparams import HyperparametersMixin
+from .module.hparams import HyperparametersMixin
 
 
 class DataModule(HyperparametersMixin):
@@ -29,7 +29,7 @@ class DataModule(HyperparametersMixin):
         its `__init__` takes them) whose loader hooks wrap the given datasets (a dataset, or a list or
         dict of them): `DataLoader(ds, batch_size, shuffle, num_workers)`, shuffled for training
         unless the dataset is iterable, as Lightning's."""
-        from .datamodule_datasets import attach_datasets, init_arguments
+        from .data.from_datasets import attach_datasets, init_arguments
 
         datasets = {
             "train": train_dataset,
@@ -42,7 +42,7 @@ class DataModule(HyperparametersMixin):
 
     def __str__(self) -> str:
         """Each stage's loaders and their datasets' sizes (the hooks are called), as Lightning shows them."""
-        from .datamodule_text import describe_datamodule
+        from .data.describe import describe_datamodule
 
         return describe_datamodule(self)
 
@@ -106,7 +106,7 @@ class DataModule(HyperparametersMixin):
         datamodule has no tensors to place)."""
         from .checkpoint import load_checkpoint
         from .errors import bad_value
-        from .hparams import init_kwargs
+        from .module.hparams import init_kwargs
 
         where = f"{cls.__name__}.load_from_checkpoint"
         if hparams_file is not None:

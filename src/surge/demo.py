@@ -164,7 +164,7 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> dict[str
     )
     if trainer.is_global_zero:
         try:
-            from .plotting import plot_run
+            from .profiler.plotting import plot_run
 
             report += f"\nCurves:           {plot_run(trainer.log_dir)}"
         except ImportError:

@@ -12,7 +12,6 @@ import torch
 
 from . import data as data_mod
 from .accelerators import resolve_accelerator, resolve_devices
-from .activation_checkpointing import CheckpointPolicy
 from .assembly import (
     anomaly_mode,
     batch_mover,
@@ -24,31 +23,7 @@ from .assembly import (
     prepare_module,
 )
 from .callbacks.base import Callback
-from .compiling import compile_watch, compiled_training_step
-from .config import TrainerConfig
-from .config_lightning import warn_default_max_epochs
-from .datamodule import DataModule
-from .errors import MisconfigurationError, SurgeTypeError
-from .launch.environment import detect
-from .limit_messages import say_explicit_limits
-from .loggers.base import Logger
-from .loops.context import FitContext, RunParts
-from .loops.evaluate import run_evaluation
-from .loops.fit import FitLoop
-from .loops.fit_data import FitData, sanity_check
-from .loops.hooks import Hooks
-from .loops.predict import run_prediction
-from .loops.validation import BatchPlan, Validation
-from .module import Module
-from .optim import Optimization, configured_optimizers
-from .paths import writable_dir
-from .precision import Precision, precision_plugin
-from .profiler import Profiler, build_profiler
-from .profiler.doctor import requested as requested_doctor_run
-from .publisher import MetricsPublisher
-from .rank_zero import info
-from .results import Results
-from .run_state import (
+from .checkpoint.run_state import (
     Found,
     RunObjects,
     checkpoint_state,
@@ -57,11 +32,36 @@ from .run_state import (
     restore_modules,
     restore_training,
 )
+from .config import TrainerConfig
+from .config.lightning import warn_default_max_epochs
+from .config.paths import writable_dir
+from .data.limit_messages import say_explicit_limits
+from .data.stage_data import LoaderPreparation, check_step_defined, eval_loaders
+from .datamodule import DataModule
+from .errors import MisconfigurationError, SurgeTypeError
+from .launch.environment import detect
+from .launch.signals import Preempted, SignalFlag
+from .loggers.base import Logger
+from .loops.context import FitContext, RunParts
+from .loops.evaluate import run_evaluation
+from .loops.fit import FitLoop
+from .loops.fit_data import FitData, sanity_check
+from .loops.hooks import Hooks
+from .loops.predict import run_prediction
+from .loops.stage_exit import until_exit
+from .loops.stage_hooks import enter_stage, leave_stage
+from .loops.validation import BatchPlan, Validation
+from .metrics.publisher import MetricsPublisher
+from .metrics.results import Results
+from .module import Module
+from .optim import Optimization, configured_optimizers
+from .precision import Precision, precision_plugin
+from .profiler import Profiler, build_profiler
+from .profiler.doctor import requested as requested_doctor_run
+from .rank_zero import info
 from .seed import set_rng_state
-from .signals import Preempted, SignalFlag
-from .stage_data import LoaderPreparation, check_step_defined, eval_loaders
-from .stage_exit import until_exit
-from .stage_hooks import enter_stage, leave_stage
+from .speed.activation_checkpointing import CheckpointPolicy
+from .speed.compiling import compile_watch, compiled_training_step
 from .strategies import Strategy
 from .trainer_stages import StageEntryPoints, check_weights_only
 from .tune import setup as tune_setup

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, cast
 import torch
 
 from .errors import MisconfigurationError, bad_value
-from .run_status import RunningStage, TrainerState, trainer_state
+from .loops.run_status import RunningStage, TrainerState, trainer_state
 
 if TYPE_CHECKING:
     from .accelerators import Accelerator
@@ -23,11 +23,11 @@ if TYPE_CHECKING:
     from .loggers.base import Logger
     from .loops.fit import FitLoop
     from .loops.validation import BatchPlan, Validation
+    from .metrics.publisher import MetricsPublisher
+    from .metrics.results import Results
     from .module import Module
     from .optim import Optimization
     from .precision import Precision
-    from .publisher import MetricsPublisher
-    from .results import Results
     from .strategies import Strategy
 
 
@@ -395,6 +395,6 @@ class TrainerProperties:
         """Write the model's bare weights to a `.safetensors` file (see `surge.export_safetensors`)."""
         if self._module is None:
             raise MisconfigurationError("export() needs a model: call fit() first.")
-        from .export import export_safetensors
+        from .checkpoint.export import export_safetensors
 
         return export_safetensors(self._module, path) if self.is_global_zero else Path(path)

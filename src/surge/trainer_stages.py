@@ -11,8 +11,8 @@ from typing import Any
 
 from .datamodule import DataModule
 from .errors import bad_value
+from .metrics.table import print_results
 from .module import Module
-from .results_table import print_results
 from .trainer_properties import TrainerProperties
 
 

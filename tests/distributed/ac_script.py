@@ -14,7 +14,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 import surge
-from surge.activation_checkpointing import is_checkpointed
+from surge.speed.activation_checkpointing import is_checkpointed
 
 
 class Block(nn.Module):

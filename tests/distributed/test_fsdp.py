@@ -164,7 +164,7 @@ class _Payload:
 
 @pytest.mark.slow
 def test_a_hostile_dcp_metadata_never_runs(two_process_run, tmp_path):
-    from surge.sharded import read_metadata
+    from surge.checkpoint.sharded import read_metadata
 
     tmp, saved = two_process_run
     path = _copy_checkpoint(tmp, saved["last_ckpt"], tmp_path / "copy")
@@ -175,7 +175,7 @@ def test_a_hostile_dcp_metadata_never_runs(two_process_run, tmp_path):
         read_metadata(folder)
     # Even with the manifest's digest made to match, loading refuses and nothing ran.
     state = torch.load(path, weights_only=True)
-    from surge.shard_files import file_digest
+    from surge.checkpoint.shard_files import file_digest
 
     state["sharded"]["files"][".metadata"] = file_digest(folder / ".metadata")
     state["surge"].pop("digest", None)
@@ -188,7 +188,7 @@ def test_a_hostile_dcp_metadata_never_runs(two_process_run, tmp_path):
 
 @pytest.mark.slow
 def test_a_sharded_checkpoint_consolidates_into_one_file(two_process_run, tmp_path):
-    from surge.sharded import consolidate
+    from surge.checkpoint.sharded import consolidate
 
     tmp, saved = two_process_run
     out = consolidate(tmp / saved["last_ckpt"], tmp_path / "whole.ckpt")
@@ -220,7 +220,7 @@ def test_a_sharded_checkpoint_exports_to_safetensors(two_process_run, tmp_path):
 def test_async_sharded_checkpoints_equal_the_sync_ones_and_resume_bit_for_bit(
     two_process_run, straight_two_epochs, tmp_path
 ):
-    from surge.sharded import read_weights
+    from surge.checkpoint.sharded import read_weights
 
     tmp, saved = two_process_run
     written = fsdp(tmp_path, "async", "--epochs", "1", "--shuffle", "--async-checkpoint", "--every-step")

@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 import surge
 from helpers import TinyModel, fast_trainer, make_loaders
 from surge.checkpoint import load_checkpoint, save_atomic
-from surge.checkpoint_values import check_state
+from surge.checkpoint.values import check_state
 from surge.errors import CheckpointError
 
 HOOK = "Probe.on_save_checkpoint"

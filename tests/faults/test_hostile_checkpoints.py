@@ -18,11 +18,11 @@ import surge
 from helpers import TinyModel, fast_trainer, make_loaders
 from surge.callbacks import ModelCheckpoint
 from surge.checkpoint import content_digest, load_checkpoint, save_atomic
+from surge.checkpoint.shard_files import remove_checkpoint
+from surge.checkpoint.sharded import read_metadata, save_sharded
 from surge.cli import main
 from surge.errors import CheckpointError, SurgeError
 from surge.rank_zero import SurgeWarning
-from surge.shard_files import remove_checkpoint
-from surge.sharded import read_metadata, save_sharded
 
 STRATEGY = surge.strategies.SingleDeviceStrategy
 
@@ -197,7 +197,7 @@ def test_a_damaged_stride_is_a_checkpoint_error(tmp_path):
 
 # -- 4: a checkpoint that vanishes while "auto" looks ---------------------------------------
 def test_find_checkpoint_skips_checkpoints_that_vanish_meanwhile(tmp_path):
-    from surge.run_state import newest_checkpoints
+    from surge.checkpoint.run_state import newest_checkpoints
 
     trainer = fast_trainer(default_root_dir=tmp_path)
     keep = save_atomic({"epoch": 0}, tmp_path / "keep.ckpt")
@@ -269,8 +269,8 @@ def test_dcp_metadata_cannot_build_allocating_objects(tmp_path):
 
 
 def test_dcp_metadata_sizes_are_bounded_by_the_shard_files(tmp_path):
-    from surge.shard_files import file_digest
-    from surge.sharded import full_model_state
+    from surge.checkpoint.shard_files import file_digest
+    from surge.checkpoint.sharded import full_model_state
 
     folder = _dcp_folder(tmp_path)
     path = folder.parent / "m.ckpt"

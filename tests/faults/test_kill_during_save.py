@@ -25,7 +25,7 @@ WRITER = """
 import sys, torch
 from torch.utils.data import DataLoader
 from surge.checkpoint import save_atomic
-from surge.signals import guard_workers
+from surge.launch.signals import guard_workers
 path, workers = sys.argv[1], int(sys.argv[2])
 loader = DataLoader(range(64), batch_size=8, num_workers=workers, persistent_workers=workers > 0)
 guard_workers(loader)  # as the Trainer prepares it
@@ -85,7 +85,7 @@ ASYNC_WRITER = """
 import sys, time, torch
 from pathlib import Path
 from surge.checkpoint import link_atomic
-from surge.checkpoint_writer import AsyncCheckpointWriter
+from surge.checkpoint.writer import AsyncCheckpointWriter
 folder, writer, w = Path(sys.argv[1]), AsyncCheckpointWriter(), torch.zeros(1_000_000)
 i = int(sys.argv[2])  # one past the last committed
 while True:

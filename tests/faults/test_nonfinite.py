@@ -7,7 +7,7 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 import surge
-from surge.nonfinite import NonFiniteError
+from surge.optim.nonfinite import NonFiniteError
 
 
 class Poisoned(surge.Module):

@@ -8,7 +8,7 @@ import torch
 import surge
 from helpers import TinyModel, make_loaders
 from surge.callbacks import ModelCheckpoint
-from surge.nonfinite import NonFiniteError
+from surge.optim.nonfinite import NonFiniteError
 
 
 class ShapedLoss(TinyModel):

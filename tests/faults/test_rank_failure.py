@@ -73,6 +73,6 @@ def test_a_nan_on_one_rank_stops_every_rank_before_the_step(tmp_path):
     assert proc.returncode != 0 and elapsed < 30
     # The NaN reaches every rank through the gradient allreduce, so every rank (rank 0 computed no
     # NaN itself) stops at that step, before applying it; whichever reports first ends the job.
-    pattern = r"\[rank[01]\]: surge.nonfinite.NonFiniteError: non-finite loss or gradients at step 4"
+    pattern = r"\[rank[01]\]: surge.optim.nonfinite.NonFiniteError: non-finite loss or gradients at step 4"
     assert re.search(pattern, output), output[-3000:]
     assert not _ranks_left(before, tmp_path)

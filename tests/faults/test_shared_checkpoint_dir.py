@@ -18,7 +18,7 @@ from surge.callbacks import ModelCheckpoint
 from surge.errors import MisconfigurationError
 
 SRC = Path(__file__).resolve().parents[2] / "src"
-LOCK_NAME = ".surge-run.lock"  # surge.paths.LOCK_NAME
+LOCK_NAME = ".surge-run.lock"  # surge.config.paths.LOCK_NAME
 HOLDER = """
 import sys, time
 from pathlib import Path

@@ -95,7 +95,7 @@ def test_workers_ignore_signals_from_others_obey_their_parent_and_run_the_users_
 
     from torch.utils.data import DataLoader, TensorDataset
 
-    from surge.signals import guard_workers
+    from surge.launch.signals import guard_workers
 
     loader = DataLoader(TensorDataset(torch.arange(8.0)), batch_size=2, num_workers=2, persistent_workers=True,
                         worker_init_fn=partial(_record_pid, tmp_path))  # fmt: skip
@@ -123,7 +123,7 @@ def test_workers_ignore_signals_from_others_obey_their_parent_and_run_the_users_
 GLOBAL_PERSISTENT = """
 import torch
 from torch.utils.data import DataLoader, TensorDataset
-from surge.signals import guard_workers
+from surge.launch.signals import guard_workers
 loader = DataLoader(TensorDataset(torch.arange(8.0)), batch_size=2, num_workers=2, persistent_workers=True)
 guard_workers(loader)
 for _ in loader:

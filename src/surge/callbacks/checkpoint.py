@@ -10,9 +10,9 @@ from typing import Any, Literal
 import torch
 from torch import Tensor
 
+from ..config.paths import DirectoryClaim, user_dir
 from ..errors import MisconfigurationError, SurgeRuntimeError
 from ..loggers.checkpoint_uploads import SavedCheckpoints, tell_loggers
-from ..paths import DirectoryClaim, user_dir
 from ..rank_zero import info, warn
 from .base import Callback
 from .checkpoint_dir import prepare_directory

@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any
 
 from ..checkpoint import remove_stale_temporaries
+from ..checkpoint.shard_files import remove_orphan_shards
+from ..config.paths import LOCK_NAME, DirectoryClaim, writable_dir
 from ..errors import MisconfigurationError
-from ..paths import LOCK_NAME, DirectoryClaim, writable_dir
 from ..rank_zero import warn
-from ..shard_files import remove_orphan_shards
 
 
 def prepare_directory(

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .. import semantics
+from ..config import semantics
 from ..errors import MisconfigurationError, bad_value
 from ..rank_zero import warn
 

@@ -22,7 +22,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ..callbacks.base import Callback
-from ..config_cli import CONFIG_ERROR, RUN_ERROR, SaveConfig, SurgeCLI, _fail
+from ..config.cli import CONFIG_ERROR, RUN_ERROR, SaveConfig, SurgeCLI, _fail
 from ..datamodule import DataModule
 from ..errors import CheckpointError, SurgeError, bad_value
 from ..module import Module

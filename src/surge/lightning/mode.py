@@ -112,7 +112,9 @@ class LightningFinder(importlib.abc.MetaPathFinder):
     surge does not have. Once imported, `find_spec` answers from `sys.modules`, as for any module."""
 
     relaunch = "surge.lightning"
-    lightning_semantics = True  # read by `surge.semantics`: Lightning's behaviour where surge's differs
+    lightning_semantics = (
+        True  # read by `surge.config.semantics`: Lightning's behaviour where surge's differs
+    )
 
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None

@@ -3,6 +3,6 @@
 
 from __future__ import annotations
 
-from ..run_status import RunningStage, TrainerFn, TrainerState, TrainerStatus
+from ..loops.run_status import RunningStage, TrainerFn, TrainerState, TrainerStatus
 
 __all__ = ["RunningStage", "TrainerFn", "TrainerState", "TrainerStatus"]

@@ -17,10 +17,10 @@ from ..callbacks.lr_finder import LearningRateFinder
 from ..callbacks.tuned_attr import TunedAttributeError
 from ..datamodule import DataModule
 from ..errors import MisconfigurationError, bad_value
+from ..loops.stage_exit import ExitAfterTuning
 from ..module import Module
 from ..rank_zero import warn
 from ..seed import rng_state, set_rng_state
-from ..stage_exit import ExitAfterTuning
 from ..trainer import Trainer
 from ..tune.lr_finder import LRFinderResult
 

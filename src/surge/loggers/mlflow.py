@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SurgeRuntimeError, bad_value
-from ..hparams import plain
+from ..module.hparams import plain
 from ..rank_zero import info, warn
 from .base import Logger, no_prefix
 from .checkpoint_uploads import new_files, uploads_at_once

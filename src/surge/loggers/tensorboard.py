@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import SurgeRuntimeError, bad_value
-from ..hparams import plain
+from ..module.hparams import plain
 from ..rank_zero import warn
 from .base import Logger, RunDir, no_prefix
 from .files import WriteFailures

@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 if TYPE_CHECKING:
+    from ..launch.signals import SignalFlag
+    from ..metrics.publisher import MetricsPublisher
+    from ..metrics.results import Results
     from ..module import Module
     from ..optim import Optimization
     from ..precision import Precision
     from ..profiler import Profiler
-    from ..publisher import MetricsPublisher
-    from ..results import Results
-    from ..signals import SignalFlag
     from ..strategies import Strategy
     from .hooks import Hooks
     from .validation import Validation

@@ -7,8 +7,8 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..errors import MisconfigurationError
-from ..manual_optim import batch_only
-from ..results import Results
+from ..metrics.results import Results
+from ..optim.manual import batch_only
 from .module_mode import ModuleMode
 
 if TYPE_CHECKING:

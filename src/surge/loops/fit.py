@@ -17,14 +17,14 @@ from ..data import (
     data_wait_advice,
     iter_without_worker_seed_draw,
     loader_length,
+    loader_state,
     resume_iterator,
     starts_workers,
 )
+from ..data.stateful_loader import check_train_loader, loader_position
 from ..errors import SurgeRuntimeError
-from ..loader_state import epoch_start, generator_states, sampler_seed, set_generator_states, set_sampler_seed
-from ..manual_optim import OptimizerSteps, batch_only
+from ..optim.manual import OptimizerSteps, batch_only
 from ..profiler.base import LoopParts
-from ..stateful_loader import check_train_loader, loader_position
 from .across_epochs import FitProgress
 from .preempt import preempt, signalled
 from .resume_results import own_results
@@ -109,8 +109,8 @@ class FitLoop(FitProgress):
             "batches_done": self.batches_done,
             "epoch_done": self.epoch_closed,
             "epoch_start_rng": self.epoch_start_rng,
-            "generators": generator_states(self.train_loader),
-            "sampler_seed": sampler_seed(self.train_loader),
+            "generators": loader_state.generator_states(self.train_loader),
+            "sampler_seed": loader_state.sampler_seed(self.train_loader),
             "world_size": self.ctx.parts.strategy.world_size if self.ctx is not None else 1,
         }
 
@@ -127,8 +127,8 @@ class FitLoop(FitProgress):
             )
         if self.batches_done == 0 and self._resume_rng is None and state.get("generators") is not None:
             # At an epoch's start the loader's own generators stand where the saved run left them.
-            set_generator_states(self.train_loader, state["generators"])
-        set_sampler_seed(self.train_loader, state.get("sampler_seed"))
+            loader_state.set_generator_states(self.train_loader, state["generators"])
+        loader_state.set_sampler_seed(self.train_loader, state.get("sampler_seed"))
         self.epoch_done = self.epoch_closed = self.stopped_inside = False
 
     def inside_window(self) -> bool:
@@ -175,7 +175,7 @@ class FitLoop(FitProgress):
         model._results = results
         ctx.parts.publisher.follow(results)  # callback_metrics show this epoch's step values
         loader = self.train_loader
-        self.epoch_start_rng = epoch_start(loader, self.epoch, self._resume_rng)
+        self.epoch_start_rng = loader_state.epoch_start(loader, self.epoch, self._resume_rng)
         self.epoch_done = self.epoch_closed = False
         if self.batches_done == 0:  # (not when resumed inside the epoch, as in Lightning)
             hooks.call("on_train_epoch_start")

@@ -15,18 +15,18 @@ from typing import TYPE_CHECKING, Any, cast
 
 from ..callbacks.base import overrides
 from ..data import as_loader_list, is_single_loader, limit_batches
+from ..data.stage_data import NO_TRAIN_DATA, fit_train_loader, loaders_defined, stage_source
 from ..errors import MisconfigurationError
 from ..module import Module
 from ..rank_zero import warn
 from ..seed import rng_untouched
-from ..stage_data import NO_TRAIN_DATA, fit_train_loader, loaders_defined, stage_source
 from ..tune.setup import Tuned, tune_loaders, tune_val_loaders
 from .reload import loader_reload
 from .validation import BatchPlan, plan_batches
 
 if TYPE_CHECKING:
     from ..config import TrainerConfig
-    from ..stage_data import LoaderPreparation
+    from ..data.stage_data import LoaderPreparation
     from ..tune.setup import Tuning
     from .fit import FitLoop
     from .validation import Validation

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ..manual_optim import batch_only
+from ..optim.manual import batch_only
 from .evaluate import takes_dataloader_idx
 from .module_mode import ModuleMode
 

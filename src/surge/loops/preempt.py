@@ -6,8 +6,8 @@ import signal
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..launch.signals import EXIT_CODES, Preempted, requeue_slurm_job
 from ..rank_zero import info
-from ..signals import EXIT_CODES, Preempted, requeue_slurm_job
 
 if TYPE_CHECKING:
     from .fit import FitLoop

@@ -16,18 +16,18 @@ from typing import TYPE_CHECKING, Any
 from torch.utils.data import DataLoader
 
 from ..data import limit_batches, stop_persistent_workers
+from ..data.stage_data import stage_loaders
+from ..data.stateful_loader import check_train_loader
 from ..errors import CheckpointError, MisconfigurationError
 from ..rank_zero import info
 from ..seed import rng_untouched, set_rng_state
-from ..stage_data import stage_loaders
-from ..stateful_loader import check_train_loader
 from ..tune.loaders import with_batch_size, with_workers
 from .validation import BatchPlan, plan_batches
 
 if TYPE_CHECKING:
     from ..config import TrainerConfig
+    from ..data.stage_data import LoaderPreparation
     from ..module import Module
-    from ..stage_data import LoaderPreparation
     from .fit import FitLoop
     from .validation import Validation
 

@@ -13,8 +13,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .. import semantics
 from ..callbacks.base import overrides
+from ..config import semantics
 from ..data import limit_batches, loader_length
 from ..errors import MisconfigurationError
 from ..module import Module

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import cast
 
-from ..registry import PRECISIONS, register_precision
+from ..config.registry import PRECISIONS, register_precision
 from .base import Precision
 from .full import DoublePrecision, FullPrecision
 from .half import HalfPrecision

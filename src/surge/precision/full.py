@@ -6,8 +6,8 @@ from typing import Any
 
 import torch
 
+from ..config.registry import register_precision
 from ..data import cast_floating
-from ..registry import register_precision
 from .base import M, Precision
 
 

@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 from torch.optim import Optimizer
 
-from ..registry import register_precision
+from ..config.registry import register_precision
 from .base import Precision
 
 

@@ -203,7 +203,7 @@ class Doctor:
         (folder / "doctor.json").write_text(json.dumps(report, indent=2, default=str) + "\n")
         report["json"] = str(folder / "doctor.json")
         try:
-            from ..plotting import plot_phases
+            from .plotting import plot_phases
         except ImportError:
             return
         try:

@@ -1,6 +1,6 @@
 """Strategies: how processes, devices and the module are arranged; each file registers its name."""
 
-from ..registry import register_strategy
+from ..config.registry import register_strategy
 from .base import Layout, Strategy
 from .ddp import DDPStrategy
 from .dp import DataParallelStrategy

@@ -13,13 +13,13 @@ from torch import Tensor, nn
 from torch.optim import Optimizer
 
 from ..checkpoint import link_atomic, load_checkpoint
-from ..checkpoint_writer import CheckpointWriter
+from ..checkpoint.model_state import apply_model_state, bare_state_dict
+from ..checkpoint.run_state import check_layout
+from ..checkpoint.shard_files import is_sharded
+from ..checkpoint.writer import CheckpointWriter
 from ..errors import CheckpointError
-from ..model_state import apply_model_state, bare_state_dict
+from ..metrics.results import Reducer
 from ..rank_zero import warn
-from ..results import Reducer
-from ..run_state import check_layout
-from ..shard_files import is_sharded
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
@@ -195,7 +195,7 @@ class Strategy:
         return ckpt
 
     def _shard_problems(self, ckpt: dict[str, Any], path: str | Path) -> list[str]:
-        from ..shard_files import verify_shards
+        from ..checkpoint.shard_files import verify_shards
 
         return verify_shards(ckpt, path)
 
@@ -204,7 +204,7 @@ class Strategy:
     ) -> list[str]:
         """Load the checkpoint's weights into `module`; returns what did not match (strict: raises)."""
         if is_sharded(ckpt):
-            from ..sharded import full_model_state
+            from ..checkpoint.sharded import full_model_state
 
             state = full_model_state(ckpt, path)
         else:
@@ -221,7 +221,7 @@ class Strategy:
         # Sharded optimizer state is keyed by parameter name, so it loads into any layout.
         from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict, set_optimizer_state_dict
 
-        from ..sharded import load_into
+        from ..checkpoint.sharded import load_into
 
         templates = [get_optimizer_state_dict(module, opt) for opt in optimizers]
         load_into({"optimizer_states": templates}, ckpt, path, partial=True)
@@ -241,7 +241,7 @@ class Strategy:
     def remove_checkpoint(self, path: str | Path) -> None:
         """Delete a checkpoint this run wrote (rank zero), with its shards if it has any."""
         if self.is_global_zero:
-            from ..shard_files import remove_checkpoint
+            from ..checkpoint.shard_files import remove_checkpoint
 
             self.checkpoint_writer.then(lambda: remove_checkpoint(path))
 

@@ -14,7 +14,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor, nn
 
-from ..registry import register_strategy
+from ..config.registry import register_strategy
 from .base import _spans_devices
 from .parallel import ProcessGroupStrategy
 

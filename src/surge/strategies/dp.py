@@ -21,10 +21,10 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from ..config.registry import register_strategy
 from ..errors import MisconfigurationError
+from ..metrics.results import infer_batch_size
 from ..rank_zero import warn
-from ..registry import register_strategy
-from ..results import infer_batch_size
 from .base import Layout, Strategy
 
 

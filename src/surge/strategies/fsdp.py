@@ -6,7 +6,7 @@ policy: module classes (e.g. the transformer block) or a parameter-count thresho
 module is always a unit, and its step hooks (`training_step`, ...) are registered as forward
 methods, so the user's steps run through FSDP as `forward` would.
 
-Checkpoints are sharded (`torch.distributed.checkpoint`, see `surge.sharded`): every rank writes
+Checkpoints are sharded (`torch.distributed.checkpoint`, see `surge.checkpoint.sharded`): every rank writes
 its part, and they load on any world size, or on one process as a plain state dict.
 """
 
@@ -22,11 +22,11 @@ from typing import Any
 from torch import nn
 from torch.optim import Optimizer
 
+from ..checkpoint.model_state import clean_state_dict
+from ..checkpoint.shard_files import is_sharded
+from ..config.registry import register_strategy
 from ..errors import CheckpointError, MisconfigurationError, SurgeTypeError
-from ..model_state import clean_state_dict
 from ..precision import Precision
-from ..registry import register_strategy
-from ..shard_files import is_sharded
 from .base import _spans_devices
 from .parallel import ProcessGroupStrategy
 
@@ -177,7 +177,7 @@ class FSDPStrategy(ProcessGroupStrategy):
         return None
 
     def save_checkpoint(self, state: dict[str, Any], path: str | Path) -> None:
-        from ..sharded import save_sharded
+        from ..checkpoint.sharded import save_sharded
 
         writer = self.checkpoint_writer
         if not writer.asynchronous:
@@ -210,7 +210,7 @@ class FSDPStrategy(ProcessGroupStrategy):
 
         template = get_model_state_dict(module)
         if is_sharded(ckpt):
-            from ..sharded import load_into, saved_model_shapes
+            from ..checkpoint.sharded import load_into, saved_model_shapes
 
             problems, keep = _compare(template, saved_model_shapes(ckpt, path), strict, path, module)
             box = {"state_dict": {k: v for k, v in template.items() if k in keep}}

@@ -16,7 +16,7 @@ import torch
 import torch.distributed as dist
 from torch import Tensor, nn
 
-from .. import semantics
+from ..config import semantics
 from ..errors import MisconfigurationError
 from ..launch.environment import ClusterEnvironment
 from ..launch.subprocess_launcher import SubprocessLauncher
@@ -148,7 +148,7 @@ class ProcessGroupStrategy(Strategy):
     def _shard_problems(self, ckpt: dict[str, Any], path: str | Path) -> list[str]:
         # Each rank checks its share of the shard files; every rank learns every problem, so all
         # of them refuse together.
-        from ..shard_files import verify_shards
+        from ..checkpoint.shard_files import verify_shards
 
         mine = verify_shards(ckpt, path, self.global_rank, self.world_size)
         return [p for part in self.all_gather_object(mine) for p in part]

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from ..config.registry import register_strategy
 from ..errors import MisconfigurationError
-from ..registry import register_strategy
 from .base import Layout, Strategy
 
 

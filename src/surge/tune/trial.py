@@ -20,9 +20,9 @@ from torch import Tensor
 from .. import data as data_mod
 from ..accelerators import resolve_accelerator
 from ..errors import MisconfigurationError, SurgeTypeError
-from ..manual_optim import batch_only
 from ..module import Module
 from ..optim import parse_optimizers
+from ..optim.manual import batch_only
 from ..precision import Precision, precision_plugin
 from ..seed import rng_state, set_rng_state
 

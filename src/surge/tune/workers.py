@@ -14,9 +14,9 @@ import torch
 from torch.utils.data import DataLoader
 
 from ..data import loader_length
+from ..data.loader_state import generator_states, set_generator_states
 from ..errors import SurgeTypeError, bad_value
-from ..host import cpu_count
-from ..loader_state import generator_states, set_generator_states
+from ..launch.host import cpu_count
 from ..rank_zero import info
 from ..seed import rng_untouched
 from .loaders import with_workers

@@ -1,6 +1,6 @@
 """`lightning.pytorch.core.optimizer.LightningOptimizer`: surge's own, the object `self.optimizers()`
-hands out (see `surge.manual_optim`)."""
+hands out (see `surge.optim.manual`)."""
 
-from ...manual_optim import LightningOptimizer
+from ...optim.manual import LightningOptimizer
 
 __all__ = ["LightningOptimizer"]

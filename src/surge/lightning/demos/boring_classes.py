@@ -12,8 +12,8 @@ from torch.optim import Optimizer
 from torch.utils.data import DataLoader, Dataset, IterableDataset, Subset
 
 from ...datamodule import DataModule
-from ...manual_optim import LightningOptimizer
 from ...module import Module
+from ...optim.manual import LightningOptimizer
 
 
 class RandomDataset(Dataset):

@@ -9,7 +9,7 @@ import torch
 from lightning_utilities.core.apply_func import apply_to_collection, apply_to_collections
 
 from ...data import move_to_device
-from ...hparams import AttributeDict
+from ...module.hparams import AttributeDict
 from ..refuse import module_getattr
 from .imports import _TORCHVISION_AVAILABLE
 from .rank_zero import (

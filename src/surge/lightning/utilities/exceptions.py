@@ -9,7 +9,7 @@ from ..refuse import module_getattr
 
 __getattr__ = module_getattr(
     "lightning.pytorch.utilities.exceptions",
-    {"SIGTERMException": "surge stops on SIGTERM with a checkpoint and surge.signals.Preempted"},
+    {"SIGTERMException": "surge stops on SIGTERM with a checkpoint and surge.launch.signals.Preempted"},
 )
 
 __all__ = ["MisconfigurationException"]

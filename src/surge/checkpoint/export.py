@@ -1,0 +1,130 @@
+"""Portable weights: a checkpoint's bare model weights as a `.safetensors` file (no pickle, no surge).
+
+The file loads anywhere with `safetensors.torch.load_file(path)` and then
+`plain_module.load_state_dict(weights, strict=True)`: keys carry no `module.`/`_orig_mod.`
+wrapper prefixes, every tensor is contiguous and owns its memory (tied weights are written once
+per name), and nothing but tensors is stored.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from ..errors import CheckpointError, SurgeTypeError, bad_value
+from . import load_checkpoint
+from .model_state import bare_state_dict, clean_state_dict
+from .shard_files import is_sharded
+
+Source = str | os.PathLike | Mapping[str, Any] | torch.nn.Module
+
+
+def export_safetensors(ckpt_or_state: Source, path: str | os.PathLike) -> Path:
+    """Write the bare model weights of `ckpt_or_state` to `path` (a `.safetensors` file).
+
+    `ckpt_or_state` is a surge checkpoint file (read with the safe, checksum-verified loader), a
+    loaded checkpoint dict (its `"state_dict"` is used), a plain state dict, or a module.
+    Returns the path written.
+    """
+    save_file = _safetensors_save_file()
+    path = Path(path)
+    if isinstance(ckpt_or_state, str | os.PathLike) and _same_file(Path(ckpt_or_state), path):
+        raise bad_value(
+            "export_safetensors(path) (--to)",
+            str(path),
+            f"a file other than the checkpoint {ckpt_or_state} itself, which writing there would destroy",
+        )
+    tensors = portable_tensors(weights_of(ckpt_or_state))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    save_file(tensors, str(path), metadata={"format": "pt"})
+    return path
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    """Whether `a` and `b` resolve to one file (links and hard links included)."""
+    if a.resolve() == b.resolve():
+        return True
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def weights_of(source: Source) -> dict[str, Any]:
+    """The model state dict inside `source`, with wrapper prefixes removed."""
+    if isinstance(source, torch.nn.Module):
+        return bare_state_dict(source)
+    if isinstance(source, str | os.PathLike):
+        ckpt = load_checkpoint(source)
+        if not is_sharded(ckpt) and not isinstance(ckpt.get("state_dict"), Mapping):
+            raise CheckpointError(f"checkpoint {source} has no 'state_dict' (model weights) to export")
+        from .sharded import model_weights
+
+        return model_weights(ckpt, Path(source))  # FSDP: the shards consolidated, verified first
+    if isinstance(source, Mapping):
+        inner = source.get("state_dict")
+        return clean_state_dict(inner if isinstance(inner, Mapping) else source)
+    raise SurgeTypeError(
+        f"export_safetensors(ckpt_or_state={type(source).__name__}) is not valid: pass a checkpoint "
+        "path, a checkpoint dict, a state dict or an nn.Module."
+    )
+
+
+def portable_tensors(state: Mapping[str, Any]) -> dict[str, Tensor]:
+    """CPU, contiguous, detached tensors, none sharing memory with another (safetensors refuses that)."""
+    others = sorted(k for k, v in state.items() if not isinstance(v, Tensor))
+    if others:
+        raise SurgeTypeError(
+            f"the state dict holds values that are not tensors ({others}); safetensors stores tensors only."
+        )
+    out: dict[str, Tensor] = {}
+    seen: set[tuple[torch.device, int]] = set()
+    for key, value in state.items():
+        t = value.detach().cpu().contiguous()
+        storage = (t.device, t.untyped_storage().data_ptr())
+        whole = t.storage_offset() == 0 and t.nbytes == t.untyped_storage().nbytes()
+        if storage in seen or not whole:
+            t = t.clone()  # a tied weight or a view of a larger buffer: give it memory of its own
+        seen.add((t.device, t.untyped_storage().data_ptr()))
+        out[key] = t
+    return out
+
+
+def _safetensors_save_file() -> Any:
+    try:
+        from safetensors.torch import save_file
+    except ImportError:
+        raise ImportError(
+            "exporting to safetensors needs the safetensors package: pip install 'surge-train[export]'"
+        ) from None
+    return save_file
+
+
+def add_export_command(sub: Any) -> None:
+    """Register `surge export CKPT --to FILE` on the `surge` command's subparsers."""
+    cmd = sub.add_parser("export", help="write a checkpoint's bare model weights to a .safetensors file")
+    cmd.add_argument("ckpt", help="a surge checkpoint (.ckpt)")
+    cmd.add_argument("--to", required=True, metavar="FILE", help="the .safetensors file to write")
+    cmd.set_defaults(fn=_export_command)
+
+
+def _export_command(args: argparse.Namespace) -> int:
+    from ..errors import SurgeError
+    from ..rank_zero import info
+
+    try:
+        path = export_safetensors(args.ckpt, args.to)
+    except (SurgeError, ImportError, OSError) as err:
+        sys.stderr.write(
+            f"surge export: error: {err}\n"
+        )  # a command's error goes to stderr, as argparse's do
+        return 1
+    info(f"wrote {path}")
+    return 0

@@ -1,0 +1,128 @@
+"""The data a stage runs on: the loaders it was given or asks the datamodule/module for, checked,
+and prepared for this process (worker seeding, pinning, the distributed share)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from .. import data as data_mod
+from ..datamodule import DataModule
+from ..errors import MisconfigurationError, SurgeTypeError
+from ..module import Module
+from ..seed import last_seeding
+from .loader_prep import in_order, prepare_loader
+
+LOADER_HOOKS = {
+    "fit": "train_dataloader",
+    "validate": "val_dataloader",
+    "test": "test_dataloader",
+    "predict": "predict_dataloader",
+}
+
+
+def stage_loaders(given: Any, hook: str, datamodule: Any, model: Module, arg: str) -> list[Iterable]:
+    """`given` (the `arg=` of fit/validate/...) as a list, else what the datamodule's or the
+    module's `hook` returns (one not implemented counts as none); [] when there is nothing."""
+    return data_mod.as_loader_list(*stage_source(given, hook, datamodule, model, arg))
+
+
+def stage_source(given: Any, hook: str, datamodule: Any, model: Module, arg: str) -> tuple[Any, str]:
+    """What `stage_loaders` reads, as the user gave it (a loader, a list of them, None), and its
+    name for errors."""
+    if given is not None:
+        return given, arg
+    for source in (datamodule, model):
+        fn = getattr(source, hook, None) if source is not None else None
+        if fn is None:
+            continue
+        try:
+            return fn(), f"{type(source).__name__}.{hook}()"
+        except NotImplementedError:
+            continue
+    return None, arg
+
+
+def fit_train_loader(train: Any, datamodule: Any, model: Module) -> Iterable:
+    """fit()'s one train loader, from the argument or the hooks."""
+    found = stage_loaders(train, "train_dataloader", datamodule, model, "train_dataloaders")
+    if not found:
+        raise MisconfigurationError(NO_TRAIN_DATA)
+    if len(found) > 1:
+        raise MisconfigurationError(f"train_dataloaders got {len(found)} loaders; pass one.")
+    return found[0]
+
+
+def loaders_defined(given: Any, hook: str, datamodule: Any, model: Module) -> bool:
+    """Whether `stage_loaders` has a user's hook (or given loaders) to ask, without asking it."""
+    if given is not None:
+        return True
+    for source in (datamodule, model):
+        fn = getattr(source, hook, None) if source is not None else None
+        if fn is not None and getattr(fn, "__func__", fn) is not getattr(DataModule, hook, None):
+            return True
+    return False
+
+
+NO_TRAIN_DATA = (
+    "fit() has no training data: pass train_dataloaders=, a datamodule=, or define train_dataloader()."
+)
+
+
+def eval_loaders(stage: str, given: Any, datamodule: Any, model: Module) -> list[Iterable]:
+    """validate/test/predict's loaders, from `dataloaders=` or the hooks; at least one."""
+    hook = LOADER_HOOKS[stage]
+    loaders = stage_loaders(given, hook, datamodule, model, "dataloaders")
+    if not loaders:
+        raise MisconfigurationError(
+            f"{stage}() has no data: pass dataloaders=, a datamodule=, or define {hook}()."
+        )
+    return loaders
+
+
+def check_step_defined(model: Any, hook: str, stage: str) -> None:
+    """`model` is a surge.Module that defines `hook` (e.g. validation_step for validate())."""
+    if not isinstance(model, Module):
+        raise SurgeTypeError(f"model must be a surge.Module, got {type(model).__name__}")
+    if getattr(type(model), hook) is getattr(Module, hook):
+        raise MisconfigurationError(
+            f"{stage}() needs {type(model).__name__}.{hook}(batch, batch_idx) to be defined."
+        )
+
+
+@dataclass(frozen=True)
+class LoaderPreparation:
+    """How this process's loaders are prepared: the user's loader is kept, or re-created where a
+    setting must change; under several processes each gets its share (`use_distributed_sampler`)."""
+
+    pin_memory: bool
+    global_rank: int
+    world_size: int
+    distribute: bool
+    unshuffle: bool = False  # overfit_batches: the train loader reads its dataset in order
+
+    @classmethod
+    def of(cls, cfg: Any, pin_memory: bool, global_rank: int, world_size: int) -> LoaderPreparation:
+        """The preparation a Trainer's settings (`cfg`, a TrainerConfig) ask for on this process."""
+        overfit = bool(cfg.overfit_batches)
+        return cls(pin_memory, global_rank, world_size, cfg.use_distributed_sampler, overfit)
+
+    def adjust(self, loader: Any) -> Any:
+        """Worker seeding (after `seed_everything(workers=True)`), the workers' signal guard, pinning."""
+        seeding = last_seeding()
+        return prepare_loader(loader, self.pin_memory, bool(seeding and seeding.workers))
+
+    def prepare(self, loader: Iterable, train: bool = False, fitting: bool = False) -> Iterable:
+        """`adjust`, then this process's share: shuffled by the run's seed for training. Under
+        overfit_batches fit's loaders (`train`, or val while `fitting`) read their data in order."""
+        loader = self.adjust(loader)
+        if self.unshuffle and (train or fitting):
+            loader = in_order(loader, "overfit_batches", "train" if train else "val")
+        if self.world_size == 1 or not self.distribute:
+            return loader
+        if train:
+            seeding = last_seeding()
+            seed = seeding.seed if seeding else 0
+            return data_mod.distribute_train_loader(loader, self.global_rank, self.world_size, seed)
+        return data_mod.distribute_eval_loader(loader, self.global_rank, self.world_size)

@@ -1,0 +1,130 @@
+"""Preemption: SIGTERM, SIGINT and SIGUSR1 become a flag; the fit loop acts on it at a step boundary.
+
+The handler only records the signal (never saves from inside a handler). At the next step
+boundary the loop writes a checkpoint, under SLURM requeues the job on SIGUSR1 (sent by
+`--signal=USR1@90`), and exits with 143 (SIGTERM) or 130 (SIGINT). A second SIGINT aborts at once.
+
+SLURM, container runtimes and Ctrl-C signal the whole process group, DataLoader workers too; a
+worker that dies of it fails the main process before it can save. `guard_workers` makes each
+worker leave these signals to the main process (`WorkerSignals`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import signal
+import subprocess
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from types import FrameType
+from typing import Any
+
+from torch.utils.data import DataLoader
+
+from ..rank_zero import info, warn
+
+SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)
+EXIT_CODES: dict[int, int] = {signal.SIGTERM: 143, signal.SIGINT: 130, signal.SIGUSR1: 0}
+
+
+class Preempted(SystemExit):
+    """Raised at a step boundary after a signal, once the checkpoint is written."""
+
+
+class SignalFlag:
+    """Installs the handlers for the duration of a fit (main thread only) and remembers the signal."""
+
+    def __init__(self, forward_to: Any = None) -> None:
+        self.received: int | None = None
+        self._previous: dict[int, Any] = {}
+        self._forward_to = forward_to  # surge's launcher: its children get the signal too
+
+    def install(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig in SIGNALS:
+            self._previous[sig] = signal.signal(sig, self._handle)
+
+    def restore(self) -> None:
+        for sig, previous in self._previous.items():
+            signal.signal(sig, previous)
+        self._previous.clear()
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[SignalFlag]:
+        """The handlers installed for the body, the previous ones put back after it."""
+        self.install()
+        try:
+            yield self
+        finally:
+            self.restore()
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if signum == signal.SIGINT and self.received == signal.SIGINT:
+            raise KeyboardInterrupt  # the second Ctrl-C: stop now
+        self.received = signum
+        if self._forward_to is not None:
+            for child in self._forward_to.children:
+                if child.poll() is None:
+                    child.send_signal(signum)
+
+
+def requeue_slurm_job() -> bool:
+    """`scontrol requeue $SLURM_JOB_ID` (rank zero only); True if it was requeued."""
+    job = os.environ.get("SLURM_JOB_ID")
+    if not job:
+        return False
+    # Said first: the requeue ends this job step, and with it this process's output.
+    info(f"requeueing SLURM job {job}; it resumes from the last checkpoint with ckpt_path='auto'")
+    done = subprocess.run(["scontrol", "requeue", job], capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        warn(f"scontrol requeue {job} failed: {done.stderr.strip()}")
+        return False
+    return True
+
+
+class WorkerSignals:
+    """A DataLoader `worker_init_fn`: the worker leaves SIGTERM/SIGINT/SIGUSR1 to the main process,
+    then the user's own `worker_init_fn` (if any) runs.
+
+    SIGINT and SIGUSR1 are ignored. SIGTERM is obeyed only from the process that started the worker
+    (the DataLoader's shutdown, multiprocessing's at exit): it is blocked, and a thread waits for it
+    with `sigwaitinfo`, which names the sender. From the parent it ends the worker with exit code 0,
+    as torch's own worker handler does, so the main process reports nothing; from anyone else it is
+    dropped. Processes a worker starts inherit the ignored and blocked signals.
+    """
+
+    def __init__(self, user_fn: Callable[[int], None] | None) -> None:
+        self.user_fn = user_fn
+
+    def __call__(self, worker_id: int) -> None:
+        leave_signals_to_parent()
+        if self.user_fn is not None:
+            self.user_fn(worker_id)
+
+
+def guard_workers(loader: Iterable) -> None:
+    """Wrap a DataLoader's `worker_init_fn` in `WorkerSignals` (once; loaders without workers are left)."""
+    if not isinstance(loader, DataLoader) or loader.num_workers == 0:
+        return
+    if not isinstance(loader.worker_init_fn, WorkerSignals):
+        loader.worker_init_fn = WorkerSignals(loader.worker_init_fn)
+
+
+def leave_signals_to_parent() -> None:
+    """In a worker process: ignore SIGINT/SIGUSR1, and SIGTERM from anyone but the parent."""
+    for sig in (signal.SIGINT, signal.SIGUSR1):
+        signal.signal(sig, signal.SIG_IGN)
+    if not hasattr(signal, "sigwaitinfo"):  # macOS: the sender cannot be told; SIGTERM stays fatal
+        return
+    parent = getattr(multiprocessing.parent_process(), "pid", None) or os.getppid()
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})  # threads started later inherit it
+    threading.Thread(target=_obey_parent, args=(parent,), name="surge-sigterm", daemon=True).start()
+
+
+def _obey_parent(parent: int) -> None:
+    while True:
+        if signal.sigwaitinfo({signal.SIGTERM}).si_pid == parent:
+            os._exit(0)

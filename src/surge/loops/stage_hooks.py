@@ -1,0 +1,87 @@
+"""A stage's start and end as Lightning runs them: the module's callbacks joined, the data
+prepared, and `setup`/`teardown` on the datamodule, the callbacks and the module, in that order."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, cast
+
+from ..callbacks.base import Callback, overrides
+from ..errors import MisconfigurationError
+from ..module import Module
+from ..rank_zero import info
+from .hooks import refuse_unsupported
+
+
+def with_module_callbacks(module: Module, callbacks: list[Callback]) -> list[Callback]:
+    """`callbacks` with what `module.configure_callbacks()` returns: a returned callback replaces the
+    Trainer's of its type (or a parent type), as in Lightning; checkpointing stays last."""
+    if not overrides(module, Module, "configure_callbacks"):
+        return callbacks
+    returned = module.configure_callbacks()
+    added = list(returned) if isinstance(returned, Sequence) else [returned]
+    for cb in added:
+        if not isinstance(cb, Callback):
+            raise MisconfigurationError(
+                f"{type(module).__name__}.configure_callbacks() returned {cb!r}, which is not a "
+                "surge.callbacks.Callback; return a callback or a list of them."
+            )
+    if not added:
+        return callbacks
+    replaced = {
+        own
+        for cb in added
+        for own in {type(c) for c in callbacks}
+        if own is not Callback and issubclass(type(cb), own)
+    }
+    if replaced:
+        info(
+            "configure_callbacks() replaces the Trainer's " + ", ".join(sorted(t.__name__ for t in replaced))
+        )
+    from ..callbacks.checkpoint import ModelCheckpoint
+
+    merged = [c for c in callbacks if type(c) not in replaced] + added
+    return [c for c in merged if not isinstance(c, ModelCheckpoint)] + [
+        c for c in merged if isinstance(c, ModelCheckpoint)
+    ]
+
+
+def _attach(callbacks: list[Callback], module: Module) -> None:
+    """`self.log` in a callback's hook logs through the stage's module (Lightning's callbacks have it)."""
+    for cb in callbacks:
+        if isinstance(cb, Callback):
+            cb.attach_module(module)
+
+
+def enter_stage(trainer: Any, module: Module, datamodule: Any, stage: str) -> list[Callback]:
+    """Before a stage reads any data: refuse hooks surge would skip, join the module's callbacks,
+    `prepare_data` (local rank 0), `setup(stage)` and `configure_model`. Returns the callbacks."""
+    if not isinstance(module, Module):
+        raise MisconfigurationError(f"model must be a surge.Module, got {type(module).__name__}")
+    callbacks = with_module_callbacks(module, trainer.callbacks)
+    refuse_unsupported(module, callbacks, stage)
+    module._trainer = trainer  # `self.trainer` works in the hooks below
+    _attach(callbacks, module)
+    if trainer.local_rank == 0:
+        if datamodule is not None:
+            datamodule.prepare_data()
+        if overrides(module, Module, "prepare_data"):
+            module.prepare_data()
+    if datamodule is not None:
+        datamodule.trainer = trainer
+        datamodule.setup(stage=stage)
+    for cb in callbacks:
+        if overrides(cb, Callback, "setup"):
+            cast(Any, cb).setup(trainer, module, stage=stage)
+    if overrides(module, Module, "setup"):
+        module.setup(stage=stage)
+    if overrides(module, Module, "configure_model"):
+        module.configure_model()
+    return callbacks
+
+
+def leave_stage(hooks: Any, module: Module | None, datamodule: Any, stage: str) -> None:
+    """After a stage succeeded: `teardown(stage)` on the datamodule, the callbacks, the module."""
+    if datamodule is not None:
+        datamodule.teardown(stage=stage)
+    hooks.call("teardown", stage=stage)

@@ -1,0 +1,216 @@
+"""Where host metrics go once read: `callback_metrics`, the progress bar, and the loggers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import torch
+
+from ..config import semantics
+from ..data import move_to_device
+from ..loggers.base import Logger
+from ..module import Module
+from .results import Results, to_floats
+
+Flags = Mapping[str, tuple[bool, bool, str]]  # key -> (prog_bar, logger, name without its _step/_epoch)
+
+
+class MetricsPublisher:
+    """Routes metrics already read to the host. Owns the three dicts the Trainer shows as
+    `callback_metrics`, `logged_metrics` and `progress_bar_metrics`; only rank zero writes to loggers.
+
+    As in Lightning, each stage starts them empty (`reset_metrics`), and while a training epoch runs
+    `callback_metrics` and `logged_metrics` show its latest step values when read (`follow`): as
+    device tensors, so reading the dicts costs no host read (converting a value does);
+    `progress_bar_metrics` holds floats, so reading it then is one host read. An evaluation's
+    latest step values (`name_step`) reach `logged_metrics` and `progress_bar_metrics` at its end
+    (`keep_eval_steps`), never `callback_metrics`, as in Lightning."""
+
+    def __init__(
+        self, loggers: Sequence[Logger], is_global_zero: Callable[[], bool], epoch: Callable[[], int]
+    ) -> None:
+        self.loggers, self.is_global_zero, self.epoch = list(loggers), is_global_zero, epoch
+        self._callback: dict[str, torch.Tensor] = {}
+        self._live: Results | None = None  # the training epoch whose step values show
+        self._logged: dict[str, torch.Tensor] = {}
+        self._progress_bar: dict[str, float] = {}
+        self._last_step = -1
+        self._at_last_step: list[dict[str, float]] = []  # the rows the loggers were given at the latest step
+        self._replayed: set[str] = set()  # after a resume: names the loggers hold at its step already
+        # Lightning's loggers get, for what training logs, the batches stepped before the batch
+        # that logged (global_step - 1 once it stepped); surge's own API gives global_step.
+        self.train_step_offset = 1 if semantics.lightning() else 0
+
+    @property
+    def callback_metrics(self) -> dict[str, torch.Tensor]:
+        """The metrics callbacks read (Lightning's keys): epoch values under `name` and `name_epoch`,
+        training step values under `name` and `name_step`; evaluation step values never."""
+        if self._live is not None:
+            self._callback.update(self._live.step_tensors())
+        return self._callback
+
+    @property
+    def logged_metrics(self) -> dict[str, torch.Tensor]:
+        """What the loggers were given, with the training epoch's latest step values (Lightning's
+        keys: `name_step` where the name is logged per epoch too)."""
+        if self._live is not None:
+            self._logged.update(self._live.step_values())
+        return self._logged
+
+    @property
+    def progress_bar_metrics(self) -> dict[str, float]:
+        """The `prog_bar=True` values as floats (while a training epoch runs, read now: a host read)."""
+        if self._live is not None:
+            self._progress_bar.update(to_floats(self._live.step_values(prog_bar=True)))
+        return self._progress_bar
+
+    def published_progress_bar(self) -> dict[str, float]:
+        """The `prog_bar=True` values published so far (no host read)."""
+        return self._progress_bar
+
+    def follow(self, results: Results | None) -> None:
+        """Show `results`' step values in `callback_metrics` and `logged_metrics` when read (None:
+        the epoch has ended)."""
+        if results is None and self._live is not None:
+            self._callback.update(self._live.step_tensors())
+            self._logged.update(self._live.step_values())
+        self._live = results
+
+    def keep_eval_steps(
+        self, logged: Mapping[str, torch.Tensor], prog_bar: Mapping[str, torch.Tensor]
+    ) -> None:
+        """An evaluation loader's latest step values (`on_step=True` in an evaluation hook) for
+        `logged_metrics` and `progress_bar_metrics` (one host read, at the loader's end)."""
+        self._logged.update(logged)
+        if prog_bar:
+            self._progress_bar.update(to_floats(prog_bar))
+
+    def reset_metrics(self) -> None:
+        """A stage starts: nothing logged before it shows (Lightning resets at each stage)."""
+        self._callback, self._live = {}, None
+        self._logged, self._progress_bar = {}, {}
+
+    def publish(
+        self,
+        metrics: Mapping[str, float],
+        flags: Flags,
+        step: int,
+        evaluation: bool = False,
+        to_loggers: bool = True,
+        epoch: bool = True,
+    ) -> None:
+        """Make `metrics` visible; `evaluation` results keep a training metric's plain name. The
+        loggers get one row: with an `epoch` value when `epoch` (what the loops log; what a callback
+        logs at a step of its choosing has none, as in Lightning), at `step` unless a metric named
+        "step" gives it."""
+        logged = {}
+        for key, value in metrics.items():
+            prog_bar, to_logger, name = flags.get(key, (False, True, key))
+            tensor = torch.tensor(value)
+            self._callback[key] = tensor
+            if name != key and (key.endswith("_epoch") or name not in self._callback or not evaluation):
+                self._callback[name] = tensor
+            if prog_bar:
+                self._progress_bar[key] = value
+            if to_logger:
+                logged[key] = value
+        if logged:  # Lightning's `logged_metrics`: every logger=True value, sent or not
+            self._logged.update({k: torch.tensor(v) for k, v in logged.items()})
+            if to_loggers:
+                self._to_loggers(logged, step, epoch)
+
+    def _to_loggers(self, logged: dict[str, float], step: int, epoch: bool) -> None:
+        """Write a row to the loggers (rank zero), less what a resume gave them already."""
+        if self._replayed:
+            logged = self._not_replayed(logged, step)
+        if logged and self.loggers and self.is_global_zero():
+            self._log_row(dict(logged), step, epoch)
+
+    def log_evaluation_step(self, metrics: Mapping[str, float], flags: Flags, step: int) -> None:
+        """An evaluation batch's step values: to `logged_metrics` and, at `step` (the batch's number
+        in its loader) with no epoch, to the loggers; never to `callback_metrics` (as Lightning)."""
+        logged = {k: v for k, v in metrics.items() if flags.get(k, (False, True, k))[1]}
+        if logged:
+            self._logged.update({k: torch.tensor(v) for k, v in logged.items()})
+            if self.loggers and self.is_global_zero():
+                self._log_row(logged, step, epoch=False, remember=False)
+
+    def _log_row(self, row: dict[str, float], step: int, epoch: bool, remember: bool = True) -> None:
+        """One row to every logger (rank zero): a logged "step" is its step, as in Lightning.
+        `remember`: a training row, kept for the checkpoint at its step (evaluation's steps are
+        another count)."""
+        if "step" in row:
+            step = int(row.pop("step"))
+        elif epoch:
+            row.setdefault("epoch", self.epoch())
+        if remember:
+            if step != self._last_step:
+                self._last_step, self._at_last_step = step, []
+            self._at_last_step.append(row)
+        for lg in self.loggers:
+            lg.log_metrics(row, step)
+
+    def log_run_start(self, module: Module, hparams: bool = True) -> None:
+        """The module's hyper-parameters (unless `hparams` is False, Lightning's
+        `enable_autolog_hparams`, or the module saved them with `logger=False`), and its graph
+        where a logger asks for it (rank zero)."""
+        if not (self.loggers and self.is_global_zero()):
+            return
+        example = getattr(module, "example_input_array", None)
+        for lg in self.loggers:
+            if module.hparams and hparams and module.hparams_logged:
+                lg.log_hyperparams(module.hparams)
+            if getattr(lg, "log_graph", False) and example is not None:
+                graph_logger: Any = lg  # one that has log_graph (TensorBoardLogger) has log_module_graph
+                graph_logger.log_module_graph(module, move_to_device(example, module.device))
+
+    def runs_state(self) -> dict[str, Any]:
+        """The checkpoint's "loggers" entry: each logger's run, and what they were given at the
+        latest step (a resume from this step gives it again: the loggers replace that step)."""
+        if not self.is_global_zero():  # the loggers' runs are rank zero's
+            return {"runs": [], "step": -1, "rows": []}
+        runs = [{"class": type(lg).__name__, "run": lg.run_state()} for lg in self.loggers]
+        return {"runs": runs, "step": self._last_step, "rows": list(self._at_last_step)}
+
+    def continue_runs(self, ckpt: Mapping[str, Any]) -> None:
+        """Point each logger at the run a checkpoint names (by class, in order) before the run
+        directory is chosen (rank zero); a checkpoint without the entry changes nothing."""
+        saved = ckpt.get("loggers")
+        if not (isinstance(saved, dict) and self.loggers and self.is_global_zero()):
+            return
+        step = int(ckpt.get("global_step", 0)) - self.train_step_offset  # the step its loggers got
+        runs = [e for e in saved.get("runs", []) if isinstance(e, dict) and e.get("run")]
+        resumed = []
+        for lg in self.loggers:  # each takes the first run saved by a logger of its class
+            entry = next((e for e in runs if e.get("class") == type(lg).__name__), None)
+            if entry is not None:
+                runs.remove(entry)
+                lg.resume_run(entry["run"], step)
+                resumed.append(lg)
+        rows = list(saved.get("rows") or []) if saved.get("step") == step else []
+        for row in rows:
+            for lg in resumed:
+                lg.log_metrics(row, step)
+        self._last_step, self._at_last_step = step, rows
+        self._replayed = {k for row in rows for k in row if k != "epoch"}
+
+    def _not_replayed(self, logged: dict[str, float], step: int) -> dict[str, float]:
+        """A resumed fit logs some of its checkpoint step's metrics again (a validation that ran
+        before the save runs again): the loggers have them, from the checkpoint."""
+        if step != self._last_step:
+            self._replayed = set()
+            return logged
+        return {k: v for k, v in logged.items() if k not in self._replayed}
+
+    def finalize_loggers(self, status: str) -> None:
+        """Close the loggers with the stage's outcome ("success", "failed", "interrupted"; rank zero)."""
+        if self.is_global_zero():
+            for lg in self.loggers:
+                lg.finalize(status)
+
+    def save_loggers(self) -> None:
+        """Flush the loggers' buffered rows (rank zero)."""
+        if self.is_global_zero():
+            for lg in self.loggers:
+                lg.save()

@@ -1,0 +1,177 @@
+"""`save_hyperparameters()` and `hparams`, shared by Module and DataModule."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterable, Mapping
+from types import FrameType
+from typing import Any
+
+from ..errors import CheckpointError, SurgeTypeError
+
+
+class AttributeDict(dict):
+    """A dict whose keys are also attributes: `hparams.lr` and `hparams["lr"]`."""
+
+    def __getattr__(self, key: str) -> Any:
+        try:
+            return self[key]
+        except KeyError as err:
+            raise AttributeError(f"no hyper-parameter named {key!r}; known: {sorted(self)}") from err
+
+    def __setattr__(self, key: str, value: Any) -> None:
+        self[key] = value
+
+
+class HyperparametersMixin:
+    """Records the arguments of `__init__` so checkpoints and loggers can carry them."""
+
+    def save_hyperparameters(
+        self,
+        *args: Any,
+        ignore: str | Iterable[str] | None = None,
+        frame: FrameType | None = None,
+        logger: bool = True,
+    ) -> None:
+        """Save `__init__`'s arguments (all, the named ones, or one dict) into `self.hparams`.
+        `frame` is the `__init__` frame to read them from (default: the caller's); `logger=False`
+        keeps them from the loggers (they are still saved in checkpoints)."""
+        if not isinstance(logger, bool):
+            raise SurgeTypeError(f"save_hyperparameters(logger={logger!r}): pass True or False")
+        object.__setattr__(self, "_hparams_logged", logger)
+        ignored = {ignore} if isinstance(ignore, str) else set(ignore or ())
+        if len(args) == 1 and isinstance(args[0], Mapping):
+            values = dict(args[0])
+        else:
+            if frame is None:
+                here = inspect.currentframe()
+                frame = here.f_back if here is not None else None
+            init_args = _collect_init_args(frame, self)
+            if args:
+                missing = [name for name in args if name not in init_args]
+                if missing:
+                    raise ValueError(
+                        f"save_hyperparameters{args!r}: {missing} are not arguments of "
+                        f"{type(self).__name__}.__init__ (known: {sorted(init_args)})"
+                    )
+                values = {name: init_args[name] for name in args}
+            else:
+                values = init_args
+        self._hparams = AttributeDict({k: v for k, v in values.items() if k not in ignored})
+
+    @property
+    def hparams_logged(self) -> bool:
+        """Whether the loggers receive `hparams` when fit starts (`save_hyperparameters(logger=...)`)."""
+        return bool(self.__dict__.get("_hparams_logged", True))
+
+    @property
+    def hparams(self) -> AttributeDict:
+        """The saved hyper-parameters (empty until `save_hyperparameters()` runs)."""
+        if "_hparams" not in self.__dict__:
+            object.__setattr__(self, "_hparams", AttributeDict())
+        return self.__dict__["_hparams"]
+
+
+def _collect_init_args(frame: FrameType | None, obj: object) -> dict[str, Any]:
+    """The arguments of the `__init__` that called, and of each `__init__` of `obj` that called it
+    in turn (a subclass's), the outermost's winning, as Lightning collects them: a parent that
+    saves them records what its subclass passed up."""
+    levels: list[dict[str, Any]] = []
+    while frame is not None and _is_init_of(frame, obj):
+        levels.append(_frame_args(frame))
+        frame = frame.f_back
+    merged: dict[str, Any] = {}
+    for args in levels:  # innermost (the parent) first; its subclass's values override
+        merged.update(args)
+    return merged
+
+
+def _is_init_of(frame: FrameType, obj: object) -> bool:
+    code = frame.f_code
+    return (
+        code.co_name == "__init__" and code.co_argcount > 0 and frame.f_locals.get(code.co_varnames[0]) is obj
+    )
+
+
+def _frame_args(frame: FrameType) -> dict[str, Any]:
+    """A frame's named arguments (but `self`) as they stand, `**kwargs` spread in, `*args` left out."""
+    code, local_vars = frame.f_code, frame.f_locals
+    n = code.co_argcount + code.co_kwonlyargcount
+    names = list(code.co_varnames[1:n])
+    if code.co_flags & inspect.CO_VARARGS:
+        n += 1  # *args: not named, not saved
+    values = {name: local_vars[name] for name in names if name in local_vars}
+    if code.co_flags & inspect.CO_VARKEYWORDS:
+        values.update(local_vars.get(code.co_varnames[n], {}))
+    return values
+
+
+def _parent_init_names(cls: type[Any]) -> set[str]:
+    """The argument names of the `__init__`s of `cls`'s hyper-parameter-saving parents."""
+    return {
+        name
+        for base in cls.__mro__[1:]
+        if issubclass(base, HyperparametersMixin) and "__init__" in vars(base)
+        for name in inspect.signature(vars(base)["__init__"]).parameters
+    } - {"self", "args", "kwargs"}
+
+
+PLAIN_DEPTH = 100  # containers nested deeper are written as a note, as Python's repr writes a cycle
+
+
+def plain(value: Any, _open: tuple[int, ...] = ()) -> Any:
+    """Hyper-parameters as plain data (for checkpoints and YAML): containers and scalars kept,
+    tensors as lists, anything else as its repr (a container inside itself as `...`, like repr)."""
+    if isinstance(value, Mapping | list | tuple):
+        if id(value) in _open:
+            return "..."
+        if len(_open) >= PLAIN_DEPTH:
+            return f"<{type(value).__name__} nested over {PLAIN_DEPTH} deep>"
+        inner = (*_open, id(value))
+        if isinstance(value, Mapping):
+            return {str(k): plain(v, inner) for k, v in value.items()}
+        return [plain(v, inner) for v in value]
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if hasattr(value, "tolist") and callable(value.tolist):
+        listed = value.tolist()
+        if type(listed).__module__ != "numpy":  # np.longdouble's is itself: no Python number holds it
+            return listed
+    return repr(value)
+
+
+def init_kwargs(cls: type[Any], saved: Any, overrides: Mapping[str, Any], source: str) -> dict[str, Any]:
+    """The saved hyper-parameters with `overrides` on top, checked against `cls.__init__`: a
+    checkpoint of another class or version is refused with what differs, not a bare TypeError."""
+    where = f"{cls.__name__}.load_from_checkpoint({source!r})"
+    if not isinstance(saved, Mapping):
+        raise CheckpointError(
+            f"{where}: the checkpoint's 'hyper_parameters' is a {type(saved).__name__}, not a dict of "
+            f"{cls.__name__}.__init__ arguments."
+        )
+    params = [p for name, p in inspect.signature(cls.__init__).parameters.items() if name != "self"]
+    own = {p.name for p in params}
+    # Saved by a parent's save_hyperparameters from what this class passed up: not this class's to take.
+    saved = {k: v for k, v in saved.items() if k in own or k not in _parent_init_names(cls)}
+    kwargs = {**saved, **overrides}
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
+    named = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    unknown = [] if takes_any else sorted(set(kwargs) - named)
+    missing = [
+        p.name
+        for p in params
+        if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+        and p.default is p.empty
+        and p.name not in kwargs
+    ]
+    if unknown or missing:
+        problems = [f"unknown arguments {unknown}"] * bool(unknown) + [f"missing arguments {missing}"] * bool(
+            missing
+        )
+        raise CheckpointError(
+            f"{where}: the checkpoint's hyper_parameters do not fit {cls.__name__}.__init__ "
+            f"({'; '.join(problems)}; it takes {sorted(named)}). The checkpoint was saved by another class or "
+            f"version: pass missing values as keyword arguments, or build the model yourself and load its "
+            "'state_dict'."
+        )
+    return kwargs

@@ -1,0 +1,266 @@
+"""Stepping what `configure_optimizers()` returned: the optimizers and schedulers of a run."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from functools import partial
+from typing import Any
+
+import torch
+from torch.optim import Optimizer
+
+from ..errors import CheckpointError, MisconfigurationError
+from ..module.steps import ModuleOptimizerStep
+from .config import SchedulerConfig, check_optimizer_count, configured_optimizers, parse_optimizers
+from .nonfinite import NonFiniteGuard
+
+__all__ = [
+    "Optimization",
+    "SchedulerConfig",
+    "check_optimizer_count",
+    "configured_optimizers",
+    "parse_optimizers",
+]
+
+
+class Optimization:
+    """Steps the optimizers and schedulers of a run: unscale, clip, step, zero_grad, schedule.
+
+    Built once per fit; `step()` is called at the end of every accumulation window.
+    """
+
+    def __init__(
+        self,
+        optimizers: list[Optimizer],
+        schedulers: list[SchedulerConfig],
+        precision: Any,
+        hooks: Any,
+        clip_val: float | None,
+        clip_algorithm: str,
+        metrics: Callable[[], Mapping[str, Any]],
+        guard: NonFiniteGuard | None = None,
+        where: Callable[[], tuple[int, int, int]] = lambda: (0, 0, 0),
+        compiled: bool = False,
+    ) -> None:
+        self.optimizers = optimizers
+        self.schedulers = schedulers
+        self._precision = precision
+        self._hooks = hooks
+        self._before_step = hooks.any("on_before_optimizer_step")
+        self._before_zero = hooks.any("on_before_zero_grad")
+        self._metrics = metrics
+        self._clip_val = clip_val
+        module_clip = getattr(hooks, "module_fns", {}).get("configure_gradient_clipping")
+        if module_clip is not None:  # the module clips (Lightning passes None for what is not set)
+            algorithm = clip_algorithm if clip_val is not None else None
+            self._clips: list[Callable[[], Any] | None] = [
+                partial(module_clip, opt, gradient_clip_val=clip_val, gradient_clip_algorithm=algorithm)
+                for opt in optimizers
+            ]
+        else:
+            self._clips = [self._clip_fn(opt, clip_val, clip_algorithm) for opt in optimizers]
+        self._manual = False  # set by `manual()`: the module steps optimizers and schedulers
+        self.refresh_schedulers()
+        self.skipped = False
+        self.guard = guard if guard is not None else NonFiniteGuard(None, optimizers, False)
+        self._where = where
+        self._tensor_lr = compiled and bool(schedulers)  # compiled steps: a restored lr stays a tensor
+        self._allow = self.guard.allow if self.guard.mode in ("raise", "skip") else None
+        fns = getattr(hooks, "module_fns", {})  # the module's own optimizer_step & co., if overridden
+        self._module_zero = fns.get("optimizer_zero_grad")
+        # Nobody watches the zeroing: free the gradients at the step (less memory in the next forward).
+        self.free_after_step = not self._before_zero and self._module_zero is None
+        self._module_schedule = fns.get("lr_scheduler_step")
+        self._module_step: ModuleOptimizerStep | None = None
+        if "optimizer_step" in fns:
+            before = self._before_optimizer_step if self._before_step else None
+            self._module_step = ModuleOptimizerStep(fns["optimizer_step"], optimizers, self._step_one, before)
+
+    def refresh_schedulers(self) -> None:
+        """Sort `schedulers` by interval again (the fit loop calls it at each epoch's start, as a
+        callback may have replaced one through `trainer.lr_scheduler_configs`). A module that steps
+        its own optimizers steps its schedulers too: surge then steps none."""
+        stepped = [] if self._manual else self.schedulers
+        self._by_interval = {
+            "step": [s for s in stepped if s.interval == "step"],
+            "epoch": [s for s in stepped if s.interval == "epoch"],
+        }
+
+    def _clip_fn(self, opt: Optimizer, value: float | None, algorithm: str) -> Callable[[], None] | None:
+        if value is None:
+            return None
+        precision = self._precision
+        clip_ = torch.nn.utils.clip_grad_norm_ if algorithm == "norm" else torch.nn.utils.clip_grad_value_
+        params: list[torch.Tensor] = []
+        groups = -1
+
+        def clip() -> None:
+            nonlocal params, groups
+            if len(opt.param_groups) != groups:  # a callback added a group (BaseFinetuning's unfreeze)
+                params, groups = [p for g in opt.param_groups for p in g["params"]], len(opt.param_groups)
+            precision.unscale_gradients(opt)
+            clip_(params, value)
+
+        return clip
+
+    def step(self, grad_scale: float | None = None) -> None:
+        """One optimizer step for every optimizer (or the module's own `optimizer_step` where it
+        overrides it). The gradients are freed right after it, unless a zero_grad hook is
+        overridden: then they stay until the next window's first micro-batch (`zero_grad_window`),
+        Lightning's point, where the hooks see them."""
+        stepped, module_step = True, self._module_step
+        for i, opt in enumerate(self.optimizers):
+            if grad_scale is not None:
+                grads = [p.grad for g in opt.param_groups for p in g["params"] if p.grad is not None]
+                if grads:
+                    torch._foreach_mul_(grads, grad_scale)
+            if module_step is not None:
+                _, epoch, batch_idx = self._where()
+                stepped &= module_step(i, epoch, batch_idx)
+            else:
+                if self._before_step:
+                    self._before_optimizer_step(opt)
+                stepped &= self._step_one(i)
+            if self.free_after_step:
+                opt.zero_grad(set_to_none=True)
+        self._precision.after_optimizer_steps()
+        self.skipped = not stepped
+
+    def zero_grad_window(self, epoch: int, batch_idx: int) -> None:
+        """At an accumulation window's first micro-batch, after its training step and before its
+        backward: `on_before_zero_grad`, then `zero_grad(set_to_none=True)` (or the module's
+        `optimizer_zero_grad`), per optimizer."""
+        for opt in self.optimizers:
+            if self._before_zero:
+                self._hooks.call("on_before_zero_grad", opt)
+            if self._module_zero is not None:
+                self._module_zero(epoch, batch_idx, opt)
+            else:
+                opt.zero_grad(set_to_none=True)
+
+    def manual(self, accumulate_grad_batches: int = 1) -> None:
+        """The module steps the optimizers itself (automatic_optimization=False), as in Lightning:
+        the schedulers are left to it (`self.lr_schedulers()`); they are still saved in checkpoints."""
+        if accumulate_grad_batches != 1:
+            raise MisconfigurationError(
+                f"accumulate_grad_batches={accumulate_grad_batches} is not supported with "
+                "manual optimization (automatic_optimization=False): accumulate in training_step and "
+                "step the optimizer every n batches yourself."
+            )
+        if self._clip_val is not None:
+            raise MisconfigurationError(
+                "gradient_clip_val is set, but the module uses manual optimization "
+                "(automatic_optimization=False): call self.clip_gradients(opt, gradient_clip_val=...) "
+                "in training_step instead, and drop gradient_clip_val."
+            )
+        self._manual = True
+        self.refresh_schedulers()
+
+    def _before_optimizer_step(self, opt: Optimizer) -> None:
+        self._precision.unscale_gradients(opt)  # hooks see true-scale gradients
+        self._hooks.call("on_before_optimizer_step", opt)
+
+    def _step_one(self, i: int) -> bool:
+        """Clip and step optimizer `i` through the precision; False if skipped (non-finite gradients)."""
+        opt, allow = self.optimizers[i], self._allow
+        if allow is not None and not allow(opt, self._where):
+            return False  # on_nonfinite="skip": this window's gradients are dropped
+        return self._precision.optimizer_step(opt, self._clips[i])
+
+    def zero_grad(self) -> None:
+        for opt in self.optimizers:
+            opt.zero_grad(set_to_none=True)
+
+    def step_schedulers(self, interval: str, count: int, plateau: bool | None = None) -> None:
+        """Advance the schedulers of `interval` whose frequency divides `count` (not after a skipped
+        step); `plateau` True/False: only those that do / do not need a metric (ReduceLROnPlateau)."""
+        configs = self._by_interval[interval]
+        if not configs or (interval == "step" and self.skipped):
+            return
+        for config in configs:
+            if count % config.frequency or (plateau is not None and config.needs_metric != plateau):
+                continue
+            if config.needs_metric:
+                metrics = self._metrics()
+                if config.monitor is None or config.monitor not in metrics:
+                    if config.strict:
+                        raise MisconfigurationError(
+                            f"the lr_scheduler monitors {config.monitor!r}, which was not logged; logged: {sorted(metrics)}"
+                        )
+                    continue
+                metric: float | None = float(metrics[config.monitor])
+            else:
+                metric = None
+            if self._module_schedule is not None:
+                self._module_schedule(config.scheduler, metric)
+            elif metric is None:
+                config.scheduler.step()
+            else:
+                config.scheduler.step(metric)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "optimizer_states": [opt.state_dict() for opt in self.optimizers],
+            "lr_schedulers": [config.scheduler.state_dict() for config in self.schedulers],
+        }
+
+    def load_state_dict(
+        self,
+        state: Mapping[str, Any],
+        load_optimizers: Callable[[list[Optimizer]], None] | None = None,
+        source: str = "the checkpoint",
+    ) -> None:
+        """Restore optimizers (through `load_optimizers` when the strategy keeps their state itself,
+        e.g. sharded) and schedulers, after checking the counts and the optimizers' kinds agree."""
+        saved_opts, saved_scheds = state["optimizer_states"], state["lr_schedulers"]
+        if len(saved_opts) != len(self.optimizers) or len(saved_scheds) != len(self.schedulers):
+            raise MisconfigurationError(
+                f"{source} has {len(saved_opts)} optimizers and {len(saved_scheds)} schedulers, but "
+                f"configure_optimizers() returned {len(self.optimizers)} and {len(self.schedulers)}."
+            )
+        for i, (opt, saved) in enumerate(zip(self.optimizers, saved_opts)):
+            problem = _optimizer_mismatch(opt, saved)
+            if problem:
+                raise CheckpointError(
+                    f"{source} cannot restore optimizer {i} ({type(opt).__name__}): {problem}. Resume with the "
+                    "optimizer the run was saved with, or start a new fit from the weights only "
+                    "(Module.load_from_checkpoint)."
+                )
+        if load_optimizers is not None:
+            load_optimizers(self.optimizers)
+        else:
+            for opt, saved in zip(self.optimizers, saved_opts):
+                opt.load_state_dict(saved)
+        for config, saved in zip(self.schedulers, saved_scheds):
+            config.scheduler.load_state_dict(saved)
+        if self._tensor_lr:
+            from ..speed.compiling import refuse_foreach_with_tensor_lr, tensor_learning_rates
+
+            refuse_foreach_with_tensor_lr(self.optimizers, restored_from=source)
+            tensor_learning_rates(self.optimizers)
+
+
+_GROUP_BOOKKEEPING = {"params", "param_names", "initial_lr"}
+
+
+def _optimizer_mismatch(opt: Optimizer, saved: Any) -> str | None:
+    """Why `saved` (an optimizer state dict) cannot go into `opt`, or None: another optimizer class
+    (its settings differ both ways, e.g. Adam's betas against SGD's momentum) or other groups."""
+    groups = saved.get("param_groups") if isinstance(saved, Mapping) else None
+    if not isinstance(groups, list) or not all(isinstance(g, Mapping) for g in groups):
+        return None  # held elsewhere (sharded) or in a layout torch itself checks
+    if len(groups) != len(opt.param_groups):
+        return f"it saved {len(groups)} parameter groups, this optimizer has {len(opt.param_groups)}"
+    for i, (group, own) in enumerate(zip(groups, opt.param_groups)):
+        theirs, ours = set(group) - _GROUP_BOOKKEEPING, set(own) - _GROUP_BOOKKEEPING
+        if theirs - ours and ours - theirs:
+            return (
+                f"it was saved from another optimizer class: its settings {sorted(theirs - ours)} are not "
+                f"{type(opt).__name__}'s, which needs {sorted(ours - theirs)}"
+            )
+        if len(group.get("params", ())) != len(own["params"]):
+            return (
+                f"its parameter group {i} holds {len(group.get('params', ()))} parameters, this optimizer's "
+                f"{len(own['params'])}"
+            )
+    return None

@@ -1,0 +1,160 @@
+"""`on_nonfinite`: what happens when a loss or a gradient holds inf or NaN.
+
+- "warn" (default): every loss is checked on the device; the count is read where values are
+  read anyway (log intervals, epoch ends), so it adds no sync, and a warning names the steps.
+- "skip": the optimizer step of a window whose loss or gradients are non-finite is skipped,
+  counted and reported.
+- "raise": training stops with the step, epoch and batch index, before the step is applied.
+- None: no checks.
+
+For "skip" and "raise" the decision must be known before the step. A fused optimizer
+(`torch.optim.AdamW(..., fused=True)` and the like) takes the flag on the device and skips by
+itself, so nothing is read per step (a "raise" is then raised at the next read point, with the
+bad step never applied). Other optimizers need one host read per optimizer step.
+fp16 with a GradScaler already skips non-finite steps; the guard leaves those to it.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+
+import torch
+from torch import Tensor
+from torch.optim import Optimizer
+
+from ..errors import MisconfigurationError, SurgeRuntimeError
+from ..rank_zero import info, warn
+
+MODES = ("raise", "skip", "warn")
+
+
+class NonFiniteError(SurgeRuntimeError):
+    """A loss or gradient was inf/NaN under `on_nonfinite="raise"`."""
+
+
+def _accumulator(loss: Tensor) -> Tensor:
+    """The running sum for losses like the first one, which must be a real number."""
+    if loss.is_complex():
+        raise MisconfigurationError(
+            f"training_step returned a complex loss (dtype {loss.dtype}); it must be real. Reduce it to a "
+            "real number, e.g. loss.abs() or loss.real."
+        )
+    return torch.zeros((), device=loss.device)
+
+
+class NonFiniteGuard:
+    """Watches losses and gradients for one fit; the decisions above live here and nowhere else."""
+
+    def __init__(self, mode: str | None, optimizers: list[Optimizer], scaler_skips: bool) -> None:
+        self.mode = None if scaler_skips else mode
+        self.optimizers = optimizers
+        self.device_skip = self.mode in ("raise", "skip") and all(
+            getattr(opt, "_step_supports_amp_scaling", False) for opt in optimizers
+        )
+        self.skipped = 0  # steps skipped with a host decision
+        self._loss_bad: Tensor | None = None  # sum of losses since the last read: inf/NaN if any was
+        self._steps_bad: Tensor | None = None  # steps the fused optimizers skipped (device)
+        self._one: dict[torch.device, Tensor] = {}
+        self._since = 0
+        if self.mode in ("raise", "skip") and not self.device_skip:
+            info(
+                f'on_nonfinite="{self.mode}" reads one flag per optimizer step to decide before stepping; a fused '
+                "optimizer (e.g. AdamW(..., fused=True)) decides on the device with no read."
+            )
+
+    @property
+    def active(self) -> bool:
+        return self.mode is not None
+
+    def watch(self, loss: Tensor) -> None:
+        """Add a micro-batch's loss to a running sum on the device: one in-place add per step, and
+        an inf/NaN anywhere makes the sum non-finite (no read here)."""
+        if self._loss_bad is None:
+            self._loss_bad = _accumulator(loss)
+        self._loss_bad.add_(loss.detach().reshape(()))  # a view: a shape (1,) loss counts as a scalar
+
+    def allow(self, opt: Optimizer, where: Callable[[], tuple[int, int, int]]) -> bool:
+        """Whether `opt` may step now ("skip"/"raise"); with a fused optimizer the step is handed the
+        device flag and always 'runs'."""
+        if self.mode not in ("raise", "skip"):
+            return True
+        found = self._found(opt)
+        if self.device_skip:
+            # the attributes a fused optimizer's step() reads (as torch's GradScaler sets them)
+            opt.grad_scale, opt.found_inf = None, found  # type: ignore[attr-defined]
+            self._steps_bad = (
+                found.to(torch.int32)
+                if self._steps_bad is None
+                else self._steps_bad.add_(found.to(torch.int32))
+            )
+            return True
+        if not found.item():  # host read: the step must not be applied when this is set
+            return True
+        step, epoch, batch = where()
+        if self.mode == "raise":
+            raise NonFiniteError(
+                f"non-finite loss or gradients at step {step} (epoch {epoch}, batch {batch}); the optimizer step "
+                'was not applied. Lower the learning rate, clip gradients, check the data, or use on_nonfinite="skip".'
+            )
+        self.skipped += 1
+        return False
+
+    def _found(self, opt: Optimizer) -> Tensor:
+        """1.0 on the device if any gradient of `opt` (or a loss in this window) is inf/NaN."""
+        grads: dict[tuple[torch.device, torch.dtype], list[Tensor]] = defaultdict(list)
+        for group in opt.param_groups:
+            for p in group["params"]:
+                if p.grad is not None:
+                    g = p.grad
+                    g = g._local_tensor if hasattr(g, "_local_tensor") else g  # a DTensor shard
+                    grads[(g.device, g.dtype)].append(g)
+        device = next(iter(grads))[0] if grads else torch.device("cpu")
+        found = torch.zeros((), device=device)
+        one = self._one.get(device)
+        if one is None:
+            one = self._one[device] = torch.ones((), device=device)
+        for (dev, _), tensors in grads.items():
+            flag = found if dev == device else torch.zeros((), device=dev)
+            # The amp kernel: one pass over the gradients, sets the flag on any inf/NaN (scale 1).
+            torch._amp_foreach_non_finite_check_and_unscale_(tensors, flag, one.to(dev))
+            if flag is not found:
+                found.add_(flag.to(device))
+        if self._loss_bad is not None:
+            found.add_(self._loss_bad.isfinite().logical_not().to(device)).clamp_(max=1)
+            self._loss_bad.zero_()
+        return found
+
+    def report(self, step: int) -> None:
+        """At a read point: say what the device counted since the last one (one small transfer)."""
+        if self.mode is None:
+            return
+        flags = []
+        if self._loss_bad is not None:
+            flags.append(self._loss_bad.isfinite().logical_not().float())
+        if self._steps_bad is not None:
+            flags.append(self._steps_bad.float().to(flags[0].device if flags else self._steps_bad.device))
+        if not flags:
+            return
+        values = torch.stack(flags).tolist()  # host read: a read point (log interval or epoch end)
+        loss_bad = values[0] if self._loss_bad is not None else 0
+        steps_bad = int(values[-1]) if self._steps_bad is not None else 0
+        since, self._since = self._since, step
+        if steps_bad and self._steps_bad is not None:
+            self._steps_bad.zero_()
+            self.skipped += steps_bad
+            if self.mode == "raise":
+                raise NonFiniteError(
+                    f"non-finite loss or gradients in {steps_bad} optimizer step(s) between step {since} and {step}; "
+                    "the fused optimizer did not apply them."
+                )
+            warn(
+                f"skipped {steps_bad} optimizer step(s) with non-finite loss or gradients (steps {since}-{step})"
+            )
+        if self._loss_bad is not None:
+            self._loss_bad.zero_()
+        if loss_bad and self.mode == "warn":
+            warn(
+                f"a non-finite loss was seen between step {since} and {step}; the weights may be ruined. "
+                'on_nonfinite="skip" skips such steps, "raise" stops at the first.'
+            )

@@ -1,0 +1,294 @@
+"""`Trainer(compile=...)`: what is compiled (the forward, the whole training step, or each repeated
+block), and a watch on recompilations and compile time.
+
+`compile=True` or `{"scope": "forward", **opts}` compiles the module's forward in place (speed.py).
+`"step"` compiles the training step through the strategy's wrapper (forward and loss; the backward
+follows through AOTAutograd) and each optimizer's `step`; under manual optimization the module's
+`training_step` runs the backwards and steps itself, so it is compiled as written, split at each
+of them (said once, with a warning). `"regions"` compiles every block of a
+container of identical blocks (an `nn.ModuleList`/`nn.Sequential`), once per block class.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import time
+import types
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+from torch.optim import Optimizer
+
+from ..callbacks.base import Callback
+from ..errors import MisconfigurationError, bad_value
+from ..rank_zero import info, warn
+
+SCOPES = ("forward", "step", "regions")
+RECOMPILES_PER_EPOCH = 2  # after the first epoch, more new graphs than this in one epoch are warned about
+_ALLOWED = (
+    "True, False, one of 'forward', 'step', 'regions', or a dict {'scope': ..., **torch.compile options}"
+)
+
+
+@dataclass(frozen=True)
+class CompileSpec:
+    """What `compile=` asks for: a scope and the torch.compile options."""
+
+    scope: str
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+def compile_spec(value: Any) -> CompileSpec | None:
+    """The validated `compile=` argument; None when nothing is compiled."""
+    if value is False:
+        return None
+    if value is True:
+        return CompileSpec("forward")
+    if isinstance(value, str):
+        if value not in SCOPES:
+            raise bad_value("compile", value, f"one of {SCOPES}, True, False or a dict")
+        return CompileSpec(value)
+    if not isinstance(value, dict):
+        raise bad_value("compile", value, _ALLOWED)
+    options = dict(value)
+    scope = options.pop("scope", "forward")
+    if scope not in SCOPES:
+        raise bad_value("compile", value, f'"scope" one of {SCOPES} (got {scope!r})')
+    known = set(inspect.signature(torch.compile).parameters) - {"model"}
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise bad_value(
+            "compile", value, f"'scope' and torch.compile options among {sorted(known)} ({unknown} unknown)"
+        )
+    return CompileSpec(scope, options)
+
+
+# -- regions ---------------------------------------------------------------------------------------
+def repeated_blocks(module: nn.Module) -> list[tuple[str, list[nn.Module]]]:
+    """(container name, its blocks) for every ModuleList/Sequential of >= 2 children of one class,
+    outermost first (a repeated block's insides are not searched again)."""
+    found: list[tuple[str, list[nn.Module]]] = []
+
+    def visit(name: str, m: nn.Module) -> None:
+        children = list(m.children())
+        repeated = len(children) >= 2 and len({type(c) for c in children}) == 1
+        if repeated and isinstance(m, nn.ModuleList | nn.Sequential):
+            found.append((name or type(m).__name__, children))
+            return
+        for child_name, child in m.named_children():
+            visit(f"{name}.{child_name}" if name else child_name, child)
+
+    visit("", module)
+    return found
+
+
+def compile_regions(module: nn.Module, options: Mapping[str, Any]) -> int:
+    """Compile every repeated block in place; returns how many. Refuses a model without any."""
+    groups = repeated_blocks(module)
+    if not groups:
+        raise MisconfigurationError(
+            f"compile='regions' found no repeated blocks in {type(module).__name__} (an nn.ModuleList or "
+            "nn.Sequential of two or more children of one class); use compile=True (the forward) or "
+            "compile='step' (the whole training step)."
+        )
+    for _, blocks in groups:
+        for block in blocks:
+            block.compile(**options)
+    listed = ", ".join(f"{len(b)} x {type(b[0]).__name__} in {name}" for name, b in groups)
+    count = sum(len(b) for _, b in groups)
+    info(f"compile='regions': {count} blocks compiled ({listed}); blocks of one class share their code")
+    return count
+
+
+# -- the training step -----------------------------------------------------------------------------
+def compiled_training_step(compile: Any, strategy: Any, module: nn.Module) -> Callable[..., Any] | None:
+    """The strategy's training-step callable (after it wrapped the module: DDP, FSDP) compiled when
+    `compile=` asks for scope "step"; None otherwise."""
+    spec = compile_spec(compile)
+    if spec is None or spec.scope != "step":
+        return None
+    if not getattr(module, "automatic_optimization", True):
+        warn(MANUAL_STEP_WARNING)
+    return torch.compile(strategy.step_fn(module, "training_step"), **spec.options)
+
+
+MANUAL_STEP_WARNING = (
+    "compile='step' with manual optimization (automatic_optimization=False) compiles your "
+    "training_step as written and each optimizer's step() on its own: torch.compile splits "
+    "training_step into separate graphs at every manual_backward, zero_grad and optimizer.step "
+    "call, so its backward is not traced with its forward as under automatic optimization. "
+    "Return the loss from training_step (automatic optimization) for one forward+backward graph, or "
+    "use compile=True to compile the module's forward only."
+)
+
+
+def compile_optimizers(spec: CompileSpec | None, optimizers: list[Optimizer], scheduled: bool) -> bool:
+    """Scope "step": each optimizer's `step` compiled (torch's compiled-optimizer recipe), on the
+    optimizer object itself, where torch's LR schedulers also wrap it, so a precision's scaler
+    and a scheduler created later both call the compiled one. With schedulers the learning rates
+    become 0-d tensors, so a changed rate does not recompile. Returns whether it compiled."""
+    if spec is None or spec.scope != "step":
+        return False
+    if scheduled:
+        refuse_foreach_with_tensor_lr(optimizers)
+    for opt in optimizers:
+        eager = opt.step
+        if getattr(eager, "_surge_compiled", False):
+            continue
+        compiled = torch.compile(lambda eager=eager: eager(), **spec.options)
+
+        def step(self: Optimizer, closure: Any = None, compiled: Callable[[], Any] = compiled) -> Any:
+            if closure is not None:
+                raise MisconfigurationError("compile='step' cannot step an optimizer that needs a closure")
+            return compiled()
+
+        bound = types.MethodType(step, opt)
+        bound.__func__._surge_compiled = True  # type: ignore[attr-defined]
+        opt.step = bound  # type: ignore[method-assign]
+    if scheduled:
+        tensor_learning_rates(optimizers)
+    return True
+
+
+def refuse_foreach_with_tensor_lr(optimizers: list[Optimizer], restored_from: str | None = None) -> None:
+    """torch's Adam (and AdamW) refuse a tensor lr with `foreach=True, capturable=False`, deep inside
+    the first compiled step: say so before the fit, naming the argument and the fixes. With
+    `restored_from`, the groups are a checkpoint's (torch's load_state_dict brings its settings back)."""
+    for i, opt in enumerate(optimizers):
+        groups = [g for g in opt.param_groups if g.get("foreach") is True and g.get("capturable") is False]
+        if isinstance(opt, torch.optim.Adam | torch.optim.AdamW) and groups:
+            name = type(opt).__name__
+            if restored_from is not None:
+                raise MisconfigurationError(
+                    f"compile='step' with a learning-rate scheduler makes each param group's lr a 0-d tensor, "
+                    f"and torch's {name} refuses a tensor lr with foreach=True and capturable=False: "
+                    f"{restored_from} restores optimizer {i} ({name}) with foreach=True and capturable=False "
+                    "(torch's load_state_dict brings back the saved param groups' settings, whatever the "
+                    f"optimizer is built with now). Resume it with compile=True (the forward only) or "
+                    "without compile."
+                )
+            raise MisconfigurationError(
+                f"compile='step' with a learning-rate scheduler makes each param group's lr a 0-d tensor "
+                f"(so a new rate does not recompile), and torch's {name} refuses a tensor lr with "
+                f"foreach=True and capturable=False (optimizer {i}, {name}(foreach=True)). Pass "
+                f"{name}(..., foreach=True, capturable=True), leave foreach unset, or use fused=True; "
+                "or compile=True (the forward only)."
+            )
+
+
+def tensor_learning_rates(optimizers: list[Optimizer]) -> None:
+    """Make each group's lr a 0-d tensor (schedulers then `fill_` it); a restored float lr too."""
+    for opt in optimizers:
+        for group in opt.param_groups:
+            if not isinstance(group["lr"], torch.Tensor):
+                group["lr"] = torch.tensor(float(group["lr"]))
+
+
+# -- recompilations and compile time ---------------------------------------------------------------
+class CompileWatch(Callback):
+    """Counts the graphs torch._dynamo compiles during a fit; says the compile time once (after the
+    first epoch) and warns once, with dynamo's last guard-failure reason, when an epoch after the
+    first still compiles more than `RECOMPILES_PER_EPOCH` new graphs. Read at epoch ends only."""
+
+    def __init__(self, scope: str) -> None:
+        self.scope = scope
+        self.seconds = 0.0
+        self._epoch_start_graphs = self._fit_start_graphs = 0
+        self._failures: dict[Any, int] = {}
+        self._started: float | None = None
+        self._epochs = 0
+        self.warned = False
+
+    def _start(self, *_: Any) -> None:
+        self._started = time.perf_counter()
+
+    def _end(self, *_: Any) -> None:
+        if self._started is not None:
+            self.seconds += time.perf_counter() - self._started
+            self._started = None
+
+    def on_fit_start(self, trainer: Any, module: Any) -> None:
+        handler = _callback_handler()
+        if handler is not None:
+            handler.register_start_callback(self._start)
+            handler.register_end_callback(self._end)
+        self._epoch_start_graphs = self._fit_start_graphs = graphs_compiled()
+        self._failures = guard_failure_counts()
+
+    def on_train_epoch_end(self, trainer: Any, module: Any) -> None:
+        self._epochs += 1
+        now = graphs_compiled()
+        new, self._epoch_start_graphs = now - self._epoch_start_graphs, now
+        before, self._failures = self._failures, guard_failure_counts()
+        if self._epochs == 1:
+            graphs = now - self._fit_start_graphs
+            info(f"compile={self.scope!r}: {graphs} graphs compiled in {self.seconds:.1f} s (first epoch)")
+        elif new > RECOMPILES_PER_EPOCH and not self.warned:
+            self.warned = True
+            warn(
+                f"compile={self.scope!r}: {new} graphs were recompiled in epoch {trainer.current_epoch}, after "
+                f"the first; the latest reason: {recompile_reason(before)}. Recompiling costs more than it "
+                "saves: keep shapes stable (drop_last=True, padding), pass dynamic=True in compile={...}, "
+                "or compile=False."
+            )
+
+    def on_fit_end(self, trainer: Any, module: Any) -> None:
+        self._remove()
+
+    def on_exception(self, trainer: Any, module: Any, err: BaseException) -> None:
+        self._remove()
+
+    def _remove(self) -> None:
+        handler = _callback_handler()
+        if handler is not None:
+            for remove, fn in (
+                (handler.remove_start_callback, self._start),
+                (handler.remove_end_callback, self._end),
+            ):
+                with contextlib.suppress(ValueError):  # not registered (the fit failed before it started)
+                    remove(fn)
+
+
+def compile_watch(compile: Any, stage: str) -> list[Callback]:
+    """The watch for a fit that compiles (`compile=` as the Trainer got it); none otherwise."""
+    spec = compile_spec(compile)
+    return [CompileWatch(spec.scope)] if spec is not None and stage == "fit" else []
+
+
+def _callback_handler() -> Any:
+    try:
+        from torch._dynamo.callback import callback_handler
+    except ImportError:  # older torch: the compile time is not measured
+        return None
+    return callback_handler
+
+
+def graphs_compiled() -> int:
+    """Frames dynamo has compiled in this process (torch._dynamo.utils.counters, torch 2.0 on)."""
+    from torch._dynamo.utils import counters
+
+    return int(counters["frames"]["ok"])
+
+
+def guard_failure_counts() -> dict[Any, int]:
+    """How many guard failures (recompilations) dynamo has recorded per code object so far."""
+    from torch._dynamo.utils import guard_failures
+
+    return {code: len(failures) for code, failures in guard_failures.items()}
+
+
+def recompile_reason(before: Mapping[Any, int]) -> str:
+    """The latest guard failure recorded since `before` (a `guard_failure_counts()`) for the code
+    that recompiled most since then, or 'unknown'."""
+    from torch._dynamo.utils import guard_failures
+
+    new = {code: failures[before.get(code, 0) :] for code, failures in guard_failures.items()}
+    new = {code: failures for code, failures in new.items() if failures}
+    if not new:
+        return "unknown"
+    code = max(new, key=lambda c: len(new[c]))
+    return f"{getattr(code, 'co_name', code)}: {new[code][-1]}"
