@@ -391,10 +391,10 @@ class TrainerProperties:
         total = per_epoch * (self.max_epochs if self.max_epochs >= 0 else math.inf)
         return min(total, self._cfg.max_steps) if self._cfg.max_steps >= 0 else total
 
-    def export(self, path: str | Path) -> Path:
-        """Write the model's bare weights to a `.safetensors` file (see `surge.export_safetensors`)."""
+    def export(self, path: str | Path, module: str | None = None) -> Path:
+        """Write the model's bare weights (or one submodule's) to a `.safetensors` file (`surge.export_safetensors`)."""
         if self._module is None:
             raise MisconfigurationError("export() needs a model: call fit() first.")
         from .checkpoint.export import export_safetensors
 
-        return export_safetensors(self._module, path) if self.is_global_zero else Path(path)
+        return export_safetensors(self._module, path, module) if self.is_global_zero else Path(path)

@@ -4,6 +4,10 @@ The file loads anywhere with `safetensors.torch.load_file(path)` and then
 `plain_module.load_state_dict(weights, strict=True)`: keys carry no `module.`/`_orig_mod.`
 wrapper prefixes, every tensor is contiguous and owns its memory (tied weights are written once
 per name), and nothing but tensors is stored.
+
+`module="model"` exports one submodule: its keys without the `model.` prefix, as that submodule's
+own `state_dict()` names them, so a Hugging Face model kept as `self.model` loads with
+`from_pretrained` (the file saved as `model.safetensors` beside its `config.json`).
 """
 
 from __future__ import annotations
@@ -26,12 +30,13 @@ from .shard_files import is_sharded
 Source = str | os.PathLike | Mapping[str, Any] | torch.nn.Module
 
 
-def export_safetensors(ckpt_or_state: Source, path: str | os.PathLike) -> Path:
+def export_safetensors(ckpt_or_state: Source, path: str | os.PathLike, module: str | None = None) -> Path:
     """Write the bare model weights of `ckpt_or_state` to `path` (a `.safetensors` file).
 
     `ckpt_or_state` is a surge checkpoint file (read with the safe, checksum-verified loader), a
     loaded checkpoint dict (its `"state_dict"` is used), a plain state dict, or a module.
-    Returns the path written.
+    `module`: the dotted name of one submodule (e.g. `"model"` or `"model.bert"`) to export alone,
+    its keys named as its own `state_dict()` names them. Returns the path written.
     """
     save_file = _safetensors_save_file()
     path = Path(path)
@@ -41,7 +46,7 @@ def export_safetensors(ckpt_or_state: Source, path: str | os.PathLike) -> Path:
             str(path),
             f"a file other than the checkpoint {ckpt_or_state} itself, which writing there would destroy",
         )
-    tensors = portable_tensors(weights_of(ckpt_or_state))
+    tensors = portable_tensors(submodule_weights(weights_of(ckpt_or_state), module))
     path.parent.mkdir(parents=True, exist_ok=True)
     save_file(tensors, str(path), metadata={"format": "pt"})
     return path
@@ -75,6 +80,23 @@ def weights_of(source: Source) -> dict[str, Any]:
         f"export_safetensors(ckpt_or_state={type(source).__name__}) is not valid: pass a checkpoint "
         "path, a checkpoint dict, a state dict or an nn.Module."
     )
+
+
+def submodule_weights(state: Mapping[str, Any], module: str | None) -> Mapping[str, Any]:
+    """The entries of `state` under the submodule `module`, without its prefix (all of them: None)."""
+    if module is None:
+        return state
+    name = module.strip(".")
+    prefix = name + "."
+    inner = {key[len(prefix) :]: value for key, value in state.items() if key.startswith(prefix)}
+    if not name or not inner:
+        roots = sorted({key.split(".")[0] for key in state if "." in key})
+        raise bad_value(
+            "export_safetensors(module) (--module)",
+            module,
+            f"the dotted name of a submodule that holds weights, e.g. one of {roots}",
+        )
+    return inner
 
 
 def portable_tensors(state: Mapping[str, Any]) -> dict[str, Tensor]:
@@ -112,6 +134,12 @@ def add_export_command(sub: Any) -> None:
     cmd = sub.add_parser("export", help="write a checkpoint's bare model weights to a .safetensors file")
     cmd.add_argument("ckpt", help="a surge checkpoint (.ckpt)")
     cmd.add_argument("--to", required=True, metavar="FILE", help="the .safetensors file to write")
+    cmd.add_argument(
+        "--module",
+        metavar="NAME",
+        help="export only this submodule (a dotted attribute name, e.g. model), its keys without the prefix: "
+        "a Hugging Face model kept as self.model then loads with from_pretrained",
+    )
     cmd.set_defaults(fn=_export_command)
 
 
@@ -120,7 +148,7 @@ def _export_command(args: argparse.Namespace) -> int:
     from ..rank_zero import info
 
     try:
-        path = export_safetensors(args.ckpt, args.to)
+        path = export_safetensors(args.ckpt, args.to, module=args.module)
     except (SurgeError, ImportError, OSError) as err:
         sys.stderr.write(
             f"surge export: error: {err}\n"
