@@ -18,11 +18,18 @@ from torch import Tensor, nn
 
 from ..config import semantics
 from ..errors import MisconfigurationError
+from ..launch.call_site import check_same_trainer, trainer_call_site
 from ..launch.environment import ClusterEnvironment
+from ..launch.host import cpu_count
 from ..launch.subprocess_launcher import SubprocessLauncher
+from ..rank_zero import warn
 from ..seed import last_seeding, seed_everything
 from .base import Layout, Strategy
 
+RERUN = (
+    "\nThis rank was started by an earlier Trainer(devices=N) of the script, which runs the script again from its "
+    "start in each new rank: every rank must reach the same Trainer calls in the same order."
+)
 _OPS = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}
 
 
@@ -42,6 +49,7 @@ class ProcessGroupStrategy(Strategy):
         self.backend = process_group_backend
         self.env = ClusterEnvironment(source="local")  # until `configure` is given the detected one
         self.launcher: SubprocessLauncher | None = None
+        self.call_site: str | None = None  # the user's line that built this Trainer, compared across ranks
         self.wrapped: nn.Module | None = None
         self._owns_group = False
 
@@ -68,12 +76,23 @@ class ProcessGroupStrategy(Strategy):
 
     def check_layout(self, layout: Layout) -> None:
         self.configure(layout.processes_per_node, layout.num_nodes, layout.env)
+        cores = cpu_count()
+        if (
+            layout.accelerator.name == "cpu"
+            and layout.processes_per_node > cores
+            and self.env.global_rank == 0
+        ):
+            warn(
+                f"Trainer(devices={layout.processes_per_node}) on the CPU runs {layout.processes_per_node} processes "
+                f"on a machine that gives this one {cores} CPU(s): they take turns on the cores, so the run is "
+                f"slower than with devices={cores} (and collectives may time out); use devices<={cores}."
+            )
 
     def configure(self, processes_per_node: int, num_nodes: int, env: ClusterEnvironment) -> None:
         """Check the launch environment `env` agrees with `devices` and `num_nodes`; plan a launch
         if this process is alone."""
         expected = processes_per_node * num_nodes
-        self.env = env
+        self.env, self.call_site = env, trainer_call_site()
         if self.env.source == "local":
             if num_nodes > 1:
                 raise MisconfigurationError(
@@ -87,6 +106,7 @@ class ProcessGroupStrategy(Strategy):
                 f"Trainer(devices={processes_per_node}, num_nodes={num_nodes}) expects {expected} processes, but the "
                 f"{self.env.source} environment says WORLD_SIZE={self.env.world_size} (this is rank "
                 f"{self.env.global_rank}, local rank {self.env.local_rank}, node {self.env.node_rank}); make them agree."
+                + (RERUN if self.env.source == "surge" else "")
             )
 
     # -- set-up ----------------------------------------------------------------------------
@@ -97,8 +117,15 @@ class ProcessGroupStrategy(Strategy):
             # Lightning re-seeds every process from its last seed_everything as each stage sets up
             # its process group (fit, validate, test alike); its ranks draw from there.
             seed_everything(seeding.seed, seeding.workers)
-        if dist.is_available() and dist.is_initialized():
-            return
+        if not (dist.is_available() and dist.is_initialized()):
+            self._start_group(device)
+        if self.call_site is not None:  # once per Trainer: are all ranks at this one?
+            sites: list[Any] = [None] * self.world_size
+            dist.all_gather_object(sites, self.call_site)
+            self.call_site = None
+            check_same_trainer(sites)
+
+    def _start_group(self, device: torch.device) -> None:
         if self.launcher is not None and not self.launcher.children and self.env.global_rank == 0:
             self.env = self.launcher.launch()
         backend = self.backend or ("nccl" if device.type == "cuda" else "gloo")
