@@ -18,6 +18,8 @@ from torch.utils.data import DataLoader, TensorDataset
 
 import surge
 
+__all__ = ["DigitsCNN", "DigitsData", "main"]  # the public API
+
 
 class DigitsCNN(surge.Module):
     """Two conv layers and a small classifier head, trained with Adam and a step-decay schedule."""

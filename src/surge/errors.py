@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+__all__ = ["CheckpointError", "MisconfigurationError", "SurgeError", "SurgeRuntimeError", "SurgeTypeError"]
+
 
 class SurgeError(Exception):
     """Base class of every error surge raises on purpose."""

@@ -36,6 +36,9 @@ _DIGEST_RE = re.compile(rb"^blake2b-160:([0-9a-f]{40})$")
 _TMP_RE = re.compile(r"^\..+\.tmp-(\d+)-[0-9a-f]{8}$")
 
 
+__all__ = ["is_surge_checkpoint", "load_checkpoint", "save_atomic"]  # the public API
+
+
 def content_digest(obj: Any, version: int = FORMAT_VERSION) -> str:
     """A digest of every tensor's bytes and every plain value, in a fixed order.
 

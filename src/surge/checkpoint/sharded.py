@@ -51,8 +51,10 @@ from .shard_files import (
     verify_shards,
 )
 
-
 # -- writing -------------------------------------------------------------------------------
+__all__ = ["consolidate", "read_weights"]  # the public API: the rest serves checkpointing
+
+
 def save_sharded(
     state: dict[str, Any],
     path: str | Path,

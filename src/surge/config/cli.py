@@ -48,6 +48,9 @@ CONFIG_IS_CODE = (
 )
 
 
+__all__ = ["SurgeCLI", "run_cli"]  # the public API
+
+
 class SaveConfig(Callback):
     """Writes the merged config to `<log_dir>/<filename>` when a fit starts (rank zero); with
     `overwrite=False` an existing file there stops the fit before any work (as Lightning's). A

@@ -342,5 +342,7 @@ def distribute_eval_loader(loader: Iterable, rank: int, world_size: int) -> Iter
     return clone_loader(loader, sampler=ShardSampler(length, rank, world_size))
 
 
-# `surge.data.cache(dataset, path)`: re-exported here; cache.py needs nothing from this module.
-from .cached import CachedDataset, cache  # noqa: E402, F401
+# `surge.data.cache(dataset, path)`: re-exported here; cached.py needs nothing from this module.
+from .cached import CachedDataset, CacheMismatchError, cache  # noqa: E402
+
+__all__ = ["CacheMismatchError", "CachedDataset", "cache"]  # the public API (the rest serves the loops)

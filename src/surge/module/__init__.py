@@ -219,7 +219,7 @@ class Module(LoopHooks, ModuleOptimizers, nn.Module, HyperparametersMixin):
 
         As in Lightning, `configure_model()` runs first (layers created there exist before the
         weights load), then `on_load_checkpoint(checkpoint)`, which may still change the
-        checkpoint's `state_dict`; then the weights load. `strict=False` loads the keys that match
+        checkpoint's `"state_dict"`; then the weights load. `strict=False` loads the keys that match
         and warns with what it left out.
         """
         from ..checkpoint import load_checkpoint

@@ -202,7 +202,7 @@ class Strategy:
     def restore_model(
         self, module: nn.Module, ckpt: Mapping[str, Any], path: str | Path, strict: bool = True
     ) -> list[str]:
-        """Load the checkpoint's weights into `module`; returns what did not match (strict: raises)."""
+        """Load the checkpoint's weights into the module; returns what did not match (strict: raises)."""
         if is_sharded(ckpt):
             from ..checkpoint.sharded import full_model_state
 
