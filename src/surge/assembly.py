@@ -210,7 +210,7 @@ def fit_settings(
     """The settings a fit loop reads, with the tuners' decisions."""
     return FitSettings(
         accumulate_grad_batches=accumulate_grad_batches,
-        max_epochs=cast(int, cfg.max_epochs),  # TrainerConfig resolves None to an int
+        max_epochs=cfg.max_epochs,
         min_epochs=cfg.min_epochs,
         min_steps=cfg.min_steps or 0,
         max_steps=cfg.max_steps,
