@@ -126,7 +126,7 @@ class Trainer(StageEntryPoints):
         self._run_status = self._fn = stage
         self._publisher.reset_metrics()  # as Lightning: a stage shows only what it logs
         self._module, model._trainer, cfg = model, self, self._cfg
-        compile_now = bool(cfg.compile) and stage == "fit" and model not in self._compiled
+        compile_now = cfg.compile is not None and stage == "fit" and model not in self._compiled
         prepare_module(model, cfg, self._strategy, self._precision, compile_now)
         if compile_now:
             self._compiled.add(model)  # remembered here: nothing is stamped on the user's model

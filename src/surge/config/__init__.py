@@ -14,7 +14,7 @@ from ..errors import MisconfigurationError, SurgeTypeError, bad_value
 from ..profiler.base import Profiler
 from ..rank_zero import info
 from ..speed.activation_checkpointing import check_policy
-from ..speed.compiling import compile_spec
+from ..speed.compiling import CompileSpec, compile_spec
 from .declared import Resolves
 from .lightning import check_lightning_arguments, lightning_defaults
 from .paths import user_dir
@@ -90,7 +90,7 @@ class TrainerConfig:
     use_distributed_sampler: bool = True
     benchmark: bool | None = None
     matmul_precision: str | None = None
-    compile: bool | str | dict[str, Any] = False
+    compile: Resolves[bool | str | dict[str, Any], CompileSpec | None] = Resolves(False)  # None: off
     channels_last: bool = False
     on_nonfinite: str | None = "warn"
     effective_batch_size: int | None = None
@@ -219,7 +219,8 @@ class TrainerConfig:
             raise bad_value("benchmark", self.benchmark, "None, True or False")
         if self.matmul_precision is not None and self.matmul_precision not in MATMUL_PRECISIONS:
             raise bad_value("matmul_precision", self.matmul_precision, f"None or one of {MATMUL_PRECISIONS}")
-        compile_spec(self.compile)  # scope and torch.compile options, refused by name
+        # parsed here only, into what every part reads (the field's resolved type, which __set__ does not list)
+        self.compile = compile_spec(self.compile)  # type: ignore[assignment]
         if not isinstance(self.channels_last, bool):
             raise bad_value("channels_last", self.channels_last, "True or False")
         if (
