@@ -7,7 +7,8 @@ from typing import Any, NamedTuple
 
 from ..callbacks.base import CALLBACK_HOOKS, Callback, overrides
 from ..errors import MisconfigurationError
-from ..module import HOOKS, OVERRIDABLE, Module
+from ..module import OVERRIDABLE, Module
+from ..module.model_hooks import HOOKS
 
 
 class Refusal(NamedTuple):
