@@ -63,6 +63,9 @@ class ArgumentView(Generic[T]):
     def __get__(self, obj: Any, owner: Any) -> Any:
         return self if obj is None else getattr(obj._cfg, self.name)
 
+    def __set__(self, obj: object, value: object) -> None:
+        raise AttributeError(f"property {self.name!r} of {type(obj).__name__!r} object has no setter")
+
 
 @overload
 def argument_view(field: Resolves[Any, R]) -> ArgumentView[R]: ...
