@@ -128,7 +128,8 @@ def _accepted(hint: Any) -> Any:
 
 
 def _annotation_names() -> dict[str, Any]:
-    """The classes the config's annotations name (imported here: they import the config)."""
+    """The classes the config's annotations name, imported when the signature is built (after the
+    config has loaded: the strategies and precision packages import `config.registry`)."""
     from ..callbacks.base import Callback
     from ..loggers.base import Logger
     from ..precision.base import Precision
