@@ -9,7 +9,7 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[1] / "src" / "surge"
 # `trainer._x`, `self.trainer._x`, `module._trainer._x`, `t._x`: a private attribute of a Trainer.
 PRIVATE_READ = re.compile(r"(?:^|[^\w])(?:trainer|_trainer|t|tr)\._[A-Za-z]\w*")
-MAX_LINES = {"trainer.py": 380}  # the issue asked for "at most ~350"; grown by new arguments and stages
+MAX_LINES = {"trainer.py": 335}  # its arguments are declared in TrainerConfig (config/declared.py)
 DEFAULT_MAX_LINES = 400
 
 

@@ -32,7 +32,7 @@ from .optim.nonfinite import NonFiniteGuard
 from .precision import Precision
 from .rank_zero import warn
 from .speed import activation_checkpointing
-from .speed.compiling import compile_optimizers, compile_regions, compile_spec
+from .speed.compiling import compile_optimizers, compile_regions
 from .strategies import Layout, Strategy
 
 
@@ -200,7 +200,7 @@ def build_optimization(
         metrics,
         guard=NonFiniteGuard(cfg.on_nonfinite, optimizers, precision.skips_nonfinite_steps),
         where=where,
-        compiled=compile_optimizers(compile_spec(cfg.compile), optimizers, bool(schedulers)),
+        compiled=compile_optimizers(cfg.compile, optimizers, bool(schedulers)),
     )
 
 
@@ -210,7 +210,7 @@ def fit_settings(
     """The settings a fit loop reads, with the tuners' decisions."""
     return FitSettings(
         accumulate_grad_batches=accumulate_grad_batches,
-        max_epochs=cast(int, cfg.max_epochs),  # TrainerConfig resolves None to an int
+        max_epochs=cfg.max_epochs,
         min_epochs=cfg.min_epochs,
         min_steps=cfg.min_steps or 0,
         max_steps=cfg.max_steps,
@@ -236,7 +236,7 @@ def prepare_module(
     if cfg.channels_last:
         # nn.Module.to takes memory_format (documented), but torch's overloads leave it out
         model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
-    spec = compile_spec(cfg.compile)
+    spec = cfg.compile
     if compile_now and spec is not None and spec.scope == "forward":
         speed.compile_module(model, spec.options)
     elif compile_now and spec is not None and spec.scope == "regions":

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import replace
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +32,7 @@ from .checkpoint.run_state import (
     restore_training,
 )
 from .config import TrainerConfig
+from .config.declared import takes_arguments_of
 from .config.lightning import warn_default_max_epochs
 from .config.paths import writable_dir
 from .data.limit_messages import say_explicit_limits
@@ -60,9 +60,7 @@ from .profiler import Profiler, build_profiler
 from .profiler.doctor import requested as requested_doctor_run
 from .rank_zero import info
 from .seed import set_rng_state
-from .speed.activation_checkpointing import CheckpointPolicy
 from .speed.compiling import compile_watch, compiled_training_step
-from .strategies import Strategy
 from .trainer_stages import StageEntryPoints, check_weights_only
 from .tune import setup as tune_setup
 
@@ -70,70 +68,17 @@ from .tune import setup as tune_setup
 class Trainer(StageEntryPoints):
     """Trains a `surge.Module`: `Trainer(max_epochs=10).fit(model, train_loader, val_loader)`.
 
-    Every argument is checked here, before any work; see `TrainerConfig` for what each accepts.
+    Every argument is checked here, before any work. The arguments are declared once, as the fields
+    of `TrainerConfig` (what each accepts); this signature is generated from them (config/declared.py).
     """
 
-    def __init__(
-        self,
-        *,
-        max_epochs: int | None = None,
-        min_epochs: int | None = 0,
-        max_steps: int = -1,
-        limit_train_batches: int | float | None = None,
-        limit_val_batches: int | float | None = None,
-        limit_test_batches: int | float | None = None,
-        limit_predict_batches: int | float | None = None,
-        val_check_interval: int | float | None = None,
-        check_val_every_n_epoch: int | None = 1,
-        num_sanity_val_steps: int | None = 2,
-        accumulate_grad_batches: int = 1,
-        gradient_clip_val: float | None = None,
-        gradient_clip_algorithm: str | None = "norm",
-        precision: str | int | Precision | None = "32-true",
-        accelerator: str = "auto",
-        devices: int | str | list[int] = "auto",
-        strategy: str | Strategy = "auto",
-        num_nodes: int = 1,
-        callbacks: list[Callback] | Callback | None = None,
-        logger: bool | Logger | list[Logger] | None = True,
-        default_root_dir: str | Path | None = None,
-        enable_progress_bar: bool | None = True,
-        enable_checkpointing: bool | None = True,
-        enable_model_summary: bool | None = True,
-        log_every_n_steps: int | None = 50,
-        deterministic: bool | str | None = None,
-        use_distributed_sampler: bool = True,
-        benchmark: bool | None = None,
-        matmul_precision: str | None = None,
-        compile: bool | str | dict[str, Any] = False,
-        channels_last: bool = False,
-        on_nonfinite: str | None = "warn",
-        effective_batch_size: int | None = None,
-        scale_lr: str | None = None,
-        reference_batch_size: int | None = None,
-        num_workers: int | str | None = None,
-        profiler: str | Profiler | None = None,
-        fast_dev_run: int | bool = False,
-        overfit_batches: int | float = 0.0,
-        max_time: str | dict[str, float] | timedelta | None = None,
-        detect_anomaly: bool = False,
-        reload_dataloaders_every_n_epochs: int = 0,
-        min_steps: int | None = None,
-        inference_mode: bool = True,
-        sync_batchnorm: bool = False,
-        barebones: bool = False,
-        plugins: Any = None,
-        model_registry: str | None = None,
-        async_checkpoint: bool = False,
-        activation_checkpointing: CheckpointPolicy | None = None,
-        enable_autolog_hparams: bool = True,
-    ) -> None:
-        args = {k: v for k, v in locals().items() if k not in ("self", "__class__")}
+    @takes_arguments_of(TrainerConfig)
+    def __init__(self, **args: Any) -> None:
         doctor = requested_doctor_run()  # `surge doctor` runs this script: profile a short fit
         if doctor is not None:
             args = doctor.overrides(args)
         say_explicit_limits(args)
-        self._cfg = cfg = TrainerConfig(**{**args, "callbacks": callbacks or []})
+        self._cfg = cfg = TrainerConfig(**args)
         self._accelerator = resolve_accelerator(cfg.accelerator)
         self._devices = resolve_devices(self._accelerator, cfg.devices)
         env = detect()  # the one reading of the launch environment; the parts are given it
@@ -181,7 +126,7 @@ class Trainer(StageEntryPoints):
         self._run_status = self._fn = stage
         self._publisher.reset_metrics()  # as Lightning: a stage shows only what it logs
         self._module, model._trainer, cfg = model, self, self._cfg
-        compile_now = bool(cfg.compile) and stage == "fit" and model not in self._compiled
+        compile_now = cfg.compile is not None and stage == "fit" and model not in self._compiled
         prepare_module(model, cfg, self._strategy, self._precision, compile_now)
         if compile_now:
             self._compiled.add(model)  # remembered here: nothing is stamped on the user's model

@@ -7,19 +7,19 @@ from __future__ import annotations
 import math
 import signal
 from collections.abc import Callable, Mapping
-from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import torch
 
+from .config import TrainerConfig
+from .config.declared import argument_view
 from .errors import MisconfigurationError, bad_value
 from .loops.run_status import RunningStage, TrainerState, trainer_state
 
 if TYPE_CHECKING:
     from .accelerators import Accelerator
     from .callbacks.base import Callback
-    from .config import TrainerConfig
     from .loggers.base import Logger
     from .loops.fit import FitLoop
     from .loops.validation import BatchPlan, Validation
@@ -88,14 +88,6 @@ class TrainerProperties:
         return self.fit_loop.epoch + int(self.fit_loop.stopped_inside)  # a stop inside an epoch counts it
 
     @property
-    def max_epochs(self) -> int:
-        return cast(int, self._cfg.max_epochs)  # TrainerConfig resolves None to an int
-
-    @property
-    def max_steps(self) -> int:
-        return self._cfg.max_steps
-
-    @property
     def accumulate_grad_batches(self) -> int:
         """The accumulation in use (`effective_batch_size=` decides it)."""
         return self._accumulate
@@ -110,10 +102,6 @@ class TrainerProperties:
                 "trainer.accumulate_grad_batches", value, "1 with manual optimization (accumulate by hand)"
             )
         self._accumulate = value
-
-    @property
-    def log_every_n_steps(self) -> int:
-        return self._cfg.log_every_n_steps
 
     @property
     def enable_validation(self) -> bool:
@@ -174,10 +162,6 @@ class TrainerProperties:
         """The device this process trains on."""
         local = self.local_rank
         return self._accelerator.device(self._devices[local] if local < len(self._devices) else local)
-
-    @property
-    def default_root_dir(self) -> Path:
-        return cast(Path, self._cfg.default_root_dir)  # TrainerConfig resolves it to a Path
 
     @property
     def logger(self) -> Logger | None:
@@ -302,7 +286,27 @@ class TrainerProperties:
         loop = self.fit_loop
         return loop.batches_done + (0 if loop.ending else 1) >= self._plan.train
 
-    # -- the arguments, as given (Lightning's names) -----------------------------------------
+    # -- the arguments (Lightning's names): the validated config's fields, declared there ------
+    max_epochs = argument_view(TrainerConfig.max_epochs)  # None given: 1000, or -1 under a step/time limit
+    min_epochs = argument_view(TrainerConfig.min_epochs)
+    max_steps = argument_view(TrainerConfig.max_steps)
+    max_time = argument_view(TrainerConfig.max_time)
+    limit_train_batches = argument_view(TrainerConfig.limit_train_batches)
+    limit_val_batches = argument_view(TrainerConfig.limit_val_batches)
+    limit_test_batches = argument_view(TrainerConfig.limit_test_batches)
+    limit_predict_batches = argument_view(TrainerConfig.limit_predict_batches)
+    val_check_interval = argument_view(TrainerConfig.val_check_interval)
+    check_val_every_n_epoch = argument_view(TrainerConfig.check_val_every_n_epoch)
+    num_sanity_val_steps = argument_view(TrainerConfig.num_sanity_val_steps)
+    gradient_clip_val = argument_view(TrainerConfig.gradient_clip_val)
+    gradient_clip_algorithm = argument_view(TrainerConfig.gradient_clip_algorithm)
+    num_nodes = argument_view(TrainerConfig.num_nodes)
+    default_root_dir = argument_view(TrainerConfig.default_root_dir)
+    log_every_n_steps = argument_view(TrainerConfig.log_every_n_steps)
+    fast_dev_run = argument_view(TrainerConfig.fast_dev_run)  # batches per stage (True is 1); 0: off
+    overfit_batches = argument_view(TrainerConfig.overfit_batches)
+    reload_dataloaders_every_n_epochs = argument_view(TrainerConfig.reload_dataloaders_every_n_epochs)
+
     @property
     def precision(self) -> str:
         """The precision's name, e.g. "32-true" or "bf16-mixed"."""
@@ -313,10 +317,6 @@ class TrainerProperties:
         return self._accelerator
 
     @property
-    def num_nodes(self) -> int:
-        return self._cfg.num_nodes
-
-    @property
     def num_devices(self) -> int:
         """Devices per node."""
         return len(self._devices)
@@ -325,63 +325,6 @@ class TrainerProperties:
     def device_ids(self) -> list[int]:
         """The device indices this node trains on."""
         return list(self._devices)
-
-    @property
-    def min_epochs(self) -> int:
-        return self._cfg.min_epochs
-
-    @property
-    def max_time(self) -> timedelta | None:
-        return self._cfg.max_time
-
-    @property
-    def gradient_clip_val(self) -> float | None:
-        return self._cfg.gradient_clip_val
-
-    @property
-    def gradient_clip_algorithm(self) -> str:
-        return self._cfg.gradient_clip_algorithm
-
-    @property
-    def val_check_interval(self) -> int | float:
-        return self._cfg.val_check_interval
-
-    @property
-    def check_val_every_n_epoch(self) -> int | None:
-        return self._cfg.check_val_every_n_epoch
-
-    @property
-    def num_sanity_val_steps(self) -> int:
-        return self._cfg.num_sanity_val_steps
-
-    @property
-    def limit_train_batches(self) -> int | float:
-        return self._cfg.limit_train_batches
-
-    @property
-    def limit_val_batches(self) -> int | float:
-        return self._cfg.limit_val_batches
-
-    @property
-    def limit_test_batches(self) -> int | float:
-        return self._cfg.limit_test_batches
-
-    @property
-    def limit_predict_batches(self) -> int | float:
-        return self._cfg.limit_predict_batches
-
-    @property
-    def fast_dev_run(self) -> int:
-        """Batches per stage of a fast_dev_run (True is 1); 0 when off."""
-        return self._cfg.fast_dev_run
-
-    @property
-    def overfit_batches(self) -> int | float:
-        return self._cfg.overfit_batches
-
-    @property
-    def reload_dataloaders_every_n_epochs(self) -> int:
-        return self._cfg.reload_dataloaders_every_n_epochs
 
     @property
     def estimated_stepping_batches(self) -> int | float:

@@ -2,26 +2,111 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from torch import Tensor
+from torch.optim import Optimizer
 
 from ..errors import SurgeRuntimeError
+from ..module.model_hooks import StepOutput, hook_names
 
-CALLBACK_HOOKS = (
-    "setup", "teardown", "on_fit_start", "on_fit_end", "on_sanity_check_start", "on_sanity_check_end",
-    "on_train_start", "on_train_end", "on_train_epoch_start", "on_train_epoch_end",
-    "on_train_batch_start", "on_train_batch_end",
-    "on_validation_start", "on_validation_end", "on_validation_epoch_start", "on_validation_epoch_end",
-    "on_validation_batch_start", "on_validation_batch_end",
-    "on_test_start", "on_test_end", "on_test_epoch_start", "on_test_epoch_end",
-    "on_test_batch_start", "on_test_batch_end",
-    "on_predict_start", "on_predict_end", "on_predict_epoch_start", "on_predict_epoch_end",
-    "on_predict_batch_start", "on_predict_batch_end",
-    "on_before_backward", "on_after_backward", "on_before_optimizer_step", "on_before_zero_grad",
-    "on_save_checkpoint", "on_load_checkpoint", "on_exception",
-)  # fmt: skip
+if TYPE_CHECKING:
+    from ..module import Module
+    from ..trainer import Trainer
 
 
-class Callback:
+class CallbackHooks:
+    """The hooks, with Lightning's signatures; each does nothing here and is called only where a
+    callback overrides it (`overrides`, `loops/hooks.py`). `CALLBACK_HOOKS` is read from this class."""
+
+    def setup(self, trainer: Trainer, pl_module: Module, stage: str) -> None:
+        """When a stage begins (`stage`: "fit", "validate", "test" or "predict")."""
+
+    def teardown(self, trainer: Trainer, pl_module: Module, stage: str) -> None:
+        """When a stage ends."""
+
+    def on_fit_start(self, trainer: Trainer, pl_module: Module) -> None: ...
+    def on_fit_end(self, trainer: Trainer, pl_module: Module) -> None: ...
+    def on_sanity_check_start(self, trainer: Trainer, pl_module: Module) -> None: ...
+    def on_sanity_check_end(self, trainer: Trainer, pl_module: Module) -> None: ...
+    def on_train_start(self, trainer: Trainer, pl_module: Module) -> None: ...
+    def on_train_end(self, trainer: Trainer, pl_module: Module) -> None: ...
+    def on_train_epoch_start(self, trainer: Trainer, pl_module: Module) -> None: ...
+    def on_train_epoch_end(self, trainer: Trainer, pl_module: Module) -> None: ...
+    def on_train_batch_start(
+        self, trainer: Trainer, pl_module: Module, batch: Any, batch_idx: int
+    ) -> None: ...
+    def on_train_batch_end(
+        self, trainer: Trainer, pl_module: Module, outputs: StepOutput, batch: Any, batch_idx: int
+    ) -> None:
+        """`outputs` detached; a returned loss comes as `{"loss": loss}`."""
+
+    def on_validation_start(self, trainer: Trainer, pl_module: Module) -> None: ...
+    def on_validation_end(self, trainer: Trainer, pl_module: Module) -> None: ...
+    def on_validation_epoch_start(self, trainer: Trainer, pl_module: Module) -> None: ...
+    def on_validation_epoch_end(self, trainer: Trainer, pl_module: Module) -> None: ...
+    def on_validation_batch_start(
+        self, trainer: Trainer, pl_module: Module, batch: Any, batch_idx: int, dataloader_idx: int = 0
+    ) -> None: ...
+    def on_validation_batch_end(
+        self,
+        trainer: Trainer,
+        pl_module: Module,
+        outputs: StepOutput,
+        batch: Any,
+        batch_idx: int,
+        dataloader_idx: int = 0,
+    ) -> None: ...
+    def on_test_start(self, trainer: Trainer, pl_module: Module) -> None: ...
+    def on_test_end(self, trainer: Trainer, pl_module: Module) -> None: ...
+    def on_test_epoch_start(self, trainer: Trainer, pl_module: Module) -> None: ...
+    def on_test_epoch_end(self, trainer: Trainer, pl_module: Module) -> None: ...
+    def on_test_batch_start(
+        self, trainer: Trainer, pl_module: Module, batch: Any, batch_idx: int, dataloader_idx: int = 0
+    ) -> None: ...
+    def on_test_batch_end(
+        self,
+        trainer: Trainer,
+        pl_module: Module,
+        outputs: StepOutput,
+        batch: Any,
+        batch_idx: int,
+        dataloader_idx: int = 0,
+    ) -> None: ...
+    def on_predict_start(self, trainer: Trainer, pl_module: Module) -> None: ...
+    def on_predict_end(self, trainer: Trainer, pl_module: Module) -> None: ...
+    def on_predict_epoch_start(self, trainer: Trainer, pl_module: Module) -> None: ...
+    def on_predict_epoch_end(self, trainer: Trainer, pl_module: Module) -> None: ...
+    def on_predict_batch_start(
+        self, trainer: Trainer, pl_module: Module, batch: Any, batch_idx: int, dataloader_idx: int = 0
+    ) -> None: ...
+    def on_predict_batch_end(
+        self,
+        trainer: Trainer,
+        pl_module: Module,
+        outputs: Any,
+        batch: Any,
+        batch_idx: int,
+        dataloader_idx: int = 0,
+    ) -> None: ...
+    def on_before_backward(self, trainer: Trainer, pl_module: Module, loss: Tensor) -> None: ...
+    def on_after_backward(self, trainer: Trainer, pl_module: Module) -> None: ...
+    def on_before_optimizer_step(self, trainer: Trainer, pl_module: Module, optimizer: Optimizer) -> None: ...
+    def on_before_zero_grad(self, trainer: Trainer, pl_module: Module, optimizer: Optimizer) -> None: ...
+    def on_save_checkpoint(self, trainer: Trainer, pl_module: Module, checkpoint: dict[str, Any]) -> None:
+        """May add keys to the checkpoint dict before it is written."""
+
+    def on_load_checkpoint(self, trainer: Trainer, pl_module: Module, checkpoint: dict[str, Any]) -> None:
+        """Read what `on_save_checkpoint` added, when a checkpoint is loaded."""
+
+    def on_exception(self, trainer: Trainer, pl_module: Module, exception: BaseException) -> None:
+        """When a stage ends by an exception (Ctrl-C and preemption included)."""
+
+
+CALLBACK_HOOKS = hook_names(CallbackHooks)
+
+
+class Callback(CallbackHooks):
     """Override the hooks you need; each receives `(trainer, module, ...)` like Lightning's.
 
     Hooks that a subclass does not override are never called, so an unused hook costs nothing.
@@ -76,14 +161,6 @@ class Callback:
         """On resume, after `load_state_dict` and before the optimizers' and schedulers' state is
         loaded: rebuild what this callback added to them (param groups, a scheduler), so that the
         saved state fits. `lr_scheduler_configs` is the run's list, changed in place."""
-
-
-def _noop(self: Any, *args: Any, **kwargs: Any) -> None:
-    return None
-
-
-for _hook in CALLBACK_HOOKS:
-    setattr(Callback, _hook, _noop)
 
 
 def overrides(obj: object, base: type, name: str) -> bool:

@@ -5,18 +5,27 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from ..callbacks.timer import parse_duration
 from ..errors import MisconfigurationError, SurgeTypeError, bad_value
 from ..profiler.base import Profiler
 from ..rank_zero import info
 from ..speed.activation_checkpointing import check_policy
-from ..speed.compiling import compile_spec
+from ..speed.compiling import CompileSpec, compile_spec
+from .declared import Resolves
 from .lightning import check_lightning_arguments, lightning_defaults
 from .paths import user_dir
 from .registry import PRECISIONS, STRATEGIES
+
+if TYPE_CHECKING:
+    from ..callbacks.base import Callback
+    from ..loggers.base import Logger
+    from ..precision.base import Precision
+    from ..speed.activation_checkpointing import CheckpointPolicy, Policy
+    from ..strategies.base import Strategy
 
 ACCELERATORS = ("auto", "cpu", "cuda", "gpu", "mps")
 PROFILER_NAMES = ("simple", "advanced", "pytorch")
@@ -52,46 +61,46 @@ def _check_limit(name: str, value: Any) -> None:
 class TrainerConfig:
     """Every Trainer argument, checked once in `__post_init__` with a message naming the field."""
 
-    max_epochs: int | None = None
-    min_epochs: int = 0
+    max_epochs: Resolves[int | None, int] = Resolves(None)  # None: 1000, or -1 with a step/time limit
+    min_epochs: Resolves[int | None, int] = Resolves(0)
     max_steps: int = -1
-    limit_train_batches: int | float = 1.0
-    limit_val_batches: int | float = 1.0
-    limit_test_batches: int | float = 1.0
-    limit_predict_batches: int | float = 1.0
-    val_check_interval: int | float = 1.0
+    limit_train_batches: Resolves[int | float | None, int | float] = Resolves(None)
+    limit_val_batches: Resolves[int | float | None, int | float] = Resolves(None)
+    limit_test_batches: Resolves[int | float | None, int | float] = Resolves(None)
+    limit_predict_batches: Resolves[int | float | None, int | float] = Resolves(None)
+    val_check_interval: Resolves[int | float | None, int | float] = Resolves(None)
     check_val_every_n_epoch: int | None = 1
-    num_sanity_val_steps: int = 2
+    num_sanity_val_steps: Resolves[int | None, int] = Resolves(2)
     accumulate_grad_batches: int = 1
     gradient_clip_val: float | None = None
-    gradient_clip_algorithm: str = "norm"
-    precision: Any = "32-true"
+    gradient_clip_algorithm: Resolves[str | None, str] = Resolves("norm")
+    precision: Resolves[str | int | Precision | None, str | Precision] = Resolves("32-true")  # a name
     accelerator: str = "auto"
     devices: int | str | list[int] = "auto"
-    strategy: Any = "auto"
+    strategy: str | Strategy = "auto"
     num_nodes: int = 1
-    callbacks: list[Any] = field(default_factory=list)
-    logger: Any = True
-    default_root_dir: str | Path | None = None
-    enable_progress_bar: bool = True
-    enable_checkpointing: bool = True
-    enable_model_summary: bool = True
-    log_every_n_steps: int = 50
+    callbacks: Resolves[list[Callback] | Callback | None, list[Callback]] = Resolves(None)
+    logger: Resolves[bool | Logger | list[Logger] | None, bool | Logger | list[Logger]] = Resolves(True)
+    default_root_dir: Resolves[str | Path | None, Path] = Resolves(None)
+    enable_progress_bar: Resolves[bool | None, bool] = Resolves(True)
+    enable_checkpointing: Resolves[bool | None, bool] = Resolves(True)
+    enable_model_summary: Resolves[bool | None, bool] = Resolves(True)
+    log_every_n_steps: Resolves[int | None, int] = Resolves(50)
     deterministic: bool | str | None = None
     use_distributed_sampler: bool = True
     benchmark: bool | None = None
     matmul_precision: str | None = None
-    compile: bool | str | dict[str, Any] = False
+    compile: Resolves[bool | str | dict[str, Any], CompileSpec | None] = Resolves(False)  # None: off
     channels_last: bool = False
     on_nonfinite: str | None = "warn"
-    profiler: Any = None
     effective_batch_size: int | None = None
     scale_lr: str | None = None
     reference_batch_size: int | None = None
     num_workers: int | str | None = None
-    fast_dev_run: int | bool = False
+    profiler: str | Profiler | None = None
+    fast_dev_run: Resolves[int | bool, int] = Resolves(False)  # True is 1
     overfit_batches: int | float = 0.0
-    max_time: Any = None
+    max_time: Resolves[str | dict[str, float] | timedelta | None, timedelta | None] = Resolves(None)
     detect_anomaly: bool = False
     reload_dataloaders_every_n_epochs: int = 0
     min_steps: int | None = None
@@ -101,7 +110,7 @@ class TrainerConfig:
     plugins: Any = None
     model_registry: str | None = None
     async_checkpoint: bool = False
-    activation_checkpointing: Any = None
+    activation_checkpointing: Resolves[CheckpointPolicy | None, Policy | None] = Resolves(None)
     enable_autolog_hparams: bool = True
     max_epochs_defaulted: bool = field(
         default=False, init=False
@@ -210,7 +219,8 @@ class TrainerConfig:
             raise bad_value("benchmark", self.benchmark, "None, True or False")
         if self.matmul_precision is not None and self.matmul_precision not in MATMUL_PRECISIONS:
             raise bad_value("matmul_precision", self.matmul_precision, f"None or one of {MATMUL_PRECISIONS}")
-        compile_spec(self.compile)  # scope and torch.compile options, refused by name
+        # parsed here only, into what every part reads (the field's resolved type, which __set__ does not list)
+        self.compile = compile_spec(self.compile)  # type: ignore[assignment]
         if not isinstance(self.channels_last, bool):
             raise bad_value("channels_last", self.channels_last, "True or False")
         if (
@@ -298,10 +308,11 @@ class TrainerConfig:
 
         if isinstance(self.strategy, Strategy) or self.strategy == "auto":
             return
-        if STRATEGIES.name_of(self.strategy) is None:
+        name = STRATEGIES.name_of(self.strategy)
+        if name is None:
             allowed = ("auto", *STRATEGIES.names)
             raise bad_value("strategy", self.strategy, f"one of {allowed} or a Strategy object")
-        self.strategy = STRATEGIES.name_of(self.strategy)
+        self.strategy = name
 
     def _check_devices(self) -> None:
         d = self.devices

@@ -3,35 +3,42 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..callbacks.base import CALLBACK_HOOKS, Callback, overrides
 from ..errors import MisconfigurationError
-from ..module import HOOKS, OVERRIDABLE, Module
+from ..module import OVERRIDABLE, Module
+from ..module.model_hooks import HOOKS
+
+
+class Refusal(NamedTuple):
+    """A Lightning hook surge does not call: what to do instead, and whether a Callback that
+    defines it is refused too (the hooks Lightning 2.0 removed from both; not a Module-only one)."""
+
+    advice: str
+    callbacks_too: bool
+
 
 # Lightning hooks surge does not call: overriding one is refused before any work, with what to do.
-REFUSED_MODULE_HOOKS = {
-    "configure_sharded_model": "rename it configure_model (Lightning deprecated configure_sharded_model)",
+REFUSED_HOOKS = {
+    "configure_sharded_model": Refusal("rename it configure_model (Lightning deprecated configure_sharded_model)", False),
     # Removed in Lightning 2.0, which refuses them too:
-    "training_epoch_end": "use on_train_epoch_end (Lightning 2.0 removed training_epoch_end)",
-    "validation_epoch_end": "use on_validation_epoch_end (Lightning 2.0 removed validation_epoch_end)",
-    "test_epoch_end": "use on_test_epoch_end (Lightning 2.0 removed test_epoch_end)",
-    "predict_epoch_end": "use on_predict_epoch_end (Lightning 2.0 removed predict_epoch_end)",
-    "training_step_end": "do the work in training_step (Lightning 2.0 removed training_step_end)",
-    "validation_step_end": "do the work in validation_step (Lightning 2.0 removed validation_step_end)",
-    "test_step_end": "do the work in test_step (Lightning 2.0 removed test_step_end)",
-    "on_epoch_start": "use on_train_epoch_start (Lightning 2.0 removed on_epoch_start)",
-    "on_epoch_end": "use on_train_epoch_end (Lightning 2.0 removed on_epoch_end)",
-    "on_batch_start": "use on_train_batch_start (Lightning 2.0 removed on_batch_start)",
-    "on_batch_end": "use on_train_batch_end (Lightning 2.0 removed on_batch_end)",
-    "on_pretrain_routine_start": "use on_fit_start (Lightning 2.0 removed on_pretrain_routine_start)",
-    "on_pretrain_routine_end": "use on_fit_start (Lightning 2.0 removed on_pretrain_routine_end)",
-}
-REFUSED_CALLBACK_HOOKS = {
-    name: advice
-    for name, advice in REFUSED_MODULE_HOOKS.items()
-    if "removed" in advice and name not in ("training_step_end", "validation_step_end", "test_step_end")
-}
+    "training_epoch_end": Refusal("use on_train_epoch_end (Lightning 2.0 removed training_epoch_end)", True),
+    "validation_epoch_end": Refusal("use on_validation_epoch_end (Lightning 2.0 removed validation_epoch_end)", True),
+    "test_epoch_end": Refusal("use on_test_epoch_end (Lightning 2.0 removed test_epoch_end)", True),
+    "predict_epoch_end": Refusal("use on_predict_epoch_end (Lightning 2.0 removed predict_epoch_end)", True),
+    "training_step_end": Refusal("do the work in training_step (Lightning 2.0 removed training_step_end)", False),
+    "validation_step_end": Refusal("do the work in validation_step (Lightning 2.0 removed validation_step_end)", False),
+    "test_step_end": Refusal("do the work in test_step (Lightning 2.0 removed test_step_end)", False),
+    "on_epoch_start": Refusal("use on_train_epoch_start (Lightning 2.0 removed on_epoch_start)", True),
+    "on_epoch_end": Refusal("use on_train_epoch_end (Lightning 2.0 removed on_epoch_end)", True),
+    "on_batch_start": Refusal("use on_train_batch_start (Lightning 2.0 removed on_batch_start)", True),
+    "on_batch_end": Refusal("use on_train_batch_end (Lightning 2.0 removed on_batch_end)", True),
+    "on_pretrain_routine_start": Refusal("use on_fit_start (Lightning 2.0 removed on_pretrain_routine_start)", True),
+    "on_pretrain_routine_end": Refusal("use on_fit_start (Lightning 2.0 removed on_pretrain_routine_end)", True),
+}  # fmt: skip
+REFUSED_MODULE_HOOKS = {name: r.advice for name, r in REFUSED_HOOKS.items()}
+REFUSED_CALLBACK_HOOKS = {name: r.advice for name, r in REFUSED_HOOKS.items() if r.callbacks_too}
 
 
 def refuse_unsupported(module: Module, callbacks: Sequence[Any], stage: str) -> None:

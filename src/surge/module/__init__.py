@@ -14,26 +14,13 @@ from ..metrics.log_options import check_log_name, check_log_value, reduction, re
 from ..rank_zero import warn
 from .hooks import LoopHooks
 from .hparams import HyperparametersMixin, init_kwargs
+from .model_hooks import ModelHooks
 from .optimizers import ModuleOptimizers
 
 if TYPE_CHECKING:
     from ..metrics.results import Results
     from ..optim.manual import OptimizerSteps
     from ..trainer import Trainer
-
-# Hooks with a default that does nothing; the loops call only those a subclass overrides.
-HOOKS = (
-    "on_fit_start", "on_fit_end", "on_train_start", "on_train_end",
-    "on_train_epoch_start", "on_train_epoch_end", "on_train_batch_start", "on_train_batch_end",
-    "on_validation_start", "on_validation_end", "on_validation_epoch_start", "on_validation_epoch_end",
-    "on_validation_batch_start", "on_validation_batch_end",
-    "on_test_start", "on_test_end", "on_test_epoch_start", "on_test_epoch_end",
-    "on_test_batch_start", "on_test_batch_end",
-    "on_predict_start", "on_predict_end", "on_predict_epoch_start", "on_predict_epoch_end",
-    "on_predict_batch_start", "on_predict_batch_end",
-    "on_before_backward", "on_after_backward", "on_before_optimizer_step", "on_before_zero_grad",
-    "on_save_checkpoint", "on_load_checkpoint",
-)  # fmt: skip
 
 # Methods with a default that does the work; a subclass's own version is called instead of it.
 OVERRIDABLE = (
@@ -45,7 +32,7 @@ OVERRIDABLE = (
 )  # fmt: skip
 
 
-class Module(LoopHooks, ModuleOptimizers, nn.Module, HyperparametersMixin):
+class Module(LoopHooks, ModelHooks, ModuleOptimizers, nn.Module, HyperparametersMixin):
     """A torch `nn.Module` that also says how to train itself.
 
     Override `training_step` and `configure_optimizers`; the rest is optional. `self.log` keeps
@@ -53,10 +40,6 @@ class Module(LoopHooks, ModuleOptimizers, nn.Module, HyperparametersMixin):
     """
 
     strict_loading: bool = True  # resume and ckpt_path= loads: False loads what matches, reports the rest
-
-    if TYPE_CHECKING:  # the hooks are no-ops set below the class; this one is also called directly
-
-        def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None: ...
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -311,11 +294,3 @@ class Module(LoopHooks, ModuleOptimizers, nn.Module, HyperparametersMixin):
         from ..rank_zero import info
 
         info(" ".join(str(a) for a in args))
-
-
-def _noop(self: Any, *args: Any, **kwargs: Any) -> None:
-    return None
-
-
-for _hook in HOOKS:
-    setattr(Module, _hook, _noop)

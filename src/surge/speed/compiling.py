@@ -43,7 +43,8 @@ class CompileSpec:
 
 
 def compile_spec(value: Any) -> CompileSpec | None:
-    """The validated `compile=` argument; None when nothing is compiled."""
+    """The validated `compile=` argument; None when nothing is compiled. Called once, by the
+    config's validation: every part reads the spec it made (`TrainerConfig.compile`)."""
     if value is False:
         return None
     if value is True:
@@ -105,10 +106,11 @@ def compile_regions(module: nn.Module, options: Mapping[str, Any]) -> int:
 
 
 # -- the training step -----------------------------------------------------------------------------
-def compiled_training_step(compile: Any, strategy: Any, module: nn.Module) -> Callable[..., Any] | None:
+def compiled_training_step(
+    spec: CompileSpec | None, strategy: Any, module: nn.Module
+) -> Callable[..., Any] | None:
     """The strategy's training-step callable (after it wrapped the module: DDP, FSDP) compiled when
     `compile=` asks for scope "step"; None otherwise."""
-    spec = compile_spec(compile)
     if spec is None or spec.scope != "step":
         return None
     if not getattr(module, "automatic_optimization", True):
@@ -253,9 +255,8 @@ class CompileWatch(Callback):
                     remove(fn)
 
 
-def compile_watch(compile: Any, stage: str) -> list[Callback]:
-    """The watch for a fit that compiles (`compile=` as the Trainer got it); none otherwise."""
-    spec = compile_spec(compile)
+def compile_watch(spec: CompileSpec | None, stage: str) -> list[Callback]:
+    """The watch for a fit that compiles (`spec`: the parsed `compile=`); none otherwise."""
     return [CompileWatch(spec.scope)] if spec is not None and stage == "fit" else []
 
 

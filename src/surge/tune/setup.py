@@ -188,7 +188,7 @@ def fit_batches(loader: Any, cfg: TrainerConfig, world_size: int) -> int | float
         per_epoch = limit if length is None else min(limit, length)
     else:
         per_epoch = math.inf if length is None else int(length * limit)
-    max_epochs = cast(int, cfg.max_epochs)  # TrainerConfig resolves None to an int
+    max_epochs = cfg.max_epochs
     epochs = max_epochs if max_epochs >= 0 else math.inf
     total = per_epoch * epochs if per_epoch else 0
     if cfg.max_steps >= 0:
