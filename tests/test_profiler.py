@@ -155,3 +155,47 @@ def test_surge_plot_draws_the_curves(tmp_path):
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 5000
     with pytest.raises(MisconfigurationError, match="no metrics.csv"):
         plot_run(tmp_path / "nothing")
+
+
+class VerySlowSamples(Dataset):
+    """40 ms a sample (sleep): a loader whose worker counts would take many seconds to time unbounded."""
+
+    def __len__(self) -> int:
+        return 64
+
+    def __getitem__(self, i):
+        time.sleep(0.04)
+        return torch.randn(4), i % 2
+
+
+@pytest.mark.heavy  # timed: runs alone
+def test_the_reports_worker_measurement_costs_a_bounded_share_of_the_fit(tmp_path):
+    trainer = _fit(tmp_path, TinyModel(), DataLoader(VerySlowSamples(), batch_size=8), max_steps=6)
+    finding = trainer.profiler.report["findings"][0]
+    numbers = finding["numbers"]
+    assert finding["kind"] == "data"
+    # ~2.2 s trained (6 steps of 8 samples, no validation step): the report may spend 1 s, its floor.
+    assert numbers["budget_s"] == 1.0
+    # Rounds end at the deadline: at most one round (a batch per worker) and one start-up beyond it.
+    assert numbers["measured_s"] <= numbers["budget_s"] + 2 * 8 * 0.04 + 1.0, numbers
+
+
+def test_with_a_profiler_the_loop_and_the_doctor_give_one_advice(tmp_path, recwarn):
+    trainer = _fit(tmp_path, TinyModel(), DataLoader(VerySlowSamples(), batch_size=1), max_steps=55)
+    message = trainer.profiler.report["findings"][0]["message"]
+    assert 'num_workers="auto"' in message or "surge.data.cache" in message
+    loop_advice = [str(w.message) for w in recwarn if "waited for data" in str(w.message)]
+    assert loop_advice == [], "the doctor's report is the one advice when a profiler runs"
+
+
+def test_the_loops_advice_says_what_the_doctor_says(tmp_path, recwarn):
+    surge.Trainer(
+        max_steps=60,
+        logger=False,
+        enable_progress_bar=False,
+        enable_checkpointing=False,
+        enable_model_summary=False,
+    ).fit(TinyModel(), DataLoader(VerySlowSamples(), batch_size=1))
+    (advice,) = [str(w.message) for w in recwarn if "waited for data" in str(w.message)]
+    assert 'Trainer(num_workers="auto") measures' in advice and "surge.data.cache(dataset, path)" in advice
+    assert "num_workers=2" not in advice and "num_workers=4" not in advice  # no count it did not measure

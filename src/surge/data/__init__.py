@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
 from typing import Any, TypeGuard, cast
 
@@ -114,11 +113,12 @@ def data_wait_advice(loader: Iterable, wait_s: float, total_s: float, steps: int
     share = wait_s / total_s
     if share < 0.3 or wait_s / steps < 1e-3:
         return  # below ~1 ms a batch, passing batches between worker processes costs about as much
-    workers = max(1, min(4, (os.cpu_count() or 2)))
-    warn(
+    warn(  # the doctor's advice too (profiler="simple"), which measures the worker counts
         f"The training step waited for data {share:.0%} of the time ({1e3 * wait_s / steps:.2f} ms of "
-        f"{1e3 * total_s / steps:.2f} ms per step) with DataLoader(num_workers=0). Load in parallel: "
-        f"DataLoader(..., num_workers={workers}, persistent_workers=True)."
+        f"{1e3 * total_s / steps:.2f} ms per step) with DataLoader(num_workers=0). "
+        'Trainer(num_workers="auto") measures whether loading in worker processes is faster and uses the '
+        "best count; where it is not (the work is CPU-bound and the cores are busy), preprocess once: "
+        "surge.data.cache(dataset, path)."
     )
 
 

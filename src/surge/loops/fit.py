@@ -369,7 +369,7 @@ class FitLoop(FitProgress):
                     publish(results.read_step(), results.flags(), step=self.logger_step())  # host read
             if window_end and (signals.received is not None or not single) and signalled(self, single):
                 preempt(self)  # (ranks agree at log intervals: a collective and a host read there)
-            if batch_idx == ADVICE_AFTER_BATCHES and not self._advised:
+            if batch_idx == ADVICE_AFTER_BATCHES and not self._advised and ctx.profiler is None:
                 self._advised = True
                 data_wait_advice(self.train_loader, wait, clock() - t_epoch, batch_idx)
             if val_every and batch_idx % val_every == 0 and validation.due_inside(self.epoch, batch_idx):

@@ -23,6 +23,7 @@ DOCTOR_ENV = "SURGE_DOCTOR"  # how `surge doctor` tells the script it runs (a se
 DATA_BOUND = 0.30  # share of the step spent waiting for data
 COMM_BOUND = 0.20  # share of the step in gradient allreduce
 SMALL_BATCH = 0.25  # share of device memory a step uses
+REPORT_SHARE, REPORT_MIN_S, REPORT_MAX_S = 0.1, 1.0, 10.0  # what measuring worker counts may cost
 
 
 @dataclass(frozen=True)
@@ -114,7 +115,7 @@ class Doctor:
         out: list[dict[str, Any]] = []
         data_share = shares.get("data", 0.0)
         if data_share >= DATA_BOUND:
-            out.append(self._data_bound(data_share))
+            out.append(self._data_bound(data_share, summary.get("trained_s", 0.0)))
         reads = report["host_reads_per_step"]
         if reads >= 1:
             counted = max(1, self.profiler.syncs.counted_steps)
@@ -152,7 +153,7 @@ class Doctor:
             })  # fmt: skip
         return out
 
-    def _data_bound(self, share: float) -> dict[str, Any]:
+    def _data_bound(self, share: float, trained_s: float) -> dict[str, Any]:
         loader = self.trainer.train_dataloader
         workers = getattr(loader, "num_workers", 0)
         finding: dict[str, Any] = {"kind": "data", "numbers": {"share": share, "num_workers": workers}}
@@ -161,7 +162,12 @@ class Doctor:
         if self.measure_workers and hasattr(loader, "dataset"):
             from ..tune import measure_num_workers
 
-            result = measure_num_workers(loader)
+            budget = report_budget(trained_s)
+            result = measure_num_workers(loader, budget_s=budget)
+            finding["numbers"].update(measured_s=result.spent_s, budget_s=budget)
+            if len(result.throughput) < 2:  # the budget ran out before a worker count was timed
+                result = None
+                base += f" (no worker count could be timed within the report's {budget:.1f} s)"
         if result is not None and result.num_workers != workers and result.speedup >= 1.2:
             finding["numbers"].update(best=result.num_workers, speedup=result.speedup)
             finding["message"] = (
@@ -210,6 +216,12 @@ class Doctor:
             report["png"] = str(plot_phases(self.profiler.timer.steps, folder / "doctor.png"))
         except ImportError as err:
             info(f"doctor.png not drawn: {err}")
+
+
+def report_budget(trained_s: float) -> float:
+    """Seconds the report may spend measuring worker counts: a tenth of the training it reports on,
+    at least 1 s (one count's start-up and a few batches), at most 10 s."""
+    return min(REPORT_MAX_S, max(REPORT_MIN_S, REPORT_SHARE * trained_s))
 
 
 def render(report: dict[str, Any]) -> str:

@@ -139,6 +139,8 @@ class PhaseTimer:
             "phases": phases,
             "shares": {p: (v / step_s if step_s else 0.0) for p, v in phases.items()},
             "validation_s": self.validation_s,
+            "trained_s": sum(s.total for s in self.steps)
+            + self.validation_s,  # all steps, for the report's budget
         }
         if any(comm):
             out["comm_s"] = sum(comm) / len(comm)

@@ -64,6 +64,7 @@ def measure_num_workers(
     batches: int = 50,
     tolerance: float = 0.05,
     pin_memory: bool | None = None,
+    budget_s: float | None = None,
 ) -> WorkersResult:
     """Time up to `batches` batches of `loader` at 0 workers, then at `max_workers`, half that, ... 1.
 
@@ -73,14 +74,18 @@ def measure_num_workers(
     first batch (worker start-up is paid once per fit with persistent workers), so the number is
     the steady rate. Counting stops at the first count slower than the best by more than
     `tolerance` (fewer workers are slower still); the choice is the fewest within `tolerance` of the best.
+    `budget_s` bounds the whole measurement (fewer batches, fewer counts); counts it left untimed are
+    absent from `throughput`.
     """
     _check(loader, max_workers, batches, tolerance)
     result = WorkersResult(num_workers=0, batches=batches)
     start = time.perf_counter()
+    deadline = math.inf if budget_s is None else start + budget_s
     with _rng_kept(loader):
         pin = torch.cuda.is_available() if pin_memory is None else pin_memory
-        result.throughput[0], _ = _throughput(with_workers(loader, 0, pin_memory=pin), batches)
-        _measure(loader, _counts(_top(max_workers)), result, tolerance, pin, math.inf)
+        base = with_workers(loader, 0, pin_memory=pin)
+        result.throughput[0], per_batch = _throughput(base, batches, start + (deadline - start) / 3)
+        _measure(loader, _counts(_top(max_workers)), result, tolerance, pin, deadline, per_batch)
     result.spent_s = time.perf_counter() - start
     return result
 
