@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from ..errors import MisconfigurationError, bad_value
 from .base import Callback
+
+if TYPE_CHECKING:
+    from ..trainer import Trainer
 
 
 class DeviceStatsMonitor(Callback):
@@ -25,7 +28,7 @@ class DeviceStatsMonitor(Callback):
         self._cpu_stats = cpu_stats
         self._logged: dict[str, int] = {}
 
-    def setup(self, trainer: Any, module: Any, stage: str) -> None:
+    def setup(self, trainer: Trainer, module: Any, stage: str) -> None:
         if stage != "fit":
             return
         on_cpu = trainer.root_device.type == "cpu"
@@ -35,14 +38,16 @@ class DeviceStatsMonitor(Callback):
                 "pip install psutil (or pass cpu_stats=False)."
             )
 
-    def on_train_batch_start(self, trainer: Any, module: Any, batch: Any, batch_idx: int) -> None:
+    def on_train_batch_start(self, trainer: Trainer, module: Any, batch: Any, batch_idx: int) -> None:
         # The step about to run is a logging step.
         self._log(trainer, "on_train_batch_start", trainer.global_step + 1)
 
-    def on_train_batch_end(self, trainer: Any, module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+    def on_train_batch_end(
+        self, trainer: Trainer, module: Any, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
         self._log(trainer, "on_train_batch_end", trainer.global_step)
 
-    def _log(self, trainer: Any, key: str, step: int) -> None:
+    def _log(self, trainer: Trainer, key: str, step: int) -> None:
         every = trainer.log_every_n_steps
         if not trainer.loggers or every <= 0 or step % every or self._logged.get(key) == step:
             return

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import MisconfigurationError, bad_value
 from ..rank_zero import info
 from ..tune.lr_finder import MODES, LRFinderResult, lr_find
 from .base import Callback
 from .tuned_attr import TunedAttributeError, has_tuned_attr, set_tuned_attr
+
+if TYPE_CHECKING:
+    from ..trainer import Trainer
 
 
 class LearningRateFinder(Callback):
@@ -39,7 +42,7 @@ class LearningRateFinder(Callback):
         self._update_attr, self._attr_name = update_attr, attr_name
         self.optimal_lr: LRFinderResult | None = None
 
-    def _attr(self, trainer: Any, module: Any) -> str:
+    def _attr(self, trainer: Trainer, module: Any) -> str:
         """The attribute the suggestion goes to; Lightning's AttributeError when there is none."""
         if self._attr_name:
             if not has_tuned_attr(module, trainer.datamodule, self._attr_name):
@@ -58,7 +61,7 @@ class LearningRateFinder(Callback):
             "its `hparams` or the datamodule (or pass update_attr=False)."
         )
 
-    def lr_find(self, trainer: Any, module: Any) -> None:
+    def lr_find(self, trainer: Trainer, module: Any) -> None:
         """Run the range test on the fit's train loader and apply the suggestion."""
         if len(trainer.optimizers) > 1:
             raise MisconfigurationError(
@@ -91,7 +94,7 @@ class LearningRateFinder(Callback):
                 group["lr"] = lr
         info(f"LearningRateFinder: learning rate set to {lr:.4g}")
 
-    def on_fit_start(self, trainer: Any, module: Any) -> None:
+    def on_fit_start(self, trainer: Trainer, module: Any) -> None:
         self.lr_find(trainer, module)
 
 
