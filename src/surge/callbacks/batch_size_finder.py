@@ -94,7 +94,7 @@ class BatchSizeFinder(Callback):
                 "before it."
             )
         if stage in _EVALUATION:
-            self._evaluation_loader = self._stage_loader(trainer, pl_module, stage)
+            self._evaluation_loader = self._stage_loader(trainer.datamodule, pl_module, stage)
         if not has_tuned_attr(pl_module, trainer.datamodule, self._batch_arg_name):
             raise MisconfigurationError(
                 f"BatchSizeFinder(batch_arg_name={self._batch_arg_name!r}): field {self._batch_arg_name} not found "
@@ -134,10 +134,10 @@ class BatchSizeFinder(Callback):
         set_tuned_attr(module, datamodule, self._batch_arg_name, found)
         info(f"Finished batch size finder, will continue with full run using batch size {found}")
 
-    def _stage_loader(self, trainer: Trainer, module: Any, stage: str) -> Any:
+    def _stage_loader(self, datamodule: DataModule | None, module: Any, stage: str) -> Any:
         """The loader of evaluation `stage`, from its hook; more than one is refused (as Lightning)."""
         prefix = _EVALUATION[stage][0]
-        loaders = getattr(_source(trainer.datamodule, module), f"{prefix}_dataloader")()
+        loaders = getattr(_source(datamodule, module), f"{prefix}_dataloader")()
         if isinstance(loaders, list | tuple):
             if len(loaders) > 1:
                 raise MisconfigurationError(

@@ -12,7 +12,7 @@ from ..checkpoint.shard_files import remove_orphan_shards
 from ..config.paths import LOCK_NAME, DirectoryClaim, writable_dir
 from ..errors import MisconfigurationError
 from ..rank_zero import warn
-from .checkpoint_options import Ranks
+from .trainer_views import Ranks
 
 
 class CheckpointRun(Ranks, Protocol):

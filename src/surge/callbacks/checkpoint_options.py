@@ -19,19 +19,12 @@ from torch import Tensor
 from ..config import semantics
 from ..errors import MisconfigurationError, bad_value
 from ..rank_zero import warn
+from .trainer_views import Ranks
 
 if TYPE_CHECKING:
-    from ..strategies import Strategy
+    from pathlib import Path
 
-
-class Ranks(Protocol):
-    """What a decision every process takes alike reads of the Trainer: the process count and the
-    strategy's collectives."""
-
-    @property
-    def world_size(self) -> int: ...
-    @property
-    def strategy(self) -> Strategy: ...
+    from ..loggers.base import Logger
 
 
 class Progress(Protocol):
@@ -43,6 +36,28 @@ class Progress(Protocol):
     def current_epoch(self) -> int: ...
     @property
     def global_step(self) -> int: ...
+
+
+class Saving(Ranks, Protocol):
+    """What `ModelCheckpoint` reads and calls when it decides on, writes and replaces checkpoints."""
+
+    @property
+    def fitting(self) -> bool: ...
+    @property
+    def fast_dev_run(self) -> int: ...
+    @property
+    def current_epoch(self) -> int: ...
+    @property
+    def global_step(self) -> int: ...
+    @property
+    def is_global_zero(self) -> bool: ...
+    @property
+    def sanity_checking(self) -> bool: ...
+    @property
+    def ckpt_path(self) -> str | None: ...
+    @property
+    def loggers(self) -> list[Logger]: ...
+    def save_checkpoint(self, filepath: str | Path, weights_only: bool = False) -> None: ...
 
 
 class ValidationCadence(Protocol):

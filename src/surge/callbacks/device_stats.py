@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
@@ -10,7 +11,20 @@ from ..errors import MisconfigurationError, bad_value
 from .base import Callback
 
 if TYPE_CHECKING:
+    from ..loggers.base import Logger
     from ..trainer import Trainer
+
+
+class StatsLogging(Protocol):
+    """What logging the statistics reads of the Trainer."""
+
+    @property
+    def root_device(self) -> torch.device: ...
+    @property
+    def loggers(self) -> list[Logger]: ...
+    @property
+    def log_every_n_steps(self) -> int: ...
+    def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None: ...
 
 
 class DeviceStatsMonitor(Callback):
@@ -47,7 +61,7 @@ class DeviceStatsMonitor(Callback):
     ) -> None:
         self._log(trainer, "on_train_batch_end", trainer.global_step)
 
-    def _log(self, trainer: Trainer, key: str, step: int) -> None:
+    def _log(self, trainer: StatsLogging, key: str, step: int) -> None:
         every = trainer.log_every_n_steps
         if not trainer.loggers or every <= 0 or step % every or self._logged.get(key) == step:
             return

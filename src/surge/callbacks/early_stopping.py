@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import math
 from enum import Enum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 from torch import Tensor
@@ -14,11 +14,29 @@ from torch import Tensor
 from ..errors import MisconfigurationError, SurgeRuntimeError, bad_value
 from ..rank_zero import warn
 from .base import Callback
+from .trainer_views import Stopping
 
 if TYPE_CHECKING:
     from ..trainer import Trainer
 
 log = logging.getLogger(__name__)
+
+
+class StopCheck(Stopping, Protocol):
+    """What the check reads of the Trainer, besides the stop every process agrees on."""
+
+    @property
+    def fitting(self) -> bool: ...
+    @property
+    def sanity_checking(self) -> bool: ...
+    @property
+    def fast_dev_run(self) -> int: ...
+    @property
+    def callback_metrics(self) -> dict[str, Tensor]: ...
+    @property
+    def current_epoch(self) -> int: ...
+    @property
+    def global_rank(self) -> int: ...
 
 
 class EarlyStoppingReason(Enum):
@@ -100,7 +118,7 @@ class EarlyStopping(Callback):
         else:
             self._on_train_epoch_end = self.check_on_train_epoch_end
 
-    def _skip(self, trainer: Trainer) -> bool:
+    def _skip(self, trainer: StopCheck) -> bool:
         return not trainer.fitting or trainer.sanity_checking
 
     def on_train_epoch_end(self, trainer: Trainer, module: Any) -> None:
@@ -111,7 +129,7 @@ class EarlyStopping(Callback):
         if not self._on_train_epoch_end and not self._skip(trainer):
             self._check(trainer)
 
-    def _check(self, trainer: Trainer) -> None:
+    def _check(self, trainer: StopCheck) -> None:
         if trainer.fast_dev_run:
             return  # a fast_dev_run does not stop early, as in Lightning
         metrics = trainer.callback_metrics

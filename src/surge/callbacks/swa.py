@@ -11,7 +11,7 @@ epoch; here it runs inside `on_train_end`, with no hooks, validation or optimize
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 from torch import Tensor, nn
@@ -26,7 +26,29 @@ from ..rank_zero import info
 from .base import Callback
 
 if TYPE_CHECKING:
+    from ..precision import Precision
+    from ..strategies import Strategy
     from ..trainer import Trainer
+
+
+class Averaging(Protocol):
+    """What starting the average and the BatchNorm pass read of the Trainer."""
+
+    @property
+    def max_epochs(self) -> int: ...
+    @property
+    def optimizers(self) -> list[Optimizer]: ...
+    @property
+    def lr_scheduler_configs(self) -> list[Any]: ...
+    @property
+    def strategy(self) -> Strategy: ...
+    @property
+    def precision_plugin(self) -> Precision: ...
+    @property
+    def train_dataloader(self) -> Any: ...
+    @property
+    def num_training_batches(self) -> int | float: ...
+
 
 AvgFn = Callable[[Tensor, Tensor, Tensor], Tensor]
 
@@ -106,7 +128,7 @@ class StochasticWeightAveraging(Callback):
             self._update_batch_norm(trainer, module)
 
     # -- the steps -------------------------------------------------------------------------
-    def _start(self, trainer: Trainer, module: Any) -> None:
+    def _start(self, trainer: Averaging, module: Any) -> None:
         last = trainer.max_epochs if self._annealing_strategy == "cos" else -1
         self._install_swalr(trainer.optimizers[0], trainer.lr_scheduler_configs, last)
         self._average = [p.detach().to(self._device or p.device, copy=True) for p in module.parameters()]
@@ -167,7 +189,7 @@ class StochasticWeightAveraging(Callback):
             avg.copy_(current if n == 0 else self._avg_fn(avg, current, n.to(avg.device)))
         n += 1
 
-    def _update_batch_norm(self, trainer: Trainer, module: Any) -> None:
+    def _update_batch_norm(self, trainer: Averaging, module: Any) -> None:
         """BatchNorm statistics of the averaged weights: one pass of `training_step`, no gradients."""
         self.reset_batch_norm_and_save_state(module)
         module.train()

@@ -13,6 +13,7 @@ from .base import Callback
 
 if TYPE_CHECKING:
     from ..trainer import Trainer
+    from .trainer_views import Stopping
 
 STAGES = ("train", "sanity_check", "validate", "test", "predict")
 INTERVALS = ("step", "epoch")
@@ -127,7 +128,7 @@ class Timer(Callback):
         if self._interval == "epoch" and self._duration is not None:
             self._check_time_remaining(trainer)
 
-    def _check_time_remaining(self, trainer: Trainer) -> None:
+    def _check_time_remaining(self, trainer: Stopping) -> None:
         assert self._duration is not None
         stop = self.time_elapsed() >= self._duration
         if trainer.world_size > 1:

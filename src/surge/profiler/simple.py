@@ -12,6 +12,7 @@ from .syncs import SyncCounter
 from .timing import PhaseTimer
 
 if TYPE_CHECKING:
+    from ..strategies import Strategy
     from ..trainer import Trainer
 
 
@@ -33,7 +34,7 @@ class SimpleProfiler(Profiler):
         module = trainer.lightning_module
         self.timer = PhaseTimer(module.device if module is not None else None)
         self.syncs = SyncCounter()
-        self._hook_communication(trainer)
+        self._hook_communication(trainer.strategy)
 
     def _phase_timer(self) -> PhaseTimer:
         if self.timer is None:
@@ -43,7 +44,7 @@ class SimpleProfiler(Profiler):
     def callbacks(self) -> list[Callback]:
         return [_ValidationTimer(self)]
 
-    def _hook_communication(self, trainer: Trainer) -> None:
+    def _hook_communication(self, strategy: Strategy) -> None:
         timer = self._phase_timer()
 
         def timing(allreduce_hook: Any) -> Any:
@@ -59,7 +60,7 @@ class SimpleProfiler(Profiler):
 
             return timed_allreduce
 
-        trainer.strategy.wrap_gradient_allreduce(timing)
+        strategy.wrap_gradient_allreduce(timing)
 
     def instrument(self, parts: LoopParts) -> LoopParts:
         timer = self._phase_timer()
