@@ -1,8 +1,6 @@
 """`ModelCheckpoint`: save the training state on a schedule, keep the best k, and a `last.ckpt`,
 with Lightning's arguments, attributes, save points and file names."""
 
-from __future__ import annotations
-
 import datetime
 import math
 import os
@@ -119,7 +117,7 @@ class ModelCheckpoint(Callback):
         )
 
     # -- the run -----------------------------------------------------------------------------
-    def setup(self, trainer: Trainer, module: Any, stage: str) -> None:
+    def setup(self, trainer: "Trainer", module: Any, stage: str) -> None:
         if self.dirpath is None:
             self.dirpath = str(Path(trainer.log_dir) / "checkpoints")
         self._claim = prepare_directory(
@@ -130,16 +128,16 @@ class ModelCheckpoint(Callback):
             warn_if_moved(self._restored, self.dirpath)
         self._apply_restored()
 
-    def teardown(self, trainer: Trainer, module: Any, stage: str) -> None:
+    def teardown(self, trainer: "Trainer", module: Any, stage: str) -> None:
         if self._claim is not None and stage == "fit":
             self._claim.release()
 
-    def on_train_start(self, trainer: Trainer, module: Any) -> None:
+    def on_train_start(self, trainer: "Trainer", module: Any) -> None:
         self._apply_restored()  # restored after setup() (a resumed fit restores then)
         self._clock.restart()
 
     def on_train_batch_end(
-        self, trainer: Trainer, module: Any, outputs: Any, batch: Any, batch_idx: int
+        self, trainer: "Trainer", module: Any, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         trainer.strategy.check_checkpoints()  # a background write's error, at this step boundary
         every, step = self.every_n_train_steps, trainer.global_step
@@ -163,11 +161,11 @@ class ModelCheckpoint(Callback):
         if not self._skip(trainer):
             self._save_topk_and_last(trainer, candidates)
 
-    def on_train_epoch_end(self, trainer: Trainer, module: Any) -> None:
+    def on_train_epoch_end(self, trainer: "Trainer", module: Any) -> None:
         if not self._skip(trainer) and saves_on_train_epoch_end(self.save_on_train_epoch_end, trainer):
             self._epoch_save(trainer, monitor_candidates(trainer))
 
-    def on_validation_end(self, trainer: Trainer, module: Any) -> None:
+    def on_validation_end(self, trainer: "Trainer", module: Any) -> None:
         if trainer.fitting and not trainer.sanity_checking and any(trainer.num_val_batches):
             self._val_has_run = True
         if self._skip(trainer) or saves_on_train_epoch_end(self.save_on_train_epoch_end, trainer):
@@ -179,7 +177,7 @@ class ModelCheckpoint(Callback):
         else:
             self._epoch_save(trainer, candidates)
 
-    def on_exception(self, trainer: Trainer, module: Any, exception: BaseException) -> None:
+    def on_exception(self, trainer: "Trainer", module: Any, exception: BaseException) -> None:
         skip = trainer.fast_dev_run or trainer.sanity_checking or self._last_saved_step == trainer.global_step
         if self.save_on_exception and not skip:
             candidates = monitor_candidates(trainer)
@@ -190,7 +188,7 @@ class ModelCheckpoint(Callback):
             info(f"An {type(exception).__name__} was raised with message: {exception}, saved to {path}")
         self.teardown(trainer, module, "fit")  # a failed fit gives the directory back too
 
-    def on_train_end(self, trainer: Trainer, module: Any) -> None:
+    def on_train_end(self, trainer: "Trainer", module: Any) -> None:
         if self.save_last and not self._last_saved:  # save_last=True leaves a last.ckpt whatever the schedule
             self._save_last(trainer, monitor_candidates(trainer))
             self._commit(trainer)
