@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .module.hparams import HyperparametersMixin
+
+if TYPE_CHECKING:
+    from .trainer import Trainer
 
 
 class DataModule(HyperparametersMixin):
     """Downloads or builds the data (`prepare_data`, once), splits it (`setup`) and makes loaders."""
 
     def __init__(self) -> None:
-        self.trainer: Any = None
+        self.trainer: Trainer | None = None
 
     @classmethod
     def from_datasets(

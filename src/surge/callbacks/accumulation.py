@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import MisconfigurationError, SurgeTypeError
 from .base import Callback
+
+if TYPE_CHECKING:
+    from ..trainer import Trainer
 
 
 class GradientAccumulationScheduler(Callback):
@@ -42,7 +45,7 @@ class GradientAccumulationScheduler(Callback):
         """The factor in force at `epoch`."""
         return next((self.scheduling[e] for e in reversed(self.epochs) if epoch >= e), 1)
 
-    def on_train_start(self, trainer: Any, module: Any) -> None:
+    def on_train_start(self, trainer: Trainer, module: Any) -> None:
         if not module.automatic_optimization:
             raise MisconfigurationError(
                 "GradientAccumulationScheduler needs automatic optimization; with "
@@ -55,5 +58,5 @@ class GradientAccumulationScheduler(Callback):
                 "remove one of them."
             )
 
-    def on_train_epoch_start(self, trainer: Any, module: Any) -> None:
+    def on_train_epoch_start(self, trainer: Trainer, module: Any) -> None:
         trainer.accumulate_grad_batches = self.get_accumulate_grad_batches(trainer.current_epoch)

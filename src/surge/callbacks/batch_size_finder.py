@@ -3,7 +3,7 @@ does: the batch-size attribute is set and the train loader is re-created from th
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import MisconfigurationError, bad_value
 from ..rank_zero import info
@@ -14,6 +14,10 @@ from ..tune.trial import trial_target
 from .base import Callback
 from .batch_size_search import SearchLimits, first_size, search_batch_size
 from .tuned_attr import get_tuned_attr, has_tuned_attr, set_tuned_attr, warn_if_held_twice
+
+if TYPE_CHECKING:
+    from ..datamodule import DataModule
+    from ..trainer import Trainer
 
 MODES = ("power", "binsearch")
 _EVALUATION = {
@@ -79,7 +83,7 @@ class BatchSizeFinder(Callback):
 
     searches_in_evaluation = False  # Lightning's Tuner(method="validate"/"test"/"predict") sets it
 
-    def setup(self, trainer: Any, pl_module: Any, stage: str | None = None) -> None:
+    def setup(self, trainer: Trainer, pl_module: Any, stage: str | None = None) -> None:
         """Refuse what the search cannot do before any data is read (as Lightning's)."""
         if trainer.world_size > 1:
             raise MisconfigurationError("The Batch size finder is not supported with distributed strategies.")
@@ -90,7 +94,7 @@ class BatchSizeFinder(Callback):
                 "before it."
             )
         if stage in _EVALUATION:
-            self._evaluation_loader = self._stage_loader(trainer, pl_module, stage)
+            self._evaluation_loader = self._stage_loader(trainer.datamodule, pl_module, stage)
         if not has_tuned_attr(pl_module, trainer.datamodule, self._batch_arg_name):
             raise MisconfigurationError(
                 f"BatchSizeFinder(batch_arg_name={self._batch_arg_name!r}): field {self._batch_arg_name} not found "
@@ -103,7 +107,7 @@ class BatchSizeFinder(Callback):
                 "starts, and cannot re-create the loaders later in a fit."
             )
 
-    def tune_train_loader(self, trainer: Any, module: Any, loader: Any, given: bool) -> Any:
+    def tune_train_loader(self, trainer: Trainer, module: Any, loader: Any, given: bool) -> Any:
         """Find the batch size with `loader`, set it, and return `train_dataloader()`'s new loader."""
         if given:
             raise MisconfigurationError(
@@ -111,9 +115,9 @@ class BatchSizeFinder(Callback):
                 "re-creates the train loader from train_dataloader(); define it on the module or datamodule."
             )
         self._search(trainer, module, loader, "training_step")
-        return _source(trainer, module).train_dataloader()
+        return _source(trainer.datamodule, module).train_dataloader()
 
-    def _search(self, trainer: Any, module: Any, loader: Any, step: str) -> None:
+    def _search(self, trainer: Trainer, module: Any, loader: Any, step: str) -> None:
         datamodule = trainer.datamodule
         current = get_tuned_attr(module, datamodule, self._batch_arg_name)
         limits = SearchLimits(self._max_trials, self._max_val, _dataset_length(loader))
@@ -130,10 +134,10 @@ class BatchSizeFinder(Callback):
         set_tuned_attr(module, datamodule, self._batch_arg_name, found)
         info(f"Finished batch size finder, will continue with full run using batch size {found}")
 
-    def _stage_loader(self, trainer: Any, module: Any, stage: str) -> Any:
+    def _stage_loader(self, datamodule: DataModule | None, module: Any, stage: str) -> Any:
         """The loader of evaluation `stage`, from its hook; more than one is refused (as Lightning)."""
         prefix = _EVALUATION[stage][0]
-        loaders = getattr(_source(trainer, module), f"{prefix}_dataloader")()
+        loaders = getattr(_source(datamodule, module), f"{prefix}_dataloader")()
         if isinstance(loaders, list | tuple):
             if len(loaders) > 1:
                 raise MisconfigurationError(
@@ -143,22 +147,22 @@ class BatchSizeFinder(Callback):
             loaders = loaders[0]
         return loaders
 
-    def _search_evaluation(self, trainer: Any, module: Any, stage: str) -> None:
+    def _search_evaluation(self, trainer: Trainer, module: Any, stage: str) -> None:
         """The search on the stage's loader, taken in `setup` (with `searches_in_evaluation`)."""
         if trainer.state.fn != stage or trainer.sanity_checking:
             return
         self._search(trainer, module, self._evaluation_loader, _EVALUATION[stage][1])
 
-    def on_validation_start(self, trainer: Any, pl_module: Any) -> None:
+    def on_validation_start(self, trainer: Trainer, pl_module: Any) -> None:
         self._search_evaluation(trainer, pl_module, "validate")
 
-    def on_test_start(self, trainer: Any, pl_module: Any) -> None:
+    def on_test_start(self, trainer: Trainer, pl_module: Any) -> None:
         self._search_evaluation(trainer, pl_module, "test")
 
-    def on_predict_start(self, trainer: Any, pl_module: Any) -> None:
+    def on_predict_start(self, trainer: Trainer, pl_module: Any) -> None:
         self._search_evaluation(trainer, pl_module, "predict")
 
-    def on_fit_start(self, trainer: Any, module: Any) -> None:
+    def on_fit_start(self, trainer: Trainer, module: Any) -> None:
         """Nothing: the search ran in fit's setup (see the class docstring)."""
 
 
@@ -169,5 +173,5 @@ def _dataset_length(loader: Any) -> int | None:
         return None
 
 
-def _source(trainer: Any, module: Any) -> Any:
-    return trainer.datamodule if trainer.datamodule is not None else module
+def _source(datamodule: DataModule | None, module: Any) -> Any:
+    return datamodule if datamodule is not None else module

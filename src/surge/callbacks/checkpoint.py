@@ -5,7 +5,7 @@ import datetime
 import math
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 from torch import Tensor
@@ -18,6 +18,7 @@ from .base import Callback
 from .checkpoint_dir import prepare_directory
 from .checkpoint_options import (
     IntervalClock,
+    Saving,
     Schedule,
     check_arguments,
     check_filename,
@@ -29,6 +30,9 @@ from .checkpoint_options import (
     validates_after_epoch,
 )
 from .checkpoint_restore import own_files, warn_if_moved
+
+if TYPE_CHECKING:
+    from ..trainer import Trainer
 
 
 class ModelCheckpoint(Callback):
@@ -93,8 +97,7 @@ class ModelCheckpoint(Callback):
         self.kth_value = torch.tensor(math.inf if mode == "min" else -math.inf)
         self.best_model_score: Tensor | None = None
         self._recent: list[str] = []  # unmonitored checkpoints, oldest first (save_top_k > 1)
-        self._last_saved_step = 0  # no save before the first optimizer step
-        self._last_saved = ""
+        self._last_saved_step, self._last_saved = 0, ""  # no save before the first optimizer step
         self._clock = IntervalClock(self.train_time_interval)
         self._defer = False  # a step save waits for the validation that logs the monitored metric
         self._val_has_run = self._warned_missing = False
@@ -114,7 +117,7 @@ class ModelCheckpoint(Callback):
         )
 
     # -- the run -----------------------------------------------------------------------------
-    def setup(self, trainer: Any, module: Any, stage: str) -> None:
+    def setup(self, trainer: "Trainer", module: Any, stage: str) -> None:
         if self.dirpath is None:
             self.dirpath = str(Path(trainer.log_dir) / "checkpoints")
         self._claim = prepare_directory(
@@ -123,20 +126,19 @@ class ModelCheckpoint(Callback):
         self._val_has_run = self._defer = False
         if self._restored is not None:
             warn_if_moved(self._restored, self.dirpath)
-            self._apply_restored(self._restored)
-            self._restored = None
+        self._apply_restored()
 
-    def teardown(self, trainer: Any, module: Any, stage: str) -> None:
+    def teardown(self, trainer: "Trainer", module: Any, stage: str) -> None:
         if self._claim is not None and stage == "fit":
             self._claim.release()
 
-    def on_train_start(self, trainer: Any, module: Any) -> None:
-        if self._restored is not None:  # restored after setup() (a resumed fit restores then)
-            self._apply_restored(self._restored)
-            self._restored = None
+    def on_train_start(self, trainer: "Trainer", module: Any) -> None:
+        self._apply_restored()  # restored after setup() (a resumed fit restores then)
         self._clock.restart()
 
-    def on_train_batch_end(self, trainer: Any, module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+    def on_train_batch_end(
+        self, trainer: "Trainer", module: Any, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
         trainer.strategy.check_checkpoints()  # a background write's error, at this step boundary
         every, step = self.every_n_train_steps, trainer.global_step
         skip_batch = every < 1 or step % every != 0
@@ -159,11 +161,11 @@ class ModelCheckpoint(Callback):
         if not self._skip(trainer):
             self._save_topk_and_last(trainer, candidates)
 
-    def on_train_epoch_end(self, trainer: Any, module: Any) -> None:
+    def on_train_epoch_end(self, trainer: "Trainer", module: Any) -> None:
         if not self._skip(trainer) and saves_on_train_epoch_end(self.save_on_train_epoch_end, trainer):
             self._epoch_save(trainer, monitor_candidates(trainer))
 
-    def on_validation_end(self, trainer: Any, module: Any) -> None:
+    def on_validation_end(self, trainer: "Trainer", module: Any) -> None:
         if trainer.fitting and not trainer.sanity_checking and any(trainer.num_val_batches):
             self._val_has_run = True
         if self._skip(trainer) or saves_on_train_epoch_end(self.save_on_train_epoch_end, trainer):
@@ -175,7 +177,7 @@ class ModelCheckpoint(Callback):
         else:
             self._epoch_save(trainer, candidates)
 
-    def on_exception(self, trainer: Any, module: Any, exception: BaseException) -> None:
+    def on_exception(self, trainer: "Trainer", module: Any, exception: BaseException) -> None:
         skip = trainer.fast_dev_run or trainer.sanity_checking or self._last_saved_step == trainer.global_step
         if self.save_on_exception and not skip:
             candidates = monitor_candidates(trainer)
@@ -186,13 +188,13 @@ class ModelCheckpoint(Callback):
             info(f"An {type(exception).__name__} was raised with message: {exception}, saved to {path}")
         self.teardown(trainer, module, "fit")  # a failed fit gives the directory back too
 
-    def on_train_end(self, trainer: Any, module: Any) -> None:
+    def on_train_end(self, trainer: "Trainer", module: Any) -> None:
         if self.save_last and not self._last_saved:  # save_last=True leaves a last.ckpt whatever the schedule
             self._save_last(trainer, monitor_candidates(trainer))
             self._commit(trainer)
 
     # -- when --------------------------------------------------------------------------------
-    def _skip(self, trainer: Any) -> bool:
+    def _skip(self, trainer: Saving) -> bool:
         return (
             bool(trainer.fast_dev_run)  # a fast_dev_run writes no checkpoints, as in Lightning
             or not trainer.fitting
@@ -200,7 +202,7 @@ class ModelCheckpoint(Callback):
             or self._last_saved_step == trainer.global_step
         )
 
-    def _epoch_save(self, trainer: Any, candidates: dict[str, Tensor]) -> None:
+    def _epoch_save(self, trainer: Saving, candidates: dict[str, Tensor]) -> None:
         every = self.every_n_epochs
         if every >= 1 and (trainer.current_epoch + 1) % every == 0:
             self._save_topk(trainer, candidates)
@@ -209,12 +211,12 @@ class ModelCheckpoint(Callback):
         self._commit(trainer)
 
     # -- what --------------------------------------------------------------------------------
-    def _save_topk_and_last(self, trainer: Any, candidates: dict[str, Tensor]) -> None:
+    def _save_topk_and_last(self, trainer: Saving, candidates: dict[str, Tensor]) -> None:
         self._save_topk(trainer, candidates)
         self._save_last(trainer, candidates)
         self._commit(trainer)
 
-    def _save_topk(self, trainer: Any, candidates: dict[str, Tensor]) -> None:
+    def _save_topk(self, trainer: Saving, candidates: dict[str, Tensor]) -> None:
         if self.save_top_k == 0:
             return
         if self.monitor is None:
@@ -238,14 +240,14 @@ class ModelCheckpoint(Callback):
                 f"{self.monitor!r} was not in top {self.save_top_k}"
             )
 
-    def _qualifies(self, trainer: Any, current: Tensor) -> bool:
+    def _qualifies(self, trainer: Saving, current: Tensor) -> bool:
         if self.save_top_k == -1 or len(self.best_k_models) < self.save_top_k:
             return True
         kth = float(self.best_k_models[self.kth_best_model_path])
         better = float(current) < kth if self.mode == "min" else float(current) > kth
         return trainer.strategy.reduce_bool(better) if trainer.world_size > 1 else better
 
-    def _update_best_and_save(self, trainer: Any, current: Tensor, candidates: dict[str, Tensor]) -> None:
+    def _update_best_and_save(self, trainer: Saving, current: Tensor, candidates: dict[str, Tensor]) -> None:
         k = len(self.best_k_models) + 1 if self.save_top_k == -1 else self.save_top_k
         doomed = ""
         if len(self.best_k_models) == k:
@@ -272,7 +274,7 @@ class ModelCheckpoint(Callback):
         if doomed:
             self._remove(trainer, doomed, path)
 
-    def _save_latest(self, trainer: Any, candidates: dict[str, Tensor]) -> None:
+    def _save_latest(self, trainer: Saving, candidates: dict[str, Tensor]) -> None:
         """No monitor: the newest checkpoint is the best; `save_top_k` newest files are kept."""
         previous = self.best_model_path
         path = self._free_name(lambda v: self.format_checkpoint_name(candidates, ver=v), keep=previous)
@@ -283,7 +285,7 @@ class ModelCheckpoint(Callback):
         while self.save_top_k != -1 and len(self._recent) > self.save_top_k:
             self._remove(trainer, self._recent.pop(0), path)
 
-    def _save_last(self, trainer: Any, candidates: dict[str, Tensor]) -> None:
+    def _save_last(self, trainer: Saving, candidates: dict[str, Tensor]) -> None:
         if not self.save_last:
             return
         name = self.CHECKPOINT_NAME_LAST
@@ -299,12 +301,12 @@ class ModelCheckpoint(Callback):
         if previous:
             self._remove(trainer, previous, path)
 
-    def _save_checkpoint(self, trainer: Any, path: str) -> None:
+    def _save_checkpoint(self, trainer: Saving, path: str) -> None:
         trainer.save_checkpoint(path, self.save_weights_only)
         self._last_saved_step, self._last_saved = trainer.global_step, path
         self._unannounced = True
 
-    def _commit(self, trainer: Any) -> None:
+    def _commit(self, trainer: Saving) -> None:
         """Delete the files pushed out, now that what replaced them (and last.ckpt) is written; the
         loggers (log_model uploads) hear of new files once durable: after a background write."""
         for path in self._doomed:
@@ -315,7 +317,7 @@ class ModelCheckpoint(Callback):
             trainer.strategy.checkpoint_writer.then(lambda: tell_loggers(loggers, saved))
         self._unannounced = False
 
-    def _remove(self, trainer: Any, previous: str, current: str) -> None:
+    def _remove(self, trainer: Saving, previous: str, current: str) -> None:
         """Delete `previous` later, unless it is `current`, the resumed checkpoint, or outside `dirpath`."""
         if previous == current or previous in self._doomed:
             return
@@ -384,17 +386,13 @@ class ModelCheckpoint(Callback):
         if self.dirpath is not None:  # else warned at setup, where it is known
             warn_if_moved(state, self.dirpath)
 
-    def _apply_restored(self, state: dict[str, Any]) -> None:
-        if state.get("dirpath") != self.dirpath:
+    def _apply_restored(self) -> None:
+        state, self._restored = self._restored, None  # taken back once
+        if state is None or state.get("dirpath") != self.dirpath:
             return  # a new run directory: the earlier run's files are not ours to rank or delete
         kept = own_files(state, self._folder(), self.FILE_EXTENSION)
         self._recent, self.best_k_models = kept.recent, kept.best_k_models
-        for key in (
-            "best_model_path",
-            "kth_best_model_path",
-            "last_model_path",
-            "best_model_score",
-            "current_score",
-        ):
-            setattr(self, key, getattr(kept, key))
+        self.best_model_path, self.kth_best_model_path = kept.best_model_path, kept.kth_best_model_path
+        self.last_model_path, self.best_model_score = kept.last_model_path, kept.best_model_score
+        self.current_score = kept.current_score
         self.kth_value = self.kth_value if kept.kth_value is None else kept.kth_value

@@ -5,17 +5,32 @@ run (a second live run is refused on every process), and cleared of what a kille
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
 from ..checkpoint import remove_stale_temporaries
 from ..checkpoint.shard_files import remove_orphan_shards
 from ..config.paths import LOCK_NAME, DirectoryClaim, writable_dir
 from ..errors import MisconfigurationError
 from ..rank_zero import warn
+from .trainer_views import Ranks
+
+
+class CheckpointRun(Ranks, Protocol):
+    """What readying the directory reads of the Trainer."""
+
+    @property
+    def default_root_dir(self) -> Path: ...
+    @property
+    def is_global_zero(self) -> bool: ...
 
 
 def prepare_directory(
-    trainer: Any, folder: Path, given: bool, warn_if_full: bool, stage: str, claim: DirectoryClaim | None
+    trainer: CheckpointRun,
+    folder: Path,
+    given: bool,
+    warn_if_full: bool,
+    stage: str,
+    claim: DirectoryClaim | None,
 ) -> DirectoryClaim | None:
     """Ready `folder` for the stage; returns this run's claim on it (made for a fit, rank zero)."""
     # Before the cleanup below, whose own EROFS/EACCES would hide the cause, and before any training.

@@ -11,7 +11,7 @@ import re
 import string
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 from torch import Tensor
@@ -19,6 +19,61 @@ from torch import Tensor
 from ..config import semantics
 from ..errors import MisconfigurationError, bad_value
 from ..rank_zero import warn
+from .trainer_views import Ranks
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from ..loggers.base import Logger
+
+
+class Progress(Protocol):
+    """What a save names and ranks by: the logged values, the epoch and the optimizer step."""
+
+    @property
+    def callback_metrics(self) -> dict[str, Tensor]: ...
+    @property
+    def current_epoch(self) -> int: ...
+    @property
+    def global_step(self) -> int: ...
+
+
+class Saving(Ranks, Protocol):
+    """What `ModelCheckpoint` reads and calls when it decides on, writes and replaces checkpoints."""
+
+    @property
+    def fitting(self) -> bool: ...
+    @property
+    def fast_dev_run(self) -> int: ...
+    @property
+    def current_epoch(self) -> int: ...
+    @property
+    def global_step(self) -> int: ...
+    @property
+    def is_global_zero(self) -> bool: ...
+    @property
+    def sanity_checking(self) -> bool: ...
+    @property
+    def ckpt_path(self) -> str | None: ...
+    @property
+    def loggers(self) -> list[Logger]: ...
+    def save_checkpoint(self, filepath: str | Path, weights_only: bool = False) -> None: ...
+
+
+class ValidationCadence(Protocol):
+    """What says whether a validation follows an epoch's last batch (Lightning's arguments)."""
+
+    @property
+    def current_epoch(self) -> int: ...
+    @property
+    def enable_validation(self) -> bool: ...
+    @property
+    def check_val_every_n_epoch(self) -> int | None: ...
+    @property
+    def val_check_interval(self) -> int | float: ...
+    @property
+    def num_val_batches(self) -> list[int | float]: ...
+
 
 _FIELD = re.compile(r"\{([^{}:!]+)([^{}]*)\}")
 
@@ -51,7 +106,7 @@ def free_name(name_of: Any, keep: str, taken: set[str], first: int) -> str:
     return path
 
 
-def monitor_candidates(trainer: Any) -> dict[str, Tensor]:
+def monitor_candidates(trainer: Progress) -> dict[str, Tensor]:
     """What a save may rank or name: `callback_metrics` (as they stand now), `epoch` and `step`."""
     candidates = dict(trainer.callback_metrics)
     for key, now in (("epoch", trainer.current_epoch), ("step", trainer.global_step)):
@@ -179,7 +234,7 @@ class IntervalClock:
     def restart(self) -> None:
         self.start = time.monotonic()
 
-    def due(self, trainer: Any) -> bool:
+    def due(self, trainer: Ranks) -> bool:
         if self.seconds is None or self.start is None:
             return False
         now = time.monotonic()
@@ -191,7 +246,7 @@ class IntervalClock:
         return due
 
 
-def saves_on_train_epoch_end(choice: bool | None, trainer: Any) -> bool:
+def saves_on_train_epoch_end(choice: bool | None, trainer: ValidationCadence) -> bool:
     """Whether epoch saves happen at the training epoch's end, else after validation (`choice`,
     `save_on_train_epoch_end`, decides when given; otherwise Lightning's rule)."""
     if choice is not None:
@@ -203,7 +258,7 @@ def saves_on_train_epoch_end(choice: bool | None, trainer: Any) -> bool:
     return trainer.val_check_interval == 1.0
 
 
-def validates_after_epoch(trainer: Any) -> bool:
+def validates_after_epoch(trainer: ValidationCadence) -> bool:
     """Whether a validation runs right after this epoch's last batch."""
     every = trainer.check_val_every_n_epoch
     return bool(trainer.enable_validation and sum(trainer.num_val_batches)) and (

@@ -2,12 +2,29 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
 from ..errors import MisconfigurationError, bad_value
 from .base import Callback
+
+if TYPE_CHECKING:
+    from ..loggers.base import Logger
+    from ..trainer import Trainer
+
+
+class StatsLogging(Protocol):
+    """What logging the statistics reads of the Trainer."""
+
+    @property
+    def root_device(self) -> torch.device: ...
+    @property
+    def loggers(self) -> list[Logger]: ...
+    @property
+    def log_every_n_steps(self) -> int: ...
+    def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None: ...
 
 
 class DeviceStatsMonitor(Callback):
@@ -25,7 +42,7 @@ class DeviceStatsMonitor(Callback):
         self._cpu_stats = cpu_stats
         self._logged: dict[str, int] = {}
 
-    def setup(self, trainer: Any, module: Any, stage: str) -> None:
+    def setup(self, trainer: Trainer, module: Any, stage: str) -> None:
         if stage != "fit":
             return
         on_cpu = trainer.root_device.type == "cpu"
@@ -35,14 +52,16 @@ class DeviceStatsMonitor(Callback):
                 "pip install psutil (or pass cpu_stats=False)."
             )
 
-    def on_train_batch_start(self, trainer: Any, module: Any, batch: Any, batch_idx: int) -> None:
+    def on_train_batch_start(self, trainer: Trainer, module: Any, batch: Any, batch_idx: int) -> None:
         # The step about to run is a logging step.
         self._log(trainer, "on_train_batch_start", trainer.global_step + 1)
 
-    def on_train_batch_end(self, trainer: Any, module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+    def on_train_batch_end(
+        self, trainer: Trainer, module: Any, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
         self._log(trainer, "on_train_batch_end", trainer.global_step)
 
-    def _log(self, trainer: Any, key: str, step: int) -> None:
+    def _log(self, trainer: StatsLogging, key: str, step: int) -> None:
         every = trainer.log_every_n_steps
         if not trainer.loggers or every <= 0 or step % every or self._logged.get(key) == step:
             return

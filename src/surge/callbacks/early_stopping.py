@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import math
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 from torch import Tensor
@@ -14,8 +14,29 @@ from torch import Tensor
 from ..errors import MisconfigurationError, SurgeRuntimeError, bad_value
 from ..rank_zero import warn
 from .base import Callback
+from .trainer_views import Stopping
+
+if TYPE_CHECKING:
+    from ..trainer import Trainer
 
 log = logging.getLogger(__name__)
+
+
+class StopCheck(Stopping, Protocol):
+    """What the check reads of the Trainer, besides the stop every process agrees on."""
+
+    @property
+    def fitting(self) -> bool: ...
+    @property
+    def sanity_checking(self) -> bool: ...
+    @property
+    def fast_dev_run(self) -> int: ...
+    @property
+    def callback_metrics(self) -> dict[str, Tensor]: ...
+    @property
+    def current_epoch(self) -> int: ...
+    @property
+    def global_rank(self) -> int: ...
 
 
 class EarlyStoppingReason(Enum):
@@ -89,7 +110,7 @@ class EarlyStopping(Callback):
     def state_key(self) -> str:
         return self._generate_state_key(monitor=self.monitor, mode=self.mode)
 
-    def setup(self, trainer: Any, module: Any, stage: str) -> None:
+    def setup(self, trainer: Trainer, module: Any, stage: str) -> None:
         if self.check_on_train_epoch_end is None:  # validation once per epoch: check at its end
             self._on_train_epoch_end = (
                 trainer.val_check_interval == 1.0 and trainer.check_val_every_n_epoch == 1
@@ -97,18 +118,18 @@ class EarlyStopping(Callback):
         else:
             self._on_train_epoch_end = self.check_on_train_epoch_end
 
-    def _skip(self, trainer: Any) -> bool:
+    def _skip(self, trainer: StopCheck) -> bool:
         return not trainer.fitting or trainer.sanity_checking
 
-    def on_train_epoch_end(self, trainer: Any, module: Any) -> None:
+    def on_train_epoch_end(self, trainer: Trainer, module: Any) -> None:
         if self._on_train_epoch_end and not self._skip(trainer):
             self._check(trainer)
 
-    def on_validation_end(self, trainer: Any, module: Any) -> None:
+    def on_validation_end(self, trainer: Trainer, module: Any) -> None:
         if not self._on_train_epoch_end and not self._skip(trainer):
             self._check(trainer)
 
-    def _check(self, trainer: Any) -> None:
+    def _check(self, trainer: StopCheck) -> None:
         if trainer.fast_dev_run:
             return  # a fast_dev_run does not stop early, as in Lightning
         metrics = trainer.callback_metrics

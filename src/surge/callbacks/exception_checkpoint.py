@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import bad_value
 from .base import Callback
+
+if TYPE_CHECKING:
+    from ..trainer import Trainer
 
 
 class OnExceptionCheckpoint(Callback):
@@ -29,11 +32,11 @@ class OnExceptionCheckpoint(Callback):
     def ckpt_path(self) -> str:
         return os.path.join(self.dirpath, self.filename + self.FILE_EXTENSION)
 
-    def on_exception(self, trainer: Any, module: Any, exception: BaseException) -> None:
+    def on_exception(self, trainer: Trainer, module: Any, exception: BaseException) -> None:
         if trainer.fitting:
             Path(self.dirpath).mkdir(parents=True, exist_ok=True)
             trainer.save_checkpoint(self.ckpt_path)
 
-    def teardown(self, trainer: Any, module: Any, stage: str) -> None:
+    def teardown(self, trainer: Trainer, module: Any, stage: str) -> None:
         if trainer.is_global_zero and os.path.exists(self.ckpt_path):
             trainer.strategy.remove_checkpoint(self.ckpt_path)

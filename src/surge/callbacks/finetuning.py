@@ -10,7 +10,7 @@ epoch's start.
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -20,6 +20,9 @@ from torch.optim import Optimizer
 from ..errors import CheckpointError, MisconfigurationError, bad_value
 from ..rank_zero import info, warn
 from .base import Callback
+
+if TYPE_CHECKING:
+    from ..trainer import Trainer
 
 Modules = nn.Module | Iterable[nn.Module]
 
@@ -118,11 +121,11 @@ class BaseFinetuning(Callback):
         if params:
             optimizer.add_param_group({"params": params, "lr": params_lr / denom})
 
-    def setup(self, trainer: Any, module: Any, stage: str) -> None:
+    def setup(self, trainer: Trainer, module: Any, stage: str) -> None:
         if stage == "fit":
             self.freeze_before_training(module)
 
-    def on_train_epoch_start(self, trainer: Any, module: Any) -> None:
+    def on_train_epoch_start(self, trainer: Trainer, module: Any) -> None:
         epoch, resumed, self._resumed_epoch = trainer.current_epoch, self._resumed_epoch, None
         if epoch == resumed:
             return  # resumed inside an epoch whose start already ran (its groups were rebuilt)
@@ -334,7 +337,7 @@ class BackboneFinetuning(BaseFinetuning):
         super().load_state_dict(state_dict)  # checks the state first
         self.previous_backbone_lr = state_dict.get("previous_backbone_lr")
 
-    def setup(self, trainer: Any, module: Any, stage: str) -> None:
+    def setup(self, trainer: Trainer, module: Any, stage: str) -> None:
         if not isinstance(getattr(module, "backbone", None), nn.Module):
             raise MisconfigurationError(
                 f"BackboneFinetuning needs {type(module).__name__}.backbone to be an nn.Module."

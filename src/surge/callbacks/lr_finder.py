@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import MisconfigurationError, bad_value
 from ..rank_zero import info
 from ..tune.lr_finder import MODES, LRFinderResult, lr_find
 from .base import Callback
 from .tuned_attr import TunedAttributeError, has_tuned_attr, set_tuned_attr
+
+if TYPE_CHECKING:
+    from ..datamodule import DataModule
+    from ..trainer import Trainer
 
 
 class LearningRateFinder(Callback):
@@ -39,10 +43,10 @@ class LearningRateFinder(Callback):
         self._update_attr, self._attr_name = update_attr, attr_name
         self.optimal_lr: LRFinderResult | None = None
 
-    def _attr(self, trainer: Any, module: Any) -> str:
+    def _attr(self, datamodule: DataModule | None, module: Any) -> str:
         """The attribute the suggestion goes to; Lightning's AttributeError when there is none."""
         if self._attr_name:
-            if not has_tuned_attr(module, trainer.datamodule, self._attr_name):
+            if not has_tuned_attr(module, datamodule, self._attr_name):
                 raise TunedAttributeError(
                     f"LearningRateFinder(attr_name={self._attr_name!r}): the attribute name for the learning rate "
                     f"was set to {self._attr_name}, but could not find this as a field in `model` "
@@ -50,7 +54,7 @@ class LearningRateFinder(Callback):
                 )
             return self._attr_name
         for name in ("lr", "learning_rate"):
-            if has_tuned_attr(module, trainer.datamodule, name):
+            if has_tuned_attr(module, datamodule, name):
                 return name
         raise TunedAttributeError(
             f"LearningRateFinder: either name the learning rate's attribute with `attr_name`, or the model "
@@ -58,14 +62,14 @@ class LearningRateFinder(Callback):
             "its `hparams` or the datamodule (or pass update_attr=False)."
         )
 
-    def lr_find(self, trainer: Any, module: Any) -> None:
+    def lr_find(self, trainer: Trainer, module: Any) -> None:
         """Run the range test on the fit's train loader and apply the suggestion."""
         if len(trainer.optimizers) > 1:
             raise MisconfigurationError(
                 f"`model.configure_optimizers()` returned {len(trainer.optimizers)} optimizers, but the learning "
                 "rate finder only works with single optimizer."
             )
-        attr = self._attr(trainer, module) if self._update_attr else ""
+        attr = self._attr(trainer.datamodule, module) if self._update_attr else ""
         per_epoch = trainer.num_training_batches
         steps, loader = self._num_training_steps, trainer.train_dataloader
         if isinstance(per_epoch, int) and per_epoch > 0:  # the fit's epochs bound the test, as Lightning's
@@ -91,7 +95,7 @@ class LearningRateFinder(Callback):
                 group["lr"] = lr
         info(f"LearningRateFinder: learning rate set to {lr:.4g}")
 
-    def on_fit_start(self, trainer: Any, module: Any) -> None:
+    def on_fit_start(self, trainer: Trainer, module: Any) -> None:
         self.lr_find(trainer, module)
 
 

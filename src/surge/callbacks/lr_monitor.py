@@ -4,12 +4,28 @@ Lightning's points."""
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
 from ..errors import bad_value
 from .base import Callback
+
+if TYPE_CHECKING:
+    from ..trainer import Trainer
+
+
+class Optimization(Protocol):
+    """What the monitor reads of the Trainer: the optimizers, their schedulers, the step, the loggers."""
+
+    @property
+    def optimizers(self) -> list[torch.optim.Optimizer]: ...
+    @property
+    def lr_scheduler_configs(self) -> list[Any]: ...
+    @property
+    def global_step(self) -> int: ...
+    def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None: ...
 
 
 class LearningRateMonitor(Callback):
@@ -33,7 +49,7 @@ class LearningRateMonitor(Callback):
         self.log_momentum = log_momentum
         self.log_weight_decay = log_weight_decay
 
-    def _values(self, trainer: Any, interval: str) -> dict[str, float]:
+    def _values(self, trainer: Optimization, interval: str) -> dict[str, float]:
         """The stats of the schedulers of `interval` ("any": all) and of the optimizers without one."""
         values: dict[str, float] = {}
         types: Counter[type] = Counter()
@@ -71,17 +87,17 @@ class LearningRateMonitor(Callback):
                 stats[f"{key}-weight_decay"] = _number(group["weight_decay"])
         return stats
 
-    def _log(self, trainer: Any, interval: str) -> None:
+    def _log(self, trainer: Optimization, interval: str) -> None:
         if values := self._values(trainer, interval):
             trainer.log_metrics(values, step=trainer.global_step)
 
-    def on_train_batch_start(self, trainer: Any, module: Any, batch: Any, batch_idx: int) -> None:
+    def on_train_batch_start(self, trainer: Trainer, module: Any, batch: Any, batch_idx: int) -> None:
         every = trainer.log_every_n_steps
         due = every and ((trainer.global_step + 1) % every == 0 or trainer.should_stop)
         if self.logging_interval != "epoch" and due:
             self._log(trainer, "step" if self.logging_interval is None else "any")
 
-    def on_train_epoch_start(self, trainer: Any, module: Any) -> None:
+    def on_train_epoch_start(self, trainer: Trainer, module: Any) -> None:
         if self.logging_interval != "step":
             self._log(trainer, "epoch" if self.logging_interval is None else "any")
 

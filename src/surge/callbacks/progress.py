@@ -9,10 +9,13 @@ from __future__ import annotations
 import math
 import sys
 from time import perf_counter
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ..errors import bad_value
 from .base import Callback
+
+if TYPE_CHECKING:
+    from ..trainer import Trainer
 
 
 class ProgressBar(Callback):
@@ -28,7 +31,7 @@ class ProgressBar(Callback):
         self._next_refresh = 0.0
         self._shown = 0
         self._epoch_start = 0.0
-        self._trainer: Any = None
+        self._trainer: Trainer | None = None
 
     @property
     def stream(self) -> TextIO:
@@ -45,7 +48,7 @@ class ProgressBar(Callback):
             )
         return self._trainer
 
-    def setup(self, trainer: Any, module: Any, stage: str) -> None:
+    def setup(self, trainer: Trainer, module: Any, stage: str) -> None:
         self._trainer = trainer
 
     @property
@@ -73,24 +76,26 @@ class ProgressBar(Callback):
         isatty = getattr(self.stream, "isatty", None)
         return bool(isatty and isatty())
 
-    def get_metrics(self, trainer: Any, pl_module: Any) -> dict[str, Any]:
+    def get_metrics(self, trainer: Trainer, pl_module: Any) -> dict[str, Any]:
         """What the bar shows, as in Lightning: the first logger's version (`v_num`) and the
         `prog_bar=True` values (read from the device now: a host read). Override it to change the
         items shown."""
         standard: dict[str, Any] = {}
         version = trainer.loggers[0].version if trainer.loggers else None
         if version is not None:
-            standard["v_num"] = version[len("version_") :] if str(version).startswith("version_") else version
+            standard["v_num"] = (
+                str(version)[len("version_") :] if str(version).startswith("version_") else version
+            )
         return {**standard, **trainer.read_progress_bar_metrics()}
 
-    def _metrics(self, trainer: Any, module: Any) -> dict[str, Any]:
+    def _metrics(self, trainer: Trainer, module: Any) -> dict[str, Any]:
         # Host read at a refresh, not per step: all values in one transfer.
         shown = self.get_metrics(trainer, module)
         if trainer.precision_plugin.skipped_steps:
             shown["skipped_steps"] = trainer.precision_plugin.skipped_steps
         return shown
 
-    def on_train_epoch_start(self, trainer: Any, module: Any) -> None:
+    def on_train_epoch_start(self, trainer: Trainer, module: Any) -> None:
         if not trainer.is_global_zero:
             return
         self._epoch_start = perf_counter()
@@ -111,7 +116,9 @@ class ProgressBar(Callback):
                 smoothing=0.1,
             )
 
-    def on_train_batch_end(self, trainer: Any, module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+    def on_train_batch_end(
+        self, trainer: Trainer, module: Any, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
         if self._bar is None:
             return
         now = perf_counter()
@@ -123,7 +130,7 @@ class ProgressBar(Callback):
         self._shown = done
         self._bar.set_postfix(_fmt(self._metrics(trainer, module)), refresh=True)
 
-    def on_train_epoch_end(self, trainer: Any, module: Any) -> None:
+    def on_train_epoch_end(self, trainer: Trainer, module: Any) -> None:
         if not trainer.is_global_zero:
             return
         done = trainer.fit_loop.batches_done
@@ -149,7 +156,7 @@ class ProgressBar(Callback):
         self.stream.write(" | ".join(parts) + "\n")
         self.stream.flush()
 
-    def on_exception(self, trainer: Any, module: Any, err: BaseException) -> None:
+    def on_exception(self, trainer: Trainer, module: Any, err: BaseException) -> None:
         if self._bar is not None:
             self._bar.close()
             self._bar = None

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import math
 from time import perf_counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import MisconfigurationError, bad_value
 from .progress import ProgressBar, _fmt
+
+if TYPE_CHECKING:
+    from ..trainer import Trainer
 
 
 class RichProgressBar(ProgressBar):
@@ -46,7 +49,7 @@ class RichProgressBar(ProgressBar):
     def is_enabled(self) -> bool:
         return self.batches_per_refresh > 0
 
-    def on_train_epoch_start(self, trainer: Any, module: Any) -> None:
+    def on_train_epoch_start(self, trainer: Trainer, module: Any) -> None:
         if not trainer.is_global_zero or not self.is_enabled:
             return
         from rich.console import Console
@@ -68,7 +71,9 @@ class RichProgressBar(ProgressBar):
         )
         self._next_refresh = perf_counter() + self.refresh_rate
 
-    def on_train_batch_end(self, trainer: Any, module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:
+    def on_train_batch_end(
+        self, trainer: Trainer, module: Any, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
         if self._task is None or (batch_idx + 1) % self.batches_per_refresh:
             return
         fields: dict[str, Any] = {"completed": batch_idx + 1}
@@ -78,7 +83,7 @@ class RichProgressBar(ProgressBar):
             fields["metrics"] = _text(self._metrics(trainer, module))
         self._progress.update(self._task, **fields)
 
-    def on_train_epoch_end(self, trainer: Any, module: Any) -> None:
+    def on_train_epoch_end(self, trainer: Trainer, module: Any) -> None:
         if self._task is None:
             return
         done = trainer.fit_loop.batches_done
@@ -87,10 +92,10 @@ class RichProgressBar(ProgressBar):
             self._progress.remove_task(self._task)
         self._task = None
 
-    def on_train_end(self, trainer: Any, module: Any) -> None:
+    def on_train_end(self, trainer: Trainer, module: Any) -> None:
         self._stop()
 
-    def on_exception(self, trainer: Any, module: Any, err: BaseException) -> None:
+    def on_exception(self, trainer: Trainer, module: Any, err: BaseException) -> None:
         self._stop()
 
     def _stop(self) -> None:

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torch import nn
 
 from ..errors import bad_value
 from ..rank_zero import info
 from .base import Callback
+
+if TYPE_CHECKING:
+    from ..trainer import Trainer
 
 
 def summarize(module: nn.Module, max_depth: int = 1) -> str:
@@ -48,6 +51,6 @@ class ModelSummary(Callback):
             raise bad_value(f"{type(self).__name__}(**summarize_kwargs)", summarize_kwargs, "none")
         self.max_depth = max_depth
 
-    def on_fit_start(self, trainer: Any, module: nn.Module) -> None:
+    def on_fit_start(self, trainer: Trainer, module: nn.Module) -> None:
         if trainer.is_global_zero:
             info(summarize(module, self.max_depth))

@@ -11,7 +11,7 @@ epoch; here it runs inside `on_train_end`, with no hooks, validation or optimize
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 from torch import Tensor, nn
@@ -24,6 +24,31 @@ from ..errors import CheckpointError, MisconfigurationError, bad_value
 from ..optim import SchedulerConfig
 from ..rank_zero import info
 from .base import Callback
+
+if TYPE_CHECKING:
+    from ..precision import Precision
+    from ..strategies import Strategy
+    from ..trainer import Trainer
+
+
+class Averaging(Protocol):
+    """What starting the average and the BatchNorm pass read of the Trainer."""
+
+    @property
+    def max_epochs(self) -> int: ...
+    @property
+    def optimizers(self) -> list[Optimizer]: ...
+    @property
+    def lr_scheduler_configs(self) -> list[Any]: ...
+    @property
+    def strategy(self) -> Strategy: ...
+    @property
+    def precision_plugin(self) -> Precision: ...
+    @property
+    def train_dataloader(self) -> Any: ...
+    @property
+    def num_training_batches(self) -> int | float: ...
+
 
 AvgFn = Callable[[Tensor, Tensor, Tensor], Tensor]
 
@@ -68,13 +93,13 @@ class StochasticWeightAveraging(Callback):
         """The last averaged epoch, 0-based."""
         return self._max_epochs - 1
 
-    def setup(self, trainer: Any, module: Any, stage: str) -> None:
+    def setup(self, trainer: Trainer, module: Any, stage: str) -> None:
         if stage == "fit" and trainer.strategy.name == "fsdp":
             raise MisconfigurationError(
                 "StochasticWeightAveraging does not support sharded models (strategy='fsdp')."
             )
 
-    def on_fit_start(self, trainer: Any, module: Any) -> None:
+    def on_fit_start(self, trainer: Trainer, module: Any) -> None:
         _check_optimization(trainer.optimizers, trainer.lr_scheduler_configs)
         if trainer.max_epochs < 0:
             raise MisconfigurationError(
@@ -86,7 +111,7 @@ class StochasticWeightAveraging(Callback):
         self._max_epochs = trainer.max_epochs
         self._has_batch_norm = any(isinstance(m, _BatchNorm) for m in module.modules())
 
-    def on_train_epoch_start(self, trainer: Any, module: Any) -> None:
+    def on_train_epoch_start(self, trainer: Trainer, module: Any) -> None:
         epoch = trainer.current_epoch
         if not self._initialized and self.swa_start <= epoch <= self.swa_end:
             self._initialized = True
@@ -95,7 +120,7 @@ class StochasticWeightAveraging(Callback):
             self._update(module)
             self._latest_update_epoch = epoch
 
-    def on_train_end(self, trainer: Any, module: Any) -> None:
+    def on_train_end(self, trainer: Trainer, module: Any) -> None:
         if trainer.current_epoch - 1 != self.swa_end or self._average is None:
             return  # stopped before the last epoch ended: the module keeps its own weights
         self.transfer_weights(self._average, module)
@@ -103,7 +128,7 @@ class StochasticWeightAveraging(Callback):
             self._update_batch_norm(trainer, module)
 
     # -- the steps -------------------------------------------------------------------------
-    def _start(self, trainer: Any, module: Any) -> None:
+    def _start(self, trainer: Averaging, module: Any) -> None:
         last = trainer.max_epochs if self._annealing_strategy == "cos" else -1
         self._install_swalr(trainer.optimizers[0], trainer.lr_scheduler_configs, last)
         self._average = [p.detach().to(self._device or p.device, copy=True) for p in module.parameters()]
@@ -164,7 +189,7 @@ class StochasticWeightAveraging(Callback):
             avg.copy_(current if n == 0 else self._avg_fn(avg, current, n.to(avg.device)))
         n += 1
 
-    def _update_batch_norm(self, trainer: Any, module: Any) -> None:
+    def _update_batch_norm(self, trainer: Averaging, module: Any) -> None:
         """BatchNorm statistics of the averaged weights: one pass of `training_step`, no gradients."""
         self.reset_batch_norm_and_save_state(module)
         module.train()

@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import time
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import bad_value
 from ..rank_zero import info
 from .base import Callback
+
+if TYPE_CHECKING:
+    from ..trainer import Trainer
+    from .trainer_views import Stopping
 
 STAGES = ("train", "sanity_check", "validate", "test", "predict")
 INTERVALS = ("step", "epoch")
@@ -85,46 +89,46 @@ class Timer(Callback):
     def _end(self, stage: str) -> None:
         self._end_time[stage] = time.monotonic()
 
-    def on_train_start(self, trainer: Any, module: Any) -> None:
+    def on_train_start(self, trainer: Trainer, module: Any) -> None:
         self._begin("train")
 
-    def on_train_end(self, trainer: Any, module: Any) -> None:
+    def on_train_end(self, trainer: Trainer, module: Any) -> None:
         self._end("train")
 
-    def on_validation_start(self, trainer: Any, module: Any) -> None:
+    def on_validation_start(self, trainer: Trainer, module: Any) -> None:
         self._begin("sanity_check" if trainer.sanity_checking else "validate")
 
-    def on_validation_end(self, trainer: Any, module: Any) -> None:
+    def on_validation_end(self, trainer: Trainer, module: Any) -> None:
         self._end("sanity_check" if trainer.sanity_checking else "validate")
 
-    def on_test_start(self, trainer: Any, module: Any) -> None:
+    def on_test_start(self, trainer: Trainer, module: Any) -> None:
         self._begin("test")
 
-    def on_test_end(self, trainer: Any, module: Any) -> None:
+    def on_test_end(self, trainer: Trainer, module: Any) -> None:
         self._end("test")
 
-    def on_predict_start(self, trainer: Any, module: Any) -> None:
+    def on_predict_start(self, trainer: Trainer, module: Any) -> None:
         self._begin("predict")
 
-    def on_predict_end(self, trainer: Any, module: Any) -> None:
+    def on_predict_end(self, trainer: Trainer, module: Any) -> None:
         self._end("predict")
 
-    def on_fit_start(self, trainer: Any, module: Any) -> None:
+    def on_fit_start(self, trainer: Trainer, module: Any) -> None:
         if self._duration is not None:  # a restored timer may be spent already
             self._check_time_remaining(trainer)
 
-    def on_train_batch_end(self, trainer: Any, module: Any, *args: Any) -> None:
+    def on_train_batch_end(self, trainer: Trainer, module: Any, *args: Any) -> None:
         if self._interval != "step" or self._duration is None:
             return
         if trainer.world_size > 1 and trainer.global_step % trainer.log_every_n_steps:
             return  # ranks agree at log intervals (one small collective there), not every step
         self._check_time_remaining(trainer)
 
-    def on_train_epoch_end(self, trainer: Any, module: Any) -> None:
+    def on_train_epoch_end(self, trainer: Trainer, module: Any) -> None:
         if self._interval == "epoch" and self._duration is not None:
             self._check_time_remaining(trainer)
 
-    def _check_time_remaining(self, trainer: Any) -> None:
+    def _check_time_remaining(self, trainer: Stopping) -> None:
         assert self._duration is not None
         stop = self.time_elapsed() >= self._duration
         if trainer.world_size > 1:

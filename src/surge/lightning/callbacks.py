@@ -7,7 +7,7 @@ Any callback `surge.callbacks` provides is found here by its name; `TQDMProgress
 from __future__ import annotations
 
 import importlib.util
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import callbacks as _surge_callbacks
 from ..callbacks import Callback, EarlyStopping, LearningRateMonitor, ModelCheckpoint, ModelSummary
@@ -15,6 +15,9 @@ from ..callbacks.progress import ProgressBar
 from ..callbacks.summary import summarize
 from ..errors import bad_value
 from .refuse import refuse
+
+if TYPE_CHECKING:
+    from ..trainer import Trainer
 
 # Lightning 2.x's callbacks; those not in surge.callbacks are refused when imported.
 LIGHTNING_CALLBACKS = (
@@ -53,7 +56,7 @@ class RichModelSummary(ModelSummary):
             raise ImportError("RichModelSummary needs the rich package: pip install rich")
         super().__init__(max_depth, **summarize_kwargs)
 
-    def on_fit_start(self, trainer: Any, module: Any) -> None:
+    def on_fit_start(self, trainer: Trainer, module: Any) -> None:
         if not trainer.is_global_zero:
             return
         from rich.console import Console

@@ -8,10 +8,13 @@ import io
 import pstats
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
 
 from .base import LoopParts
 from .simple import SimpleProfiler
+
+if TYPE_CHECKING:
+    from ..trainer import Trainer
 
 
 class AdvancedProfiler(SimpleProfiler):
@@ -63,7 +66,7 @@ class AdvancedProfiler(SimpleProfiler):
             tables[phase] = out.getvalue()
         return tables
 
-    def finish(self, trainer: Any) -> dict[str, Any] | None:
+    def finish(self, trainer: Trainer) -> dict[str, Any] | None:
         report = super().finish(trainer)
         if report is not None:
             report["functions"] = self.function_tables()

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ..trainer import Trainer
 
 
 @dataclass
@@ -29,7 +32,7 @@ class Profiler:
 
     name = "none"
 
-    def setup(self, trainer: Any) -> None:
+    def setup(self, trainer: Trainer) -> None:
         """Called once when fit starts, after the model and optimizers exist."""
 
     def callbacks(self) -> list[Any]:
@@ -39,6 +42,6 @@ class Profiler:
     def instrument(self, parts: LoopParts) -> LoopParts:
         return parts
 
-    def finish(self, trainer: Any) -> dict[str, Any] | None:
+    def finish(self, trainer: Trainer) -> dict[str, Any] | None:
         """Called after fit; returns the report, if any."""
         return None

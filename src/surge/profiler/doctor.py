@@ -13,11 +13,16 @@ import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
 from ..rank_zero import info
+
+if TYPE_CHECKING:
+    from ..module import Module
+    from ..precision import Precision
+    from ..strategies import Strategy
 
 DOCTOR_ENV = "SURGE_DOCTOR"  # how `surge doctor` tells the script it runs (a separate process)
 DATA_BOUND = 0.30  # share of the step spent waiting for data
@@ -78,10 +83,29 @@ def doctor_run(run: DoctorRun) -> Iterator[DoctorRun]:
         _requested = before
 
 
+class ProfiledFit(Protocol):
+    """What the doctor reads of the Trainer whose fit it reports on."""
+
+    @property
+    def lightning_module(self) -> Module | None: ...
+    @property
+    def train_dataloader(self) -> Any: ...
+    @property
+    def strategy(self) -> Strategy: ...
+    @property
+    def precision_plugin(self) -> Precision: ...
+    @property
+    def world_size(self) -> int: ...
+    @property
+    def is_global_zero(self) -> bool: ...
+    @property
+    def log_dir(self) -> Path: ...
+
+
 class Doctor:
     """Builds the report for one fit from the profiler's measurements."""
 
-    def __init__(self, trainer: Any, profiler: Any, measure_workers: bool = True) -> None:
+    def __init__(self, trainer: ProfiledFit, profiler: Any, measure_workers: bool = True) -> None:
         self.trainer, self.profiler = trainer, profiler
         self.measure_workers = measure_workers
 
@@ -96,7 +120,7 @@ class Doctor:
             "samples_per_s": (batch_size * t.world_size / summary["step_s"])
             if summary["step_s"] and batch_size
             else None,
-            "peak_memory_bytes": _peak_memory(t.lightning_module.device),
+            "peak_memory_bytes": _peak_memory(_device(t)),
             "host_reads_per_step": self.profiler.syncs.per_step,
             "host_reads": dict(self.profiler.syncs.counts),
         }
@@ -138,7 +162,7 @@ class Doctor:
         advice = t.strategy.speed_advice()
         if advice:
             out.append({"kind": "strategy", "message": advice, "numbers": {}})
-        device = t.lightning_module.device
+        device = _device(t)
         if device.type == "cuda":
             out += self._gpu_findings(device, report)
         if not out or out[0]["kind"] not in ("data", "sync", "communication"):
@@ -242,6 +266,12 @@ def render(report: dict[str, Any]) -> str:
     lines.append(f"bottleneck: {report['bottleneck']}")
     lines += [f"  - {f['message']}" for f in report["findings"]]
     return "\n".join(lines)
+
+
+def _device(trainer: ProfiledFit) -> torch.device:
+    module = trainer.lightning_module
+    assert module is not None, "the doctor reports on a fit, which has a module"
+    return module.device
 
 
 def _batch_size(loader: Any) -> int | None:

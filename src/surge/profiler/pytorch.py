@@ -4,13 +4,16 @@ profiler plugin and for Chrome (`chrome://tracing`, Perfetto), and an operator t
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from ..errors import SurgeRuntimeError
 from ..rank_zero import info
 from .base import LoopParts, Profiler
+
+if TYPE_CHECKING:
+    from ..trainer import Trainer
 
 
 class PyTorchProfiler(Profiler):
@@ -39,12 +42,13 @@ class PyTorchProfiler(Profiler):
         self.profile: torch.profiler.profile | None = None
         self.table = ""
 
-    def setup(self, trainer: Any) -> None:
+    def setup(self, trainer: Trainer) -> None:
         folder = self.dirpath or Path(trainer.log_dir) / "profiler"
         folder.mkdir(parents=True, exist_ok=True)
         self.dirpath = folder
         activities = [torch.profiler.ProfilerActivity.CPU]
-        if trainer.lightning_module.device.type == "cuda":
+        module = trainer.lightning_module
+        if module is not None and module.device.type == "cuda":
             activities.append(torch.profiler.ProfilerActivity.CUDA)
         self.profile = torch.profiler.profile(
             activities=activities,
@@ -71,7 +75,7 @@ class PyTorchProfiler(Profiler):
         parts.batches = stepping()
         return parts
 
-    def finish(self, trainer: Any) -> dict[str, Any] | None:
+    def finish(self, trainer: Trainer) -> dict[str, Any] | None:
         if self.profile is None or self.dirpath is None:  # setup() never ran
             return None
         self.profile.__exit__(None, None, None)

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..callbacks.base import Callback
 from ..errors import SurgeRuntimeError
 from .base import LoopParts, Profiler
 from .syncs import SyncCounter
 from .timing import PhaseTimer
+
+if TYPE_CHECKING:
+    from ..strategies import Strategy
+    from ..trainer import Trainer
 
 
 class SimpleProfiler(Profiler):
@@ -26,11 +30,11 @@ class SimpleProfiler(Profiler):
         self.syncs = SyncCounter()
         self.report: dict[str, Any] | None = None
 
-    def setup(self, trainer: Any) -> None:
+    def setup(self, trainer: Trainer) -> None:
         module = trainer.lightning_module
         self.timer = PhaseTimer(module.device if module is not None else None)
         self.syncs = SyncCounter()
-        self._hook_communication(trainer)
+        self._hook_communication(trainer.strategy)
 
     def _phase_timer(self) -> PhaseTimer:
         if self.timer is None:
@@ -40,7 +44,7 @@ class SimpleProfiler(Profiler):
     def callbacks(self) -> list[Callback]:
         return [_ValidationTimer(self)]
 
-    def _hook_communication(self, trainer: Any) -> None:
+    def _hook_communication(self, strategy: Strategy) -> None:
         timer = self._phase_timer()
 
         def timing(allreduce_hook: Any) -> Any:
@@ -56,7 +60,7 @@ class SimpleProfiler(Profiler):
 
             return timed_allreduce
 
-        trainer.strategy.wrap_gradient_allreduce(timing)
+        strategy.wrap_gradient_allreduce(timing)
 
     def instrument(self, parts: LoopParts) -> LoopParts:
         timer = self._phase_timer()
@@ -73,7 +77,7 @@ class SimpleProfiler(Profiler):
             publish=timer.wrap("logging", parts.publish),
         )
 
-    def finish(self, trainer: Any) -> dict[str, Any] | None:
+    def finish(self, trainer: Trainer) -> dict[str, Any] | None:
         timer = self._phase_timer()
         timer.finish()
         if not self.diagnose:
@@ -91,10 +95,10 @@ class _ValidationTimer(Callback):
     def __init__(self, profiler: SimpleProfiler) -> None:
         self.profiler, self.started = profiler, 0.0
 
-    def on_validation_start(self, trainer: Any, module: Any) -> None:
+    def on_validation_start(self, trainer: Trainer, module: Any) -> None:
         self.started = time.perf_counter()
 
-    def on_validation_end(self, trainer: Any, module: Any) -> None:
+    def on_validation_end(self, trainer: Trainer, module: Any) -> None:
         timer = self.profiler.timer
         if timer is not None and trainer.fitting and not trainer.sanity_checking:
             timer.add_validation(time.perf_counter() - self.started)

@@ -17,7 +17,7 @@ import time
 import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -26,6 +26,9 @@ from torch.optim import Optimizer
 from ..callbacks.base import Callback
 from ..errors import MisconfigurationError, bad_value
 from ..rank_zero import info, warn
+
+if TYPE_CHECKING:
+    from ..trainer import Trainer
 
 SCOPES = ("forward", "step", "regions")
 RECOMPILES_PER_EPOCH = 2  # after the first epoch, more new graphs than this in one epoch are warned about
@@ -213,7 +216,7 @@ class CompileWatch(Callback):
             self.seconds += time.perf_counter() - self._started
             self._started = None
 
-    def on_fit_start(self, trainer: Any, module: Any) -> None:
+    def on_fit_start(self, trainer: Trainer, module: Any) -> None:
         handler = _callback_handler()
         if handler is not None:
             handler.register_start_callback(self._start)
@@ -221,7 +224,7 @@ class CompileWatch(Callback):
         self._epoch_start_graphs = self._fit_start_graphs = graphs_compiled()
         self._failures = guard_failure_counts()
 
-    def on_train_epoch_end(self, trainer: Any, module: Any) -> None:
+    def on_train_epoch_end(self, trainer: Trainer, module: Any) -> None:
         self._epochs += 1
         now = graphs_compiled()
         new, self._epoch_start_graphs = now - self._epoch_start_graphs, now
@@ -238,10 +241,10 @@ class CompileWatch(Callback):
                 "or compile=False."
             )
 
-    def on_fit_end(self, trainer: Any, module: Any) -> None:
+    def on_fit_end(self, trainer: Trainer, module: Any) -> None:
         self._remove()
 
-    def on_exception(self, trainer: Any, module: Any, err: BaseException) -> None:
+    def on_exception(self, trainer: Trainer, module: Any, err: BaseException) -> None:
         self._remove()
 
     def _remove(self) -> None:

@@ -37,7 +37,7 @@ class TrialTarget:
 
     device: torch.device
     precision: Precision
-    trainer: Any = None
+    trainer: Trainer | None = None
 
 
 def trial_target(trainer: Trainer | None) -> TrialTarget:
