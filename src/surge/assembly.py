@@ -241,5 +241,5 @@ def prepare_module(
         speed.compile_module(model, spec.options)
     elif compile_now and spec is not None and spec.scope == "regions":
         compile_regions(model, spec.options)
-    model._device = next((p.device for p in model.parameters()), strategy.device)
-    speed.tensor_core_hint(model._device, precision)
+    model._attach(device=next((p.device for p in model.parameters()), strategy.device))
+    speed.tensor_core_hint(model.device, precision)

@@ -314,7 +314,7 @@ class Trainer(StageEntryPoints):
             self._publisher.finalize_loggers(status)
             self._run_status = "finished" if status == "success" else status
             if self._module is not None:
-                self._module._results = None
+                self._module._attach(results=None)
             data_mod.stop_persistent_workers(loaders() if callable(loaders) else loaders)
 
     # -- evaluate and predict --------------------------------------------------------------

@@ -77,9 +77,9 @@ class FitLoop(FitProgress):
         self.manual = manual = not parts.module.automatic_optimization
         if manual:
             ctx.optim.manual(ctx.settings.accumulate_grad_batches)
-        parts.module._optimizer_steps = OptimizerSteps(
+        parts.module._attach(optimizer_steps=OptimizerSteps(
             ctx.optim.optimizers, parts.precision, parts.hooks, parts.strategy, parts.module,
-            count=self._count_step if manual else None)  # fmt: skip
+            count=self._count_step if manual else None, compiled=ctx.optim.compiled_steps))  # fmt: skip
 
     def _count_step(self) -> None:
         self.global_step += 1
@@ -172,7 +172,7 @@ class FitLoop(FitProgress):
         if self._resume_results is not None:  # resumed inside this epoch: its metrics so far
             results.load_state_dict(self._resume_results, model.device)
             self._resume_results = None
-        model._results = results
+        model._attach(results=results)
         ctx.parts.publisher.follow(results)  # callback_metrics show this epoch's step values
         loader = self.train_loader
         self.epoch_start_rng = loader_state.epoch_start(loader, self.epoch, self._resume_rng)
@@ -374,7 +374,7 @@ class FitLoop(FitProgress):
                 data_wait_advice(self.train_loader, wait, clock() - t_epoch, batch_idx)
             if val_every and batch_idx % val_every == 0 and validation.due_inside(self.epoch, batch_idx):
                 validation.run(zero_grad=window_end)  # host read at its end (the epoch metrics of validation)
-                model._results = results
+                model._attach(results=results)
             if self.global_step >= max_steps or (
                 t.should_stop and window_end and self._minimums_met(settings)
             ):
