@@ -260,3 +260,26 @@ if __name__ == "__main__":  # one rank of the test above
     ddp = {"strategy": "ddp", "devices": 2, "max_epochs": 2, "compile": {"scope": "step", "backend": "eager"}}
     fit_and_check(ddp, root)
     (root / f"rank-{int(os.environ.get('RANK', 0))}.ok").write_text("ok")
+
+
+def test_only_the_module_writes_its_slots():
+    """Parsed, not grepped: outside src/surge/module/, no assignment targets a Module slot of an
+    object other than `self` (they go through `Module._attach`)."""
+    import ast
+
+    src = Path(__file__).resolve().parents[1] / "src" / "surge"
+    fields = {"_trainer", "_results", "_device", "_optimizer_steps"}
+    found = []
+    for path in src.rglob("*.py"):
+        if path.parent.name == "module" and path.parent.parent == src:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            targets = node.targets if isinstance(node, ast.Assign) else []
+            targets = [*targets, node.target] if isinstance(node, ast.AugAssign | ast.AnnAssign) else targets
+            for target in targets:
+                for t in ast.walk(target):
+                    if not isinstance(t, ast.Attribute) or t.attr not in fields:
+                        continue
+                    if not (isinstance(t.value, ast.Name) and t.value.id == "self"):
+                        found.append(f"{path.relative_to(src)}:{node.lineno}")
+    assert not found, f"Module slots assigned outside Module._attach: {found}"

@@ -71,13 +71,12 @@ class FitLoop(FitProgress):
         self.stopped_inside = False
         self.trainer = ctx.parts.hooks.trainer  # what callbacks get; its public `should_stop` they set
         self.accumulate, parts = ctx.settings.accumulate_grad_batches, ctx.parts
-        self.step_offset = parts.publisher.train_step_offset
+        self.step_offset, self._results_fresh = parts.publisher.train_step_offset, True
         ctx.results.reset()  # emptied now: the first epoch keeps what `on_train_start` logs (Lightning)
-        parts.module._results, self._results_fresh = ctx.results, True
         self.manual = manual = not parts.module.automatic_optimization
         if manual:
             ctx.optim.manual(ctx.settings.accumulate_grad_batches)
-        parts.module._attach(optimizer_steps=OptimizerSteps(
+        parts.module._attach(results=ctx.results, optimizer_steps=OptimizerSteps(
             ctx.optim.optimizers, parts.precision, parts.hooks, parts.strategy, parts.module,
             count=self._count_step if manual else None, compiled=ctx.optim.compiled_steps))  # fmt: skip
 
@@ -202,7 +201,8 @@ class FitLoop(FitProgress):
     def _end_epoch(self) -> None:
         ctx, step = self._context(), self.logger_step()  # hooks, metrics, plateau: in Lightning's order
         hooks, results, publish = ctx.parts.hooks, ctx.results, ctx.parts.publisher.publish
-        ctx.parts.module._results, results.batch = results, None  # as Lightning: an epoch-end mean weighs 1
+        ctx.parts.module._attach(results=results)
+        results.batch = None  # as Lightning: an epoch-end mean weighs 1
         self.epoch_closed = self.epoch_done  # a checkpoint from here on resumes at the next epoch
         ctx.parts.publisher.follow(None)
         if hooks.read_at_epoch_end():  # they see the epoch's means, as in Lightning (host reads: epoch end)
