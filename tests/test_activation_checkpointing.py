@@ -16,7 +16,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 import surge
 from helpers import fast_trainer, params_of
-from surge.speed.activation_checkpointing import Recompute, is_checkpointed
+from surge.speed.activation_checkpointing import is_checkpointed
 
 SCRIPT = Path(__file__).parent / "distributed" / "ac_script.py"
 
@@ -58,6 +58,7 @@ class Net(surge.Module):
 
     def on_train_batch_start(self, batch, batch_idx):
         self.saved.append(0)
+        self.wrapped = {name for name, m in self.named_modules() if is_checkpointed(m)}  # during the fit
 
     def configure_optimizers(self):
         return torch.optim.AdamW(self.parameters(), lr=0.01)
@@ -80,7 +81,8 @@ def train(ac, **kwargs) -> Net:
 def test_weights_after_training_equal_the_run_without_it(accumulate):
     plain = train(None, accumulate_grad_batches=accumulate)
     checkpointed = train([Block], accumulate_grad_batches=accumulate)
-    assert all(is_checkpointed(b) for b in checkpointed.blocks) and not is_checkpointed(plain.blocks[0])
+    assert checkpointed.wrapped == {"blocks.0", "blocks.1", "blocks.2"} and plain.wrapped == set()
+    assert not any(is_checkpointed(m) for m in checkpointed.modules())  # the hooks went with the fit
     a, b = params_of(plain), params_of(checkpointed)
     assert a.keys() == b.keys()
     for key in a:  # dropout draws the same masks in the recomputation: bit for bit
@@ -91,8 +93,7 @@ def test_weights_after_training_equal_the_run_without_it(accumulate):
 
 def test_a_policy_callable_selects_the_modules():
     model = train(lambda m: isinstance(m, nn.Linear) and m.out_features == 16)
-    assert is_checkpointed(model.inp) and all(is_checkpointed(b.lin) for b in model.blocks)
-    assert not is_checkpointed(model.head)
+    assert model.wrapped == {"inp", "blocks.0.lin", "blocks.1.lin", "blocks.2.lin"}  # not the head
 
 
 def test_the_outermost_match_is_wrapped_once_and_reported_once(caplog):
@@ -100,13 +101,18 @@ def test_the_outermost_match_is_wrapped_once_and_reported_once(caplog):
         model = Net()
         trainer = fast_trainer(max_steps=2, activation_checkpointing=[Block, nn.Linear])
         trainer.fit(model, loader())
-        trainer.fit(model, loader())  # a second set-up wraps nothing again
+        first = set(model.wrapped)
+        trainer.fit(model, loader())  # the first fit's hooks are gone: the second one's own, once
     reports = [r.getMessage() for r in caplog.records if "activation_checkpointing" in r.getMessage()]
-    assert reports == [
-        "activation_checkpointing: 5 modules recompute their activations in backward (2 Linear, 3 Block)"
-    ], reports
-    assert not is_checkpointed(model.blocks[0].lin)  # inside a checkpointed block: not twice
-    assert not isinstance(model.blocks[0].forward.forward, Recompute)  # nor wrapped again by the 2nd fit
+    assert (
+        reports
+        == ["activation_checkpointing: 5 modules recompute their activations in backward (2 Linear, 3 Block)"]
+        * 2
+    ), reports  # once per fit
+    assert first == model.wrapped == {"inp", "head", "blocks.0", "blocks.1", "blocks.2"}
+    assert "blocks.0.lin" not in model.wrapped  # inside a checkpointed block: not twice
+    for block in model.modules():  # nor anything left on the modules after the fit
+        assert "forward" not in vars(block) and not block._forward_pre_hooks and not block._forward_hooks
 
 
 def test_checkpoint_keys_are_unchanged_and_load_both_ways(tmp_path):

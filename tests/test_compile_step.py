@@ -25,7 +25,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 import surge
 from helpers import fast_trainer
-from surge.speed.compiling import CompileWatch, compile_spec, repeated_blocks
+from surge.speed.compiling import CompiledStep, CompileWatch, compile_spec, repeated_blocks
 
 AOT = {"scope": "step", "backend": "aot_eager"}
 
@@ -104,7 +104,8 @@ def test_compiled_step_equals_eager(optimizer):
     compiled, trainer = _train(AOT, optimizer=optimizer)
     _assert_same(compiled, eager, tol=1e-5 if optimizer == "sgd" else 1e-4)
     opt = trainer.optimizers[0]
-    assert getattr(opt.step, "_surge_compiled", False)  # the optimizer step ran compiled
+    assert isinstance(trainer.fit_loop.ctx.optim.compiled_steps[id(opt)], CompiledStep)  # ran compiled
+    assert "step" not in vars(opt) and not [k for k in vars(opt) if "surge" in k]  # the optimizer as built
     assert isinstance(
         trainer.fit_loop.ctx.training_step,
         torch._dynamo.eval_frame.OptimizedModule | type(torch.compile(lambda: None, backend="eager")),
@@ -137,8 +138,12 @@ def test_accumulation_clipping_and_a_scheduler_equal_eager():
     compiled, trainer = _train(AOT, steps=2, **kw)
     _assert_same(compiled, eager, tol=1e-4)
     lr = trainer.optimizers[0].param_groups[0]["lr"]
-    assert isinstance(lr, torch.Tensor)  # a 0-d tensor the scheduler fills: no recompile per change
-    assert float(lr) == pytest.approx(eager_trainer.optimizers[0].param_groups[0]["lr"])
+    assert type(lr) is float  # the user's type; the compiled step was lent a 0-d tensor
+    assert lr == pytest.approx(eager_trainer.optimizers[0].param_groups[0]["lr"])
+    (step,) = trainer.fit_loop.ctx.optim.compiled_steps.values()
+    ((tensor, value),) = step._rates.values()  # filled by the scheduler's rate: no recompile per change
+    assert isinstance(tensor, torch.Tensor) and float(tensor) == pytest.approx(value)
+    assert value == pytest.approx(2 * lr)  # the last step's rate, before the scheduler halved it
     assert trainer.global_step == 2
 
 
@@ -167,7 +172,10 @@ def test_a_state_dict_saved_with_compiled_step_loads_without_compile(tmp_path):
     plain = Stack.load_from_checkpoint(path)
     _assert_same(plain, compiled, tol=0)
     resumed = fast_trainer(max_steps=5, enable_checkpointing=True, default_root_dir=tmp_path / "resume")
-    resumed.fit(Stack(scheduler=True, optimizer="adamw"), _loader(), ckpt_path=path)  # tensor lrs, eager
+    saved = torch.load(path, weights_only=True)
+    assert type(saved["optimizer_states"][0]["param_groups"][0]["lr"]) is float  # the user's type
+    assert all(type(lr) is float for lr in saved["lr_schedulers"][0]["_last_lr"])
+    resumed.fit(Stack(scheduler=True, optimizer="adamw"), _loader(), ckpt_path=path)  # eager
     assert resumed.global_step == 5
     assert float(resumed.optimizers[0].param_groups[0]["lr"]) == pytest.approx(1e-2 * 0.5**5)
 
@@ -317,7 +325,8 @@ def test_manual_optimization_under_compile_step_says_what_is_compiled():
     assert len(said) == 1 and "compiles your training_step as written" in said[0]
     assert "each optimizer's step() on its own" in said[0]
     assert trainer.global_step == 3
-    assert getattr(trainer.optimizers[0].step, "_surge_compiled", False)  # as the warning says
+    opt = trainer.optimizers[0]
+    assert isinstance(trainer.fit_loop.ctx.optim.compiled_steps[id(opt)], CompiledStep)  # as the warning says
     _assert_same(compiled, eager)
     with warnings.catch_warnings(record=True) as caught:  # automatic optimization: nothing to say
         warnings.simplefilter("always")

@@ -4,6 +4,11 @@ on the model, no DataLoader changed in place, no variables written for the Train
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 import torch
@@ -75,3 +80,206 @@ def test_nothing_is_stamped_on_the_model_and_it_is_compiled_once(tmp_path, compi
     assert model._compiled_call_impl is compiled  # the second fit did not compile again
     assert not [name for name in set(vars(model)) - attributes if name.startswith("_surge")]
     assert set(vars(model)) - attributes <= {"_compiled_call_impl"}
+
+
+# -- every object a user hands in, for every way a fit can change how it runs ----------------------
+# A running stage fills the Module's own slots (set through `Module._attach`, surge's one writer of
+# them), and `module.hparams` makes its table when first read (as Lightning's does); surge's
+# Callback base keeps the module its `log` writes to. Those are the base classes' own fields.
+# Everything else must be as the user left it.
+MODULE_SLOTS = {"_trainer", "_results", "_device", "_optimizer_steps", "_hparams"}
+CALLBACK_SLOTS = {"_logging_module"}
+# compile=True and the per-block scope use torch's own `nn.Module.compile`, which keeps the
+# compiled call in the slot nn.Module declares for it; the only key a fit may add to a module.
+TORCH_COMPILE_SLOT = "_compiled_call_impl"
+
+
+def _plain(value: Any) -> Any:
+    """How a value compares: plain scalars by type and value, anything else by type and identity."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return (type(value), value)
+    return (type(value), id(value))
+
+
+def held(obj: Any, skip: set[str] = frozenset()) -> dict[str, Any]:  # type: ignore[assignment]
+    """What `obj` holds: every attribute, containers one level deep (so a hook registered into a
+    module's hook table, or a parameter swapped, shows), the rest by identity."""
+    state = {}
+    for key, value in vars(obj).items():
+        if key in skip:
+            continue
+        if isinstance(value, dict):
+            state[key] = (type(value), {k: _plain(v) for k, v in value.items()})
+        elif isinstance(value, list | tuple | set | frozenset):
+            state[key] = (type(value), [_plain(v) for v in value])
+        else:
+            state[key] = _plain(value)
+    return state
+
+
+def group_types(opt: torch.optim.Optimizer) -> list[dict[str, type]]:
+    return [{k: type(v) for k, v in group.items()} for group in opt.param_groups]
+
+
+class Block(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = torch.nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + torch.tanh(self.lin(x))
+
+
+class Handed(surge.Module):
+    """Linear -> 2 identical blocks (for the per-block scope) -> Linear; records its optimizers and
+    scheduler as `configure_optimizers` built them in `built`, a dict the test owns."""
+
+    def __init__(self, built: SimpleNamespace, fused: bool = False) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.inp, self.out = torch.nn.Linear(4, 8), torch.nn.Linear(8, 2)
+        self.blocks = torch.nn.ModuleList([Block(), Block()])
+        self.fused, self.built = fused, built
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.inp(x)
+        for block in self.blocks:
+            h = block(h)
+        return self.out(h)
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        return torch.nn.functional.cross_entropy(self(batch[0]), batch[1])
+
+    def validation_step(self, batch: Any, batch_idx: int) -> None:
+        self.log("val_loss", torch.nn.functional.cross_entropy(self(batch[0]), batch[1]))
+
+    def configure_optimizers(self) -> Any:
+        if self.fused:
+            opt: torch.optim.Optimizer = torch.optim.AdamW(self.parameters(), lr=0.01, fused=True)
+        else:
+            opt = torch.optim.SGD(self.parameters(), lr=0.1, momentum=0.9)
+        sched = torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)
+        self.built.opt, self.built.sched = opt, sched
+        self.built.opt_held = held(opt, {"state", "param_groups", "_opt_called"})
+        self.built.groups, self.built.sched_held = (
+            group_types(opt),
+            {k: type(v) for k, v in vars(sched).items()},
+        )
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+
+class Watcher(surge.callbacks.Callback):
+    """A user's callback: looks at the optimizer in the middle of the fit (and, when asked, writes a
+    checkpoint there); what it sees goes to `seen`, which the test owns."""
+
+    def __init__(self, seen: SimpleNamespace, checkpoint: Path | None = None) -> None:
+        self.seen, self.checkpoint = seen, checkpoint
+
+    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx) -> None:
+        opt = trainer.optimizers[0]
+        self.seen.lr_types.update(type(g["lr"]) for g in opt.param_groups)
+        self.seen.opt_keys.update(vars(opt))
+        if self.checkpoint is not None and batch_idx == 1:
+            trainer.save_checkpoint(self.checkpoint)
+
+
+MODES: dict[str, dict[str, Any]] = {
+    "plain": {},
+    "compile forward": {"compile": {"backend": "eager"}},
+    "compile step": {"compile": {"scope": "step", "backend": "eager"}},
+    "compile regions": {"compile": {"scope": "regions", "backend": "eager"}},
+    "activation checkpointing": {"activation_checkpointing": [Block]},
+    "fp16 mixed": {"precision": "16-mixed"},
+    "non-finite guard, fused": {"on_nonfinite": "skip"},
+}
+
+
+def fit_and_check(trainer_kwargs: dict[str, Any], tmp_path: Path, fused: bool = False) -> SimpleNamespace:
+    """Fit a `Handed` model with loaders and a callback, then check every one of them is as the user
+    handed it in; returns what the callback saw during the fit."""
+    torch._dynamo.reset()
+    built, seen = SimpleNamespace(), SimpleNamespace(lr_types=set(), opt_keys=set())
+    model = Handed(built, fused=fused)
+    mid = tmp_path / "mid.ckpt"
+    callback = Watcher(seen, checkpoint=mid)
+    train = DataLoader(make_dataset(24), batch_size=8)
+    val = DataLoader(make_dataset(8, seed=1), batch_size=8)
+    modules = {name: (type(m), held(m, MODULE_SLOTS)) for name, m in model.named_modules()}
+    loaders, callback_held = {"train": dict(vars(train)), "val": dict(vars(val))}, held(callback)
+    trainer = fast_trainer(default_root_dir=tmp_path, max_steps=3, callbacks=[callback], **trainer_kwargs)
+    trainer.fit(model, train, val)
+
+    compiled_ok = {TORCH_COMPILE_SLOT} if trainer_kwargs.get("compile") else set()
+    for name, m in model.named_modules():
+        kind, before = modules[name]
+        after = held(m, MODULE_SLOTS)
+        assert type(m) is kind, name
+        assert "forward" not in vars(m), name  # the class's forward, never one set on the module
+        assert set(after) - set(before) <= compiled_ok, (name, set(after) - set(before))
+        assert {k: v for k, v in after.items() if k in before} == before, name
+
+    opt, sched = built.opt, built.sched
+    assert held(opt, {"state", "param_groups", "_opt_called"}) == built.opt_held  # `step` too
+    assert not [k for k in vars(opt) if "surge" in k or k in ("grad_scale", "found_inf")]
+    assert group_types(opt) == built.groups and type(opt.param_groups[0]["lr"]) is float
+    assert {k: type(v) for k, v in vars(sched).items()} == built.sched_held
+    assert sched.optimizer is opt and all(type(lr) is float for lr in sched.get_last_lr())
+    assert {"train": vars(train), "val": vars(val)} == loaders
+    assert set(held(callback)) - set(callback_held) <= CALLBACK_SLOTS
+    assert {k: v for k, v in held(callback).items() if k in callback_held} == callback_held
+    assert seen.lr_types == {float} and not seen.opt_keys & {"grad_scale", "found_inf"}
+
+    saved = torch.load(mid, weights_only=True)  # written in the middle of the fit
+    assert all(type(g["lr"]) is float for g in saved["optimizer_states"][0]["param_groups"])
+    assert all(type(lr) is float for lr in saved["lr_schedulers"][0]["_last_lr"])
+    assert trainer.global_step == 3
+    return seen
+
+
+@pytest.mark.parametrize("mode", list(MODES))
+def test_every_object_handed_in_is_as_it_was_after_fit(tmp_path, mode):
+    fit_and_check(MODES[mode], tmp_path, fused=mode.startswith("non-finite"))
+
+
+@pytest.mark.slow
+def test_two_gloo_processes_leave_every_object_as_it_was(tmp_path, monkeypatch):
+    """strategy="ddp", 2 processes: each rank checks its own objects (this file run as the script)."""
+    monkeypatch.syspath_prepend(str(Path(__file__).parent / "distributed"))
+    from jobs import clean_env
+
+    proc = subprocess.run(
+        [sys.executable, __file__, str(tmp_path)], env=clean_env(), capture_output=True, text=True,
+        timeout=300, cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert sorted(p.name for p in tmp_path.glob("rank-*.ok")) == ["rank-0.ok", "rank-1.ok"]
+
+
+if __name__ == "__main__":  # one rank of the test above
+    root = Path(sys.argv[1])
+    ddp = {"strategy": "ddp", "devices": 2, "max_epochs": 2, "compile": {"scope": "step", "backend": "eager"}}
+    fit_and_check(ddp, root)
+    (root / f"rank-{int(os.environ.get('RANK', 0))}.ok").write_text("ok")
+
+
+def test_only_the_module_writes_its_slots():
+    """Parsed, not grepped: outside src/surge/module/, no assignment targets a Module slot of an
+    object other than `self` (they go through `Module._attach`)."""
+    import ast
+
+    src = Path(__file__).resolve().parents[1] / "src" / "surge"
+    fields = {"_trainer", "_results", "_device", "_optimizer_steps"}
+    found = []
+    for path in src.rglob("*.py"):
+        if path.parent.name == "module" and path.parent.parent == src:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            targets = node.targets if isinstance(node, ast.Assign) else []
+            targets = [*targets, node.target] if isinstance(node, ast.AugAssign | ast.AnnAssign) else targets
+            for target in targets:
+                for t in ast.walk(target):
+                    if not isinstance(t, ast.Attribute) or t.attr not in fields:
+                        continue
+                    if not (isinstance(t.value, ast.Name) and t.value.id == "self"):
+                        found.append(f"{path.relative_to(src)}:{node.lineno}")
+    assert not found, f"Module slots assigned outside Module._attach: {found}"

@@ -221,9 +221,10 @@ def fit_settings(
 
 def prepare_module(
     model: Module, cfg: TrainerConfig, strategy: Strategy, precision: Precision, compile_now: bool
-) -> None:
+) -> list[Callback]:
     """Put the module where and how it trains: the backend flags, the precision's dtype, the
-    strategy's device (and wrapper), channels_last, compilation; then note its device."""
+    strategy's device (and wrapper), channels_last, compilation; then note its device. Returns
+    the callbacks that undo what holds for this stage only (activation checkpointing's hooks)."""
     if cfg.deterministic is not None:
         set_deterministic(cfg.deterministic)
     speed.apply_backend_flags(cfg.benchmark, cfg.matmul_precision)
@@ -231,7 +232,9 @@ def prepare_module(
     if cfg.sync_batchnorm:  # before the strategy wraps it, as Lightning does
         check_sync_batchnorm(True, strategy.device.type, strategy.world_size)
         torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)
-    activation_checkpointing.apply(model, cfg.activation_checkpointing)  # before sharding, before compile
+    checkpointing = activation_checkpointing.apply(
+        model, cfg.activation_checkpointing
+    )  # before sharding, compile
     strategy.setup_module(model)
     if cfg.channels_last:
         # nn.Module.to takes memory_format (documented), but torch's overloads leave it out
@@ -241,5 +244,6 @@ def prepare_module(
         speed.compile_module(model, spec.options)
     elif compile_now and spec is not None and spec.scope == "regions":
         compile_regions(model, spec.options)
-    model._device = next((p.device for p in model.parameters()), strategy.device)
-    speed.tensor_core_hint(model._device, precision)
+    model._attach(device=next((p.device for p in model.parameters()), strategy.device))
+    speed.tensor_core_hint(model.device, precision)
+    return list(checkpointing)

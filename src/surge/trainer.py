@@ -125,13 +125,13 @@ class Trainer(StageEntryPoints):
             raise SurgeTypeError(f"model must be a surge.Module, got {type(model).__name__}")
         self._run_status = self._fn = stage
         self._publisher.reset_metrics()  # as Lightning: a stage shows only what it logs
-        self._module, model._trainer, cfg = model, self, self._cfg
+        self._module, cfg = model, self._cfg  # (enter_stage attached the Trainer to the module)
         compile_now = cfg.compile is not None and stage == "fit" and model not in self._compiled
-        prepare_module(model, cfg, self._strategy, self._precision, compile_now)
+        for_stage = prepare_module(model, cfg, self._strategy, self._precision, compile_now)
         if compile_now:
             self._compiled.add(model)  # remembered here: nothing is stamped on the user's model
         extra = [*(self.profiler.callbacks() if self.profiler else ()), *compile_watch(cfg.compile, stage)]
-        self._hooks = hooks = Hooks(self, model, [*self.callbacks, *extra])
+        self._hooks = hooks = Hooks(self, model, [*self.callbacks, *extra, *for_stage])
         move = batch_mover(model, self.datamodule, self._precision, cfg.channels_last)
         no_grad = self._strategy.evaluation_mode(cfg.inference_mode)
         self._parts = parts = RunParts(
@@ -259,7 +259,7 @@ class Trainer(StageEntryPoints):
             self._publisher.finalize_loggers(status)
             self._run_status = "finished" if status == "success" else status
             if self._module is not None:
-                self._module._results = None
+                self._module._attach(results=None)
             data_mod.stop_persistent_workers(loaders() if callable(loaders) else loaders)
 
     # -- evaluate and predict --------------------------------------------------------------

@@ -44,6 +44,9 @@ class Net(surge.Module):
         self.log("train_loss", loss)
         return loss
 
+    def on_train_batch_start(self, batch, batch_idx):
+        self.wrapped = sum(is_checkpointed(m) for m in self.modules())  # during the fit (gone after)
+
     def configure_optimizers(self):
         return torch.optim.AdamW(self.parameters(), lr=0.01)
 
@@ -73,8 +76,10 @@ def main() -> None:
 
     weights = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
     if trainer.is_global_zero:
-        wrapped = sum(is_checkpointed(m) for m in model.modules())
-        torch.save({"state_dict": weights, "global_step": trainer.global_step, "wrapped": wrapped}, args.out)
+        assert not any(is_checkpointed(m) for m in model.modules())  # the hooks went with the fit
+        torch.save(
+            {"state_dict": weights, "global_step": trainer.global_step, "wrapped": model.wrapped}, args.out
+        )
 
 
 if __name__ == "__main__":

@@ -58,7 +58,7 @@ def run_evaluation(
             hooks.call(f"on_{hook}_epoch_start")
             for dl_idx, (loader, limit) in enumerate(zip(loaders, limits)):
                 results = all_results[dl_idx]
-                model._results = results
+                model._attach(results=results)
                 for batch_idx, batch in enumerate(loader):
                     if batch_idx >= limit:
                         break
@@ -72,8 +72,8 @@ def run_evaluation(
                     hooks.call(f"on_{hook}_batch_end", out, batch, batch_idx, *extra)
                     _log_step(parts, results, all_results, dl_idx, seen, sanity)
                 _keep_step_values(parts, results, dl_idx if len(loaders) > 1 else None, sanity)
-            model._results = all_results[0] if len(loaders) == 1 else Results(stage, strategy.reducer)
-            epoch_end_results = model._results
+            epoch_end_results = all_results[0] if len(loaders) == 1 else Results(stage, strategy.reducer)
+            model._attach(results=epoch_end_results)
             epoch_end_results.batch = None  # as Lightning: a mean logged at the epoch's end has weight 1
             hooks.call(f"on_{hook}_epoch_end")
             metrics = _collect(all_results, epoch_end_results)  # host read: evaluation end
@@ -87,7 +87,7 @@ def run_evaluation(
                 parts.publisher.publish(merged, flags, step=global_step, evaluation=True)
             hooks.call(f"on_{hook}_end")
     finally:
-        model._results = previous_results
+        model._attach(results=previous_results)
         modes.restore(hooks, f"on_{hook}_model_train")
     return metrics
 

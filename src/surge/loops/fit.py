@@ -71,15 +71,14 @@ class FitLoop(FitProgress):
         self.stopped_inside = False
         self.trainer = ctx.parts.hooks.trainer  # what callbacks get; its public `should_stop` they set
         self.accumulate, parts = ctx.settings.accumulate_grad_batches, ctx.parts
-        self.step_offset = parts.publisher.train_step_offset
+        self.step_offset, self._results_fresh = parts.publisher.train_step_offset, True
         ctx.results.reset()  # emptied now: the first epoch keeps what `on_train_start` logs (Lightning)
-        parts.module._results, self._results_fresh = ctx.results, True
         self.manual = manual = not parts.module.automatic_optimization
         if manual:
             ctx.optim.manual(ctx.settings.accumulate_grad_batches)
-        parts.module._optimizer_steps = OptimizerSteps(
+        parts.module._attach(results=ctx.results, optimizer_steps=OptimizerSteps(
             ctx.optim.optimizers, parts.precision, parts.hooks, parts.strategy, parts.module,
-            count=self._count_step if manual else None)  # fmt: skip
+            count=self._count_step if manual else None, compiled=ctx.optim.compiled_steps))  # fmt: skip
 
     def _count_step(self) -> None:
         self.global_step += 1
@@ -172,7 +171,7 @@ class FitLoop(FitProgress):
         if self._resume_results is not None:  # resumed inside this epoch: its metrics so far
             results.load_state_dict(self._resume_results, model.device)
             self._resume_results = None
-        model._results = results
+        model._attach(results=results)
         ctx.parts.publisher.follow(results)  # callback_metrics show this epoch's step values
         loader = self.train_loader
         self.epoch_start_rng = loader_state.epoch_start(loader, self.epoch, self._resume_rng)
@@ -202,7 +201,8 @@ class FitLoop(FitProgress):
     def _end_epoch(self) -> None:
         ctx, step = self._context(), self.logger_step()  # hooks, metrics, plateau: in Lightning's order
         hooks, results, publish = ctx.parts.hooks, ctx.results, ctx.parts.publisher.publish
-        ctx.parts.module._results, results.batch = results, None  # as Lightning: an epoch-end mean weighs 1
+        ctx.parts.module._attach(results=results)
+        results.batch = None  # as Lightning: an epoch-end mean weighs 1
         self.epoch_closed = self.epoch_done  # a checkpoint from here on resumes at the next epoch
         ctx.parts.publisher.follow(None)
         if hooks.read_at_epoch_end():  # they see the epoch's means, as in Lightning (host reads: epoch end)
@@ -374,7 +374,7 @@ class FitLoop(FitProgress):
                 data_wait_advice(self.train_loader, wait, clock() - t_epoch, batch_idx)
             if val_every and batch_idx % val_every == 0 and validation.due_inside(self.epoch, batch_idx):
                 validation.run(zero_grad=window_end)  # host read at its end (the epoch metrics of validation)
-                model._results = results
+                model._attach(results=results)
             if self.global_step >= max_steps or (
                 t.should_stop and window_end and self._minimums_met(settings)
             ):

@@ -60,7 +60,7 @@ def enter_stage(trainer: Any, module: Module, datamodule: Any, stage: str) -> li
         raise MisconfigurationError(f"model must be a surge.Module, got {type(module).__name__}")
     callbacks = with_module_callbacks(module, trainer.callbacks)
     refuse_unsupported(module, callbacks, stage)
-    module._trainer = trainer  # `self.trainer` works in the hooks below
+    module._attach(trainer=trainer)  # `self.trainer` works in the hooks below
     _attach(callbacks, module)
     if trainer.local_rank == 0:
         if datamodule is not None:

@@ -32,6 +32,12 @@ OVERRIDABLE = (
 )  # fmt: skip
 
 
+# The fields a running stage fills, by the name `Module._attach` takes them.
+_SLOTS = {
+    "trainer": "_trainer", "results": "_results", "device": "_device", "optimizer_steps": "_optimizer_steps"
+}  # fmt: skip
+
+
 class Module(LoopHooks, ModelHooks, ModuleOptimizers, nn.Module, HyperparametersMixin):
     """A torch `nn.Module` that also says how to train itself.
 
@@ -228,6 +234,23 @@ class Module(LoopHooks, ModelHooks, ModuleOptimizers, nn.Module, Hyperparameters
             )
         return model.to(map_location) if map_location is not None else model
 
+    # -- the run's slots -------------------------------------------------------------------
+    def _attach(self, **slots: Any) -> dict[str, Any]:
+        """Set the slots a running stage fills (`trainer`, `results`, `device`, `optimizer_steps`):
+        surge's one writer of the module's own fields, so no other part assigns an attribute of the
+        user's model. Returns the slots' previous values, for `_attach(**previous)` to put back."""
+        unknown = sorted(set(slots) - set(_SLOTS))
+        if unknown:
+            raise TypeError(f"Module._attach: unknown slots {unknown}; the slots are {list(_SLOTS)}")
+        previous = {name: getattr(self, _SLOTS[name]) for name in slots}
+        for name, value in slots.items():
+            object.__setattr__(self, _SLOTS[name], value)  # plain fields (never a submodule)
+        return previous
+
+    def _slots(self) -> dict[str, Any]:
+        """Every slot's value now (what `_attach(**slots)` puts back)."""
+        return {name: getattr(self, field) for name, field in _SLOTS.items()}
+
     # -- what the trainer exposes ------------------------------------------------------------
     @property
     def trainer(self) -> Trainer:
@@ -239,7 +262,7 @@ class Module(LoopHooks, ModelHooks, ModuleOptimizers, nn.Module, Hyperparameters
     @trainer.setter
     def trainer(self, trainer: Trainer | None) -> None:
         """Attach (or, with None, detach) a Trainer, as Lightning's `module.trainer = trainer`."""
-        self._trainer = trainer
+        self._attach(trainer=trainer)
 
     @property
     def device(self) -> torch.device:

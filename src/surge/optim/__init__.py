@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any
 
@@ -12,7 +12,7 @@ from torch.optim import Optimizer
 from ..errors import CheckpointError, MisconfigurationError
 from ..module.steps import ModuleOptimizerStep
 from .config import SchedulerConfig, check_optimizer_count, configured_optimizers, parse_optimizers
-from .nonfinite import NonFiniteGuard
+from .nonfinite import NonFiniteGuard, handed_flag
 
 __all__ = [
     "Optimization",
@@ -40,7 +40,7 @@ class Optimization:
         metrics: Callable[[], Mapping[str, Any]],
         guard: NonFiniteGuard | None = None,
         where: Callable[[], tuple[int, int, int]] = lambda: (0, 0, 0),
-        compiled: bool = False,
+        compiled: Sequence[Callable[[], Any]] | None = None,
     ) -> None:
         self.optimizers = optimizers
         self.schedulers = schedulers
@@ -64,7 +64,11 @@ class Optimization:
         self.skipped = False
         self.guard = guard if guard is not None else NonFiniteGuard(None, optimizers, False)
         self._where = where
-        self._tensor_lr = compiled and bool(schedulers)  # compiled steps: a restored lr stays a tensor
+        # compile="step": each optimizer's compiled step (the precision calls it instead of opt.step)
+        self.compiled_steps: dict[int, Callable[[], Any]] = (
+            {id(opt): step for opt, step in zip(optimizers, compiled)} if compiled is not None else {}
+        )
+        self._tensor_lr = compiled is not None and bool(schedulers)  # lrs lent as tensors: refuse what can't
         self._allow = self.guard.allow if self.guard.mode in ("raise", "skip") else None
         fns = getattr(hooks, "module_fns", {})  # the module's own optimizer_step & co., if overridden
         self._module_zero = fns.get("optimizer_zero_grad")
@@ -163,9 +167,15 @@ class Optimization:
     def _step_one(self, i: int) -> bool:
         """Clip and step optimizer `i` through the precision; False if skipped (non-finite gradients)."""
         opt, allow = self.optimizers[i], self._allow
-        if allow is not None and not allow(opt, self._where):
+        if allow is None:
+            return precision_step(self._precision, opt, self._clips[i], self.compiled_steps)
+        verdict = allow(opt, self._where)
+        if verdict is False:
             return False  # on_nonfinite="skip": this window's gradients are dropped
-        return self._precision.optimizer_step(opt, self._clips[i])
+        if verdict is True:
+            return precision_step(self._precision, opt, self._clips[i], self.compiled_steps)
+        with handed_flag(opt, verdict):  # a fused optimizer skips by itself on this device flag
+            return precision_step(self._precision, opt, self._clips[i], self.compiled_steps)
 
     def zero_grad(self) -> None:
         for opt in self.optimizers:
@@ -234,10 +244,23 @@ class Optimization:
         for config, saved in zip(self.schedulers, saved_scheds):
             config.scheduler.load_state_dict(saved)
         if self._tensor_lr:
-            from ..speed.compiling import refuse_foreach_with_tensor_lr, tensor_learning_rates
+            from ..speed.compiling import refuse_foreach_with_tensor_lr
 
             refuse_foreach_with_tensor_lr(self.optimizers, restored_from=source)
-            tensor_learning_rates(self.optimizers)
+
+
+def precision_step(
+    precision: Any,
+    optimizer: Optimizer,
+    clip: Callable[[], None] | None,
+    compiled: Mapping[int, Callable[[], Any]],
+) -> bool:
+    """The precision's clipped step of `optimizer`, through its compiled step under compile="step"
+    (a precision written for the two-argument call keeps working without compile)."""
+    step = compiled.get(id(optimizer))
+    if step is None:
+        return bool(precision.optimizer_step(optimizer, clip))
+    return bool(precision.optimizer_step(optimizer, clip, step=step))
 
 
 _GROUP_BOOKKEEPING = {"params", "param_names", "initial_lr"}

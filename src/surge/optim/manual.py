@@ -9,13 +9,14 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from torch import Tensor
 from torch.optim import Optimizer
 
 from ..errors import MisconfigurationError, SurgeTypeError
+from . import precision_step
 
 if TYPE_CHECKING:
     from ..loops.hooks import Hooks
@@ -133,8 +134,10 @@ class OptimizerSteps:
         strategy: Strategy,
         module: Module,
         count: Callable[[], None] | None,
+        compiled: Mapping[int, Callable[[], Any]] | None = None,
     ) -> None:
         self.optimizers = [LightningOptimizer(opt) for opt in optimizers]
+        self._compiled = compiled or {}  # compile="step": the compiled step of each optimizer, by id
         for opt in self.optimizers:
             opt._steps = self
         self._precision, self._hooks, self._strategy, self._module = precision, hooks, strategy, module
@@ -183,7 +186,7 @@ class OptimizerSteps:
         else:
             result = closure() if closure is not None else None  # fp16: once, before the unscaled step
             self._hooks_before_step(optimizer)
-            precision.optimizer_step(optimizer, None)
+            precision_step(precision, optimizer, None, self._compiled)
             precision.after_optimizer_steps()
         if self._count is not None:
             self._count()

@@ -8,16 +8,17 @@
 - None: no checks.
 
 For "skip" and "raise" the decision must be known before the step. A fused optimizer
-(`torch.optim.AdamW(..., fused=True)` and the like) takes the flag on the device and skips by
-itself, so nothing is read per step (a "raise" is then raised at the next read point, with the
+(`torch.optim.AdamW(..., fused=True)` and the like) takes the flag on the device (set on it for
+its step only, as torch's GradScaler hands it, then removed) and skips by itself, so nothing is read per step (a "raise" is then raised at the next read point, with the
 bad step never applied). Other optimizers need one host read per optimizer step.
 fp16 with a GradScaler already skips non-finite steps; the guard leaves those to it.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import torch
 from torch import Tensor
@@ -41,6 +42,18 @@ def _accumulator(loss: Tensor) -> Tensor:
             "real number, e.g. loss.abs() or loss.real."
         )
     return torch.zeros((), device=loss.device)
+
+
+@contextlib.contextmanager
+def handed_flag(opt: Optimizer, found: Tensor) -> Iterator[None]:
+    """`found` handed to a fused optimizer's step the one way torch's fused optimizers read it (as
+    torch's GradScaler does): `grad_scale`/`found_inf` set on the optimizer for that step only, and
+    removed after it, so the optimizer is left as the user built it."""
+    opt.grad_scale, opt.found_inf = None, found  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        del opt.grad_scale, opt.found_inf  # type: ignore[attr-defined]
 
 
 class NonFiniteGuard:
@@ -74,21 +87,19 @@ class NonFiniteGuard:
             self._loss_bad = _accumulator(loss)
         self._loss_bad.add_(loss.detach().reshape(()))  # a view: a shape (1,) loss counts as a scalar
 
-    def allow(self, opt: Optimizer, where: Callable[[], tuple[int, int, int]]) -> bool:
-        """Whether `opt` may step now ("skip"/"raise"); with a fused optimizer the step is handed the
-        device flag and always 'runs'."""
+    def allow(self, opt: Optimizer, where: Callable[[], tuple[int, int, int]]) -> bool | Tensor:
+        """Whether `opt` may step now ("skip"/"raise"); with a fused optimizer, the device flag to
+        hand its step (`handed_flag`): it always 'runs' and skips by itself."""
         if self.mode not in ("raise", "skip"):
             return True
         found = self._found(opt)
         if self.device_skip:
-            # the attributes a fused optimizer's step() reads (as torch's GradScaler sets them)
-            opt.grad_scale, opt.found_inf = None, found  # type: ignore[attr-defined]
             self._steps_bad = (
                 found.to(torch.int32)
                 if self._steps_bad is None
                 else self._steps_bad.add_(found.to(torch.int32))
             )
-            return True
+            return found
         if not found.item():  # host read: the step must not be applied when this is set
             return True
         step, epoch, batch = where()

@@ -58,11 +58,17 @@ class Precision:
     def unscale_gradients(self, optimizer: Optimizer) -> None:
         """Make gradients true-scale before clipping (loss-scaling plugins override)."""
 
-    def optimizer_step(self, optimizer: Optimizer, clip: Callable[[], None] | None) -> bool:
-        """Clip and step; returns False if the step was skipped (non-finite gradients under fp16)."""
+    def optimizer_step(
+        self, optimizer: Optimizer, clip: Callable[[], None] | None, step: Callable[[], Any] | None = None
+    ) -> bool:
+        """Clip and step; returns False if the step was skipped (non-finite gradients under fp16).
+        `step`: what steps `optimizer` instead of its own `step()` (compile="step"'s compiled one)."""
         if clip is not None:
             clip()
-        optimizer.step()
+        if step is None:
+            optimizer.step()
+        else:
+            step()
         return True
 
     def shard_loss_scaling(self) -> None:

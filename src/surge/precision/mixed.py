@@ -54,9 +54,11 @@ class MixedPrecision(Precision):
             self.scaler.unscale_(optimizer)
             self._unscaled.add(id(optimizer))
 
-    def optimizer_step(self, optimizer: Optimizer, clip: Callable[[], None] | None) -> bool:
+    def optimizer_step(
+        self, optimizer: Optimizer, clip: Callable[[], None] | None, step: Callable[[], Any] | None = None
+    ) -> bool:
         if self.scaler is None:
-            return super().optimizer_step(optimizer, clip)
+            return super().optimizer_step(optimizer, clip, step)
         self.unscale_gradients(optimizer)  # gradients at true scale before clipping
         if clip is not None:
             clip()
@@ -64,7 +66,10 @@ class MixedPrecision(Precision):
         # Host read: dynamic loss scaling must know whether to skip; GradScaler.step reads the
         # same flags, so this adds no stall of its own.
         skipped = bool(sum(v.item() for v in found_inf.values()))
-        self.scaler.step(optimizer)
+        if step is None:
+            self.scaler.step(optimizer)
+        elif not skipped:  # the gradients are unscaled: what scaler.step would do, through `step`
+            step()
         self._skipped += skipped
         return not skipped
 

@@ -3,7 +3,8 @@ block), and a watch on recompilations and compile time.
 
 `compile=True` or `{"scope": "forward", **opts}` compiles the module's forward in place (speed.py).
 `"step"` compiles the training step through the strategy's wrapper (forward and loss; the backward
-follows through AOTAutograd) and each optimizer's `step`; under manual optimization the module's
+follows through AOTAutograd) and each optimizer's step (a callable surge owns: the optimizer itself
+is left as it was); under manual optimization the module's
 `training_step` runs the backwards and steps itself, so it is compiled as written, split at each
 of them (said once, with a warning). `"regions"` compiles every block of a
 container of identical blocks (an `nn.ModuleList`/`nn.Sequential`), once per block class.
@@ -14,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import inspect
 import time
-import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -131,32 +131,63 @@ MANUAL_STEP_WARNING = (
 )
 
 
-def compile_optimizers(spec: CompileSpec | None, optimizers: list[Optimizer], scheduled: bool) -> bool:
-    """Scope "step": each optimizer's `step` compiled (torch's compiled-optimizer recipe), on the
-    optimizer object itself, where torch's LR schedulers also wrap it, so a precision's scaler
-    and a scheduler created later both call the compiled one. With schedulers the learning rates
-    become 0-d tensors, so a changed rate does not recompile. Returns whether it compiled."""
+class CompiledStep:
+    """One optimizer's step compiled (torch's compiled-optimizer recipe), as a callable surge owns:
+    the user's `opt.step` stays the class's and nothing is stamped on the optimizer, so a scheduler
+    created before or after sees the optimizer as the user built it.
+
+    With `tensor_lr` (a scheduler changes the rates), each group's float lr is lent to the compiled
+    step as a 0-d tensor filled from it, so a new rate does not recompile, and the float is put
+    back right after the step: hooks, callbacks and checkpoints see the user's floats."""
+
+    def __init__(self, optimizer: Optimizer, options: Mapping[str, Any], tensor_lr: bool) -> None:
+        self.optimizer, self.tensor_lr = optimizer, tensor_lr
+        self._rates: dict[int, tuple[torch.Tensor, float]] = {}  # group index: (lent tensor, its value)
+        self._compiled = torch.compile(self._eager, **options)
+
+    def _eager(self) -> Any:
+        return self.optimizer.step()
+
+    def __call__(self) -> Any:
+        if not self.tensor_lr:
+            return self._compiled()
+        lent = self._lend_rates()
+        try:
+            return self._compiled()
+        finally:
+            for group, lr in lent:
+                group["lr"] = lr
+
+    def _lend_rates(self) -> list[tuple[dict[str, Any], float]]:
+        """Each float lr swapped for its tensor (filled only when the rate changed: no per-step work
+        on the device otherwise); returns (group, the user's float) to put back."""
+        lent = []
+        for i, group in enumerate(self.optimizer.param_groups):
+            lr = group["lr"]
+            if isinstance(lr, torch.Tensor):
+                continue  # the user's own tensor: used as it is
+            rate = self._rates.get(i)
+            if rate is None:
+                rate = self._rates[i] = (torch.tensor(float(lr)), lr)
+            elif rate[1] != lr:
+                rate[0].fill_(lr)
+                self._rates[i] = (rate[0], lr)
+            group["lr"] = rate[0]
+            lent.append((group, lr))
+        return lent
+
+
+def compile_optimizers(
+    spec: CompileSpec | None, optimizers: list[Optimizer], scheduled: bool
+) -> list[CompiledStep] | None:
+    """Scope "step": each optimizer's step compiled, one `CompiledStep` per optimizer (in order),
+    which the precision calls instead of `opt.step`; None for other scopes. With schedulers the
+    rates are lent as 0-d tensors (see `CompiledStep`)."""
     if spec is None or spec.scope != "step":
-        return False
+        return None
     if scheduled:
         refuse_foreach_with_tensor_lr(optimizers)
-    for opt in optimizers:
-        eager = opt.step
-        if getattr(eager, "_surge_compiled", False):
-            continue
-        compiled = torch.compile(lambda eager=eager: eager(), **spec.options)
-
-        def step(self: Optimizer, closure: Any = None, compiled: Callable[[], Any] = compiled) -> Any:
-            if closure is not None:
-                raise MisconfigurationError("compile='step' cannot step an optimizer that needs a closure")
-            return compiled()
-
-        bound = types.MethodType(step, opt)
-        bound.__func__._surge_compiled = True  # type: ignore[attr-defined]
-        opt.step = bound  # type: ignore[method-assign]
-    if scheduled:
-        tensor_learning_rates(optimizers)
-    return True
+    return [CompiledStep(opt, spec.options, tensor_lr=scheduled) for opt in optimizers]
 
 
 def refuse_foreach_with_tensor_lr(optimizers: list[Optimizer], restored_from: str | None = None) -> None:
@@ -169,7 +200,7 @@ def refuse_foreach_with_tensor_lr(optimizers: list[Optimizer], restored_from: st
             name = type(opt).__name__
             if restored_from is not None:
                 raise MisconfigurationError(
-                    f"compile='step' with a learning-rate scheduler makes each param group's lr a 0-d tensor, "
+                    f"compile='step' with a learning-rate scheduler hands its compiled step each lr as a 0-d tensor, "
                     f"and torch's {name} refuses a tensor lr with foreach=True and capturable=False: "
                     f"{restored_from} restores optimizer {i} ({name}) with foreach=True and capturable=False "
                     "(torch's load_state_dict brings back the saved param groups' settings, whatever the "
@@ -177,20 +208,12 @@ def refuse_foreach_with_tensor_lr(optimizers: list[Optimizer], restored_from: st
                     "without compile."
                 )
             raise MisconfigurationError(
-                f"compile='step' with a learning-rate scheduler makes each param group's lr a 0-d tensor "
+                f"compile='step' with a learning-rate scheduler hands its compiled step each lr as a 0-d tensor "
                 f"(so a new rate does not recompile), and torch's {name} refuses a tensor lr with "
                 f"foreach=True and capturable=False (optimizer {i}, {name}(foreach=True)). Pass "
                 f"{name}(..., foreach=True, capturable=True), leave foreach unset, or use fused=True; "
                 "or compile=True (the forward only)."
             )
-
-
-def tensor_learning_rates(optimizers: list[Optimizer]) -> None:
-    """Make each group's lr a 0-d tensor (schedulers then `fill_` it); a restored float lr too."""
-    for opt in optimizers:
-        for group in opt.param_groups:
-            if not isinstance(group["lr"], torch.Tensor):
-                group["lr"] = torch.tensor(float(group["lr"]))
 
 
 # -- recompilations and compile time ---------------------------------------------------------------

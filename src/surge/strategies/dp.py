@@ -57,13 +57,12 @@ class _ReplicaStep(nn.Module):
         replica: Any = self.module  # a replica of the surge Module; its results become a _ReplicaLog here
         # A replica starts with the original's attributes; these two must be its own. With one
         # device DataParallel runs the original itself, so they are put back afterwards.
-        saved = replica._results, replica._device
-        replica._device = next(replica.parameters()).device
-        log = replica._results = _ReplicaLog(batch)
+        log = _ReplicaLog(batch)
+        saved = replica._attach(results=log, device=next(replica.parameters()).device)
         try:
             out = replica.training_step(batch, *args)  # (batch_idx unless the step takes only batch)
         finally:
-            replica._results, replica._device = saved
+            replica._attach(**saved)
         if isinstance(out, Tensor) and out.dim() == 0:
             out = out.reshape(1)
         elif isinstance(out, dict) and isinstance(out.get("loss"), Tensor) and out["loss"].dim() == 0:

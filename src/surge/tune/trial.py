@@ -77,7 +77,7 @@ def preserved(model: Module, precision: Precision) -> Iterator[None]:
     modes = {name: m.training for name, m in model.named_modules()}
     precision_state = copy.deepcopy(precision.state_dict())
     rng = rng_state()
-    previous = model._trainer, model._results, model._device
+    previous = model._slots()  # what to put back
     try:
         yield
     finally:
@@ -89,7 +89,7 @@ def preserved(model: Module, precision: Precision) -> Iterator[None]:
             m.training = modes.get(name, m.training)
         precision.load_state_dict(precision_state)
         set_rng_state(rng)
-        model._trainer, model._results, model._device = previous
+        model._attach(**previous)
 
 
 class TrialSteps:
@@ -109,11 +109,11 @@ class TrialSteps:
                 "steps its own optimizers, so tune it by hand."
             )
         self.model, self.precision, self.device = model, target.precision, target.device
-        model._trainer, model._results = target.trainer, _DROPPED  # self.log drops values silently here
-        if model._device != self.device or self.precision.param_dtype is not None:
+        model._attach(trainer=target.trainer, results=_DROPPED)  # self.log drops values silently here
+        if model.device != self.device or self.precision.param_dtype is not None:
             model.to(self.device)
             self.precision.convert_module(model)
-            model._device = self.device
+            model._attach(device=self.device)
         model.train(optimize)
         self.optimizers, _ = parse_optimizers(model.configure_optimizers()) if optimize else ([], [])
         self._optimizer_states = [copy.deepcopy(opt.state_dict()) for opt in self.optimizers]
