@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 from collections import Counter
 from collections.abc import Callable, Generator, Iterator, Sequence
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import torch
 from torch import nn
@@ -25,6 +25,9 @@ from torch.utils.hooks import RemovableHandle
 from ..callbacks.base import Callback
 from ..errors import MisconfigurationError, SurgeRuntimeError, SurgeTypeError
 from ..rank_zero import info
+
+if TYPE_CHECKING:
+    from ..trainer import Trainer
 
 Policy: TypeAlias = tuple[type[nn.Module], ...] | Callable[[nn.Module], bool]
 CheckpointPolicy: TypeAlias = type[nn.Module] | Sequence[type[nn.Module]] | Callable[[nn.Module], bool]
@@ -100,10 +103,10 @@ class Checkpointed(Callback):
             handle.remove()
         self._handles, self._running = [], {}
 
-    def teardown(self, trainer: Any, module: Any, stage: str) -> None:
+    def teardown(self, trainer: Trainer, module: Any, stage: str) -> None:
         self.remove()
 
-    def on_exception(self, trainer: Any, module: Any, err: BaseException) -> None:
+    def on_exception(self, trainer: Trainer, module: Any, err: BaseException) -> None:
         self.remove()
 
 
