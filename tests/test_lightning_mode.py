@@ -212,7 +212,7 @@ def test_in_the_mode_lightning_is_importable_but_not_installed(mode):
 
 
 def test_the_mode_marks_lightning_semantics(mode):
-    from surge import semantics
+    from surge.config import semantics
 
     assert semantics.lightning()
     mode.uninstall()
