@@ -6,7 +6,8 @@ Each run still gets a process of its own, which starts as a fresh interpreter th
 imported those packages would: its own cwd, argv, environment (`os.environ` replaced), stdin from
 /dev/null, stdout and stderr, `sys.path[0]` (the script's folder, or the cwd for `-m`), a new
 session (a timeout ends the run and everything it started), `random` reseeded, and the
-interpreter's normal exit (threads joined, `atexit` run, exit status as `subprocess` reports it).
+interpreter's normal exit (threads joined, `atexit` run, exit status as `subprocess` reports it),
+and what the imports printed (warnings) at the start of its output.
 What the script imports itself (its own modules, `record.py`) is imported in that process only.
 
 A server is started per test process, interpreter and environment: the environment at import time
@@ -35,8 +36,19 @@ def _serve(preload: list[str]) -> dict | None:
     """The server's loop; returns, in a forked child only, the request that child runs."""
     import importlib
 
+    # What importing prints (warnings at import time) each run prints too, first: kept here.
+    saved = [os.dup(1), os.dup(2)]
+    for fd, name in ((1, "preload.out"), (2, "preload.err")):
+        out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.dup2(out, fd)
+        os.close(out)
     for name in preload:
         importlib.import_module(name)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    for fd, copy in zip((1, 2), saved):
+        os.dup2(copy, fd)
+        os.close(copy)
     reply = sys.stdout
     for line in sys.stdin:
         request = json.loads(line)
@@ -65,8 +77,9 @@ def _become(request: dict) -> None:
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
-    for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
+    for fd, path, printed in ((1, request["stdout"], "preload.out"), (2, request["stderr"], "preload.err")):
         out = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.write(out, Path(request["server"], printed).read_bytes())
         os.dup2(out, fd)
         os.close(out)
     sys.stdin = open(0, closefd=False)  # noqa: SIM115 - the process's own stdin
@@ -113,6 +126,7 @@ class _Server:
             "env": dict(env),
             "stdout": str(out),
             "stderr": str(err),
+            "server": str(self.folder),
         }
         assert self.proc.stdin is not None
         self.proc.stdin.write(json.dumps(request) + "\n")
