@@ -59,8 +59,9 @@ def _serve(preload: list[str]) -> dict | None:
             return request
         reply.write(f"pid {pid}\n")
         reply.flush()
-        _, status = os.waitpid(pid, 0)
-        reply.write(f"exit {os.waitstatus_to_exitcode(status)}\n")
+        _, status, usage = os.wait4(pid, 0)
+        cpu = usage.ru_utime + usage.ru_stime  # the run's and its waited-for children's
+        reply.write(f"exit {os.waitstatus_to_exitcode(status)} {cpu}\n")
         reply.flush()
     return None
 
@@ -139,7 +140,9 @@ class _Server:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGKILL)
             line = self._line(None)
-        code = int(line.split()[1])
+        code, cpu = int(line.split()[1]), float(line.split()[2])
+        global cpu_seconds
+        cpu_seconds += cpu
         stdout = out.read_text(errors="replace") if out.exists() else ""
         stderr = err.read_text(errors="replace") if err.exists() else ""
         out.unlink(missing_ok=True)
@@ -162,6 +165,8 @@ class _Server:
 
 
 _servers: dict[tuple, _Server] = {}
+# CPU seconds of the runs forked so far (cpu_durations.py counts them as the test's children)
+cpu_seconds = 0.0
 
 
 def run(
