@@ -103,7 +103,7 @@ class _Server:
         self.folder = Path(tempfile.mkdtemp(prefix="script-server-"))
         self.proc = subprocess.Popen(
             [python, __file__, *preload], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=dict(env),
-            cwd=self.folder, text=True, start_new_session=True,
+            cwd=self.folder, bufsize=0, start_new_session=True,
         )  # fmt: skip
         self.runs = 0
 
@@ -111,7 +111,8 @@ class _Server:
         assert self.proc.stdout is not None
         if timeout is not None and not select.select([self.proc.stdout], [], [], max(timeout, 0))[0]:
             return ""
-        line = self.proc.stdout.readline()
+        # unbuffered: a line read never takes the next one along, which select() would then not see
+        line = self.proc.stdout.readline().decode()
         if not line:
             raise RuntimeError(f"script server exited ({self.proc.poll()})")
         return line
@@ -130,7 +131,7 @@ class _Server:
             "server": str(self.folder),
         }
         assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps(request) + "\n")
+        self.proc.stdin.write((json.dumps(request) + "\n").encode())
         self.proc.stdin.flush()
         pid = int(self._line(None).split()[1])
         deadline = None if timeout is None else time.monotonic() + timeout
