@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 PER_RUN = ("ORACLE_DIR", "ORACLE_FRAMEWORK", "PYTEST_CURRENT_TEST")
-MAX_SERVERS = 4
+MAX_SERVERS = 6  # per test process: the suite uses 5 kinds (interpreter, imports, environment)
 
 
 def _serve(preload: list[str]) -> dict | None:
@@ -105,7 +105,7 @@ class _Server:
             [python, __file__, *preload], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=dict(env),
             cwd=self.folder, bufsize=0, start_new_session=True,
         )  # fmt: skip
-        self.runs = 0
+        self.runs, self.forked_cpu = 0, 0.0
 
     def _line(self, timeout: float | None) -> str:
         assert self.proc.stdout is not None
@@ -144,6 +144,7 @@ class _Server:
         code, cpu = int(line.split()[1]), float(line.split()[2])
         global cpu_seconds
         cpu_seconds += cpu
+        self.forked_cpu += cpu
         stdout = out.read_text(errors="replace") if out.exists() else ""
         stderr = err.read_text(errors="replace") if err.exists() else ""
         out.unlink(missing_ok=True)
@@ -162,6 +163,8 @@ class _Server:
         except subprocess.TimeoutExpired:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
+        global cpu_seconds
+        cpu_seconds -= self.forked_cpu  # reaped: the server's children count as this process's now
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
