@@ -9,10 +9,12 @@
   reference run, a server, a SLURM cluster) runs on the worker that has that fixture, so the fixture
   is made once, not once per worker: its tests share the group `shared:<file>`. Tests marked
   `xdist_group("name")` share that group. Every other test goes to whichever worker is free.
-- `@pytest.mark.heavy`: a test that starts more processes that each want a core than there are
-  cores (3 gloo ranks), or that asserts how long something takes: it runs alone, the other workers
-  waiting (a lock file), so its timing is that of a quiet machine. A job of 2-3 ranks uses the
-  cores of a small machine by itself, so little is lost.
+- Order: the long tests (marked `slow` or `heavy`, in a group, or in distributed/ or oracle/) are
+  handed out first and the short ones fill the gaps at the end.
+- `@pytest.mark.heavy`: a test that asserts how long something takes (deadlines, a speed-up): it
+  runs alone, the other workers waiting (a lock file), so its timing is that of a quiet machine.
+  A job of 3 gloo ranks is not heavy: it asserts no time, and alone it would leave a core idle
+  while its single-process reference runs and its ranks start; it shares the cores instead.
 """
 
 from __future__ import annotations
@@ -59,11 +61,23 @@ def _own_shared_fixture(item: pytest.Item) -> bool:
     )
 
 
+SLOW_FOLDERS = ("distributed", "oracle")  # jobs of several processes; runs under two frameworks
+
+
+def _starts_early(item: pytest.Item) -> bool:
+    """A test that takes long (marked, or of a slow kind) or whose group shares a long setup."""
+    marked = any(item.get_closest_marker(name) for name in ("slow", "heavy", "xdist_group"))
+    return marked or item.path.parent.name in SLOW_FOLDERS
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the xdist_group marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if item.get_closest_marker("xdist_group") is None and _own_shared_fixture(item):
             item.add_marker(pytest.mark.xdist_group(f"shared:{item.path.name}"))
+    # Workers take tests (a group at once) in this order: the long ones first, so that the short
+    # ones fill the gaps at the end instead of one long test running alone after all the rest.
+    items.sort(key=lambda item: not _starts_early(item))
 
 
 @pytest.fixture(autouse=True)

@@ -290,6 +290,7 @@ def _ddp_run(tmp_path: Path, name: str, devices: int, batch_size: int, compile_)
     return torch.load(out, weights_only=True)
 
 
+@pytest.mark.slow
 def test_ddp_two_processes_compiled_equal_one_eager_with_twice_the_batch(tmp_path):
     one = _ddp_run(tmp_path, "one", 1, 8, False)
     two = _ddp_run(tmp_path, "two", 2, 4, {"scope": "step", "backend": "aot_eager"})

@@ -18,20 +18,22 @@ import pytest
 import torch
 import yaml
 
+import script_server
 import surge
 import surge.lightning.demos
 from surge.errors import MisconfigurationError
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 SCRIPTS = Path(__file__).parent / "lightning_scripts"
+PRELOAD = ("torch", "surge", "surge.lightning")  # imported once by the server that forks each run
 
 
 def surge_run(cwd: Path, script: str, *args: str, module: tuple[str, ...] = ("surge", "run")) -> str:
     """Run a script of lightning_scripts/ through the mode; returns its output (stdout + stderr)."""
     env = {**os.environ, "PYTHONPATH": str(SRC), "OMP_NUM_THREADS": "1"}
     env.pop("PL_GLOBAL_SEED", None)
-    cmd = [sys.executable, "-m", *module, str(SCRIPTS / script), *args]
-    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+    argv = ["-m", *module, str(SCRIPTS / script), *args]
+    proc = script_server.run(sys.executable, argv, cwd=cwd, env=env, preload=PRELOAD, timeout=120)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
     assert out.count("see docs/lightning.md") == 1  # the deliberate differences, said once

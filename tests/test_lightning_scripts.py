@@ -6,22 +6,24 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+import script_server
+
 SRC = Path(__file__).resolve().parents[1] / "src"
 SCRIPTS = Path(__file__).parent / "lightning_scripts"
+PRELOAD = ("torch", "surge", "surge.lightning")  # imported once by the server that forks each run
 
 
 def surge_run(cwd: Path, script: str, *args: str) -> dict:
     """Run a script of lightning_scripts/ through `surge run`; returns its last line, parsed."""
     env = {**os.environ, "PYTHONPATH": str(SRC), "OMP_NUM_THREADS": "1"}
     env.pop("PL_GLOBAL_SEED", None)
-    cmd = [sys.executable, "-m", "surge", "run", str(SCRIPTS / script), *args]
-    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+    argv = ["-m", "surge", "run", str(SCRIPTS / script), *args]
+    proc = script_server.run(sys.executable, argv, cwd=cwd, env=env, preload=PRELOAD, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return json.loads(proc.stdout.strip().splitlines()[-1])
 

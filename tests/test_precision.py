@@ -153,6 +153,7 @@ def test_clipping_sees_unscaled_gradients_under_fp16(tmp_path):
     assert finite and max(finite) < 1e3
 
 
+@pytest.mark.slow
 def test_digits_reaches_95_percent_with_bf16_mixed(tmp_path):
     from surge.demo import main
 

@@ -15,6 +15,7 @@ import psutil
 import pytest
 import torch
 
+import script_server
 from ports import free_port  # noqa: F401 - the tests' ports, from here as before
 from shared_runs import shared_run
 
@@ -22,6 +23,7 @@ HERE = Path(__file__).resolve().parent
 SRC = HERE.parents[1] / "src"
 TRAIN_SCRIPT = HERE / "train_script.py"
 MULTINODE_SCRIPT = HERE / "multinode_script.py"
+PRELOAD = ("torch", "surge")  # what a job's first process imports, once: tests/script_server.py
 
 # What a launcher (torchrun, surge, SLURM) sets: none of it may leak from the test into a job.
 _LAUNCH_VARS = (
@@ -51,10 +53,14 @@ def job_args(tmp_path: Path, name: str, *args: str) -> tuple[list[str], Path]:
 def single_process(tmp_path: Path, name: str, *args: str, timeout: float = 180) -> dict:
     """train_script.py in one plain process (no launcher): the reference the distributed runs must match."""
     argv, out = job_args(tmp_path, name, "--devices", "1", *args)
-    proc = subprocess.run(
-        [sys.executable, str(TRAIN_SCRIPT), *argv], env=clean_env(), capture_output=True, text=True,
-        timeout=timeout, cwd=tmp_path,
-    )  # fmt: skip
+    proc = script_server.run(
+        sys.executable,
+        [str(TRAIN_SCRIPT), *argv],
+        cwd=tmp_path,
+        env=clean_env(),
+        preload=PRELOAD,
+        timeout=timeout,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return torch.load(out, weights_only=True)
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
-from jobs import reference_run
+from jobs import PRELOAD, reference_run
+
+import script_server
 
 SCRIPT = Path(__file__).with_name("train_script.py")
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -20,10 +21,9 @@ def run(tmp_path: Path, name: str, *args: str, timeout: float = 120) -> dict:
     env = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "SURGE_LAUNCHED"):
         env.pop(var, None)
-    proc = subprocess.run(
-        [sys.executable, str(SCRIPT), "--root", str(tmp_path / name), "--out", str(out), *args],
-        env=env, capture_output=True, text=True, timeout=timeout, cwd=tmp_path,
-    )  # fmt: skip
+    argv = [str(SCRIPT), "--root", str(tmp_path / name), "--out", str(out), *args]
+    # rank zero is forked from a server that imported torch and surge (the other ranks start anew)
+    proc = script_server.run(sys.executable, argv, cwd=tmp_path, env=env, preload=PRELOAD, timeout=timeout)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return torch.load(out, weights_only=True)
 
@@ -49,7 +49,7 @@ def test_two_processes_with_batch_b_equal_one_with_batch_2b(tmp_path, tmp_path_f
     assert two["allreduces"] in (19, 20)
 
 
-@pytest.mark.heavy  # 3 ranks
+@pytest.mark.slow  # 3 ranks: they share the cores with the other workers (no timing asserted)
 def test_epoch_metrics_are_identical_for_world_sizes_1_2_3(tmp_path):
     results = [
         run(
@@ -77,7 +77,7 @@ def test_epoch_metrics_are_identical_for_world_sizes_1_2_3(tmp_path):
         assert res["predictions"].shape == (10,)
 
 
-@pytest.mark.heavy  # 3 ranks
+@pytest.mark.slow  # 3 ranks: they share the cores with the other workers (no timing asserted)
 def test_train_epoch_metrics_count_every_sample_once(tmp_path):
     # 12 samples in batches of 2 on 3 ranks: 2 batches per rank, no padding needed.
     one = run(tmp_path, "one", "--devices", "1", "--samples", "12", "--batch-size", "6", "--epochs", "1")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +17,8 @@ from typing import Any
 
 import torch
 from oracle_env import lightning_python
+
+import script_server
 
 HERE = Path(__file__).resolve().parent
 SCRIPTS = HERE / "scripts"
@@ -46,6 +47,11 @@ class Run:
         return sorted(f for f in found if not f.startswith(("weights/", "record.json")))
 
 
+# What a run imports before its script: a server of the framework's interpreter that has imported
+# them forks each run (tests/script_server.py), so runs do not import them again.
+PRELOAD = {"lightning": ("torch", "lightning.pytorch"), "surge": ("torch", "surge", "surge.lightning")}
+
+
 def command(framework: str, script: Path, args: tuple[str, ...]) -> list[str]:
     if framework == "lightning":
         return [str(lightning_python()), str(script), *args]
@@ -72,9 +78,8 @@ def run(
     for name in ("PL_GLOBAL_SEED", "PL_SEED_WORKERS", "LOCAL_RANK", "RANK", "WORLD_SIZE", "MASTER_PORT"):
         if env is None or name not in env:
             full_env.pop(name, None)
-    proc = subprocess.run(
-        command(framework, path, args), cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout
-    )
+    python, *argv = command(framework, path, args)
+    proc = script_server.run(python, argv, cwd=cwd, env=full_env, preload=PRELOAD[framework], timeout=timeout)
     output = proc.stdout + proc.stderr
     if check and proc.returncode != 0:
         raise AssertionError(

@@ -91,7 +91,10 @@ def cases():
     for name in SCENARIOS:
         for aspect in ASPECTS:
             reason = XFAIL.get((name, aspect))
-            marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+            # A scenario's aspects run on one pytest-xdist worker, which runs it once; the
+            # scenarios spread over the workers (tests/parallel.py).
+            marks = [pytest.mark.xdist_group(f"project:{name}")]
+            marks += [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
             yield pytest.param(name, aspect, marks=marks, id=f"{name}-{aspect}")
 
 

@@ -1,0 +1,207 @@
+"""Runs `python SCRIPT ARGS` or `python -m MODULE ARGS` in a process forked from an interpreter
+that has imported the heavy packages already (torch; real Lightning or surge), instead of a new
+interpreter that imports them again (2-8 s of CPU per run on a 2-core machine).
+
+Each run still gets a process of its own, which starts as a fresh interpreter that had just
+imported those packages would: its own cwd, argv, environment (`os.environ` replaced), stdin from
+/dev/null, stdout and stderr, `sys.path[0]` (the script's folder, or the cwd for `-m`), a new
+session (a timeout ends the run and everything it started), `random` reseeded, and the
+interpreter's normal exit (threads joined, `atexit` run, exit status as `subprocess` reports it),
+and what the imports printed (warnings) at the start of its output.
+What the script imports itself (its own modules, `record.py`) is imported in that process only.
+
+A server is started per test process, interpreter and environment: the environment at import time
+is the one the run would have had, but for `PER_RUN` variables that only the runs read
+(`ORACLE_DIR`, pytest's `PYTEST_CURRENT_TEST`). `SURGE_TEST_FORK=0` runs every script in a new interpreter instead.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+PER_RUN = ("ORACLE_DIR", "ORACLE_FRAMEWORK", "PYTEST_CURRENT_TEST")
+MAX_SERVERS = 6  # per test process: the suite uses 5 kinds (interpreter, imports, environment)
+
+
+def _serve(preload: list[str]) -> dict | None:
+    """The server's loop; returns, in a forked child only, the request that child runs."""
+    import importlib
+
+    # What importing prints (warnings at import time) each run prints too, first: kept here.
+    saved = [os.dup(1), os.dup(2)]
+    for fd, name in ((1, "preload.out"), (2, "preload.err")):
+        out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.dup2(out, fd)
+        os.close(out)
+    for name in preload:
+        importlib.import_module(name)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    for fd, copy in zip((1, 2), saved):
+        os.dup2(copy, fd)
+        os.close(copy)
+    reply = sys.stdout
+    for line in sys.stdin:
+        request = json.loads(line)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            return request
+        reply.write(f"pid {pid}\n")
+        reply.flush()
+        _, status, usage = os.wait4(pid, 0)
+        cpu = usage.ru_utime + usage.ru_stime  # the run's and its waited-for children's
+        reply.write(f"exit {os.waitstatus_to_exitcode(status)} {cpu}\n")
+        reply.flush()
+    return None
+
+
+def _become(request: dict) -> None:
+    """In the forked child: take on the run's process state, then run it as `__main__`."""
+    import random
+    import runpy
+
+    os.setsid()
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    for fd, path, printed in ((1, request["stdout"], "preload.out"), (2, request["stderr"], "preload.err")):
+        out = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.write(out, Path(request["server"], printed).read_bytes())
+        os.dup2(out, fd)
+        os.close(out)
+    sys.stdin = open(0, closefd=False)  # noqa: SIM115 - the process's own stdin
+    random.seed()
+    if "numpy" in sys.modules:
+        sys.modules["numpy"].random.seed()
+    argv = request["argv"]
+    if argv[0] == "-m":
+        sys.argv = [argv[1], *argv[2:]]
+        sys.path[0] = os.getcwd()
+        runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
+    else:
+        sys.argv = list(argv)
+        sys.path[0] = str(Path(argv[0]).resolve().parent)
+        runpy.run_path(argv[0], run_name="__main__")
+
+
+class _Server:
+    def __init__(self, python: str, preload: Sequence[str], env: Mapping[str, str]) -> None:
+        self.folder = Path(tempfile.mkdtemp(prefix="script-server-"))
+        self.proc = subprocess.Popen(
+            [python, __file__, *preload], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=dict(env),
+            cwd=self.folder, bufsize=0, start_new_session=True,
+        )  # fmt: skip
+        self.runs, self.forked_cpu = 0, 0.0
+
+    def _line(self, timeout: float | None) -> str:
+        assert self.proc.stdout is not None
+        if timeout is not None and not select.select([self.proc.stdout], [], [], max(timeout, 0))[0]:
+            return ""
+        # unbuffered: a line read never takes the next one along, which select() would then not see
+        line = self.proc.stdout.readline().decode()
+        if not line:
+            raise RuntimeError(f"script server exited ({self.proc.poll()})")
+        return line
+
+    def run(self, argv: Sequence[str], cwd: Path, env: Mapping[str, str], timeout: float | None):
+        import time
+
+        self.runs += 1
+        out, err = self.folder / f"{self.runs}.out", self.folder / f"{self.runs}.err"
+        request = {
+            "argv": list(argv),
+            "cwd": str(cwd),
+            "env": dict(env),
+            "stdout": str(out),
+            "stderr": str(err),
+            "server": str(self.folder),
+        }
+        assert self.proc.stdin is not None
+        self.proc.stdin.write((json.dumps(request) + "\n").encode())
+        self.proc.stdin.flush()
+        pid = int(self._line(None).split()[1])
+        deadline = None if timeout is None else time.monotonic() + timeout
+        line = self._line(None if deadline is None else deadline - time.monotonic())
+        timed_out = not line
+        if timed_out:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+            line = self._line(None)
+        code, cpu = int(line.split()[1]), float(line.split()[2])
+        global cpu_seconds
+        cpu_seconds += cpu
+        self.forked_cpu += cpu
+        stdout = out.read_text(errors="replace") if out.exists() else ""
+        stderr = err.read_text(errors="replace") if err.exists() else ""
+        out.unlink(missing_ok=True)
+        err.unlink(missing_ok=True)
+        if timed_out:
+            raise subprocess.TimeoutExpired(list(argv), timeout or 0, stdout, stderr)
+        return subprocess.CompletedProcess(list(argv), code, stdout, stderr)
+
+    def close(self) -> None:
+        import shutil
+
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        global cpu_seconds
+        cpu_seconds -= self.forked_cpu  # reaped: the server's children count as this process's now
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+_servers: dict[tuple, _Server] = {}
+# CPU seconds of the runs forked so far (cpu_durations.py counts them as the test's children)
+cpu_seconds = 0.0
+
+
+def run(
+    python: str,
+    argv: Sequence[str],
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    preload: Sequence[str],
+    timeout: float | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """`subprocess.run([python, *argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=...)`,
+    run in a process forked from a server of `python` that imported `preload` under `env`."""
+    if os.environ.get("SURGE_TEST_FORK") == "0":
+        return subprocess.run(
+            [python, *argv], cwd=cwd, env=dict(env), capture_output=True, text=True, timeout=timeout
+        )
+    start_env = {k: v for k, v in env.items() if k not in PER_RUN}
+    key = (python, tuple(preload), tuple(sorted(start_env.items())))
+    server = _servers.pop(key, None)
+    if server is None or server.proc.poll() is not None:
+        server = _Server(python, preload, start_env)
+    _servers[key] = server  # the most recently used last
+    while len(_servers) > MAX_SERVERS:
+        _servers.pop(next(iter(_servers))).close()
+    return server.run(argv, cwd, env, timeout)
+
+
+if __name__ == "__main__":
+    _request = _serve(sys.argv[1:])
+    if _request is None:
+        sys.exit(0)
+    del _serve
+    _become(_request)

@@ -1,0 +1,89 @@
+"""tests/script_server.py: a run forked from the server is what a new interpreter would be for the
+script: the same argv, cwd, `sys.path[0]`, environment, output (import-time warnings included) and
+exit status; a timeout ends it and what it started."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+import script_server
+
+NOISY = "import warnings\nprint('printed at import')\nwarnings.warn('warned at import')\n"
+PROBE = """import json, os, sys, noisy
+print(json.dumps({"argv": sys.argv, "cwd": os.getcwd(), "path0": sys.path[0], "var": os.environ.get("PROBE_VAR"),
+                  "main": __name__}))
+sys.stderr.write("to stderr\\n")
+sys.exit(int(sys.argv[-1]))
+"""
+
+
+@pytest.fixture
+def probe(tmp_path):
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "noisy.py").write_text(NOISY)
+    (lib / "probe.py").write_text(PROBE)
+    env = {**os.environ, "PYTHONPATH": str(lib), "PROBE_VAR": "x"}
+    return lib, env
+
+
+@pytest.mark.parametrize("module", [False, True], ids=["script", "module"])
+def test_a_forked_run_sees_what_a_new_interpreter_sees(probe, tmp_path, module):
+    lib, env = probe
+    argv = ["-m", "probe", "a", "3"] if module else [str(lib / "probe.py"), "a", "3"]
+    fresh = subprocess.run(
+        [sys.executable, *argv],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
+    runs = [
+        script_server.run(
+            sys.executable, argv, cwd=tmp_path, env={**env, "PROBE_VAR": value}, preload=["noisy"]
+        )
+        for value in ("x", "y")
+    ]
+    assert fresh.returncode == 3 and "warned at import" in fresh.stderr
+    forked = runs[0]
+    assert (forked.returncode, forked.stdout, forked.stderr) == (fresh.returncode, fresh.stdout, fresh.stderr)
+    # the second run got its own environment, from the same server (only PROBE_VAR changed)
+    assert json.loads(runs[1].stdout.splitlines()[-1])["var"] == "y"
+
+
+def test_a_timeout_ends_the_run_and_what_it_started(tmp_path):
+    script = tmp_path / "sleeper.py"
+    script.write_text(
+        "import subprocess, sys, time\n"
+        f"subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)  # {tmp_path.name}'])\n"
+        "time.sleep(120)\n"
+    )
+    started = time.monotonic()
+    with pytest.raises(subprocess.TimeoutExpired):
+        script_server.run(
+            sys.executable, [str(script)], cwd=tmp_path, env=dict(os.environ), preload=[], timeout=3
+        )
+    assert time.monotonic() - started < 60
+    time.sleep(0.5)
+    left = [p for p in psutil.process_iter(["cmdline"]) if tmp_path.name in " ".join(p.info["cmdline"] or [])]
+    assert left == []
+    # the server still serves; a run that ends at once is not mistaken for one that timed out
+    (tmp_path / "done.py").write_text("print('done')\n")
+    for _ in range(5):
+        done = script_server.run(
+            sys.executable,
+            [str(tmp_path / "done.py")],
+            cwd=tmp_path,
+            env=dict(os.environ),
+            preload=[],
+            timeout=60,
+        )
+        assert (done.returncode, done.stdout) == (0, "done\n")
