@@ -77,7 +77,10 @@ def build_callbacks(cfg: TrainerConfig) -> list[Callback]:
     from .callbacks.summary import ModelSummary
 
     callbacks = list(cfg.callbacks)
-    has = lambda cls: any(isinstance(cb, cls) for cb in callbacks)  # noqa: E731
+
+    def has(cls: type) -> bool:
+        return any(isinstance(cb, cls) for cb in callbacks)
+
     if has(ModelCheckpoint) and not cfg.enable_checkpointing:
         raise MisconfigurationError(
             "Trainer was configured with `enable_checkpointing=False` but found `ModelCheckpoint` in callbacks "
@@ -188,8 +191,6 @@ def build_optimization(
 ) -> Optimization:
     """The fit's optimizer steps: clipping and the non-finite guard as the arguments ask; where
     training stands is `loop`'s."""
-    where = lambda: (loop.global_step + 1, loop.epoch, loop.batches_done)  # noqa: E731
-
     return Optimization(
         optimizers,
         schedulers,
@@ -199,23 +200,19 @@ def build_optimization(
         cfg.gradient_clip_algorithm,
         metrics,
         guard=NonFiniteGuard(cfg.on_nonfinite, optimizers, precision.skips_nonfinite_steps),
-        where=where,
+        where=loop.where,
         compiled=compile_optimizers(cfg.compile, optimizers, bool(schedulers)),
     )
 
 
-def fit_settings(
-    cfg: TrainerConfig, accumulate_grad_batches: int, batches_per_epoch: int | float
-) -> FitSettings:
-    """The settings a fit loop reads, with the tuners' decisions."""
+def fit_settings(cfg: TrainerConfig) -> FitSettings:
+    """The settings a fit loop reads (the tuners' decisions are `FitData`'s)."""
     return FitSettings(
-        accumulate_grad_batches=accumulate_grad_batches,
         max_epochs=cfg.max_epochs,
         min_epochs=cfg.min_epochs,
         min_steps=cfg.min_steps or 0,
         max_steps=cfg.max_steps,
         log_every_n_steps=cfg.log_every_n_steps,
-        batches_per_epoch=batches_per_epoch,
     )
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import weakref
-from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -43,14 +43,15 @@ from .launch.environment import detect
 from .launch.signals import Preempted, SignalFlag
 from .loggers.base import Logger
 from .loops.context import FitContext, RunParts
+from .loops.control import SanityFlag, StopRequest
 from .loops.evaluate import run_evaluation
 from .loops.fit import FitLoop
-from .loops.fit_data import FitData, sanity_check
+from .loops.fit_data import FitData
 from .loops.hooks import Hooks
 from .loops.predict import run_prediction
 from .loops.stage_exit import until_exit
 from .loops.stage_hooks import enter_stage, leave_stage
-from .loops.validation import BatchPlan, Validation
+from .loops.validation import Validation
 from .metrics.publisher import MetricsPublisher
 from .metrics.results import Results
 from .module import Module
@@ -89,8 +90,7 @@ class Trainer(StageEntryPoints):
         self.loggers: list[Logger] = build_loggers(cfg.logger, self.default_root_dir)
         self.callbacks: list[Callback] = build_callbacks(cfg)
         self.fit_loop = FitLoop()
-        self.should_stop = False
-        self.sanity_checking = False
+        self._stop, self._sanity = StopRequest(), SanityFlag()  # `should_stop`, `sanity_checking`
         self.datamodule: DataModule | None = None
         self._publisher = MetricsPublisher(
             self.loggers, lambda: self.is_global_zero, lambda: self.current_epoch
@@ -99,9 +99,7 @@ class Trainer(StageEntryPoints):
         self._parts: RunParts | None = None
         self._optim: Optimization | None = None
         self._validation: Validation | None = None
-        self._plan = BatchPlan(0, [], 0)
-        self._fit_data: FitData | None = None  # fit's loaders, asked for when Lightning asks
-        self._accumulate = cfg.accumulate_grad_batches  # a tuner may decide another
+        self._fit_data: FitData | None = None  # fit's loaders, plan and accumulation: their one owner
         self._train_results = Results("train", self._strategy.reducer)
         self._log_dir: Path | None = None
         self._compiled: weakref.WeakSet[torch.nn.Module] = weakref.WeakSet()  # compiled once each
@@ -160,57 +158,51 @@ class Trainer(StageEntryPoints):
         self.datamodule = datamodule
         resume = self._connect(ckpt_path)
         self.callbacks = enter_stage(self, model, datamodule, "fit")
-        parts, cfg = self._setup(model, "fit"), self._cfg
+        parts = self._setup(model, "fit")
         if resume is not None:  # as Lightning: the module and the callbacks before the optimizers exist
             restore_modules(self._run_objects(), resume)
-        tuning = tune_setup.Tuning.of(cfg, self._strategy, self._accelerator.name, len(self._devices), self)
-        self._validation, self._plan, given = None, BatchPlan(0, [], 0), (train_dataloaders, val_dataloaders)
-        self._fit_data = data = FitData(model, datamodule, given, self._loader_prep(), tuning, cfg)
+        data = self._new_fit_data(model, datamodule, (train_dataloaders, val_dataloaders))
+        self._optim = optim = self._fit_optimization(model, data)
+        self._run_stage("fit", partial(self._fit_stages, parts, optim, data, resume), data.loaders)
+
+    def _new_fit_data(self, model: Module, datamodule: DataModule | None, given: tuple[Any, Any]) -> FitData:
+        """The owner of fit's loaders; the train loader asked for now when a tuner decides first."""
+        cfg, strategy = self._cfg, self._strategy
+        tuning = tune_setup.Tuning.of(cfg, strategy, self._accelerator.name, len(self._devices), self)
+        self._validation, self._fit_data = (
+            None,
+            FitData(model, datamodule, given, self._loader_prep(), tuning, cfg),
+        )
         if tune_setup.needs_train_first(tuning, cfg.scale_lr):  # a tuner decides before the optimizers
-            self._fit_train()
+            self._fit_data.ask_train()
+        return self._fit_data
+
+    def _fit_optimization(self, model: Module, data: FitData) -> Optimization:
+        """The module's optimizers (their rates scaled by `scale_lr`), stepped as the arguments say."""
+        cfg = self._cfg
         optimizers, schedulers = configured_optimizers(model)
         if cfg.scale_lr is not None:
-            micro_batches = self._accumulate * self.world_size
-            tune_setup.scale_learning_rates(optimizers, schedulers, self._fit_train(), micro_batches, cfg)
-        metrics = lambda: self.callback_metrics  # noqa: E731
-        self._optim = optim = build_optimization(
+            data.ask_train()
+            micro_batches = data.accumulate * self.world_size
+            tune_setup.scale_learning_rates(optimizers, schedulers, data.train, micro_batches, cfg)
+        metrics = partial(getattr, self._publisher, "callback_metrics")
+        return build_optimization(
             cfg, optimizers, schedulers, self._precision, self._hooks, metrics, self.fit_loop
         )
-        loaders = lambda: [self.train_dataloader, *(self._validation.loaders if self._validation else [])]  # noqa: E731
-        self._run_stage("fit", lambda: self._fit_stages(parts, optim, data, resume), loaders)
-
-    def _fit_train(self, ask: bool = True) -> Any:
-        """fit's train loader, asked for once: after the sanity check (as Lightning), or earlier when
-        something needs it first (a tuner, `estimated_stepping_batches` in configure_optimizers)."""
-        data = self._fit_data
-        if ask and data is not None and data.tuned is None:
-            self._accumulate = data.ask_train().accumulate_grad_batches
-            self._plan = replace(data.plan(None), val=self._plan.val)
-        return data.train if data is not None else None
-
-    def _fit_validation(self, parts: RunParts, data: FitData) -> Validation:
-        """fit's val loaders, asked for once (in the sanity check, else when training starts)."""
-        if self._validation is None:
-            vals = data.ask_vals()
-            self._plan = plan = replace(self._plan, val=data.val_limits(vals))
-            every, step = self._cfg.check_val_every_n_epoch, self.fit_loop.logger_step
-            self._validation = Validation(parts, vals, plan, every, step, single=data.val_single)
-        return self._validation
 
     def _start_training(
-        self, parts: RunParts, optim: Optimization, data: FitData, signals: SignalFlag
+        self, parts: RunParts, optim: Optimization, data: FitData, validation: Validation, signals: SignalFlag
     ) -> None:
         """After the sanity check (as Lightning): the loaders not asked for yet, the batch plan, the
         loop bound."""
-        train, validation = self._fit_train(), self._fit_validation(parts, data)
-        self._plan = validation.plan = data.plan(validation.loaders)
-        settings = fit_settings(self._cfg, self._accumulate, self._plan.train)
+        data.start(self.fit_loop.epoch)
         step = compiled_training_step(self._cfg.compile, self._strategy, parts.module)
-        results, profiler = self._train_results, self.profiler
+        settings, results, profiler = fit_settings(self._cfg), self._train_results, self.profiler
         self.fit_loop.bind(
-            FitContext(parts, settings, optim, results, validation, signals, profiler, step), train
+            FitContext(
+                parts, settings, optim, results, data, validation, self._stop, self, signals, profiler, step
+            )
         )
-        data.attach(self.fit_loop, validation, lambda plan: setattr(self, "_plan", plan))
 
     def _loader_prep(self) -> LoaderPreparation:
         return LoaderPreparation.of(
@@ -223,10 +215,11 @@ class Trainer(StageEntryPoints):
         with signals.installed(), anomaly_mode(cfg.detect_anomaly):  # preemption: a flag
             hooks.call("on_fit_start")
             self._publisher.log_run_start(parts.module, cfg.enable_autolog_hparams)
-            flag = lambda on: setattr(self, "sanity_checking", on)  # noqa: E731
+            validation = Validation(parts, data, cfg.check_val_every_n_epoch, self.fit_loop.logger_step)
+            self._validation = validation  # its `training_rng` is what a checkpoint during it records
             steps = cfg.num_sanity_val_steps if resume is None else 0  # none when resuming, as Lightning
-            sanity_check(steps, data, lambda: self._fit_validation(parts, data), hooks, flag)
-            self._start_training(parts, optim, data, signals)
+            validation.sanity_check(steps, self._sanity)
+            self._start_training(parts, optim, data, validation, signals)
             if resume is not None and (rng := restore_training(self._run_objects(), resume)) is not None:
                 set_rng_state(rng)  # the resumed run draws exactly what the uninterrupted one would
             hooks.call("on_train_start")  # each submodule in the mode the user left it (as Lightning)
@@ -313,8 +306,7 @@ class Trainer(StageEntryPoints):
         if module is None:
             raise MisconfigurationError("save_checkpoint() needs a model: call fit() first.")
         parts = (module, self._strategy, self._precision, self._hooks, self.fit_loop, self._optim)
-        per_epoch = self._plan.train if self.fit_loop.reload is None else float("inf")  # checked at reload
-        more = (self._train_results, self.callbacks, self.datamodule, self._accumulate, per_epoch)
+        more = (self._train_results, self.callbacks, self.datamodule, self._fit_data)
         return RunObjects(*parts, *more, training_rng=self.training_rng, publisher=self._publisher)
 
     def _find_checkpoint(self, ckpt_path: str | Path | None) -> Found | None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import signal
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -14,15 +14,14 @@ import torch
 
 from .config import TrainerConfig
 from .config.declared import argument_view
-from .errors import MisconfigurationError, bad_value
+from .errors import MisconfigurationError
+from .loops.fit_data.views import FitDataViews
 from .loops.run_status import RunningStage, TrainerState, trainer_state
 
 if TYPE_CHECKING:
     from .accelerators import Accelerator
     from .callbacks.base import Callback
     from .loggers.base import Logger
-    from .loops.fit import FitLoop
-    from .loops.validation import BatchPlan, Validation
     from .metrics.publisher import MetricsPublisher
     from .metrics.results import Results
     from .module import Module
@@ -31,7 +30,7 @@ if TYPE_CHECKING:
     from .strategies import Strategy
 
 
-class TrainerProperties:
+class TrainerProperties(FitDataViews):
     """The Trainer's public read-only views (Lightning's names)."""
 
     _cfg: TrainerConfig
@@ -41,17 +40,11 @@ class TrainerProperties:
     _precision: Precision
     _module: Module | None
     _optim: Optimization | None
-    _validation: Validation | None
-    _plan: BatchPlan
-    _fit_train: Callable[..., Any]  # fit's train loader, asked for at most once (False: if asked)
-    _accumulate: int
     _publisher: MetricsPublisher
     _train_results: Results
     _log_dir: Path | None
-    fit_loop: FitLoop
     loggers: list[Logger]
     callbacks: list[Callback]
-    sanity_checking: bool
     _run_status: str = "initializing"  # a stage's name while it runs, then finished/interrupted/failed
     _fn: str | None = None  # the entry point called last (Lightning's trainer.state.fn)
     ckpt_path: str | None = None  # the checkpoint the last stage loaded (Lightning's trainer.ckpt_path)
@@ -88,45 +81,6 @@ class TrainerProperties:
         return self.fit_loop.epoch + int(self.fit_loop.stopped_inside)  # a stop inside an epoch counts it
 
     @property
-    def accumulate_grad_batches(self) -> int:
-        """The accumulation in use (`effective_batch_size=` decides it)."""
-        return self._accumulate
-
-    @accumulate_grad_batches.setter
-    def accumulate_grad_batches(self, value: int) -> None:
-        """Set by a callback in `on_train_epoch_start` (GradientAccumulationScheduler), read right after."""
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise bad_value("trainer.accumulate_grad_batches", value, "an int >= 1")
-        if value != 1 and self._module is not None and not self._module.automatic_optimization:
-            raise bad_value(
-                "trainer.accumulate_grad_batches", value, "1 with manual optimization (accumulate by hand)"
-            )
-        self._accumulate = value
-
-    @property
-    def enable_validation(self) -> bool:
-        """Whether this fit validates (a validation_step, val data, and batches to run)."""
-        return self._validation is not None and self._validation.enabled
-
-    @property
-    def train_dataloader(self) -> Any:
-        loop = self.fit_loop.train_loader
-        return loop if loop is not None else self._fit_train(False)
-
-    @property
-    def val_dataloaders(self) -> Any:
-        return self._validation.as_given() if self._validation is not None else None
-
-    @property
-    def num_training_batches(self) -> int | float:
-        return self._plan.train
-
-    @property
-    def num_val_batches(self) -> list[int | float]:
-        v = self._validation
-        return [] if v is not None and not v.sets_up(self._cfg.limit_val_batches) else self._plan.val
-
-    @property
     def callback_metrics(self) -> dict[str, torch.Tensor]:
         return self._publisher.callback_metrics
 
@@ -151,11 +105,6 @@ class TrainerProperties:
         shown = dict(self._train_results.read_step(only_prog_bar=True))
         shown.update({k: v for k, v in self._publisher.published_progress_bar().items() if k not in shown})
         return shown
-
-    @property
-    def training_rng(self) -> dict[str, Any] | None:
-        """Training's RNG state while validation runs inside fit (what a checkpoint then records)."""
-        return self._validation.training_rng if self._validation is not None else None
 
     @property
     def root_device(self) -> torch.device:
@@ -280,12 +229,6 @@ class TrainerProperties:
         ctx = self.fit_loop.ctx
         return ctx is not None and ctx.signals.received == signal.SIGTERM
 
-    @property
-    def is_last_batch(self) -> bool:
-        """The training batch being run is the epoch's last (False for a loader without a length)."""
-        loop = self.fit_loop
-        return loop.batches_done + (0 if loop.ending else 1) >= self._plan.train
-
     # -- the arguments (Lightning's names): the validated config's fields, declared there ------
     max_epochs = argument_view(TrainerConfig.max_epochs)  # None given: 1000, or -1 under a step/time limit
     min_epochs = argument_view(TrainerConfig.min_epochs)
@@ -329,8 +272,11 @@ class TrainerProperties:
     @property
     def estimated_stepping_batches(self) -> int | float:
         """Optimizer steps this fit will take (for schedulers such as OneCycleLR)."""
-        self._fit_train()  # as Lightning: asked in configure_optimizers, it asks for the train loader
-        per_epoch = math.ceil(self.num_training_batches / self._accumulate)
+        if (
+            self._fit_data is not None
+        ):  # as Lightning: asked in configure_optimizers, it asks for the train loader
+            self._fit_data.ask_train()
+        per_epoch = math.ceil(self.num_training_batches / self.accumulate_grad_batches)
         total = per_epoch * (self.max_epochs if self.max_epochs >= 0 else math.inf)
         return min(total, self._cfg.max_steps) if self._cfg.max_steps >= 0 else total
 

@@ -14,8 +14,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import torch
 
-from ..data.loader_state import inexact_resume_reason
-from ..data.stateful_loader import loader_states, restore_loader
+from ..data.stateful_loader import loader_states
 from ..datamodule import DATAMODULE_HPARAMS_KEY, saved_datamodule_state
 from ..errors import CheckpointError, MisconfigurationError
 from ..module.hparams import plain
@@ -28,6 +27,7 @@ from .values import check_state
 
 if TYPE_CHECKING:
     from ..loops.fit import FitLoop
+    from ..loops.fit_data import FitData
     from ..loops.hooks import Hooks
     from ..metrics.publisher import MetricsPublisher
     from ..metrics.results import Results
@@ -69,8 +69,7 @@ class RunObjects:
     results: Results  # the training step's metrics of the current epoch
     callbacks: list[Any]
     datamodule: Any
-    accumulate_grad_batches: int
-    batches_per_epoch: int | float
+    data: FitData | None  # the fit's loaders and accumulation (None before a fit)
     training_rng: dict[str, Any] | None  # set while validation runs inside fit
     publisher: MetricsPublisher | None = None
 
@@ -121,7 +120,10 @@ def checkpoint_state(run: RunObjects, weights_only: bool = False) -> dict[str, A
         if name not in WEIGHTS_ONLY:
             part.save(state)
     check_state(state, _sources(run))  # what a weights-only load refuses is refused now, by key and hook
-    after = lambda cb: check_state(state, f"{type(cb).__name__}.on_save_checkpoint")  # noqa: E731
+
+    def after(cb: Any) -> None:
+        check_state(state, f"{type(cb).__name__}.on_save_checkpoint")
+
     run.hooks.callbacks(
         "on_save_checkpoint", state, after=after
     )  # the callbacks, then the module (as Lightning)
@@ -212,26 +214,29 @@ def _optimizers_part(run: RunObjects) -> Part:
 
 
 def _loop_part(run: RunObjects) -> Part:
-    loop, strategy = run.loop, run.strategy
+    loop, strategy, data = run.loop, run.strategy, run.data
 
     def save(state: dict[str, Any]) -> None:
         state["loop"] = loop.state_dict()
-        positions = loader_states(loop.train_loader, strategy, loop.end_position)  # every rank's
+        if data is None:
+            return
+        positions = loader_states(data.train, strategy, data.end_position)  # every rank's
         if positions is not None:
             state["loop"]["loader_states"] = positions
-        _say_if_inexact(loop)
+        data.say_if_inexact()
         if loop.batches_done and not loop.epoch_closed:  # inside the epoch: its metrics so far, every rank's
             state["loop"]["results"] = strategy.all_gather_object(run.results.state_dict())
         if loop.inside_window():
             _save_window(run, state["loop"])
 
     def restore(ckpt: Mapping[str, Any], path: Path) -> None:
-        _check_loop_state(ckpt["loop"], path, run.batches_per_epoch)
-        loop.loader_resume = restore_loader(
-            loop.train_loader, ckpt["loop"], strategy, path, run.batches_per_epoch
-        )
+        assert data is not None, "a fit restores its loop after asking for its loaders"
+        _check_loop_state(ckpt["loop"], path, data.resume_limit())
+        data.resume_position(ckpt["loop"], strategy, path)
         loop.load_state_dict(ckpt["loop"])
-        max_epochs = loop.trainer.max_epochs  # fewer than the checkpoint has done: Lightning's error
+        max_epochs = (
+            loop.context().settings.max_epochs
+        )  # fewer than the checkpoint has done: Lightning's error
         if max_epochs is not None and max_epochs >= 0 and loop.epoch > max_epochs:
             raise MisconfigurationError(
                 f"You restored a checkpoint with current_epoch={loop.epoch}, but you have set "
@@ -260,14 +265,6 @@ def _datamodule_part(datamodule: Any) -> Part:
     return Part(save, restore)
 
 
-def _say_if_inexact(loop: FitLoop) -> None:
-    """Once a fit: a checkpoint that cannot resume the data exactly says so when it is written."""
-    if loop.inexact_said is None:
-        loop.inexact_said = inexact_resume_reason(loop.train_loader) or ""
-        if loop.inexact_said:
-            warn(f"this checkpoint will not resume exactly: {loop.inexact_said}")
-
-
 def _save_window(run: RunObjects, loop_state: dict[str, Any]) -> None:
     """A checkpoint between micro-batches keeps the window's gradients so far, so the window goes on
     exactly; where the strategy cannot give them, the window restarts at its first micro-batch."""
@@ -276,7 +273,7 @@ def _save_window(run: RunObjects, loop_state: dict[str, Any]) -> None:
         loop_state["window_gradients"] = grads
         return
     last = loop_state["batches_done"] - 1
-    loop_state["batches_done"] = last - last % run.accumulate_grad_batches
+    loop_state["batches_done"] = last - last % (run.data.window if run.data is not None else 1)
     loop_state.pop("results", None)  # the restarted window's micro-batches will be counted again
     warn(
         f"checkpoint written inside a gradient accumulation window (batch {last + 1} of the epoch) with "

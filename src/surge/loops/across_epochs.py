@@ -5,7 +5,6 @@ count itself, `fit_loop.total_batch_idx`."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -16,28 +15,27 @@ class AcrossEpochs:
     """Counts the training batches of all epochs: derived from the epoch and the batches per epoch
     (so a resumed fit counts on), or, for a loader without a length, added up as epochs end."""
 
-    def __init__(self, plan: Callable[[], BatchPlan]) -> None:
-        self.plan = plan
+    def __init__(self) -> None:
         self.stream_before = 0  # batches of the finished epochs of a loader without a length
 
-    def total(self, epoch: int, batches_done: int) -> int:
+    def total(self, epoch: int, batches_done: int, plan: BatchPlan) -> int:
         """Training batches run so far, `batches_done` of them in epoch `epoch`."""
-        n = self.plan().train
+        n = plan.train
         if epoch == 0:
             return batches_done
         if n == math.inf:
             return self.stream_before + batches_done
         return int(epoch * n) + batches_done
 
-    def due(self, epoch: int, batches_done: int) -> bool:
+    def due(self, epoch: int, batches_done: int, plan: BatchPlan) -> bool:
         """Whether validation runs after this batch: the count is a multiple of the interval."""
-        return self.total(epoch, batches_done) % self.plan().across_epochs == 0
+        return self.total(epoch, batches_done, plan) % plan.across_epochs == 0
 
-    def at_epoch_end(self, epoch: int, batches_done: int) -> bool:
+    def at_epoch_end(self, epoch: int, batches_done: int, plan: BatchPlan) -> bool:
         """`due` at the epoch's end (no extra validation there, as in Lightning); a loader without
         a length adds its epoch's batches to the count."""
-        due = self.due(epoch, batches_done)
-        if self.plan().train == math.inf:
+        due = self.due(epoch, batches_done, plan)
+        if plan.train == math.inf:
             self.stream_before += batches_done
         return due
 
@@ -54,4 +52,5 @@ class FitProgress:
         """The index of the current (or last) training batch counted across epochs; -1 before any."""
         if self.ctx is None:
             return -1
-        return int(self.ctx.validation.across.total(self.epoch, self.batches_done)) - 1
+        ctx = self.ctx
+        return int(ctx.validation.across.total(self.epoch, self.batches_done, ctx.data.plan)) - 1

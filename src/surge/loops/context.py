@@ -1,7 +1,8 @@
 """What the loops work with: plain objects the Trainer builds at setup and hands down.
 
-Nothing here refers back to the Trainer; the one Trainer a loop sees is the first argument it
-passes to callbacks (`Hooks.trainer`), as their public API promises.
+The Trainer appears here only as the first argument the loops pass to callbacks (`Hooks.trainer`),
+as their public API promises, and as `Checkpointing`, the typed view a preemption's checkpoint
+uses. What changes during a fit (loaders, plan, accumulation) is `FitData`'s, not the context's.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ if TYPE_CHECKING:
     from ..precision import Precision
     from ..profiler import Profiler
     from ..strategies import Strategy
+    from .control import Checkpointing, StopRequest
+    from .fit_data import FitData
     from .hooks import Hooks
     from .validation import Validation
 
@@ -41,26 +44,27 @@ class RunParts:
 
 @dataclass(frozen=True)
 class FitSettings:
-    """The fit's resolved settings (a tuner's decisions included)."""
+    """The fit's resolved settings (the tuners' decisions are `FitData`'s)."""
 
-    accumulate_grad_batches: int
     max_epochs: int
     min_epochs: int
     min_steps: int  # early stopping waits for both minimums
     max_steps: int
     log_every_n_steps: int  # 0: nothing logs per step (no loggers)
-    batches_per_epoch: int | float  # after limit_train_batches; math.inf without a length
 
 
 @dataclass(frozen=True)
 class FitContext:
-    """Everything a fit's loop uses besides its own counters."""
+    """Everything a fit's loop uses besides its own counters, fixed for the fit."""
 
     parts: RunParts
     settings: FitSettings
     optim: Optimization
     results: Results  # the training step's logged values, kept on the device
+    data: FitData  # the loaders, the batch plan, the accumulation: what changes during the fit
     validation: Validation
+    stop: StopRequest  # `trainer.should_stop`
+    checkpointing: Checkpointing  # a preemption's checkpoint
     signals: SignalFlag
     profiler: Profiler | None
     training_step: Callable[..., Any] | None = None  # compile="step": the compiled step

@@ -7,75 +7,70 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Iterator, Mapping
+from dataclasses import replace
 from functools import partial
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
 from torch import Tensor
 
-from ..data import (
-    data_wait_advice,
-    iter_without_worker_seed_draw,
-    loader_length,
-    loader_state,
-    resume_iterator,
-    starts_workers,
-)
-from ..data.stateful_loader import check_train_loader, loader_position
+from ..data import loader_length, loader_state
+from ..data.stateful_loader import loader_position
 from ..errors import SurgeRuntimeError
 from ..optim.manual import OptimizerSteps, batch_only
 from ..profiler.base import LoopParts
 from .across_epochs import FitProgress
+from .position import BATCH_END, CLOSED, DONE, RUNNING, EpochStart
 from .preempt import preempt, signalled
 from .resume_results import own_results
 from .step_checks import check_loss, detach_outputs, explain_backward_error, explain_fetch_error, loss_from
 
 if TYPE_CHECKING:
-    from ..tune.auto_workers import AutoWorkers
     from .context import FitContext, FitSettings
-    from .reload import LoaderReload
+    from .fit_data import EpochData
 
 
 class FitLoop(FitProgress):
-    """Counters and the epoch/step logic. Its state is what a checkpoint records about progress.
-    `bind` hands it the fit's context and train loader before a checkpoint is restored or it runs."""
+    """Counters and the position: where training stands, what a checkpoint records about progress.
+    `bind` hands it the fit's context before a checkpoint is restored or it runs; the loaders, the
+    batch plan and the accumulation are the context's `FitData`."""
 
     def __init__(self) -> None:
         self.ctx: FitContext | None = None
-        self.train_loader: Any = None
         self.epoch = 0
         self.global_step = 0
         self.batches_done = 0  # batches trained in the current epoch
-        self.epoch_done = False  # the epoch's batches ran out (not stopped early by max_steps)
-        self.epoch_closed = False  # the epoch's end has run through its schedulers' step
-        self.accumulate = 1  # this epoch's accumulation window, read at the epoch's start
-        self._resume_rng: dict[str, Any] | None = None  # RNG at the epoch's start, for a mid-epoch resume
-        self._keep_grads = False  # resumed inside an accumulation window: its gradients were restored
-        self._resume_results: dict[str, Any] | None = None  # the resumed epoch's metrics so far
-        self.epoch_start_rng: dict[str, Any] | None = None
-        self._advised = self.ending = False  # ending: the batch-end hooks run (`trainer.is_last_batch`)
-        self.auto_workers: AutoWorkers | None = None  # num_workers="auto", until its first epoch ends
-        self.reload: LoaderReload | None = None  # reload_dataloaders_every_n_epochs > 0
-        self.inexact_said: str | None = None  # why checkpoints cannot resume exactly ("": they can)
-        self.loader_resume: Any = None  # a stateful_loader.LoaderResume: the loader's own position
-        self.manual = False  # the module steps its optimizers (automatic_optimization=False)
         self.manual_batches = 0  # batches trained under manual optimization: the loggers' step there
-        self._results_fresh = False  # the epoch's results were emptied when fit began (see bind)
-        self.step_offset = 0  # taken off the loggers' training step (the publisher's, from bind)
-        self.skipped_rest = False  # on_train_batch_start returned -1: the epoch ends at that batch
-        self.end_position: Any = None  # the train loader's position where the fit stopped inside an epoch
+        self.stage = (
+            RUNNING  # DONE: the epoch's batches ran out (not stopped by max_steps); CLOSED: its end ran
+        )
+        self.epoch_start_rng: dict[str, Any] | None = None
+        self.start: EpochStart | None = None
         self.stopped_inside = False  # the fit stopped inside an epoch (after its end hooks ran)
 
-    def bind(self, ctx: FitContext, train_loader: Any) -> None:
-        self.ctx, self.train_loader, self.end_position = ctx, check_train_loader(train_loader), None
-        self.stopped_inside = False
-        self.trainer = ctx.parts.hooks.trainer  # what callbacks get; its public `should_stop` they set
-        self.accumulate, parts = ctx.settings.accumulate_grad_batches, ctx.parts
-        self.step_offset, self._results_fresh = parts.publisher.train_step_offset, True
+    @property
+    def epoch_done(self) -> bool:
+        """The epoch's batches ran out (or it was stopped where Lightning counts it done)."""
+        return self.stage >= DONE
+
+    @property
+    def epoch_closed(self) -> bool:
+        """The epoch's end has run through its schedulers' step."""
+        return self.stage == CLOSED
+
+    @property
+    def ending(self) -> bool:
+        """The batch-end hooks run (`trainer.is_last_batch`)."""
+        return self.stage == BATCH_END
+
+    def bind(self, ctx: FitContext) -> None:
+        self.ctx, self.stopped_inside = ctx, False
+        parts = ctx.parts
         ctx.results.reset()  # emptied now: the first epoch keeps what `on_train_start` logs (Lightning)
-        self.manual = manual = not parts.module.automatic_optimization
+        self.start = EpochStart(fresh=True)
+        manual = not parts.module.automatic_optimization
         if manual:
-            ctx.optim.manual(ctx.settings.accumulate_grad_batches)
+            ctx.optim.manual(ctx.data.accumulate)
         parts.module._attach(results=ctx.results, optimizer_steps=OptimizerSteps(
             ctx.optim.optimizers, parts.precision, parts.hooks, parts.strategy, parts.module,
             count=self._count_step if manual else None, compiled=ctx.optim.compiled_steps))  # fmt: skip
@@ -83,24 +78,36 @@ class FitLoop(FitProgress):
     def _count_step(self) -> None:
         self.global_step += 1
 
+    def where(self) -> tuple[int, int, int]:
+        """The step about to be taken, the epoch and the batches done in it (for the optimizer's hooks)."""
+        return self.global_step + 1, self.epoch, self.batches_done
+
     def logger_step(self) -> int:
         """The loggers' step in training: `global_step` (manual optimization: the batches trained, as
-        Lightning), less `step_offset` (Lightning's is the batches stepped before the one logging)."""
-        return (self.manual_batches if self.manual else self.global_step) - self.step_offset
+        Lightning), less the publisher's offset (Lightning's is the batches stepped before the one logging)."""
+        ctx = self.ctx
+        if ctx is None:
+            return self.global_step
+        manual = not ctx.parts.module.automatic_optimization
+        return (self.manual_batches if manual else self.global_step) - ctx.parts.publisher.train_step_offset
 
-    def _context(self) -> FitContext:
+    def context(self) -> FitContext:
         """The bound context (a method that needs it calls this once, never per step)."""
         if self.ctx is None:
-            raise SurgeRuntimeError("FitLoop: bind(ctx, train_loader) must run before the loop is used")
+            raise SurgeRuntimeError("FitLoop: bind(ctx) must run before the loop is used")
         return self.ctx
 
     def keep_window_gradients(self) -> None:
         """A resume inside an accumulation window restored that window's gradients: keep them."""
-        self._keep_grads = True
+        self.start = replace(self.start or EpochStart(), keep_grads=True)
 
     # -- state -----------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         """Where training stands, exact at any point a checkpoint can be written."""
+        ctx = self.ctx
+        data = ctx.data.state_dict() if ctx is not None else {
+            "generators": loader_state.generator_states(None), "sampler_seed": loader_state.sampler_seed(None)
+        }  # fmt: skip
         return {
             "epoch": self.epoch,
             "global_step": self.global_step,
@@ -108,32 +115,29 @@ class FitLoop(FitProgress):
             "batches_done": self.batches_done,
             "epoch_done": self.epoch_closed,
             "epoch_start_rng": self.epoch_start_rng,
-            "generators": loader_state.generator_states(self.train_loader),
-            "sampler_seed": loader_state.sampler_seed(self.train_loader),
-            "world_size": self.ctx.parts.strategy.world_size if self.ctx is not None else 1,
+            **data,
+            "world_size": ctx.parts.strategy.world_size if ctx is not None else 1,
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        ctx = self.context()
         self.global_step = state["global_step"]
         self.manual_batches = state.get("manual_batches", 0)
+        rng, results = None, None
         if state["epoch_done"]:
             self.epoch, self.batches_done = state["epoch"] + 1, 0
         else:
             self.epoch, self.batches_done = state["epoch"], state["batches_done"]
-            self._resume_rng = state.get("epoch_start_rng")
-            self._resume_results = own_results(
-                state, self._context().parts.strategy, self.batches_done, self.epoch
-            )
-        if self.batches_done == 0 and self._resume_rng is None and state.get("generators") is not None:
-            # At an epoch's start the loader's own generators stand where the saved run left them.
-            loader_state.set_generator_states(self.train_loader, state["generators"])
-        loader_state.set_sampler_seed(self.train_loader, state.get("sampler_seed"))
-        self.epoch_done = self.epoch_closed = self.stopped_inside = False
+            rng = state.get("epoch_start_rng")
+            results = own_results(state, ctx.parts.strategy, self.batches_done, self.epoch)
+        self.start = replace(self.start or EpochStart(), rng=rng, results=results)
+        ctx.data.load_state_dict(state, at_epoch_start=self.batches_done == 0 and rng is None)
+        self.stage, self.stopped_inside = RUNNING, False
 
     def inside_window(self) -> bool:
         """True between two micro-batches of one accumulation window (gradients are pending)."""
-        ctx = self._context()
-        k, n, b = self.accumulate, ctx.settings.batches_per_epoch, self.batches_done
+        ctx = self.context()
+        k, n, b = ctx.data.window, ctx.data.plan.train, self.batches_done
         if k == 1 or b == 0 or self.epoch_done or not ctx.parts.module.automatic_optimization:
             return False
         last = b - 1
@@ -142,75 +146,75 @@ class FitLoop(FitProgress):
 
     # -- epochs ----------------------------------------------------------------------------
     def done(self) -> bool:
-        settings = self._context().settings
+        ctx = self.context()
+        settings = ctx.settings
         if 0 <= settings.max_steps <= self.global_step:
             return True
         if 0 <= settings.max_epochs <= self.epoch:
             return True
-        return self.trainer.should_stop and self._minimums_met(settings)
+        return ctx.stop.requested and self._minimums_met(settings)
 
     def _minimums_met(self, settings: FitSettings) -> bool:
         return self.epoch >= settings.min_epochs and self.global_step >= settings.min_steps
 
     def run(self) -> None:
-        settings = self._context().settings
-        while settings.batches_per_epoch != 0 and not self.done():
+        data = self.context().data
+        while data.plan.train != 0 and not self.done():
             self.run_epoch()  # a stop before min_epochs/min_steps waits for them (should_stop stays set)
-        self.end_position = loader_position(self.train_loader) if self.batches_done else None  # see there
+        data.stop_at(loader_position(data.train) if self.batches_done else None)  # see there
         self.stopped_inside = self.batches_done > 0  # Lightning counts that epoch: current_epoch
 
     def run_epoch(self) -> None:
-        if self.reload is not None:
-            self.reload.at_epoch_start()  # once per epoch: new loaders when due
-        t, ctx = self.trainer, self._context()
+        ctx, start = self.context(), self.start or EpochStart()
+        self.start, data = None, ctx.data
         hooks, results, model = ctx.parts.hooks, ctx.results, ctx.parts.module
         validation, strategy = ctx.validation, ctx.parts.strategy
-        if not self._results_fresh:
+        epoch = data.for_epoch(
+            self.epoch, self.batches_done, start.rng, start.fresh, validation.due(self.epoch)
+        )
+        if not start.fresh:
             results.reset()
-        self._results_fresh = False
-        if self._resume_results is not None:  # resumed inside this epoch: its metrics so far
-            results.load_state_dict(self._resume_results, model.device)
-            self._resume_results = None
+        if start.results is not None:  # resumed inside this epoch: its metrics so far
+            results.load_state_dict(start.results, model.device)
         model._attach(results=results)
         ctx.parts.publisher.follow(results)  # callback_metrics show this epoch's step values
-        loader = self.train_loader
-        self.epoch_start_rng = loader_state.epoch_start(loader, self.epoch, self._resume_rng)
-        self.epoch_done = self.epoch_closed = False
+        self.epoch_start_rng = loader_state.epoch_start(epoch.train, self.epoch, start.rng)
+        self.stage = RUNNING
         if self.batches_done == 0:  # (not when resumed inside the epoch, as in Lightning)
             hooks.call("on_train_epoch_start")
-        self.accumulate = t.accumulate_grad_batches  # once per epoch, after its start hooks: a callback
-        ctx.optim.refresh_schedulers()  # may set accumulate_grad_batches or change the schedulers (SWA)
-        exhausted = self._train_batches(self._iterator(loader))
-        if self.auto_workers is not None:  # the worker count is decided: the loaders for later epochs
-            self.train_loader, validation.loaders = self.auto_workers.settled()
-            self.auto_workers = None
-        cut, self.skipped_rest = self.skipped_rest, False  # no validation after on_train_batch_start's -1
-        stopped = t.should_stop and self._minimums_met(ctx.settings)  # (Lightning counts the epoch done)
-        self.epoch_done = exhausted or cut or stopped or self.batches_done >= ctx.settings.batches_per_epoch
-        if self.epoch_done and not cut and validation.due_at_end(self.epoch, self.batches_done):
-            validation.run(zero_grad=True)  # host read at its end
+        k = data.start_windows()  # once per epoch, after its start hooks: a callback may set
+        ctx.optim.refresh_schedulers()  # accumulate_grad_batches or change the schedulers (SWA)
+        it = data.batches(self.epoch, self.batches_done, start.rng, self.epoch_start_rng)
+        exhausted, cut = self._train_batches(it, epoch, k, start.keep_grads)
+        data.end_epoch()  # num_workers="auto" decided: the loaders for later epochs
+        stopped = ctx.stop.requested and self._minimums_met(ctx.settings)  # (Lightning counts the epoch done)
+        done = exhausted or cut or stopped or self.batches_done >= epoch.plan.train
+        self.stage = DONE if done else RUNNING
+        if done and not cut and validation.due_at_end(self.epoch, self.batches_done, epoch.plan):
+            validation.run_in_fit(self.epoch, zero_grad=True)  # host read at its end
         self._end_epoch()
         if strategy.world_size > 1:
-            t.should_stop = strategy.reduce_bool(t.should_stop)  # every rank stops at the same epoch
+            ctx.stop.agree(strategy)  # every rank stops at the same epoch
         if self.epoch_done:
             self.epoch += 1
             self.batches_done = 0
-            self.epoch_done = self.epoch_closed = False
+            self.stage = RUNNING
             self.epoch_start_rng = None  # the next epoch's start is now: the RNG as it stands
 
     def _end_epoch(self) -> None:
-        ctx, step = self._context(), self.logger_step()  # hooks, metrics, plateau: in Lightning's order
+        ctx, step = self.context(), self.logger_step()  # hooks, metrics, plateau: in Lightning's order
         hooks, results, publish = ctx.parts.hooks, ctx.results, ctx.parts.publisher.publish
         ctx.parts.module._attach(results=results)
         results.batch = None  # as Lightning: an epoch-end mean weighs 1
-        self.epoch_closed = self.epoch_done  # a checkpoint from here on resumes at the next epoch
+        if self.stage == DONE:
+            self.stage = CLOSED  # a checkpoint from here on resumes at the next epoch
         ctx.parts.publisher.follow(None)
         if hooks.read_at_epoch_end():  # they see the epoch's means, as in Lightning (host reads: epoch end)
             publish(results.read_step(), results.flags(), step=step, to_loggers=False)
             publish(results.read_epoch(), results.flags(), step=step, to_loggers=False)
-        results.default_on_step, results.default_on_epoch = False, True
+        results.at_epoch_end(True)
         hooks.train_epoch_end()  # the callbacks, then the module
-        results.default_on_step, results.default_on_epoch = True, False
+        results.at_epoch_end(False)
         flags = results.flags()
         publish(results.read_step(), flags, step=step, to_loggers=False)  # host read: what they logged too
         publish(results.read_epoch(), flags, step=step)
@@ -220,25 +224,10 @@ class FitLoop(FitProgress):
         hooks.train_epoch_end_monitors()  # checkpointing and early stopping, on the published metrics
         ctx.parts.publisher.save_loggers()
 
-    def _iterator(self, loader: Any) -> Iterator[Any]:
-        # Persistent workers start in a run's first epoch; a run resumed later starts them without that draw.
-        later = self.epoch > 0
-        if self.loader_resume is not None:  # the loader continues from its own saved position
-            it, self._resume_rng, self.loader_resume = self.loader_resume.iterator(loader), None, None
-        elif self.batches_done == 0 and self._resume_rng is None:
-            it = iter_without_worker_seed_draw(loader) if later and starts_workers(loader) else iter(loader)
-        else:
-            it = resume_iterator(loader, self.batches_done, self._resume_rng, later_epoch=later)
-            self._resume_rng = None
-        if self.auto_workers is not None:
-            it = self.auto_workers.watch(it, self.batches_done, self.epoch_start_rng)
-            self._advised = True  # the advice to load in workers is what auto acts on
-        return it
-
     # -- the training step -----------------------------------------------------------------
     def _loop_parts(self, batches: Iterator[Any]) -> LoopParts:
         """The callables the step uses, looked up once per epoch (timed versions under a profiler)."""
-        ctx = self._context()
+        ctx = self.context()
         hooks, precision, module = ctx.parts.hooks, ctx.parts.precision, ctx.parts.module
         parts = LoopParts(
             batches=batches,
@@ -256,13 +245,16 @@ class FitLoop(FitProgress):
         )
         return ctx.profiler.instrument(parts) if ctx.profiler is not None else parts
 
-    def _train_batches(self, it: Iterator[Any]) -> bool:  # noqa: C901 - the step reads top to bottom, in one place
-        """Train on the epoch's batches; returns True if the loader ran out."""
-        t, ctx = self.trainer, self._context()
-        settings = ctx.settings
+    def _train_batches(  # noqa: C901 - the step reads top to bottom, in one place
+        self, it: Iterator[Any], epoch: EpochData, k: int, keep_grads: bool
+    ) -> tuple[bool, bool]:
+        """Train on the epoch's batches (`k` per accumulation window); returns whether the loader ran
+        out, and whether `on_train_batch_start` returned -1 (the epoch ends there, no validation)."""
+        ctx = self.context()
+        settings, t, stop, data = ctx.settings, ctx.parts.hooks.trainer, ctx.stop, ctx.data
         model, optim, hooks, strategy = ctx.parts.module, ctx.optim, ctx.parts.hooks, ctx.parts.strategy
         results, validation, signals = ctx.results, ctx.validation, ctx.signals
-        val_every = validation.plan.val_every_n_batches  # 0: validation only at the epoch's end
+        val_every = epoch.plan.val_every_n_batches  # 0: validation only at the epoch's end
         p = self._loop_parts(it)
         batches, move, step, backward, optimizer_step, publish = (
             p.batches, p.move, p.step, p.backward, p.optimizer_step, p.publish
@@ -270,7 +262,7 @@ class FitLoop(FitProgress):
         start_module, start_callbacks = p.start_module, p.start_callbacks
         end_module, end_callbacks = p.end_module, p.end_callbacks
         wants_outputs = bool(end_callbacks) or end_module is not None
-        n, k = settings.batches_per_epoch, self.accumulate
+        n, loader, cut = epoch.plan.train, epoch.train, False
         max_steps = settings.max_steps if settings.max_steps >= 0 else math.inf
         log_every = settings.log_every_n_steps if ctx.parts.publisher.loggers else 0
         single = strategy.world_size == 1
@@ -290,15 +282,15 @@ class FitLoop(FitProgress):
         wait, t_epoch = 0.0, clock()
         batch_idx = self.batches_done
         batch: Any = None
-        if not self._keep_grads:  # (a resume inside a window restored that window's gradients)
+        if not keep_grads:  # (a resume inside a window restored that window's gradients)
             optim.zero_grad()  # nothing left over from an epoch that ended inside a window
-        self._keep_grads = False
+        advise = not data.advised and ctx.profiler is None  # a profiler's report is the advice then
         while batch_idx < n:
             t0 = clock()
             try:
                 batch = next(batches, _END)
             except Exception as err:  # a sample raised, or a worker died or timed out
-                explain_fetch_error(err, self.epoch, batch_idx, self.train_loader)
+                explain_fetch_error(err, self.epoch, batch_idx, loader)
                 raise
             if batch is _END:
                 break
@@ -309,7 +301,7 @@ class FitLoop(FitProgress):
             for fn in start_callbacks:
                 fn(t, model, batch, batch_idx)
             if start_module is not None and start_module(batch, batch_idx) == -1:  # the epoch ends here
-                self.batches_done, self.skipped_rest = batch_idx + 1, True
+                self.batches_done, cut = batch_idx + 1, True
                 optim.step_schedulers("epoch", self.epoch + 1, plateau=False)
                 break
             window_start = batch_idx - batch_idx % k
@@ -357,29 +349,34 @@ class FitLoop(FitProgress):
             self.batches_done = batch_idx = batch_idx + 1
             if wants_outputs:
                 detached = detach_outputs(out)
-                self.ending = True
+                self.stage = BATCH_END
                 for fn in end_callbacks:
                     fn(t, model, detached, batch, batch_idx - 1)
                 if end_module is not None:
                     end_module(detached, batch, batch_idx - 1)
-                self.ending = False
+                self.stage = RUNNING
             if manual:  # the module stepped its optimizers; its metrics reach the loggers per batch
                 self.manual_batches += 1
                 if log_every and self.manual_batches % log_every == 0:
                     publish(results.read_step(), results.flags(), step=self.logger_step())  # host read
             if window_end and (signals.received is not None or not single) and signalled(self, single):
                 preempt(self)  # (ranks agree at log intervals: a collective and a host read there)
-            if batch_idx == ADVICE_AFTER_BATCHES and not self._advised and ctx.profiler is None:
-                self._advised = True
-                data_wait_advice(self.train_loader, wait, clock() - t_epoch, batch_idx)
-            if val_every and batch_idx % val_every == 0 and validation.due_inside(self.epoch, batch_idx):
-                validation.run(zero_grad=window_end)  # host read at its end (the epoch metrics of validation)
+            if batch_idx == ADVICE_AFTER_BATCHES and advise:
+                data.advise(wait, clock() - t_epoch, batch_idx)
+            if (
+                val_every
+                and batch_idx % val_every == 0
+                and validation.due_inside(self.epoch, batch_idx, epoch.plan)
+            ):
+                validation.run_in_fit(
+                    self.epoch, zero_grad=window_end
+                )  # host read at its end (the epoch metrics of validation)
                 model._attach(results=results)
             if self.global_step >= max_steps or (
-                t.should_stop and window_end and self._minimums_met(settings)
+                stop.requested and window_end and self._minimums_met(settings)
             ):
                 break
-        if batch is not _END and batch_idx == n == loader_length(self.train_loader):
+        if batch is not _END and batch_idx == n == loader_length(loader):
             # Let the sampler finish its epoch as a plain `for` loop would: RandomSampler with a
             # user generator draws once more at exhaustion, and later epochs depend on that draw.
             batch = next(batches, _END)
@@ -392,7 +389,7 @@ class FitLoop(FitProgress):
             optim.step_schedulers("step", self.global_step)
         if batch is _END and n == math.inf:  # no length: the last batch is known only now
             optim.step_schedulers("epoch", self.epoch + 1, plateau=False)
-        return batch is _END
+        return batch is _END, cut
 
 
 _END = object()

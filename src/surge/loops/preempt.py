@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 def signalled(loop: FitLoop, single: bool) -> bool:
     """Whether a preemption signal came (under several processes: to any rank, agreed at log intervals)."""
-    ctx, global_step = loop._context(), loop.global_step
+    ctx, global_step = loop.context(), loop.global_step
     if single:
         return ctx.signals.received is not None
     if global_step % ctx.settings.log_every_n_steps:
@@ -26,7 +26,8 @@ def signalled(loop: FitLoop, single: bool) -> bool:
 
 def preempt(loop: FitLoop) -> None:
     """Checkpoint at this step boundary, requeue under SLURM on SIGUSR1, and exit."""
-    trainer, ctx, global_step = loop.trainer, loop._context(), loop.global_step
+    ctx, global_step = loop.context(), loop.global_step
+    trainer = ctx.checkpointing
     sig = ctx.signals.received or signal.SIGTERM
     cb = trainer.checkpoint_callback
     folder = (

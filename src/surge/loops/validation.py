@@ -13,18 +13,17 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..callbacks.base import overrides
 from ..config import semantics
 from ..data import limit_batches, loader_length
 from ..errors import MisconfigurationError
-from ..module import Module
-from ..rank_zero import warn
 from ..seed import rng_state, rng_untouched
 from .across_epochs import AcrossEpochs
 from .evaluate import run_evaluation
 
 if TYPE_CHECKING:
     from .context import RunParts
+    from .control import SanityFlag
+    from .fit_data import FitData
 
 
 @dataclass(frozen=True)
@@ -74,109 +73,96 @@ def plan_batches(
 
 
 class Validation:
-    """When fit validates, and the run itself (the evaluation loop over the val loaders).
+    """When fit validates, and the run itself (the evaluation loop over the val loaders). The loaders
+    and the batch plan are `FitData`'s: a run inside fit asks it for them (new ones when due).
 
     While it runs, `training_rng` holds training's RNG state: what a checkpoint written during
     validation records.
     """
 
     def __init__(
-        self,
-        parts: RunParts,
-        loaders: list[Iterable],
-        plan: BatchPlan,
-        every_n_epochs: int | None,
-        global_step: Callable[[], int],
-        single: bool = False,
+        self, parts: RunParts, data: FitData, every_n_epochs: int | None, global_step: Callable[[], int]
     ) -> None:
-        self.parts, self.loaders, self.plan, self.global_step = parts, loaders, plan, global_step
-        self.single = single  # one loader was given (not a list): `trainer.val_dataloaders` is it
+        self.parts, self.data, self.global_step = parts, data, global_step
         self.every_n_epochs = every_n_epochs
-        self.across = AcrossEpochs(lambda: self.plan)  # used when the plan counts across epochs
-        self.has_step = has_step = overrides(parts.module, Module, "validation_step")
-        if loaders and not has_step:
-            warn("You passed in a `val_dataloader` but have no `validation_step`. Skipping val loop.")
-        self.enabled = has_step and bool(loaders) and sum(plan.val) > 0
+        self.across = AcrossEpochs()  # used when the plan counts across epochs
         self.training_rng: dict[str, Any] | None = None
-        self.before_run: Callable[[], None] | None = None  # e.g. val loaders requested again (fit only)
         self.moves_training_rng = semantics.lightning()
-        self._seen: tuple[list[Iterable], list[int]] = (loaders, [0] * len(loaders))  # step rows' count
-
-    def as_given(self) -> Any:
-        """The val loaders in the shape the user gave them (`trainer.val_dataloaders`, as Lightning):
-        the loader itself when one was given, else the list; None when there are none."""
-        if not self.loaders:
-            return None
-        return self.loaders[0] if self.single else self.loaders
-
-    def sets_up(self, limit_val_batches: int | float) -> bool:
-        """Whether this fit has val loaders to count (`trainer.num_val_batches` is [] otherwise): a
-        validation_step and limit_val_batches > 0, as Lightning sets them up."""
-        return self.has_step and limit_val_batches != 0
+        self._seen: tuple[list[Iterable], list[int]] = ([], [])  # step rows' count, per loaders
 
     def due(self, epoch: int) -> bool:
         """Whether epoch `epoch` validates (at its end, and at the interval inside it); every epoch
         may when the interval counts across epochs (`every_n_epochs` None)."""
         every = self.every_n_epochs
-        return self.enabled and (every is None or (epoch + 1) % every == 0)
+        return self.data.val_enabled and (every is None or (epoch + 1) % every == 0)
 
-    def due_at_end(self, epoch: int, batches_done: int) -> bool:
+    def due_at_end(self, epoch: int, batches_done: int, plan: BatchPlan) -> bool:
         """Whether epoch `epoch` validates at its end, `batches_done` batches in. With an interval
         that does not divide the epoch (10 batches, `val_check_interval=0.3`: every 3) the last
         validation is the interval's (after batch 9), not an extra one at the end, as in Lightning;
         a stream with no length validates when it runs out."""
-        if self.plan.across_epochs:
-            return self.enabled and self.across.at_epoch_end(epoch, batches_done)
-        every = self.plan.val_every_n_batches
-        on_interval = not every or batches_done % every == 0 or self.plan.train == math.inf
+        if plan.across_epochs:
+            return self.data.val_enabled and self.across.at_epoch_end(epoch, batches_done, plan)
+        every = plan.val_every_n_batches
+        on_interval = not every or batches_done % every == 0 or plan.train == math.inf
         return self.due(epoch) and on_interval
 
-    def due_inside(self, epoch: int, batches_done: int) -> bool:
+    def due_inside(self, epoch: int, batches_done: int, plan: BatchPlan) -> bool:
         """Whether validation runs now, `batches_done` batches into epoch `epoch` (not its end)."""
-        every = self.plan.val_every_n_batches
-        if batches_done >= self.plan.train or not self.enabled:
+        every = plan.val_every_n_batches
+        if batches_done >= plan.train or not self.data.val_enabled:
             return False
-        if self.plan.across_epochs:
-            return self.across.due(epoch, batches_done)
+        if plan.across_epochs:
+            return self.across.due(epoch, batches_done, plan)
         return bool(every) and batches_done % every == 0 and self.due(epoch)
 
-    def sanity_limits(self, steps: int) -> list[int | float]:
-        """Batches per loader for a sanity check of `steps` (-1: all); [] when there is none."""
-        if steps == 0 or not self.enabled:
-            return []
-        return [n if steps == -1 else min(n, steps) for n in self.plan.val]
+    def sanity_check(self, steps: int, flag: SanityFlag) -> None:
+        """Validate `steps` batches per loader (-1: all; 0: no sanity check) before training, between
+        the sanity-check hooks, with `flag` on meanwhile (`trainer.sanity_checking`); the val loaders
+        are asked for inside it. The global RNG is left as it was."""
+        if steps == 0 or not self.data.validates:
+            return
+        hooks = self.parts.hooks
+        with rng_untouched():
+            flag.set(True)
+            hooks.callbacks("on_sanity_check_start")
+            try:
+                loaders, plan = self.data.ask_vals(), self.data.plan
+                if self.data.val_enabled:
+                    self._run(loaders, [n if steps == -1 else min(n, steps) for n in plan.val], sanity=True)
+            finally:
+                flag.set(False)
+            hooks.callbacks("on_sanity_check_end")
 
-    def run(
-        self, limits: list[int | float] | None = None, sanity: bool = False, zero_grad: bool = False
-    ) -> None:
-        """Validate on every loader, training's RNG (global and CPU generators) left as it was (in
-        the Lightning mode, outside the sanity check, moved as Lightning moves it). `zero_grad`
-        (inside fit, not inside an accumulation window): the gradients are freed first
-        (`on_validation_model_zero_grad`)."""
+    def run_in_fit(self, epoch: int, zero_grad: bool = False) -> None:
+        """Validate inside fit on every loader, training's RNG (global and CPU generators) left as it
+        was (in the Lightning mode moved as Lightning moves it). `zero_grad` (not inside an
+        accumulation window): the gradients are freed first (`on_validation_model_zero_grad`)."""
         if zero_grad:
             hooks, module = self.parts.hooks, self.parts.module
             if hooks.overridden("on_validation_model_zero_grad"):
                 hooks.module("on_validation_model_zero_grad")
             else:
                 module.zero_grad(set_to_none=True)
-        if not sanity and self.before_run is not None:
-            self.before_run()
-            if sum(self.plan.val) == 0:
-                return  # the loaders requested again have no batches (as Lightning, nothing runs)
-        limits = self.plan.val if limits is None else limits
-        if self._seen[0] is not self.loaders:  # loaders requested again: their batches count from 0
-            self._seen = (self.loaders, [0] * len(self.loaders))
+        loaders, plan = self.data.for_validation(epoch)
+        if sum(plan.val) == 0:
+            return  # the loaders requested again have no batches (as Lightning, nothing runs)
+        self._run(loaders, plan.val, sanity=False)
+
+    def _run(self, loaders: list[Iterable], limits: list[int | float], sanity: bool) -> None:
+        if self._seen[0] is not loaders:  # loaders requested again: their batches count from 0
+            self._seen = (loaders, [0] * len(loaders))
         seen = self._seen[1]
         if self.moves_training_rng and not sanity:
             self.training_rng = rng_state()
             try:
-                run_evaluation(self.parts, "validate", self.loaders, limits, self.global_step(), sanity, seen)
+                run_evaluation(self.parts, "validate", loaders, limits, self.global_step(), sanity, seen)
             finally:
                 self.training_rng = None
             return
         with rng_untouched() as training_rng:
             self.training_rng = training_rng
             try:
-                run_evaluation(self.parts, "validate", self.loaders, limits, self.global_step(), sanity, seen)
+                run_evaluation(self.parts, "validate", loaders, limits, self.global_step(), sanity, seen)
             finally:
                 self.training_rng = None

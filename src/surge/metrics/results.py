@@ -124,6 +124,10 @@ class Results:
         self._reduce = reduce
         self._own_unsynced = semantics.lightning()  # read once, when a stage builds its results
 
+    def at_epoch_end(self, on: bool) -> None:
+        """While the training epoch's end hooks run (`on`), a bare `self.log` logs per epoch, as Lightning's."""
+        self.default_on_step, self.default_on_epoch = not on, on
+
     def log(
         self,
         name: str,

@@ -1,0 +1,101 @@
+"""The Trainer's views of its fit's data and decisions (Lightning's names): a base of `Trainer`
+only. Each reads the one owner (`FitData`, the stop request, the sanity flag); the setters a
+callback uses (`accumulate_grad_batches`, `should_stop`) go through the owner's method."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ...errors import MisconfigurationError, bad_value
+
+if TYPE_CHECKING:
+    from ...config import TrainerConfig
+    from ...module import Module
+    from ..control import SanityFlag, StopRequest
+    from ..fit import FitLoop
+    from ..validation import Validation
+    from . import FitData
+
+
+class FitDataViews:
+    """`trainer.num_training_batches`, `accumulate_grad_batches`, `should_stop` and the others of the fit."""
+
+    _cfg: TrainerConfig
+    _module: Module | None
+    _validation: Validation | None
+    _fit_data: FitData | None  # fit's loaders, batch plan and accumulation
+    _stop: StopRequest
+    _sanity: SanityFlag
+    fit_loop: FitLoop
+
+    @property
+    def accumulate_grad_batches(self) -> int:
+        """The accumulation in use (`effective_batch_size=` decides it)."""
+        data = self._fit_data
+        return data.accumulate if data is not None else self._cfg.accumulate_grad_batches
+
+    @accumulate_grad_batches.setter
+    def accumulate_grad_batches(self, value: int) -> None:
+        """Set by a callback in `on_train_epoch_start` (GradientAccumulationScheduler), read right after."""
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise bad_value("trainer.accumulate_grad_batches", value, "an int >= 1")
+        if value != 1 and self._module is not None and not self._module.automatic_optimization:
+            raise bad_value(
+                "trainer.accumulate_grad_batches", value, "1 with manual optimization (accumulate by hand)"
+            )
+        if self._fit_data is None:
+            raise MisconfigurationError(
+                f"trainer.accumulate_grad_batches = {value} before any fit: set it in a callback during the "
+                "fit (e.g. on_train_epoch_start), or pass Trainer(accumulate_grad_batches=...)."
+            )
+        self._fit_data.set_accumulation(value)
+
+    @property
+    def should_stop(self) -> bool:
+        """Set by a callback (or the user) to stop the fit at the next point it can (as Lightning)."""
+        return self._stop.requested
+
+    @should_stop.setter
+    def should_stop(self, value: bool) -> None:
+        self._stop.set(value)
+
+    @property
+    def sanity_checking(self) -> bool:
+        """The sanity check runs now."""
+        return self._sanity.on
+
+    @sanity_checking.setter
+    def sanity_checking(self, value: bool) -> None:
+        self._sanity.set(value)
+
+    @property
+    def enable_validation(self) -> bool:
+        """Whether this fit validates (a validation_step, val data, and batches to run)."""
+        return self._fit_data is not None and self._fit_data.val_enabled
+
+    @property
+    def train_dataloader(self) -> Any:
+        return self._fit_data.train if self._fit_data is not None else None
+
+    @property
+    def val_dataloaders(self) -> Any:
+        return self._fit_data.val_loaders_as_given() if self._fit_data is not None else None
+
+    @property
+    def num_training_batches(self) -> int | float:
+        return self._fit_data.plan.train if self._fit_data is not None else 0
+
+    @property
+    def num_val_batches(self) -> list[int | float]:
+        return self._fit_data.num_val_batches() if self._fit_data is not None else []
+
+    @property
+    def training_rng(self) -> dict[str, Any] | None:
+        """Training's RNG state while validation runs inside fit (what a checkpoint then records)."""
+        return self._validation.training_rng if self._validation is not None else None
+
+    @property
+    def is_last_batch(self) -> bool:
+        """The training batch being run is the epoch's last (False for a loader without a length)."""
+        loop = self.fit_loop
+        return loop.batches_done + (0 if loop.ending else 1) >= self.num_training_batches
