@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,17 @@ def _run_in_tmp_path(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     torch.manual_seed(0)
     yield
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        # A process group left behind in this worker makes later tests distributed (SyncBatchNorm
+        # then asks for a GPU): end it here, and name the test that left it.
+        torch.distributed.destroy_process_group()
+        warnings.warn(
+            f"{request_name(tmp_path)} left a torch.distributed process group initialized", stacklevel=1
+        )
+
+
+def request_name(tmp_path: Path) -> str:
+    return tmp_path.name  # pytest names a test's tmp_path after the test
 
 
 @pytest.fixture

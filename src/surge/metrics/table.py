@@ -9,31 +9,62 @@ import shutil
 import sys
 from collections.abc import Mapping, Sequence
 
-from ..rank_zero import show
+from ..rank_zero import global_rank, show
 
 
 def results_table(results: Sequence[Mapping[str, float]], stage: str, columns: int | None = None) -> str:
     """The table for `results` (one dict per loader) of `stage` ("validate", "test"); "" when empty."""
-    per_loader = [{name.split("/dataloader_idx_")[0]: v for name, v in r.items()} for r in results]
-    names = sorted({name for r in per_loader for name in r})
-    if not names:
-        return ""
-    width = columns or shutil.get_terminal_size(fallback=(120, 30)).columns or 120
-    headers = [f"DataLoader {i}" for i in range(len(per_loader))]
-    cell = int(min(max(max(map(len, names)), max(map(len, headers)), 25), width / 2))
-    per_table = max(1, int((width - cell) / cell))
+    width = _width(columns)
     bar = _bar_character() * width
     tables = []
-    for start in range(0, len(headers), per_table):
-        loaders = per_loader[start : start + per_table]
-        head = [f"{stage} metric".capitalize(), *headers[start : start + per_table]]
+    for head, rows, cell in _tables(results, stage, width):
         lines = [bar, _row(head, cell), bar]
-        for name in names:
-            values = [str(r[name]) if name in r else " " for r in loaders]
+        for name, *values in rows:
             lines += _metric_rows(name, values, cell, int(width / 2))
         lines.append(bar)
         tables.append("\n".join(lines))
     return "\n".join(tables)
+
+
+def _width(columns: int | None) -> int:
+    return columns or shutil.get_terminal_size(fallback=(120, 30)).columns or 120
+
+
+def _tables(
+    results: Sequence[Mapping[str, float]], stage: str, width: int
+) -> list[tuple[list[str], list[list[str]], int]]:
+    """Each table's header, its rows (a metric's name, then its value per loader) and the cell width."""
+    per_loader = [{name.split("/dataloader_idx_")[0]: v for name, v in r.items()} for r in results]
+    names = sorted({name for r in per_loader for name in r})
+    if not names:
+        return []
+    headers = [f"DataLoader {i}" for i in range(len(per_loader))]
+    cell = int(min(max(max(map(len, names)), max(map(len, headers)), 25), width / 2))
+    per_table = max(1, int((width - cell) / cell))
+    out = []
+    for start in range(0, len(headers), per_table):
+        loaders = per_loader[start : start + per_table]
+        head = [f"{stage} metric".capitalize(), *headers[start : start + per_table]]
+        rows = [[name, *(str(r[name]) if name in r else " " for r in loaders)] for name in names]
+        out.append((head, rows, cell))
+    return out
+
+
+def _rich_tables(results: Sequence[Mapping[str, float]], stage: str) -> bool:
+    """Print the tables with rich, as Lightning does when rich (>= 10.2.2) is installed; False without it."""
+    try:
+        from rich import get_console
+        from rich.table import Column, Table
+    except ImportError:
+        return False
+    for head, rows, cell in _tables(results, stage, _width(None)):
+        columns = [Column(h, justify="center", style="magenta", width=cell) for h in head]
+        columns[0].style = "cyan"
+        table = Table(*columns)
+        for row in rows:
+            table.add_row(*row)
+        get_console().print(table)
+    return True
 
 
 def _metric_rows(name: str, values: list[str], cell: int, wrap: int) -> list[str]:
@@ -60,7 +91,12 @@ def _bar_character() -> str:
 
 
 def print_results(results: Sequence[Mapping[str, float]], stage: str) -> None:
-    """Print the table on rank zero (nothing when no metric was logged)."""
+    """Print the table on rank zero (nothing when no metric was logged): with rich's box table
+    when rich is installed, else in plain text, as Lightning prints it."""
+    if global_rank() != 0:
+        return
+    if _rich_tables(results, stage):
+        return
     table = results_table(results, stage)
     if table:
         show(table)
