@@ -58,8 +58,8 @@ def _rich_tables(results: Sequence[Mapping[str, float]], stage: str) -> bool:
     except ImportError:
         return False
     for head, rows, cell in _tables(results, stage, _width(None)):
-        columns = [Column(h, justify="center", style="magenta", width=cell) for h in head]
-        columns[0].style = "cyan"
+        styles = ["cyan", *["magenta"] * (len(head) - 1)]  # the metric names, then the values
+        columns = [Column(h, justify="center", style=s, width=cell) for h, s in zip(head, styles)]
         table = Table(*columns)
         for row in rows:
             table.add_row(*row)
