@@ -83,6 +83,17 @@ class ScaleAt(surge.callbacks.Callback):
                 group["lr"] *= self.scale
 
 
+class SaveAfter(surge.callbacks.Callback):
+    """`trainer.save_checkpoint(path)` at the end of batch `batch_idx`."""
+
+    def __init__(self, path: Path, batch_idx: int) -> None:
+        self.path, self.batch_idx = path, batch_idx
+
+    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
+        if batch_idx == self.batch_idx:
+            trainer.save_checkpoint(self.path)
+
+
 def fit(root: Path, data: Any, devices: int = 1, callbacks=(), ckpt: Path | None = None, **kw: Any):
     """Train `data` one epoch (unless `max_epochs` says otherwise) from seed 7."""
     surge.seed_everything(7)

@@ -96,7 +96,7 @@ def test_two_spikes_two_rollbacks_and_the_next_one_raises(tmp_path):
 @pytest.mark.parametrize("save_after", [14, 18])  # between the spike and the check; after the rollback
 def test_a_checkpoint_before_or_after_the_rollback_resumes_exactly(tmp_path, save_after):
     data = w.samples(1, {13: 30.0})
-    saver = SaveAfter(tmp_path / "saved.ckpt", save_after)
+    saver = w.SaveAfter(tmp_path / "saved.ckpt", save_after)
     a, ta = w.fit(tmp_path / "full", data, callbacks=[SpikeGuard(threshold=6, window=20), saver])
     guard = SpikeGuard(threshold=6, window=20)
     b, tb = w.fit(tmp_path / "resumed", data, callbacks=[guard], ckpt=tmp_path / "saved.ckpt")
@@ -104,15 +104,6 @@ def test_a_checkpoint_before_or_after_the_rollback_resumes_exactly(tmp_path, sav
     assert guard.rollbacks == 1  # the count (and the snapshot) came with the checkpoint
     state = torch.load(tmp_path / "saved.ckpt", weights_only=True)["callbacks"]
     assert any(key.startswith("SpikeGuard") and value["snapshot"] is not None for key, value in state.items())
-
-
-class SaveAfter(surge.callbacks.Callback):
-    def __init__(self, path, batch_idx: int) -> None:
-        self.path, self.batch_idx = path, batch_idx
-
-    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
-        if batch_idx == self.batch_idx:
-            trainer.save_checkpoint(self.path)
 
 
 @pytest.mark.parametrize(
