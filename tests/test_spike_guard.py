@@ -146,3 +146,31 @@ def test_on_nonfinite_rollback_is_a_valid_mode_and_others_are_refused():
     surge.Trainer(on_nonfinite="rollback", logger=False)
     with pytest.raises(MisconfigurationError, match="rollback"):
         surge.Trainer(on_nonfinite="undo", logger=False)
+
+
+class StateIds(surge.callbacks.Callback):
+    """The identities of the optimizer's state tensors at every batch start."""
+
+    def __init__(self) -> None:
+        self.seen: list[set[int]] = []
+
+    def on_train_batch_start(self, trainer, module, batch, batch_idx):
+        opt = trainer.optimizers[0]
+        self.seen.append({id(t) for state in opt.state.values() for t in state.values()})
+
+
+def test_a_rollback_restores_the_optimizer_state_in_place(tmp_path):
+    ids = StateIds()
+    guard = SpikeGuard(threshold=6, window=20)
+    w.fit(tmp_path / "spiked", w.samples(1, {13: 30.0}), callbacks=[guard, ids])
+    assert guard.rollbacks == 1
+    assert len({frozenset(s) for s in ids.seen[1:]}) == 1  # the same momentum tensors before and after
+
+
+def test_a_guard_used_again_starts_from_nothing(tmp_path):
+    guard = SpikeGuard(threshold=6, window=20)
+    w.fit(tmp_path / "spiked", w.samples(1, {13: 30.0}), callbacks=[guard])
+    assert guard.rollbacks == 1
+    a, ta = w.fit(tmp_path / "again", w.samples(1, {}), callbacks=[guard])
+    b, tb = w.fit(tmp_path / "plain", w.samples(1, {}))
+    assert guard.rollbacks == 0 and w.differences(a, ta, b, tb) == []

@@ -137,6 +137,12 @@ class SpikeGuard(Callback):
         m2 = var * count + b_m2 + delta * delta * (count * n / total)
         self.stats.copy_(torch.stack((new_mean, m2 / total, total.clamp(max=float(self.window)))))
 
+    def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
+        """A fit starts with no snapshot, statistics, pending losses or rollbacks of an earlier one
+        (a resumed fit loads its checkpoint's after this)."""
+        if stage == "fit":
+            self.rollbacks, self.stats, self.pending, self.snapshot = 0, None, [], None
+
     # -- checkpoint ------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         pending = torch.stack(self.pending) if self.pending else None

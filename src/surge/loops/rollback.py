@@ -11,11 +11,12 @@ cloned where they live (no host copy, no sync on an accelerator).
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
+from torch.optim import Optimizer
 
 from ..callbacks.spike_guard import NONFINITE, SpikeError, SpikeGuard
 from ..errors import MisconfigurationError
@@ -106,7 +107,10 @@ class Rollback:
             )
         with torch.no_grad():
             self.parts.module.load_state_dict(snap["model"])
-        self.optim.load_state_dict(copy.deepcopy(snap["optim"]), source="SpikeGuard's snapshot")
+        for opt, saved in zip(self.optim.optimizers, snap["optim"]["optimizer_states"]):
+            restore_optimizer(opt, saved)
+        for config, saved in zip(self.optim.schedulers, snap["optim"]["lr_schedulers"]):
+            config.scheduler.load_state_dict(copy.deepcopy(saved))
         self.parts.precision.load_state_dict(copy.deepcopy(snap["precision"]))
         set_rng_state(snap["rng"])
         self.optim.guard.forget()  # the non-finite losses rolled back are not warned about
@@ -125,6 +129,49 @@ class Rollback:
         self.parts.publisher.publish({"rollbacks": float(guard.rollbacks)}, {}, step=back)
         self._take(back, epoch, batches_done)  # the restored (rescaled) state: the next rollback's
         return back
+
+
+def restore_optimizer(opt: Optimizer, saved: dict[str, Any]) -> None:
+    """`opt` back to `saved` (its `state_dict()` then, copied): in place where the state has the
+    same entries, so its tensors stay the ones a compiled step or a CUDA graph holds; else through
+    `load_state_dict` (e.g. state created after the snapshot)."""
+    params = [p for group in opt.param_groups for p in group["params"]]
+    states = saved["state"]
+    same = len(states) == len(opt.state) and all(
+        i < len(params) and params[i] in opt.state and _same_entries(opt.state[params[i]], s)
+        for i, s in states.items()
+    )
+    if not same:
+        opt.load_state_dict(copy.deepcopy(saved))
+        return
+    with torch.no_grad():
+        for i, entries in states.items():
+            current = opt.state[params[i]]
+            for key, value in entries.items():
+                if isinstance(value, Tensor):
+                    current[key].copy_(value)
+                else:
+                    current[key] = copy.deepcopy(value)
+        for group, saved_group in zip(opt.param_groups, saved["param_groups"]):
+            for key, value in saved_group.items():
+                if key == "params":
+                    continue
+                if isinstance(group.get(key), Tensor) and isinstance(value, Tensor):
+                    group[key].copy_(value)
+                else:
+                    group[key] = copy.deepcopy(value)
+
+
+def _same_entries(current: Mapping[str, Any], saved: Mapping[str, Any]) -> bool:
+    if current.keys() != saved.keys():
+        return False
+    for key, value in saved.items():
+        now = current[key]
+        if isinstance(value, Tensor) != isinstance(now, Tensor):
+            return False
+        if isinstance(value, Tensor) and (value.shape != now.shape or value.dtype != now.dtype):
+            return False
+    return True
 
 
 def scale_learning_rates(optim: Optimization, scale: float) -> None:
