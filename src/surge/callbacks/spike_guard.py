@@ -98,7 +98,7 @@ class SpikeGuard(Callback):
     # -- per micro-batch: no op on the device -------------------------------------------------
     def watch(self, loss: Tensor) -> None:
         """Keep `loss` (detached: no kernel runs, nothing is read) for the next check."""
-        self.pending.append(loss.detach().reshape(()))
+        self.pending.append(loss.detach())  # (a scalar or shape (1,), checked at the first batch)
 
     # -- at a check (a host read point) -----------------------------------------------------------
     def judge(self) -> float:
@@ -106,7 +106,7 @@ class SpikeGuard(Callback):
         good, then folded into the statistics), `SPIKE` or `NONFINITE`. One host read."""
         if not self.pending:
             return 0.0
-        values = torch.stack(self.pending).float()
+        values = torch.stack(self.pending).reshape(-1).float()
         self.pending = []
         if self.stats is None:
             self.stats = torch.zeros(3, device=values.device)  # mean, variance, count (capped at window)
@@ -158,4 +158,4 @@ class SpikeGuard(Callback):
         self.stats = state_dict.get("stats")
         self.snapshot = state_dict.get("snapshot")
         pending = state_dict.get("pending")
-        self.pending = list(pending.unbind()) if pending is not None else []
+        self.pending = list(pending.unbind()) if pending is not None else []  # (stacked: one a row)
