@@ -94,10 +94,10 @@ class SaveAfter(surge.callbacks.Callback):
             trainer.save_checkpoint(self.path)
 
 
-def fit(root: Path, data: Any, devices: int = 1, callbacks=(), ckpt: Path | None = None, **kw: Any):
+def fit(root: Path, data: Any, devices: int = 1, callbacks=(), ckpt: Path | None = None, net=Net, **kw: Any):
     """Train `data` one epoch (unless `max_epochs` says otherwise) from seed 7."""
     surge.seed_everything(7)
-    model = Net()
+    model = net()
     kw.setdefault("max_epochs", 1)
     trainer = surge.Trainer(
         default_root_dir=root, accelerator="cpu", devices=devices, logger=Rows(), log_every_n_steps=LOG_EVERY,

@@ -57,6 +57,17 @@ def test_on_nonfinite_rollback_restores_after_a_nan_loss(tmp_path, recwarn):
     assert not [str(r.message) for r in recwarn if "non-finite" in str(r.message)]  # rolled back, not warned
 
 
+class ShapeOne(w.Net):
+    def training_step(self, batch, batch_idx):
+        return super().training_step(batch, batch_idx).reshape(1)
+
+
+def test_a_shape_1_loss_is_judged_like_a_scalar(tmp_path):
+    a, ta = w.fit(tmp_path / "nan", w.samples(1, {5: math.nan}), on_nonfinite="rollback", net=ShapeOne)
+    b, tb = w.fit(tmp_path / "reference", w.without(w.samples(1, {}), 1, 4, 8))
+    assert w.differences(a, ta, b, tb) == []
+
+
 def test_the_rate_scale_and_accumulation_match_the_run_that_did_the_same_by_hand(tmp_path):
     # windows of 2: a check every 8 batches; the spike in the window of batches 12-13 is seen
     # after batch 15, the snapshot is of batch 8's start: batches 8..15 are skipped
