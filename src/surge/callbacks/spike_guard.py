@@ -23,13 +23,17 @@ when none is given. The mechanics live in `surge.loops.rollback`.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
 
 from ..errors import MisconfigurationError, SurgeRuntimeError, bad_value
 from .base import Callback
+
+if TYPE_CHECKING:
+    from ..module import Module
+    from ..trainer import Trainer
 
 NONFINITE, SPIKE = 2.0, 1.0  # what a check finds (the larger one wins)
 
@@ -137,7 +141,7 @@ class SpikeGuard(Callback):
         m2 = var * count + b_m2 + delta * delta * (count * n / total)
         self.stats.copy_(torch.stack((new_mean, m2 / total, total.clamp(max=float(self.window)))))
 
-    def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
+    def setup(self, trainer: Trainer, pl_module: Module, stage: str) -> None:
         """A fit starts with no snapshot, statistics, pending losses or rollbacks of an earlier one
         (a resumed fit loads its checkpoint's after this)."""
         if stage == "fit":
