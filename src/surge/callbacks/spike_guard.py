@@ -147,6 +147,16 @@ class SpikeGuard(Callback):
         if stage == "fit":
             self.rollbacks, self.stats, self.pending, self.snapshot = 0, None, [], None
 
+    # -- what the loop's rollbacks (`surge.loops.rollback`) change ---------------------------------
+    def keep(self, snapshot: dict[str, Any]) -> None:
+        """The last good state, as `surge.loops.rollback` took it."""
+        self.snapshot = snapshot
+
+    def rolled_back(self, stats: Tensor | None) -> None:
+        """A rollback happened: one more counted, the statistics back to the snapshot's."""
+        self.rollbacks += 1
+        self.stats = stats
+
     # -- checkpoint ------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
         pending = torch.stack(self.pending) if self.pending else None

@@ -80,7 +80,7 @@ class Rollback:
 
     def _take(self, step: int, epoch: int, batches_done: int) -> None:
         stats = self.guard.stats
-        self.guard.snapshot = {
+        self.guard.keep({
             "model": {k: v.detach().clone() for k, v in self.parts.module.state_dict().items()},
             "optim": copy.deepcopy(self.optim.state_dict()),
             "precision": copy.deepcopy(self.parts.precision.state_dict()),
@@ -89,7 +89,7 @@ class Rollback:
             "global_step": step,
             "epoch": epoch,
             "batches_done": batches_done,
-        }
+        })  # fmt: skip
 
     def _roll_back(self, found: float, step: int, epoch: int, batches_done: int) -> int:
         guard, snap = self.guard, self.guard.snapshot
@@ -114,10 +114,9 @@ class Rollback:
         self.parts.precision.load_state_dict(copy.deepcopy(snap["precision"]))
         set_rng_state(snap["rng"])
         self.optim.guard.forget()  # the non-finite losses rolled back are not warned about
-        guard.stats = snap["stats"].clone() if snap["stats"] is not None else None
         if guard.lr_scale != 1.0:
             scale_learning_rates(self.optim, guard.lr_scale)
-        guard.rollbacks += 1
+        guard.rolled_back(snap["stats"].clone() if snap["stats"] is not None else None)
         back = snap["global_step"]
         info(
             f"SpikeGuard: {what} between step {step - self.every} and {step}; restored the state of step {back} "
@@ -187,9 +186,9 @@ def scale_learning_rates(optim: Optimization, scale: float) -> None:
                     else:
                         group[key] = value * scale
     for config in optim.schedulers:
-        base = getattr(config.scheduler, "base_lrs", None)
-        if isinstance(base, list):
-            config.scheduler.base_lrs = [b * scale for b in base]
+        state = config.scheduler.state_dict()  # through its own load_state_dict, as a checkpoint would
+        if isinstance(state.get("base_lrs"), list):
+            config.scheduler.load_state_dict({**state, "base_lrs": [b * scale for b in state["base_lrs"]]})
 
 
 def loss_watch(guard: NonFiniteGuard, rollback: Rollback | None) -> Callable[[Tensor], None] | None:
