@@ -100,7 +100,8 @@ def fit(root: Path, data: Any, devices: int = 1, callbacks=(), ckpt: Path | None
     model = net()
     kw.setdefault("max_epochs", 1)
     trainer = surge.Trainer(
-        default_root_dir=root, accelerator="cpu", devices=devices, logger=Rows(), log_every_n_steps=LOG_EVERY,
+        default_root_dir=root, accelerator="cpu", devices=devices, logger=kw.pop("logger", Rows()),
+        log_every_n_steps=LOG_EVERY,
         callbacks=list(callbacks), enable_progress_bar=False, enable_model_summary=False,
         enable_checkpointing=False, **kw,
     )  # fmt: skip

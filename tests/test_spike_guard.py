@@ -185,3 +185,11 @@ def test_a_guard_used_again_starts_from_nothing(tmp_path):
     a, ta = w.fit(tmp_path / "again", w.samples(1, {}), callbacks=[guard])
     b, tb = w.fit(tmp_path / "plain", w.samples(1, {}))
     assert guard.rollbacks == 0 and w.differences(a, ta, b, tb) == []
+
+
+def test_the_guard_reads_the_host_once_per_check_and_never_per_step(tmp_path, host_reads):
+    w.fit(tmp_path / "plain", w.samples(1, {}), logger=False)
+    plain = dict(host_reads)
+    w.fit(tmp_path / "guarded", w.samples(1, {}), logger=False, callbacks=[SpikeGuard()])
+    guarded = {key: host_reads[key] - plain[key] for key in plain}
+    assert guarded == {"item": w.BATCHES // w.LOG_EVERY, "tolist": plain["tolist"]}  # 6 checks in 24 steps
