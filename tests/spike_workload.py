@@ -38,7 +38,7 @@ class Net(surge.Module):
         return loss
 
     def configure_optimizers(self):
-        opt = torch.optim.SGD(self.parameters(), lr=0.05, momentum=0.9)
+        opt = torch.optim.SGD(self.parameters(), lr=0.02, momentum=0.9)
         sched = torch.optim.lr_scheduler.StepLR(opt, step_size=5, gamma=0.9)
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
 
@@ -101,11 +101,12 @@ def fit(root: Path, data: Any, devices: int = 1, callbacks=(), ckpt: Path | None
     kw.setdefault("max_epochs", 1)
     trainer = surge.Trainer(
         default_root_dir=root, accelerator="cpu", devices=devices, logger=kw.pop("logger", Rows()),
-        log_every_n_steps=LOG_EVERY,
+        log_every_n_steps=kw.pop("log_every_n_steps", LOG_EVERY),
         callbacks=list(callbacks), enable_progress_bar=False, enable_model_summary=False,
         enable_checkpointing=False, **kw,
     )  # fmt: skip
-    trainer.fit(model, DataLoader(data, batch_size=BATCH), ckpt_path=ckpt)
+    loader = DataLoader(data, batch_size=BATCH) if data is not None else None  # None: the module's own
+    trainer.fit(model, loader, ckpt_path=ckpt)
     return model, trainer
 
 
