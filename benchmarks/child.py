@@ -20,7 +20,7 @@ import torch
 import workloads
 from torch import Tensor, nn
 
-CONTESTANTS = ("raw", "surge", "lightning", "surge_compiled")
+CONTESTANTS = ("raw", "surge", "lightning", "surge_compiled", "surge_spikeguard")
 # Tensor methods that copy a value to the host; "item" is reported on its own.
 HOST_READS = ("item", "tolist", "__float__", "__int__", "__bool__")
 host_reads: Counter[str] = Counter()
@@ -131,7 +131,17 @@ def surge_compiled_contestant(workload: str, steps: int) -> tuple[Fit, nn.Module
     return surge_contestant(workload, steps, compile="step")
 
 
-def surge_contestant(workload: str, steps: int, compile: Any = False) -> tuple[Fit, nn.Module]:
+def surge_spikeguard_contestant(workload: str, steps: int) -> tuple[Fit, nn.Module]:
+    """surge with `callbacks=[SpikeGuard()]`: losses kept per step, judged and snapshotted every
+    `log_every_n_steps` (50) steps."""
+    import surge
+
+    return surge_contestant(workload, steps, guard=surge.callbacks.SpikeGuard())
+
+
+def surge_contestant(
+    workload: str, steps: int, compile: Any = False, guard: Any = None
+) -> tuple[Fit, nn.Module]:
     import surge
 
     log = workloads.TRAINING[workload].log
@@ -141,6 +151,8 @@ def surge_contestant(workload: str, steps: int, compile: Any = False) -> tuple[F
         {"enable_progress_bar": True, "callbacks": [surge.callbacks.ProgressBar(mode="bar")]}
         if log else {"enable_progress_bar": False}
     )  # fmt: skip
+    if guard is not None:
+        bar["callbacks"] = [*bar.get("callbacks", []), guard]
     trainer = surge.Trainer(
         max_steps=steps, max_epochs=1000, accelerator="cpu", logger=False, enable_checkpointing=False,
         enable_model_summary=False, num_sanity_val_steps=0, compile=compile, **bar,
@@ -176,6 +188,7 @@ BUILDERS = {
     "surge": surge_contestant,
     "lightning": lightning_contestant,
     "surge_compiled": surge_compiled_contestant,
+    "surge_spikeguard": surge_spikeguard_contestant,
 }
 
 

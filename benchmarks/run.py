@@ -29,10 +29,10 @@ BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 RESULTS = BENCH / "results"
 CONTESTANTS = ("raw", "surge", "lightning")
-OPTIONAL = ("surge_compiled",)  # run only when named in --contestants
+OPTIONAL = ("surge_compiled", "surge_spikeguard")  # run only when named in --contestants
 TRAINING = ("mlp", "cnn", "mlp_log", "mlp_wide", "blocks")
 WORKLOADS = (*TRAINING, "import", "rss")
-IMPORTS = {"raw": "torch", "surge": "surge", "lightning": "lightning", "surge_compiled": "surge"}
+IMPORTS = {"raw": "torch", "surge": "surge", "lightning": "lightning", **dict.fromkeys(OPTIONAL, "surge")}
 LOSS_RTOL = 1e-4  # final held-out loss vs the raw loop's
 # Compiled kernels reorder floating-point sums: after hundreds of steps the loss agrees to this.
 LOSS_RTOL_COMPILED = 1e-2
@@ -106,7 +106,8 @@ def child_env(surge_parent: Path) -> dict[str, str]:
 def available(contestants: list[str], env: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
     """The contestants that can run here with their versions, and a note for each one skipped."""
     surge_needs = "m.Trainer, m.Module, m.callbacks.ProgressBar; "
-    needs = {"raw": "", "surge": surge_needs, "lightning": "m.Trainer; ", "surge_compiled": surge_needs}
+    needs = {"raw": "", "surge": surge_needs, "lightning": "m.Trainer; ", "surge_compiled": surge_needs,
+             "surge_spikeguard": surge_needs + "m.callbacks.SpikeGuard; "}  # fmt: skip
     versions, skipped = {}, {}
     for name in contestants:
         code = f"import {IMPORTS[name]} as m; {needs[name]}print(m.__version__, m.__file__)"
@@ -320,7 +321,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--contestants",
         default=",".join(CONTESTANTS),
-        help=f"comma-separated; raw is always run; also {','.join(OPTIONAL)} (compile='step')",
+        help=f"comma-separated; raw is always run; also {','.join(OPTIONAL)} (compile='step'; SpikeGuard())",
     )
     p.add_argument("--out", type=Path, default=RESULTS / "latest.json")
     args = p.parse_args(argv)

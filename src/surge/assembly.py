@@ -4,6 +4,7 @@ the batch pipeline. Each is a plain function of what it needs, so the Trainer on
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -74,6 +75,7 @@ def build_callbacks(cfg: TrainerConfig) -> list[Callback]:
     """The user's callbacks plus the defaults the flags ask for; checkpointing runs last."""
     from .callbacks.checkpoint import ModelCheckpoint
     from .callbacks.progress import ProgressBar
+    from .callbacks.spike_guard import SpikeGuard
     from .callbacks.summary import ModelSummary
 
     callbacks = list(cfg.callbacks)
@@ -97,6 +99,8 @@ def build_callbacks(cfg: TrainerConfig) -> list[Callback]:
         callbacks.append(ProgressBar())
     if cfg.enable_model_summary and not has(ModelSummary):
         callbacks.append(ModelSummary())
+    if cfg.on_nonfinite == "rollback" and not has(SpikeGuard):  # non-finite losses only
+        callbacks.append(SpikeGuard(threshold=math.inf))
     if cfg.max_time is not None:  # as Lightning: a step-interval Timer
         callbacks.append(Timer(duration=cfg.max_time, interval="step"))
     # Checkpointing last, so the state it saves includes what other callbacks did this step.

@@ -49,6 +49,7 @@ from .loops.fit import FitLoop
 from .loops.fit_data import FitData
 from .loops.hooks import Hooks
 from .loops.predict import run_prediction
+from .loops.rollback import Rollback
 from .loops.stage_exit import until_exit
 from .loops.stage_hooks import enter_stage, leave_stage
 from .loops.validation import Validation
@@ -198,11 +199,10 @@ class Trainer(StageEntryPoints):
         data.start(self.fit_loop.epoch)
         step = compiled_training_step(self._cfg.compile, self._strategy, parts.module)
         settings, results, profiler = fit_settings(self._cfg), self._train_results, self.profiler
-        self.fit_loop.bind(
-            FitContext(
-                parts, settings, optim, results, data, validation, self._stop, self, signals, profiler, step
-            )
-        )
+        self.fit_loop.bind(FitContext(
+            parts, settings, optim, results, data, validation, self._stop, self, signals, profiler,
+            step, Rollback.of(self.callbacks, parts, optim, settings),  # a SpikeGuard's checks
+        ))  # fmt: skip
 
     def _loader_prep(self) -> LoaderPreparation:
         return LoaderPreparation.of(

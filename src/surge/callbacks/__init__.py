@@ -1,5 +1,5 @@
 """Callbacks: checkpointing, early stopping, progress, learning-rate monitoring, the model summary,
-and Lightning's others (weight averaging, finetuning, timing, tuning, device statistics)."""
+rollback on a loss spike (`SpikeGuard`), and Lightning's others (weight averaging, finetuning, timing, tuning, device statistics)."""
 
 from .accumulation import GradientAccumulationScheduler
 from .base import Callback
@@ -13,6 +13,7 @@ from .lr_finder import LearningRateFinder
 from .lr_monitor import LearningRateMonitor
 from .progress import ProgressBar
 from .rich_progress import RichProgressBar
+from .spike_guard import SpikeError, SpikeGuard
 from .summary import ModelSummary
 from .swa import StochasticWeightAveraging
 from .timer import Timer
@@ -33,6 +34,8 @@ __all__ = [
     "OnExceptionCheckpoint",
     "ProgressBar",
     "RichProgressBar",
+    "SpikeError",
+    "SpikeGuard",
     "StochasticWeightAveraging",
     "Timer",
 ]

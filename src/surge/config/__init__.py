@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 ACCELERATORS = ("auto", "cpu", "cuda", "gpu", "mps")
 PROFILER_NAMES = ("simple", "advanced", "pytorch")
-NONFINITE_MODES = ("raise", "skip", "warn")
+NONFINITE_MODES = ("raise", "skip", "warn", "rollback")
 MATMUL_PRECISIONS = ("highest", "high", "medium")
 
 

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from .control import Checkpointing, StopRequest
     from .fit_data import FitData
     from .hooks import Hooks
+    from .rollback import Rollback
     from .validation import Validation
 
 
@@ -68,6 +69,7 @@ class FitContext:
     signals: SignalFlag
     profiler: Profiler | None
     training_step: Callable[..., Any] | None = None  # compile="step": the compiled step
+    rollback: Rollback | None = None  # a SpikeGuard's checks, snapshots and rollbacks
 
     def training_step_fn(self) -> Callable[..., Any]:
         """What runs `training_step`: the compiled step, else the strategy's (through any wrapper)."""

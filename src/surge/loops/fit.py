@@ -23,6 +23,7 @@ from .across_epochs import FitProgress
 from .position import BATCH_END, CLOSED, DONE, RUNNING, EpochStart
 from .preempt import preempt, signalled
 from .resume_results import own_results
+from .rollback import loss_watch
 from .step_checks import check_loss, detach_outputs, explain_backward_error, explain_fetch_error, loss_from
 
 if TYPE_CHECKING:
@@ -41,9 +42,7 @@ class FitLoop(FitProgress):
         self.global_step = 0
         self.batches_done = 0  # batches trained in the current epoch
         self.manual_batches = 0  # batches trained under manual optimization: the loggers' step there
-        self.stage = (
-            RUNNING  # DONE: the epoch's batches ran out (not stopped by max_steps); CLOSED: its end ran
-        )
+        self.stage = RUNNING  # DONE: the batches ran out (not stopped by max_steps); CLOSED: its end ran
         self.epoch_start_rng: dict[str, Any] | None = None
         self.start: EpochStart | None = None
         self.stopped_inside = False  # the fit stopped inside an epoch (after its end hooks ran)
@@ -158,7 +157,9 @@ class FitLoop(FitProgress):
         return self.epoch >= settings.min_epochs and self.global_step >= settings.min_steps
 
     def run(self) -> None:
-        data = self.context().data
+        ctx, data = self.context(), self.context().data
+        if ctx.rollback is not None:  # the first good state (unless a checkpoint brought its own)
+            ctx.rollback.start(self)
         while data.plan.train != 0 and not self.done():
             self.run_epoch()  # a stop before min_epochs/min_steps waits for them (should_stop stays set)
         data.stop_at(loader_position(data.train) if self.batches_done else None)  # see there
@@ -271,7 +272,7 @@ class FitLoop(FitProgress):
         late_ok = n != math.inf or strategy.syncs_late
         no_sync = strategy.no_sync if not single and late_ok else None
         manual = not model.automatic_optimization
-        watch = optim.guard.watch if optim.guard.active else None
+        watch, rollback = loss_watch(optim.guard, ctx.rollback), ctx.rollback
         forward_context = ctx.parts.precision.forward_context
         zero_grad = None if optim.free_after_step else optim.zero_grad_window
         checked = self.global_step > 0
@@ -340,6 +341,8 @@ class FitLoop(FitProgress):
                     optimizer_step()  # host read inside with fp16: the scaler's inf check
                     self.global_step += 1
                     optim.step_schedulers("step", self.global_step)
+                    if rollback is not None and self.global_step % rollback.every == 0:
+                        self.global_step = rollback.check(self, batch_idx + 1)  # host read: a log point
                     if batch_idx + 1 == n:  # the epoch's last batch: epoch schedulers step before validation
                         optim.step_schedulers("epoch", self.epoch + 1, plateau=False)
                     if log_every and self.global_step % log_every == 0:
@@ -368,9 +371,7 @@ class FitLoop(FitProgress):
                 and batch_idx % val_every == 0
                 and validation.due_inside(self.epoch, batch_idx, epoch.plan)
             ):
-                validation.run_in_fit(
-                    self.epoch, zero_grad=window_end
-                )  # host read at its end (the epoch metrics of validation)
+                validation.run_in_fit(self.epoch, zero_grad=window_end)  # host read at its end
                 model._attach(results=results)
             if self.global_step >= max_steps or (
                 stop.requested and window_end and self._minimums_met(settings)

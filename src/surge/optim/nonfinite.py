@@ -5,6 +5,8 @@
 - "skip": the optimizer step of a window whose loss or gradients are non-finite is skipped,
   counted and reported.
 - "raise": training stops with the step, epoch and batch index, before the step is applied.
+- "rollback": the state of the last good check is restored (`surge.callbacks.SpikeGuard`, which
+  the Trainer adds with `threshold=math.inf` when none is given); this guard then stays out.
 - None: no checks.
 
 For "skip" and "raise" the decision must be known before the step. A fused optimizer
@@ -60,7 +62,7 @@ class NonFiniteGuard:
     """Watches losses and gradients for one fit; the decisions above live here and nowhere else."""
 
     def __init__(self, mode: str | None, optimizers: list[Optimizer], scaler_skips: bool) -> None:
-        self.mode = None if scaler_skips else mode
+        self.mode = None if scaler_skips or mode == "rollback" else mode
         self.optimizers = optimizers
         self.device_skip = self.mode in ("raise", "skip") and all(
             getattr(opt, "_step_supports_amp_scaling", False) for opt in optimizers
@@ -86,6 +88,11 @@ class NonFiniteGuard:
         if self._loss_bad is None:
             self._loss_bad = _accumulator(loss)
         self._loss_bad.add_(loss.detach().reshape(()))  # a view: a shape (1,) loss counts as a scalar
+
+    def forget(self) -> None:
+        """The losses watched since the last read were rolled back (`SpikeGuard`): not reported."""
+        if self._loss_bad is not None:
+            self._loss_bad.zero_()
 
     def allow(self, opt: Optimizer, where: Callable[[], tuple[int, int, int]]) -> bool | Tensor:
         """Whether `opt` may step now ("skip"/"raise"); with a fused optimizer, the device flag to
