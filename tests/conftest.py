@@ -25,6 +25,7 @@ from parallel import (  # noqa: E402, F401 - hooks and fixtures of the parallel 
     _heavy_tests_run_alone,
     pytest_collection_modifyitems,
     pytest_configure,
+    pytest_runtest_teardown,
     pytest_xdist_auto_num_workers,
 )
 

@@ -4,7 +4,6 @@ and training is otherwise exactly the same (weights, dropout masks, checkpoint k
 from __future__ import annotations
 
 import logging
-import subprocess
 import sys
 from pathlib import Path
 
@@ -173,15 +172,26 @@ def test_a_policy_that_matches_nothing_or_answers_badly_is_refused():
 @pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
 def test_two_gloo_processes_train_the_same_weights_with_it(tmp_path, strategy, monkeypatch):
     monkeypatch.syspath_prepend(str(SCRIPT.parent))
-    from jobs import clean_env
+    from jobs import PRELOAD, clean_env
+
+    import script_server
 
     def run(name: str, *extra: str) -> dict:
         out = tmp_path / f"{name}.pt"
-        proc = subprocess.run(
-            [sys.executable, str(SCRIPT), "--strategy", strategy, "--root", str(tmp_path / name),
-             "--out", str(out), *extra],
-            env=clean_env(), capture_output=True, text=True, timeout=180, cwd=tmp_path,
-        )  # fmt: skip
+        argv = [
+            str(SCRIPT),
+            "--strategy",
+            strategy,
+            "--root",
+            str(tmp_path / name),
+            "--out",
+            str(out),
+            *extra,
+        ]
+        # the first process is forked from a server that imported torch and surge (other ranks start anew)
+        proc = script_server.run(
+            sys.executable, argv, cwd=tmp_path, env=clean_env(), preload=PRELOAD, timeout=180
+        )
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
         return torch.load(out, weights_only=True)
 

@@ -13,15 +13,21 @@ from pathlib import Path
 import pytest
 import torch
 
+import script_server
 from surge.cli import build_parser, doctor_argv
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src"
+PRELOAD = ("torch", "surge")
 OWN_PARSER = {"demo", "fit", "validate", "test", "predict"}  # they parse their own arguments
 
 
 def _surge(*args: str, cwd: Path, pythonpath: tuple[Path, ...] = (), timeout: int = 300):
+    """`python ARGS` in a process of its own: forked from a server that imported torch and surge
+    (tests/script_server.py), or a new interpreter where the test puts modules ahead of surge's."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(map(str, (*pythonpath, SRC))), "OMP_NUM_THREADS": "1"}
+    if not pythonpath:
+        return script_server.run(sys.executable, args, cwd=cwd, env=env, preload=PRELOAD, timeout=timeout)
     return subprocess.run(
         [sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
     )

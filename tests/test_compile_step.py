@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import subprocess
 import sys
 import warnings
 from pathlib import Path
@@ -23,6 +22,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
+import script_server
 import surge
 from helpers import fast_trainer
 from surge.speed.compiling import CompiledStep, CompileWatch, compile_spec, repeated_blocks
@@ -283,9 +283,12 @@ def _ddp_run(tmp_path: Path, name: str, devices: int, batch_size: int, compile_)
     }
     env.update(PYTHONPATH=f"{src}{os.pathsep}{env.get('PYTHONPATH', '')}", OMP_NUM_THREADS="1")
     args = ["--devices", str(devices), "--batch-size", str(batch_size), "--samples", "32", "--max-steps", "4"]
-    cmd = [sys.executable, str(DDP_SCRIPT), "--root", str(tmp_path / name), "--out", str(out), *args]
-    proc = subprocess.run([*cmd, "--accumulate", "2", "--compile", json.dumps(compile_)], env=env,
-                          capture_output=True, text=True, timeout=180, cwd=tmp_path)  # fmt: skip
+    argv = [str(DDP_SCRIPT), "--root", str(tmp_path / name), "--out", str(out), *args]
+    argv += ["--accumulate", "2", "--compile", json.dumps(compile_)]
+    # the first process is forked from a server that imported torch and surge (other ranks start anew)
+    proc = script_server.run(
+        sys.executable, argv, cwd=tmp_path, env=env, preload=("torch", "surge"), timeout=180
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return torch.load(out, weights_only=True)
 

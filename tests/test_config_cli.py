@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -12,6 +11,7 @@ import pytest
 import torch
 import yaml
 
+import script_server
 from surge.callbacks import EarlyStopping
 from surge.cli import main
 from surge.config.cli import SurgeCLI, run_cli
@@ -138,8 +138,9 @@ def test_a_script_fixes_its_classes(tmp_path):
 def test_the_surge_command_exits_non_zero_on_a_bad_config(tmp_path):
     config = write_config(tmp_path, trainer={**TINY["trainer"], "max_epoch": 2})
     env = {**os.environ, "PYTHONPATH": str(SRC)}  # this checkout's surge, from any working directory
-    cmd = [sys.executable, "-m", "surge", "fit", "--config", config]
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    # a process of its own, forked from a server that imported torch and surge (tests/script_server.py)
+    argv = ["-m", "surge", "fit", "--config", config]
+    proc = script_server.run(sys.executable, argv, cwd=tmp_path, env=env, preload=("torch", "surge"))
     assert proc.returncode == 2 and "max_epoch" in proc.stderr and "Traceback" not in proc.stderr
 
 

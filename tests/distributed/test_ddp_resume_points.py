@@ -10,16 +10,19 @@ from pathlib import Path
 
 import pytest
 import torch
-from jobs import clean_env
+from jobs import PRELOAD, clean_env
+
+import script_server
 
 SCRIPT = Path(__file__).with_name("resume_points_script.py")
 
 
 def _run(tmp_path: Path, mode: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, str(SCRIPT), mode, str(tmp_path / "job"), str(tmp_path / f"{mode}.pt")],
-        env=clean_env(), capture_output=True, text=True, timeout=timeout, cwd=tmp_path,
-    )  # fmt: skip
+    argv = [str(SCRIPT), mode, str(tmp_path / "job"), str(tmp_path / f"{mode}.pt")]
+    # rank zero is forked from a server that imported torch and surge (the other rank starts anew)
+    return script_server.run(
+        sys.executable, argv, cwd=tmp_path, env=clean_env(), preload=PRELOAD, timeout=timeout
+    )
 
 
 @pytest.mark.slow
@@ -45,6 +48,7 @@ def test_ddp_resumes_exactly_from_every_save_point(tmp_path):
 @pytest.mark.slow
 def test_ddp_resumes_the_loaders_users_write_exactly(tmp_path):
     script = Path(__file__).with_name("resume_loaders_script.py")
+    # a new interpreter: its loaders' workers start by forkserver (as in test_stateful_data.py's DDP test)
     proc = subprocess.run(
         [sys.executable, str(script), str(tmp_path / "job"), str(tmp_path / "out.pt")],
         env=clean_env(), capture_output=True, text=True, timeout=300, cwd=tmp_path,

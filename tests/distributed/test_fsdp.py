@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import os
 import pickle
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
-from jobs import assert_same_weights, clean_env
+from jobs import PRELOAD, assert_same_weights, clean_env
 
+import script_server
 import surge
 from shared_runs import shared_run
 from surge.errors import CheckpointError
@@ -21,10 +21,11 @@ SCRIPT = Path(__file__).with_name("fsdp_script.py")
 
 def run(tmp_path: Path, name: str, *args: str, timeout: float = 180) -> dict:
     out = tmp_path / f"{name}.pt"
-    proc = subprocess.run(
-        [sys.executable, str(SCRIPT), "--root", str(tmp_path / name), "--out", str(out), *args],
-        env=clean_env(), capture_output=True, text=True, timeout=timeout, cwd=tmp_path,
-    )  # fmt: skip
+    argv = [str(SCRIPT), "--root", str(tmp_path / name), "--out", str(out), *args]
+    # the first process is forked from a server that imported torch and surge (other ranks start anew)
+    proc = script_server.run(
+        sys.executable, argv, cwd=tmp_path, env=clean_env(), preload=PRELOAD, timeout=timeout
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return torch.load(out, weights_only=True)
 

@@ -9,8 +9,9 @@ import subprocess
 import sys
 
 import pytest
-from jobs import HERE, SRC, clean_env
+from jobs import HERE, PRELOAD, SRC, clean_env
 
+import script_server
 import surge
 from surge.launch.host import cpu_count
 
@@ -21,10 +22,11 @@ SECOND = 1 + next(i for i, line in enumerate(LINES) if "devices=2" in line)
 
 
 def run_script(tmp_path, first: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, str(SCRIPT), "--first", first], env=clean_env({"PYTHONPATH": f"{SRC}:{HERE.parent}"}),
-        capture_output=True, text=True, timeout=240, cwd=tmp_path,
-    )  # fmt: skip
+    # rank zero is forked from a server that imported torch and surge (the other rank starts anew)
+    env = clean_env({"PYTHONPATH": f"{SRC}:{HERE.parent}"})
+    return script_server.run(
+        sys.executable, [str(SCRIPT), "--first", first], cwd=tmp_path, env=env, preload=PRELOAD, timeout=240
+    )
 
 
 def test_ranks_at_different_trainers_fail_naming_each_ones_line(tmp_path):

@@ -2,22 +2,24 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
 
 import pytest
 import torch
-from jobs import HERE, clean_env
+from jobs import HERE, PRELOAD, clean_env
+
+import script_server
 
 SCRIPT = HERE / "metrics_script.py"
 
 
 def run(tmp_path, devices: int) -> list[dict]:
     out = tmp_path / f"ws{devices}"
-    proc = subprocess.run(
-        [sys.executable, str(SCRIPT), "--devices", str(devices), "--out", str(out)],
-        env=clean_env(), capture_output=True, text=True, timeout=120, cwd=tmp_path,
-    )  # fmt: skip
+    argv = [str(SCRIPT), "--devices", str(devices), "--out", str(out)]
+    # rank zero is forked from a server that imported torch and surge (the other ranks start anew)
+    proc = script_server.run(
+        sys.executable, argv, cwd=tmp_path, env=clean_env(), preload=PRELOAD, timeout=120
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return [torch.load(out / f"rank{r}.pt", weights_only=True) for r in range(devices)]
 
