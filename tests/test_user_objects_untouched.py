@@ -15,10 +15,11 @@ import torch
 from torch.utils.data import BatchSampler, DataLoader, RandomSampler
 
 import surge
-from helpers import fast_trainer, make_dataset, make_model
+from helpers import CompiledWatch, fast_trainer, make_dataset, make_model
 from surge.data.loader_prep import prepare_loader
 from surge.launch.signals import WorkerSignals
 from surge.seed import Seeding, last_seeding, worker_init_fn
+from surge.speed.compiling import graphs_compiled
 
 
 def test_seed_everything_records_the_seed_and_leaves_os_environ_alone():
@@ -71,15 +72,18 @@ def test_a_loader_that_needs_pinning_is_re_created_with_its_sampler():
 def test_nothing_is_stamped_on_the_model_and_it_is_compiled_once(tmp_path, compile_):
     torch._dynamo.reset()
     model = make_model()
-    attributes = set(vars(model))
-    trainer = fast_trainer(default_root_dir=tmp_path, max_steps=2, compile=compile_)
+    attributes = dict(vars(model))
+    watch = CompiledWatch()
+    trainer = fast_trainer(default_root_dir=tmp_path, max_steps=2, compile=compile_, callbacks=[watch])
     trainer.fit(model, DataLoader(make_dataset(16), batch_size=8))
-    compiled = model._compiled_call_impl
-    assert (compiled is not None) == bool(compile_)
+    assert watch.compiled == ({""} if compile_ else set())  # the model's call ran compiled in the fit
+    graphs = graphs_compiled()
+    assert (graphs > 0) == bool(compile_)
     trainer.fit(model, DataLoader(make_dataset(16), batch_size=8))
-    assert model._compiled_call_impl is compiled  # the second fit did not compile again
-    assert not [name for name in set(vars(model)) - attributes if name.startswith("_surge")]
-    assert set(vars(model)) - attributes <= {"_compiled_call_impl"}
+    assert graphs_compiled() == graphs  # the second fit compiled nothing new: surge kept the compiled call
+    assert not [name for name in set(vars(model)) - set(attributes) if name.startswith("_surge")]
+    assert set(vars(model)) - set(attributes) <= MODULE_SLOTS  # no `_compiled_call_impl` after the fit
+    assert "_compiled_call_impl" not in vars(model) and "forward" not in vars(model)
 
 
 # -- every object a user hands in, for every way a fit can change how it runs ----------------------
@@ -89,9 +93,8 @@ def test_nothing_is_stamped_on_the_model_and_it_is_compiled_once(tmp_path, compi
 # Everything else must be as the user left it.
 MODULE_SLOTS = {"_trainer", "_results", "_device", "_optimizer_steps", "_hparams"}
 CALLBACK_SLOTS = {"_logging_module"}
-# compile=True and the per-block scope use torch's own `nn.Module.compile`, which keeps the
-# compiled call in the slot nn.Module declares for it; the only key a fit may add to a module.
-TORCH_COMPILE_SLOT = "_compiled_call_impl"
+# compile=True and the per-block scope put surge's compiled call in the slot nn.Module declares for
+# it (`_compiled_call_impl`) for the stage only: it is gone when the fit ends (checked below).
 
 
 def _plain(value: Any) -> Any:
@@ -206,16 +209,24 @@ def fit_and_check(trainer_kwargs: dict[str, Any], tmp_path: Path, fused: bool = 
     val = DataLoader(make_dataset(8, seed=1), batch_size=8)
     modules = {name: (type(m), held(m, MODULE_SLOTS)) for name, m in model.named_modules()}
     loaders, callback_held = {"train": dict(vars(train)), "val": dict(vars(val))}, held(callback)
-    trainer = fast_trainer(default_root_dir=tmp_path, max_steps=3, callbacks=[callback], **trainer_kwargs)
+    watch = CompiledWatch()  # surge's own check that the calls ran compiled: not a user's object
+    trainer = fast_trainer(
+        default_root_dir=tmp_path, max_steps=3, callbacks=[callback, watch], **trainer_kwargs
+    )
     trainer.fit(model, train, val)
+    scope = (trainer_kwargs.get("compile") or {}).get(
+        "scope", "forward" if trainer_kwargs.get("compile") else None
+    )
+    expected = {"forward": {""}, "regions": {"blocks.0", "blocks.1"}}.get(scope, set())
+    assert watch.compiled == expected, (scope, watch.compiled)  # they ran compiled, during the fit
 
-    compiled_ok = {TORCH_COMPILE_SLOT} if trainer_kwargs.get("compile") else set()
     for name, m in model.named_modules():
         kind, before = modules[name]
         after = held(m, MODULE_SLOTS)
         assert type(m) is kind, name
         assert "forward" not in vars(m), name  # the class's forward, never one set on the module
-        assert set(after) - set(before) <= compiled_ok, (name, set(after) - set(before))
+        assert "_compiled_call_impl" not in vars(m), name  # compiled calls are surge's, for a stage
+        assert set(after) == set(before), (name, set(after) ^ set(before))
         assert {k: v for k, v in after.items() if k in before} == before, name
 
     opt, sched = built.opt, built.sched
@@ -230,6 +241,7 @@ def fit_and_check(trainer_kwargs: dict[str, Any], tmp_path: Path, fused: bool = 
     assert seen.lr_types == {float} and not seen.opt_keys & {"grad_scale", "found_inf"}
 
     saved = torch.load(mid, weights_only=True)  # written in the middle of the fit
+    assert list(saved["state_dict"]) == list(model.state_dict())  # the user's keys: no `_orig_mod.`
     assert all(type(g["lr"]) is float for g in saved["optimizer_states"][0]["param_groups"])
     assert all(type(lr) is float for lr in saved["lr_schedulers"][0]["_last_lr"])
     assert trainer.global_step == 3
