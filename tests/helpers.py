@@ -176,3 +176,14 @@ def fill_disk(path: Path) -> None:
                 f.write(b"\0" * 4096)
         except OSError:
             pass
+
+
+class CompiledWatch(surge.callbacks.Callback):
+    """Records, at each training batch, which modules (by name, "" the root) run through a compiled
+    call: torch's slot for it filled on the module (compile=True and "regions" fill it for a stage)."""
+
+    def __init__(self) -> None:
+        self.compiled: set[str] = set()
+
+    def on_train_batch_start(self, trainer: Any, module: Any, batch: Any, batch_idx: int) -> None:
+        self.compiled |= {name for name, m in module.named_modules() if "_compiled_call_impl" in vars(m)}

@@ -24,7 +24,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 import script_server
 import surge
-from helpers import fast_trainer
+from helpers import CompiledWatch, fast_trainer
 from surge.speed.compiling import CompiledStep, CompileWatch, compile_spec, repeated_blocks
 
 AOT = {"scope": "step", "backend": "aot_eager"}
@@ -182,11 +182,12 @@ def test_a_state_dict_saved_with_compiled_step_loads_without_compile(tmp_path):
 
 def test_regions_compiles_each_repeated_block(caplog):
     eager, _ = _train(False, steps=3)
+    watch = CompiledWatch()
     with caplog.at_level(logging.INFO, logger="surge"):
-        compiled, _ = _train({"scope": "regions", "backend": "aot_eager"}, steps=3)
+        compiled, _ = _train({"scope": "regions", "backend": "aot_eager"}, steps=3, callbacks=[watch])
     _assert_same(compiled, eager)
-    assert all(block._compiled_call_impl is not None for block in compiled.blocks)
-    assert compiled._compiled_call_impl is None and compiled.inp._compiled_call_impl is None
+    assert watch.compiled == {"blocks.0", "blocks.1", "blocks.2"}  # each block, nothing else, ran compiled
+    assert not [name for name, m in compiled.named_modules() if "_compiled_call_impl" in vars(m)]
     assert "3 blocks compiled (3 x Block in blocks)" in caplog.text
     assert list(compiled.state_dict()) == list(Stack().state_dict())
 

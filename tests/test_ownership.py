@@ -16,6 +16,10 @@ ALLOWED: dict[str, set[str]] = {
         "optim/nonfinite.py: opt.grad_scale",
         "optim/nonfinite.py: opt.found_inf",
     },
+    "torch's slot for a module's compiled call (what nn.Module.compile fills): surge's compiled call, "
+    "put there when a stage starts and taken out when it ends or fails (tests/test_user_objects_untouched.py)": {
+        "speed/compiled_calls.py: target._compiled_call_impl",
+    },
     "the Trainer's signature, generated from TrainerConfig's fields, on the function surge defines": {
         "config/declared.py: checked.__signature__",
         "config/declared.py: checked.__annotations__",

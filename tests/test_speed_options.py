@@ -7,6 +7,7 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 import surge
+from helpers import CompiledWatch
 from surge.strategies.base import _spans_devices
 
 
@@ -53,14 +54,16 @@ def test_compile_trains_and_keeps_checkpoint_keys_clean(tmp_path):
     model = Conv()
     eager = Conv()
     eager.load_state_dict(model.state_dict())
-    trainer = _trainer(tmp_path, max_steps=4, compile=True)
+    watch = CompiledWatch()
+    trainer = _trainer(tmp_path, max_steps=4, compile=True, callbacks=[watch])
     trainer.fit(model, _data())
     _trainer(tmp_path / "eager", max_steps=4).fit(eager, _data())
     for p, q in zip(model.parameters(), eager.parameters()):
         torch.testing.assert_close(p, q, atol=1e-5, rtol=1e-5)
     keys = list(torch.load(trainer.checkpoint_callback.best_model_path, weights_only=True)["state_dict"])
     assert keys == list(Conv().state_dict())
-    assert model._compiled_call_impl is not None  # the module's own forward was compiled
+    assert watch.compiled == {""}  # the module's own call ran compiled during the fit
+    assert not [name for name, m in model.named_modules() if "_compiled_call_impl" in vars(m)]  # not after
 
 
 def test_compile_rejects_unknown_options():

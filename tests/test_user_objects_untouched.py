@@ -15,10 +15,11 @@ import torch
 from torch.utils.data import BatchSampler, DataLoader, RandomSampler
 
 import surge
-from helpers import fast_trainer, make_dataset, make_model
+from helpers import CompiledWatch, fast_trainer, make_dataset, make_model
 from surge.data.loader_prep import prepare_loader
 from surge.launch.signals import WorkerSignals
 from surge.seed import Seeding, last_seeding, worker_init_fn
+from surge.speed.compiling import graphs_compiled
 
 
 def test_seed_everything_records_the_seed_and_leaves_os_environ_alone():
@@ -71,15 +72,18 @@ def test_a_loader_that_needs_pinning_is_re_created_with_its_sampler():
 def test_nothing_is_stamped_on_the_model_and_it_is_compiled_once(tmp_path, compile_):
     torch._dynamo.reset()
     model = make_model()
-    attributes = set(vars(model))
-    trainer = fast_trainer(default_root_dir=tmp_path, max_steps=2, compile=compile_)
+    attributes = dict(vars(model))
+    watch = CompiledWatch()
+    trainer = fast_trainer(default_root_dir=tmp_path, max_steps=2, compile=compile_, callbacks=[watch])
     trainer.fit(model, DataLoader(make_dataset(16), batch_size=8))
-    compiled = model._compiled_call_impl
-    assert (compiled is not None) == bool(compile_)
+    assert watch.compiled == ({""} if compile_ else set())  # the model's call ran compiled in the fit
+    graphs = graphs_compiled()
+    assert (graphs > 0) == bool(compile_)
     trainer.fit(model, DataLoader(make_dataset(16), batch_size=8))
-    assert model._compiled_call_impl is compiled  # the second fit did not compile again
-    assert not [name for name in set(vars(model)) - attributes if name.startswith("_surge")]
-    assert set(vars(model)) - attributes <= {"_compiled_call_impl"}
+    assert graphs_compiled() == graphs  # the second fit compiled nothing new: surge kept the compiled call
+    assert not [name for name in set(vars(model)) - set(attributes) if name.startswith("_surge")]
+    assert set(vars(model)) - set(attributes) <= MODULE_SLOTS  # no `_compiled_call_impl` after the fit
+    assert "_compiled_call_impl" not in vars(model) and "forward" not in vars(model)
 
 
 # -- every object a user hands in, for every way a fit can change how it runs ----------------------
@@ -89,9 +93,8 @@ def test_nothing_is_stamped_on_the_model_and_it_is_compiled_once(tmp_path, compi
 # Everything else must be as the user left it.
 MODULE_SLOTS = {"_trainer", "_results", "_device", "_optimizer_steps", "_hparams"}
 CALLBACK_SLOTS = {"_logging_module"}
-# compile=True and the per-block scope use torch's own `nn.Module.compile`, which keeps the
-# compiled call in the slot nn.Module declares for it; the only key a fit may add to a module.
-TORCH_COMPILE_SLOT = "_compiled_call_impl"
+# compile=True and the per-block scope put surge's compiled call in the slot nn.Module declares for
+# it (`_compiled_call_impl`) for the stage only: it is gone when the fit ends (checked below).
 
 
 def _plain(value: Any) -> Any:
@@ -194,6 +197,50 @@ MODES: dict[str, dict[str, Any]] = {
 }
 
 
+STEP_METHODS = ("training_step", "validation_step", "test_step", "predict_step")
+# What FSDP's `fully_shard` does to a model by its nature, and nothing else is allowed under it:
+# every module it manages is flagged with these two attributes;
+FSDP_FLAGS = {"_fsdp_use_orig_params", "_is_fsdp_managed_module"}
+# a module holding parameters has them replaced by DTensors (this rank's shard) and state-dict hooks
+# added; a unit (a module sharded on its own) becomes `FSDP<Class>` (a subclass with torch's
+# FSDPModule mixin), with FSDP's state under `__composable_api_state_key_*` and its forward hooks.
+FSDP_PARAM_TABLES = {
+    "_parameters",
+    "_state_dict_pre_hooks",
+    "_load_state_dict_pre_hooks",
+    "_load_state_dict_post_hooks",
+}
+FSDP_UNIT_TABLES = {"_forward_hooks", "_forward_pre_hooks", "_forward_pre_hooks_with_kwargs"}
+
+
+def what_fsdp_changed(
+    name: str, m: torch.nn.Module, kind: type, before: dict[str, Any], after: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Checks that FSDP changed `m` (held `before`, `after` the fit) only as it does by its nature,
+    and returns both without those changes, to be compared as for any other strategy. The root is
+    never a unit: surge's own wrapper is FSDP's root, so the user's model keeps its class."""
+    unit = type(m) is not kind
+    if unit:
+        assert name and issubclass(type(m), kind) and type(m).__name__ == f"FSDP{kind.__name__}", name
+        assert any(base.__name__ == "FSDPModule" for base in type(m).__mro__), name
+    added = set(after) - set(before)
+    state_keys = {k for k in added if k.startswith("__composable_api_state_key_")}
+    assert added - state_keys == FSDP_FLAGS and (bool(state_keys) == unit), (name, added)
+    changed = {k for k in before if after[k] != before[k]}
+    allowed = (FSDP_PARAM_TABLES if m._parameters else set()) | (FSDP_UNIT_TABLES if unit else set())
+    if "_modules" in changed:  # a child's class became FSDP<Class>: the same child objects, in order
+        ids = [[ident for _, ident in table[1].values()] for table in (before["_modules"], after["_modules"])]
+        assert ids[0] == ids[1], name
+        allowed.add("_modules")
+    assert changed <= allowed, (name, changed - allowed)
+    from torch.distributed.tensor import DTensor
+
+    assert all(isinstance(p, DTensor) for p in m._parameters.values()), name
+    assert list(m._parameters) == list(before["_parameters"][1]), name  # the same names
+    kept = {k: v for k, v in before.items() if k not in changed}
+    return kept, {k: v for k, v in after.items() if k in kept}
+
+
 def fit_and_check(trainer_kwargs: dict[str, Any], tmp_path: Path, fused: bool = False) -> SimpleNamespace:
     """Fit a `Handed` model with loaders and a callback, then check every one of them is as the user
     handed it in; returns what the callback saw during the fit."""
@@ -206,16 +253,29 @@ def fit_and_check(trainer_kwargs: dict[str, Any], tmp_path: Path, fused: bool = 
     val = DataLoader(make_dataset(8, seed=1), batch_size=8)
     modules = {name: (type(m), held(m, MODULE_SLOTS)) for name, m in model.named_modules()}
     loaders, callback_held = {"train": dict(vars(train)), "val": dict(vars(val))}, held(callback)
-    trainer = fast_trainer(default_root_dir=tmp_path, max_steps=3, callbacks=[callback], **trainer_kwargs)
+    watch = CompiledWatch()  # surge's own check that the calls ran compiled: not a user's object
+    trainer = fast_trainer(
+        default_root_dir=tmp_path, max_steps=3, callbacks=[callback, watch], **trainer_kwargs
+    )
     trainer.fit(model, train, val)
+    scope = (trainer_kwargs.get("compile") or {}).get(
+        "scope", "forward" if trainer_kwargs.get("compile") else None
+    )
+    expected = {"forward": {""}, "regions": {"blocks.0", "blocks.1"}}.get(scope, set())
+    assert watch.compiled == expected, (scope, watch.compiled)  # they ran compiled, during the fit
 
-    compiled_ok = {TORCH_COMPILE_SLOT} if trainer_kwargs.get("compile") else set()
+    sharded = getattr(trainer.strategy, "name", None) == "fsdp"
     for name, m in model.named_modules():
         kind, before = modules[name]
         after = held(m, MODULE_SLOTS)
-        assert type(m) is kind, name
         assert "forward" not in vars(m), name  # the class's forward, never one set on the module
-        assert set(after) - set(before) <= compiled_ok, (name, set(after) - set(before))
+        assert "_compiled_call_impl" not in vars(m), name  # compiled calls are surge's, for a stage
+        assert not set(STEP_METHODS) & set(vars(m)), name  # the steps are the class's too
+        if sharded:
+            before, after = what_fsdp_changed(name, m, kind, before, after)
+            kind = type(m)  # checked there: FSDP<its class>, on a unit only
+        assert type(m) is kind, name
+        assert set(after) == set(before), (name, set(after) ^ set(before))
         assert {k: v for k, v in after.items() if k in before} == before, name
 
     opt, sched = built.opt, built.sched
@@ -229,7 +289,11 @@ def fit_and_check(trainer_kwargs: dict[str, Any], tmp_path: Path, fused: bool = 
     assert {k: v for k, v in held(callback).items() if k in callback_held} == callback_held
     assert seen.lr_types == {float} and not seen.opt_keys & {"grad_scale", "found_inf"}
 
+    if sharded:  # a sharded checkpoint (a folder of shards): written, not read back here
+        assert mid.exists() and trainer.global_step == 3
+        return seen
     saved = torch.load(mid, weights_only=True)  # written in the middle of the fit
+    assert list(saved["state_dict"]) == list(model.state_dict())  # the user's keys: no `_orig_mod.`
     assert all(type(g["lr"]) is float for g in saved["optimizer_states"][0]["param_groups"])
     assert all(type(lr) is float for lr in saved["lr_schedulers"][0]["_last_lr"])
     assert trainer.global_step == 3
@@ -241,25 +305,60 @@ def test_every_object_handed_in_is_as_it_was_after_fit(tmp_path, mode):
     fit_and_check(MODES[mode], tmp_path, fused=mode.startswith("non-finite"))
 
 
+DISTRIBUTED = {  # name: (strategy, processes)
+    "ddp, 2 processes": ("ddp", 2),
+    "fsdp, 1 process": ("fsdp", 1),  # the root unit only (surge's wrapper): no class of the user's changes
+    "fsdp by block, 2 processes": ("fsdp-blocks", 2),  # each Block its own unit: FSDPBlock
+}
+
+
 @pytest.mark.slow
-def test_two_gloo_processes_leave_every_object_as_it_was(tmp_path, monkeypatch):
-    """strategy="ddp", 2 processes: each rank checks its own objects (this file run as the script)."""
+@pytest.mark.parametrize("run", list(DISTRIBUTED))
+def test_gloo_processes_leave_every_object_as_it_was(tmp_path, monkeypatch, run):
+    """Each rank checks its own objects (this file run as the script, below); under FSDP, the
+    changes FSDP makes by its nature are named and checked in `what_fsdp_changed`."""
     monkeypatch.syspath_prepend(str(Path(__file__).parent / "distributed"))
     from jobs import clean_env
 
+    strategy, processes = DISTRIBUTED[run]
     proc = subprocess.run(
-        [sys.executable, __file__, str(tmp_path)], env=clean_env(), capture_output=True, text=True,
-        timeout=300, cwd=tmp_path,
+        [sys.executable, __file__, str(tmp_path), strategy, str(processes)], env=clean_env(),
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert sorted(p.name for p in tmp_path.glob("rank-*.ok")) == ["rank-0.ok", "rank-1.ok"]
+    assert sorted(p.name for p in tmp_path.glob("rank-*.ok")) == [f"rank-{r}.ok" for r in range(processes)]
 
 
 if __name__ == "__main__":  # one rank of the test above
-    root = Path(sys.argv[1])
-    ddp = {"strategy": "ddp", "devices": 2, "max_epochs": 2, "compile": {"scope": "step", "backend": "eager"}}
-    fit_and_check(ddp, root)
+    from surge.strategies.fsdp import FSDPStrategy
+
+    root, name, processes = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+    strategies: dict[str, Any] = {"ddp": "ddp", "fsdp": "fsdp", "fsdp-blocks": FSDPStrategy(shard={Block})}
+    options: dict[str, Any] = {"strategy": strategies[name], "devices": processes, "max_epochs": 2}
+    if name == "ddp":
+        options["compile"] = {"scope": "step", "backend": "eager"}
+    fit_and_check(options, root)
     (root / f"rank-{int(os.environ.get('RANK', 0))}.ok").write_text("ok")
+
+
+def test_dp_refused_on_cpu_and_its_replica_step_puts_the_modules_slots_back():
+    """strategy="dp" runs on CUDA only (refused on CPU before any work, tests/test_dp.py); what it
+    runs on the user's module, the replica step (DataParallel on one GPU runs the module itself),
+    lends the module a log buffer and puts its own slots back."""
+    from surge.strategies.dp import _ReplicaStep
+
+    with pytest.raises(surge.errors.MisconfigurationError, match="strategy='dp'"):
+        surge.Trainer(strategy="dp", accelerator="cpu")
+    model = Handed(SimpleNamespace())
+    modules = {name: (type(m), held(m)) for name, m in model.named_modules()}
+    batch = next(iter(DataLoader(make_dataset(8), batch_size=8)))
+    _ReplicaStep(model)(batch, 0)
+    assert {name: (type(m), held(m)) for name, m in model.named_modules()} == modules
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="strategy='dp' needs CUDA devices")
+def test_dp_on_cuda_leaves_every_object_as_it_was(tmp_path):
+    fit_and_check({"strategy": "dp", "accelerator": "cuda", "devices": 1}, tmp_path)
 
 
 def test_only_the_module_writes_its_slots():

@@ -33,7 +33,8 @@ from .optim.nonfinite import NonFiniteGuard
 from .precision import Precision
 from .rank_zero import warn
 from .speed import activation_checkpointing
-from .speed.compiling import compile_optimizers, compile_regions
+from .speed.compiled_calls import CompiledCalls
+from .speed.compiling import compile_optimizers
 from .strategies import Layout, Strategy
 
 
@@ -221,11 +222,16 @@ def fit_settings(cfg: TrainerConfig) -> FitSettings:
 
 
 def prepare_module(
-    model: Module, cfg: TrainerConfig, strategy: Strategy, precision: Precision, compile_now: bool
+    model: Module,
+    cfg: TrainerConfig,
+    strategy: Strategy,
+    precision: Precision,
+    compiled: CompiledCalls | None,
 ) -> list[Callback]:
     """Put the module where and how it trains: the backend flags, the precision's dtype, the
-    strategy's device (and wrapper), channels_last, compilation; then note its device. Returns
-    the callbacks that undo what holds for this stage only (activation checkpointing's hooks)."""
+    strategy's device (and wrapper), channels_last, the compiled calls of this model (if any);
+    then note its device. Returns the callbacks that undo what holds for this stage only
+    (activation checkpointing's hooks, the compiled calls)."""
     if cfg.deterministic is not None:
         set_deterministic(cfg.deterministic)
     speed.apply_backend_flags(cfg.benchmark, cfg.matmul_precision)
@@ -240,11 +246,9 @@ def prepare_module(
     if cfg.channels_last:
         # nn.Module.to takes memory_format (documented), but torch's overloads leave it out
         model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
-    spec = cfg.compile
-    if compile_now and spec is not None and spec.scope == "forward":
-        speed.compile_module(model, spec.options)
-    elif compile_now and spec is not None and spec.scope == "regions":
-        compile_regions(model, spec.options)
+    for_stage: list[Callback] = list(checkpointing)
+    if compiled is not None:
+        for_stage.append(compiled.install())
     model._attach(device=next((p.device for p in model.parameters()), strategy.device))
     speed.tensor_core_hint(model.device, precision)
-    return list(checkpointing)
+    return for_stage

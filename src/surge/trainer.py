@@ -7,8 +7,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from . import data as data_mod
 from .accelerators import resolve_accelerator, resolve_devices
 from .assembly import (
@@ -62,6 +60,7 @@ from .profiler import Profiler, build_profiler
 from .profiler.doctor import requested as requested_doctor_run
 from .rank_zero import info
 from .seed import set_rng_state
+from .speed.compiled_calls import CompiledCalls
 from .speed.compiling import compile_watch, compiled_training_step
 from .trainer_stages import StageEntryPoints, check_weights_only
 from .tune import setup as tune_setup
@@ -103,7 +102,7 @@ class Trainer(StageEntryPoints):
         self._fit_data: FitData | None = None  # fit's loaders, plan and accumulation: their one owner
         self._train_results = Results("train", self._strategy.reducer)
         self._log_dir: Path | None = None
-        self._compiled: weakref.WeakSet[torch.nn.Module] = weakref.WeakSet()  # compiled once each
+        self._compiled: weakref.WeakKeyDictionary[Module, CompiledCalls | None] = weakref.WeakKeyDictionary()
 
     # -- assembly --------------------------------------------------------------------------
     def _connect(self, ckpt_path: str | Path | None = None) -> Found | None:
@@ -125,10 +124,10 @@ class Trainer(StageEntryPoints):
         self._run_status = self._fn = stage
         self._publisher.reset_metrics()  # as Lightning: a stage shows only what it logs
         self._module, cfg = model, self._cfg  # (enter_stage attached the Trainer to the module)
-        compile_now = cfg.compile is not None and stage == "fit" and model not in self._compiled
-        for_stage = prepare_module(model, cfg, self._strategy, self._precision, compile_now)
-        if compile_now:
-            self._compiled.add(model)  # remembered here: nothing is stamped on the user's model
+        compiled = self._compiled.get(model)
+        if compiled is None and cfg.compile is not None and stage == "fit":  # compiled once per model
+            compiled = self._compiled[model] = CompiledCalls.of(model, cfg.compile)
+        for_stage = prepare_module(model, cfg, self._strategy, self._precision, compiled)
         extra = [*(self.profiler.callbacks() if self.profiler else ()), *compile_watch(cfg.compile, stage)]
         self._hooks = hooks = Hooks(self, model, [*self.callbacks, *extra, *for_stage])
         move = batch_mover(model, self.datamodule, self._precision, cfg.channels_last)

@@ -124,6 +124,53 @@ def test_a_fused_optimizer_skips_on_the_device(tmp_path, item_reads):
     assert int(state["step"]) == 8 - 2  # the skipped steps did not count for Adam either
 
 
+class Watched(torch.optim.AdamW):
+    """A fused AdamW that records, at each step, the flag handed to it (torch's `found_inf`), and
+    fails at the step numbered `fail_at` (from 1) to stand for an error in the middle of a step."""
+
+    def __init__(self, params, fail_at: int | None = None) -> None:
+        super().__init__(params, lr=0.01, fused=True)
+        self.seen: list[float | None] = []
+        self.fail_at = fail_at
+
+    def step(self, closure=None):
+        found = vars(self).get("found_inf")
+        self.seen.append(None if found is None else float(found))
+        if len(self.seen) == self.fail_at:
+            raise RuntimeError("a step that fails halfway")
+        return super().step(closure)
+
+
+class PoisonedWatched(Poisoned):
+    def __init__(self, bad=(), fail_at=None) -> None:
+        super().__init__(bad=bad)
+        self.fail_at = fail_at
+
+    def configure_optimizers(self):
+        self.opt = Watched(self.parameters(), fail_at=self.fail_at)
+        return self.opt
+
+
+@pytest.mark.parametrize("ending", ["finished", "failed mid-step"])
+def test_the_flag_handed_to_a_fused_optimizer_is_taken_back_after_each_step(tmp_path, ending):
+    """torch's fused optimizers read `grad_scale`/`found_inf` off the optimizer (as GradScaler hands
+    them): set for the step, removed after it, also after a skipped step and a step that raised."""
+    fail_at = 4 if ending == "failed mid-step" else None
+    model = PoisonedWatched(bad={1}, fail_at=fail_at)
+    built = set(vars(Watched(torch.nn.Linear(1, 1).parameters())))
+    if fail_at is None:
+        with pytest.warns(UserWarning, match="skipped 1 optimizer step"):
+            _fit(tmp_path, model, on_nonfinite="skip")
+    else:
+        with pytest.raises(RuntimeError, match="fails halfway"):
+            _fit(tmp_path, model, on_nonfinite="skip")
+    opt = model.opt
+    assert opt.seen[:3] == [0.0, 1.0, 0.0]  # handed each step; set for the non-finite batch 1
+    assert len(opt.seen) == (fail_at or 8)
+    assert not {"grad_scale", "found_inf"} & set(vars(opt))  # taken back, whatever the ending
+    assert set(vars(opt)) == built  # and nothing else left on it
+
+
 def test_bad_mode_is_refused():
     with pytest.raises(ValueError, match="on_nonfinite.*'ignore'.*raise"):
         surge.Trainer(on_nonfinite="ignore")

@@ -18,7 +18,6 @@ from .base import Callback
 from .checkpoint_dir import prepare_directory
 from .checkpoint_options import (
     IntervalClock,
-    Saving,
     Schedule,
     check_arguments,
     check_filename,
@@ -30,6 +29,7 @@ from .checkpoint_options import (
     validates_after_epoch,
 )
 from .checkpoint_restore import own_files, warn_if_moved
+from .trainer_views import Saving
 
 if TYPE_CHECKING:
     from ..trainer import Trainer

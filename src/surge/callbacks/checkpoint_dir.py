@@ -5,23 +5,13 @@ run (a second live run is refused on every process), and cleared of what a kille
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Protocol
 
 from ..checkpoint import remove_stale_temporaries
 from ..checkpoint.shard_files import remove_orphan_shards
 from ..config.paths import LOCK_NAME, DirectoryClaim, writable_dir
 from ..errors import MisconfigurationError
 from ..rank_zero import warn
-from .trainer_views import Ranks
-
-
-class CheckpointRun(Ranks, Protocol):
-    """What readying the directory reads of the Trainer."""
-
-    @property
-    def default_root_dir(self) -> Path: ...
-    @property
-    def is_global_zero(self) -> bool: ...
+from .trainer_views import CheckpointRun
 
 
 def prepare_directory(

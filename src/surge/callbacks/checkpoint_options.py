@@ -11,7 +11,7 @@ import re
 import string
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -19,61 +19,7 @@ from torch import Tensor
 from ..config import semantics
 from ..errors import MisconfigurationError, bad_value
 from ..rank_zero import warn
-from .trainer_views import Ranks
-
-if TYPE_CHECKING:
-    from pathlib import Path
-
-    from ..loggers.base import Logger
-
-
-class Progress(Protocol):
-    """What a save names and ranks by: the logged values, the epoch and the optimizer step."""
-
-    @property
-    def callback_metrics(self) -> dict[str, Tensor]: ...
-    @property
-    def current_epoch(self) -> int: ...
-    @property
-    def global_step(self) -> int: ...
-
-
-class Saving(Ranks, Protocol):
-    """What `ModelCheckpoint` reads and calls when it decides on, writes and replaces checkpoints."""
-
-    @property
-    def fitting(self) -> bool: ...
-    @property
-    def fast_dev_run(self) -> int: ...
-    @property
-    def current_epoch(self) -> int: ...
-    @property
-    def global_step(self) -> int: ...
-    @property
-    def is_global_zero(self) -> bool: ...
-    @property
-    def sanity_checking(self) -> bool: ...
-    @property
-    def ckpt_path(self) -> str | None: ...
-    @property
-    def loggers(self) -> list[Logger]: ...
-    def save_checkpoint(self, filepath: str | Path, weights_only: bool = False) -> None: ...
-
-
-class ValidationCadence(Protocol):
-    """What says whether a validation follows an epoch's last batch (Lightning's arguments)."""
-
-    @property
-    def current_epoch(self) -> int: ...
-    @property
-    def enable_validation(self) -> bool: ...
-    @property
-    def check_val_every_n_epoch(self) -> int | None: ...
-    @property
-    def val_check_interval(self) -> int | float: ...
-    @property
-    def num_val_batches(self) -> list[int | float]: ...
-
+from .trainer_views import Progress, Ranks, ValidationCadence
 
 _FIELD = re.compile(r"\{([^{}:!]+)([^{}]*)\}")
 

@@ -2,29 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from ..errors import MisconfigurationError, bad_value
 from .base import Callback
+from .trainer_views import StatsLogging
 
 if TYPE_CHECKING:
-    from ..loggers.base import Logger
     from ..trainer import Trainer
-
-
-class StatsLogging(Protocol):
-    """What logging the statistics reads of the Trainer."""
-
-    @property
-    def root_device(self) -> torch.device: ...
-    @property
-    def loggers(self) -> list[Logger]: ...
-    @property
-    def log_every_n_steps(self) -> int: ...
-    def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None: ...
 
 
 class DeviceStatsMonitor(Callback):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import math
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
@@ -14,29 +14,12 @@ from torch import Tensor
 from ..errors import MisconfigurationError, SurgeRuntimeError, bad_value
 from ..rank_zero import warn
 from .base import Callback
-from .trainer_views import Stopping
+from .trainer_views import StopCheck
 
 if TYPE_CHECKING:
     from ..trainer import Trainer
 
 log = logging.getLogger(__name__)
-
-
-class StopCheck(Stopping, Protocol):
-    """What the check reads of the Trainer, besides the stop every process agrees on."""
-
-    @property
-    def fitting(self) -> bool: ...
-    @property
-    def sanity_checking(self) -> bool: ...
-    @property
-    def fast_dev_run(self) -> int: ...
-    @property
-    def callback_metrics(self) -> dict[str, Tensor]: ...
-    @property
-    def current_epoch(self) -> int: ...
-    @property
-    def global_rank(self) -> int: ...
 
 
 class EarlyStoppingReason(Enum):

@@ -4,28 +4,16 @@ Lightning's points."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from ..errors import bad_value
 from .base import Callback
+from .trainer_views import LearningRates
 
 if TYPE_CHECKING:
     from ..trainer import Trainer
-
-
-class Optimization(Protocol):
-    """What the monitor reads of the Trainer: the optimizers, their schedulers, the step, the loggers."""
-
-    @property
-    def optimizers(self) -> list[torch.optim.Optimizer]: ...
-    @property
-    def lr_scheduler_configs(self) -> list[Any]: ...
-    @property
-    def global_step(self) -> int: ...
-    def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None: ...
 
 
 class LearningRateMonitor(Callback):
@@ -49,7 +37,7 @@ class LearningRateMonitor(Callback):
         self.log_momentum = log_momentum
         self.log_weight_decay = log_weight_decay
 
-    def _values(self, trainer: Optimization, interval: str) -> dict[str, float]:
+    def _values(self, trainer: LearningRates, interval: str) -> dict[str, float]:
         """The stats of the schedulers of `interval` ("any": all) and of the optimizers without one."""
         values: dict[str, float] = {}
         types: Counter[type] = Counter()
@@ -87,7 +75,7 @@ class LearningRateMonitor(Callback):
                 stats[f"{key}-weight_decay"] = _number(group["weight_decay"])
         return stats
 
-    def _log(self, trainer: Optimization, interval: str) -> None:
+    def _log(self, trainer: LearningRates, interval: str) -> None:
         if values := self._values(trainer, interval):
             trainer.log_metrics(values, step=trainer.global_step)
 

@@ -11,7 +11,7 @@ epoch; here it runs inside `on_train_end`, with no hooks, validation or optimize
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor, nn
@@ -24,30 +24,10 @@ from ..errors import CheckpointError, MisconfigurationError, bad_value
 from ..optim import SchedulerConfig
 from ..rank_zero import info
 from .base import Callback
+from .trainer_views import Averaging
 
 if TYPE_CHECKING:
-    from ..precision import Precision
-    from ..strategies import Strategy
     from ..trainer import Trainer
-
-
-class Averaging(Protocol):
-    """What starting the average and the BatchNorm pass read of the Trainer."""
-
-    @property
-    def max_epochs(self) -> int: ...
-    @property
-    def optimizers(self) -> list[Optimizer]: ...
-    @property
-    def lr_scheduler_configs(self) -> list[Any]: ...
-    @property
-    def strategy(self) -> Strategy: ...
-    @property
-    def precision_plugin(self) -> Precision: ...
-    @property
-    def train_dataloader(self) -> Any: ...
-    @property
-    def num_training_batches(self) -> int | float: ...
 
 
 AvgFn = Callable[[Tensor, Tensor, Tensor], Tensor]

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 if TYPE_CHECKING:
+    from ..callbacks.trainer_views import Checkpointing
     from ..launch.signals import SignalFlag
     from ..metrics.publisher import MetricsPublisher
     from ..metrics.results import Results
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     from ..precision import Precision
     from ..profiler import Profiler
     from ..strategies import Strategy
-    from .control import Checkpointing, StopRequest
+    from .control import StopRequest
     from .fit_data import FitData
     from .hooks import Hooks
     from .rollback import Rollback

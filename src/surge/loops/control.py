@@ -1,14 +1,13 @@
 """What the fit loop asks of whoever runs it, as typed objects rather than the Trainer itself.
 
 `StopRequest` is Lightning's `trainer.should_stop` (callbacks set it through the Trainer's property;
-the loop reads it and makes the ranks agree); `SanityFlag` is `trainer.sanity_checking`;
-`Checkpointing` is what a preemption needs to write its checkpoint.
+the loop reads it and makes the ranks agree); `SanityFlag` is `trainer.sanity_checking`. What a
+preemption needs to write its checkpoint is `Checkpointing`, in callbacks/trainer_views.py.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ..strategies import Strategy
@@ -36,18 +35,3 @@ class SanityFlag:
 
     def set(self, value: bool) -> None:
         self.on = value
-
-
-class Checkpointing(Protocol):
-    """What a preemption's checkpoint needs (the Trainer's public API)."""
-
-    @property
-    def checkpoint_callback(self) -> Any: ...
-
-    @property
-    def log_dir(self) -> Path: ...
-
-    @property
-    def is_global_zero(self) -> bool: ...
-
-    def save_checkpoint(self, filepath: str | Path, weights_only: bool = False) -> None: ...

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..callbacks.base import CALLBACK_HOOKS, Callback, overrides
 from ..errors import MisconfigurationError
 from ..module import OVERRIDABLE, Module
 from ..module.model_hooks import HOOKS
+
+if TYPE_CHECKING:
+    from ..trainer import Trainer
 
 
 class Refusal(NamedTuple):
@@ -69,7 +72,7 @@ class Hooks:
     a metric (checkpointing, early stopping) run after the Module, so they see what it logged.
     """
 
-    def __init__(self, trainer: Any, module: Module, callbacks: Sequence[Callback]) -> None:
+    def __init__(self, trainer: Trainer, module: Module, callbacks: Sequence[Callback]) -> None:
         from ..callbacks.checkpoint import ModelCheckpoint
         from ..callbacks.early_stopping import EarlyStopping
 

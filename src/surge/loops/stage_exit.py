@@ -4,9 +4,12 @@ tune, then stops it): the stage's teardown runs and it returns as if it had fini
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..callbacks.base import Callback
+
+if TYPE_CHECKING:
+    from ..trainer import Trainer
 
 
 class StageExit(Exception):
@@ -20,20 +23,20 @@ class ExitAfterTuning(Callback):
     def __init__(self, stage: str) -> None:
         self.stage = stage
 
-    def _end(self, trainer: Any, stage: str) -> None:
+    def _end(self, trainer: Trainer, stage: str) -> None:
         if stage == self.stage and trainer.state.fn == stage and not trainer.sanity_checking:
             raise StageExit
 
-    def on_fit_start(self, trainer: Any, pl_module: Any) -> None:
+    def on_fit_start(self, trainer: Trainer, pl_module: Any) -> None:
         self._end(trainer, "fit")
 
-    def on_validation_start(self, trainer: Any, pl_module: Any) -> None:
+    def on_validation_start(self, trainer: Trainer, pl_module: Any) -> None:
         self._end(trainer, "validate")
 
-    def on_test_start(self, trainer: Any, pl_module: Any) -> None:
+    def on_test_start(self, trainer: Trainer, pl_module: Any) -> None:
         self._end(trainer, "test")
 
-    def on_predict_start(self, trainer: Any, pl_module: Any) -> None:
+    def on_predict_start(self, trainer: Trainer, pl_module: Any) -> None:
         self._end(trainer, "predict")
 
 

@@ -4,13 +4,16 @@ prepared, and `setup`/`teardown` on the datamodule, the callbacks and the module
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from ..callbacks.base import Callback, overrides
 from ..errors import MisconfigurationError
 from ..module import Module
 from ..rank_zero import info
 from .hooks import refuse_unsupported
+
+if TYPE_CHECKING:
+    from ..trainer import Trainer
 
 
 def with_module_callbacks(module: Module, callbacks: list[Callback]) -> list[Callback]:
@@ -53,7 +56,7 @@ def _attach(callbacks: list[Callback], module: Module) -> None:
             cb.attach_module(module)
 
 
-def enter_stage(trainer: Any, module: Module, datamodule: Any, stage: str) -> list[Callback]:
+def enter_stage(trainer: Trainer, module: Module, datamodule: Any, stage: str) -> list[Callback]:
     """Before a stage reads any data: refuse hooks surge would skip, join the module's callbacks,
     `prepare_data` (local rank 0), `setup(stage)` and `configure_model`. Returns the callbacks."""
     if not isinstance(module, Module):

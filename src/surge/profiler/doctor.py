@@ -13,16 +13,14 @@ import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from ..rank_zero import info
 
 if TYPE_CHECKING:
-    from ..module import Module
-    from ..precision import Precision
-    from ..strategies import Strategy
+    from ..callbacks.trainer_views import ProfiledFit
 
 DOCTOR_ENV = "SURGE_DOCTOR"  # how `surge doctor` tells the script it runs (a separate process)
 DATA_BOUND = 0.30  # share of the step spent waiting for data
@@ -81,25 +79,6 @@ def doctor_run(run: DoctorRun) -> Iterator[DoctorRun]:
         yield run
     finally:
         _requested = before
-
-
-class ProfiledFit(Protocol):
-    """What the doctor reads of the Trainer whose fit it reports on."""
-
-    @property
-    def lightning_module(self) -> Module | None: ...
-    @property
-    def train_dataloader(self) -> Any: ...
-    @property
-    def strategy(self) -> Strategy: ...
-    @property
-    def precision_plugin(self) -> Precision: ...
-    @property
-    def world_size(self) -> int: ...
-    @property
-    def is_global_zero(self) -> bool: ...
-    @property
-    def log_dir(self) -> Path: ...
 
 
 class Doctor:

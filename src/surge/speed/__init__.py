@@ -1,32 +1,14 @@
-"""Speed options applied once at set-up: torch.compile, channels_last, cudnn.benchmark, matmul precision."""
+"""Speed options applied once at set-up: channels_last, cudnn.benchmark, matmul precision."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import torch
-from torch import nn
 
 from ..rank_zero import info
 
 _hinted = False
-
-
-def compile_module(module: nn.Module, options: bool | Mapping[str, Any]) -> None:
-    """Compile in place (`nn.Module.compile`), so state-dict keys keep their names.
-
-    A module whose steps call `self(...)` has its own forward compiled; one without a `forward` of
-    its own (its steps call submodules directly) has each direct child compiled instead.
-    """
-    kwargs = dict(options) if isinstance(options, Mapping) else {}
-    from ..module import Module
-
-    targets = [module]
-    if isinstance(module, Module) and type(module).forward is Module.forward:
-        targets = list(module.children())
-    for target in targets:
-        target.compile(**kwargs)
 
 
 def apply_backend_flags(benchmark: bool | None, matmul_precision: str | None) -> None:

@@ -1,13 +1,15 @@
 """`Trainer(compile=...)`: what is compiled (the forward, the whole training step, or each repeated
 block), and a watch on recompilations and compile time.
 
-`compile=True` or `{"scope": "forward", **opts}` compiles the module's forward in place (speed.py).
+`compile=True` or `{"scope": "forward", **opts}` compiles the module's call for each stage
+(compiled_calls.py).
 `"step"` compiles the training step through the strategy's wrapper (forward and loss; the backward
 follows through AOTAutograd) and each optimizer's step (a callable surge owns: the optimizer itself
 is left as it was); under manual optimization the module's
 `training_step` runs the backwards and steps itself, so it is compiled as written, split at each
 of them (said once, with a warning). `"regions"` compiles every block of a
-container of identical blocks (an `nn.ModuleList`/`nn.Sequential`), once per block class.
+container of identical blocks (an `nn.ModuleList`/`nn.Sequential`), once per block class
+(compiled_calls.py).
 """
 
 from __future__ import annotations
@@ -88,24 +90,6 @@ def repeated_blocks(module: nn.Module) -> list[tuple[str, list[nn.Module]]]:
 
     visit("", module)
     return found
-
-
-def compile_regions(module: nn.Module, options: Mapping[str, Any]) -> int:
-    """Compile every repeated block in place; returns how many. Refuses a model without any."""
-    groups = repeated_blocks(module)
-    if not groups:
-        raise MisconfigurationError(
-            f"compile='regions' found no repeated blocks in {type(module).__name__} (an nn.ModuleList or "
-            "nn.Sequential of two or more children of one class); use compile=True (the forward) or "
-            "compile='step' (the whole training step)."
-        )
-    for _, blocks in groups:
-        for block in blocks:
-            block.compile(**options)
-    listed = ", ".join(f"{len(b)} x {type(b[0]).__name__} in {name}" for name, b in groups)
-    count = sum(len(b) for _, b in groups)
-    info(f"compile='regions': {count} blocks compiled ({listed}); blocks of one class share their code")
-    return count
 
 
 # -- the training step -----------------------------------------------------------------------------

@@ -3,8 +3,12 @@
 Parameters, gradients and optimizer state are sharded over the processes; each sharded unit
 all-gathers its parameters just before it runs and frees them after. Units are chosen by a
 policy: module classes (e.g. the transformer block) or a parameter-count threshold. The root
-module is always a unit, and its step hooks (`training_step`, ...) are registered as forward
-methods, so the user's steps run through FSDP as `forward` would.
+module's own parameters form the root unit, held by a small wrapper of surge's whose forward runs
+one of the user's step methods (`training_step`, ...), so FSDP gathers them around every step as it
+would around `forward`, with nothing set on the user's module (Lightning's FSDP wraps the same way).
+What FSDP does by its nature stays: each unit's class becomes `FSDP<Class>`, parameters become
+DTensors (this rank's shard), FSDP's hooks and state are added to the units; the model is returned
+sharded (docs/reliability.md).
 
 Checkpoints are sharded (`torch.distributed.checkpoint`, see `surge.checkpoint.sharded`): every rank writes
 its part, and they load on any world size, or on one process as a plain state dict.
@@ -14,8 +18,9 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import functools
 import importlib
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +35,16 @@ from ..precision import Precision
 from .base import _spans_devices
 from .parallel import ProcessGroupStrategy
 
-_STEP_HOOKS = ("training_step", "validation_step", "test_step", "predict_step")
+
+class _Steps(nn.Module):
+    """FSDP's root: holds the user's module and runs one of its step methods as its forward."""
+
+    def __init__(self, module: nn.Module) -> None:
+        super().__init__()
+        self.module = module
+
+    def forward(self, hook: str, *args: Any, **kwargs: Any) -> Any:
+        return getattr(self.module, hook)(*args, **kwargs)
 
 
 def _fsdp() -> Any:
@@ -105,18 +119,22 @@ class FSDPStrategy(ProcessGroupStrategy):
                 "strategy='fsdp' shards a model that lives on one device per process; this model spans "
                 "several devices already. Use strategy='ddp' for model-parallel layouts."
             )
+        if isinstance(self.wrapped, _Steps) and self.wrapped.module is module:
+            return module  # sharded by an earlier stage of this Trainer: sharded once
         self.module = module
         module.to(self.device)
         fsdp = _fsdp()
         options = self._shard_options(fsdp)
         for unit in self._units(module):
             fsdp.fully_shard(unit, **options)
-        fsdp.fully_shard(module, **options)
-        for hook in _STEP_HOOKS:
-            if callable(getattr(module, hook, None)):
-                fsdp.register_fsdp_forward_method(module, hook)
-        self.wrapped = module
+        self.wrapped = fsdp.fully_shard(_Steps(module), **options)
         return module
+
+    def step_fn(self, module: nn.Module, hook: str) -> Callable[..., Any]:
+        """`hook` run through FSDP's root (its parameters gathered around it)."""
+        if isinstance(self.wrapped, _Steps) and self.wrapped.module is module:
+            return functools.partial(self.wrapped, hook)
+        return getattr(module, hook)
 
     def _shard_options(self, fsdp: Any) -> dict[str, Any]:
         options: dict[str, Any] = {"reshard_after_forward": self.reshard_after_forward}
