@@ -1086,6 +1086,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--budget-s", type=float, default=480.0, help="total seconds before sections are skipped"
     )
+    parser.add_argument(
+        "--only", default=None, help="comma-separated section numbers to run (e.g. 1,4,4b,5); default all"
+    )
     args = parser.parse_args(argv)
     if args.out is None:
         name = "gpu_check_cpu_smoke.json" if args.cpu_smoke else "gpu_check.json"
@@ -1116,8 +1119,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(render(run_section(ctx, SECTIONS[0])), flush=True)
         return 0  # no JSON: it must not overwrite a real GPU result
     print(f"# surge GPU check ({mode_name(args)}, {device})\n", flush=True)
+    wanted = None if args.only is None else set(args.only.split(","))
     for section in SECTIONS:
         if section.gpu_only and not ctx.cuda:
+            continue
+        if wanted is not None and section.title.split(".")[0] not in wanted:
             continue
         ctx.records.append(run_section(ctx, section))
         print(render(ctx.records[-1]), flush=True)
