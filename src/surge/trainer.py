@@ -62,6 +62,7 @@ from .profiler.doctor import requested as requested_doctor_run
 from .profiler.goodput_watch import GoodputLedger, GoodputWatch
 from .rank_zero import info
 from .seed import set_rng_state
+from .speed.compile_cache import CompileCache
 from .speed.compiling import compile_watch, compiled_training_step
 from .trainer_stages import StageEntryPoints, check_weights_only
 from .tune import setup as tune_setup
@@ -105,6 +106,7 @@ class Trainer(StageEntryPoints):
         self._log_dir: Path | None = None
         self._compiled: weakref.WeakSet[torch.nn.Module] = weakref.WeakSet()  # compiled once each
         self._goodput = GoodputLedger()  # where a fit's wall time goes (`trainer.goodput`)
+        self._compile_cache = CompileCache(cfg.compile)  # compiled artifacts beside the checkpoints
 
     # -- assembly --------------------------------------------------------------------------
     def _connect(self, ckpt_path: str | Path | None = None) -> Found | None:
@@ -224,8 +226,11 @@ class Trainer(StageEntryPoints):
             steps = cfg.num_sanity_val_steps if resume is None else 0  # none when resuming, as Lightning
             validation.sanity_check(steps, self._sanity)
             self._start_training(parts, optim, data, validation, signals)
-            with self._goodput.timed("resume"):
+            with self._goodput.timed(
+                "resume"
+            ):  # (and the compiled artifacts, before the first compiled step)
                 rng = restore_training(self._run_objects(), resume) if resume is not None else None
+                self._compile_cache.load_beside(resume.path if resume is not None else None, self._goodput)
             if rng is not None:
                 set_rng_state(rng)  # the resumed run draws exactly what the uninterrupted one would
             hooks.call("on_train_start")  # each submodule in the mode the user left it (as Lightning)
@@ -305,6 +310,7 @@ class Trainer(StageEntryPoints):
         """Write the whole training state (or just the weights) to `filepath`, atomically."""
         with self._goodput.saving(self._strategy.checkpoint_writer.asynchronous):
             self._strategy.save_checkpoint(checkpoint_state(self._run_objects(), weights_only), filepath)
+            self._compile_cache.save_beside(filepath, self.is_global_zero)
         if self._run_status != "fit":  # only a running fit goes on while it writes
             self._strategy.finish_checkpoints()
 

@@ -61,6 +61,7 @@ class Goodput:
     mfu: float | None = None
     device: str = ""
     notes: tuple[str, ...] = field(default_factory=tuple)
+    run_seconds: Mapping[str, float] = field(default_factory=dict)  # this run's part of `seconds`
 
     @property
     def wall_s(self) -> float:
@@ -126,6 +127,9 @@ class GoodputLedger:
         self.started_unix = time.time()
         self.process_start: float | None = None
         self.flops: StepFlops | None = None
+        self._before: dict[str, float] = dict.fromkeys(CATEGORIES, 0.0)  # the earlier runs' seconds
+        self._cached_from: str = ""  # compiled artifacts this run loaded (restarts without recompiling)
+        self._saver_compile_s: float | None = None  # the compile seconds of the run that saved them
 
     # -- the clock -------------------------------------------------------------------------------
     def start(self) -> None:
@@ -196,7 +200,17 @@ class GoodputLedger:
             "seconds": self.totals(),
             "saved_at": time.time(),
             "heartbeat": self.heartbeat_path,
+            "run_compile_s": self.run_seconds()["compile"],  # what its compiled artifacts cost to build
         }
+
+    def run_seconds(self) -> dict[str, float]:
+        """This run's seconds by category (the restart's losses included)."""
+        totals = self.totals()
+        return {c: totals[c] - self._before[c] for c in CATEGORIES}
+
+    def compiled_from(self, source: Path) -> None:
+        """This run loaded compiled artifacts (saved beside its checkpoint): said with the time saved."""
+        self._cached_from = str(source)
 
     def save_into(self, checkpoint: dict[str, Any]) -> None:
         """Its entry in surge's own part of a checkpoint (the keys Lightning reads are unchanged)."""
@@ -217,6 +231,8 @@ class GoodputLedger:
         self.job, self.runs = str(saved["job"]), int(saved["runs"]) + 1
         for c, s in saved["seconds"].items():
             self.seconds[c if c in self.seconds else "other"] += float(s)
+        self._before = dict(self.seconds)
+        self._saver_compile_s = float(saved.get("run_compile_s", 0.0))
         losses, note = restart_losses(saved, heartbeat, self.process_start, self.started_unix)
         for c, s in losses.items():
             self.seconds[c] += s
@@ -235,10 +251,15 @@ class GoodputLedger:
         """The job's accounting now; `steps`: optimizer steps, `batches`: batches trained (for FLOP/s)."""
         seconds = self.totals()
         extra = self.flops.values(seconds["train"], batches) if self.flops is not None else {}
-        notes = list(self.notes)
+        notes, run = list(self.notes), self.run_seconds()
+        if self._cached_from:
+            notes.append(
+                f"compile: {run['compile']:.2f} s in this run with the compiled artifacts saved beside its "
+                f"checkpoint (the run that saved them compiled for {self._saver_compile_s or 0.0:.2f} s)"
+            )
         if extra.get("flops_per_s") and extra.get("mfu") is None and extra.get("device", "cpu") != "cpu":
             notes.append(f"no MFU: {extra['device']}'s dense peak is not in surge's table (PEAK_DENSE_FLOPS)")
-        return Goodput(seconds, self.runs, steps, notes=tuple(notes), **extra)
+        return Goodput(seconds, self.runs, steps, notes=tuple(notes), run_seconds=run, **extra)
 
 
 def restart_losses(saved: Mapping[str, Any], heartbeat: Mapping[str, Any] | None,
