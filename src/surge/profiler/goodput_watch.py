@@ -103,7 +103,8 @@ class GoodputWatch(Callback):
     def on_train_start(self, trainer: Trainer, pl_module: Module) -> None:
         loop = trainer.fit_loop
         self.ledger.watch_data(lambda: loop.data_wait_s)
-        if trainer.is_global_zero:
+        writes_files = bool(trainer.loggers) or trainer.checkpoint_callback is not None
+        if trainer.is_global_zero and writes_files:  # (a run that writes no files gets none of its own)
             path = Path(trainer.log_dir) / HEARTBEAT_FILE
             with contextlib.suppress(OSError):
                 path.parent.mkdir(parents=True, exist_ok=True)
