@@ -76,7 +76,7 @@ def test_every_entry_of_a_checkpoint_is_written_by_one_named_part(tmp_path):
     parts = state_parts(trainer._run_objects())
     # the callbacks before the optimizers: they may rebuild param groups or a scheduler first
     assert list(parts) == [
-        "model", "callbacks", "optimizers", "precision", "loop", "datamodule", "rng", "loggers"
+        "model", "callbacks", "optimizers", "precision", "loop", "datamodule", "rng", "loggers", "goodput"
     ]  # fmt: skip
     header = {"epoch", "global_step", "surge"}
     owner: dict[str, str] = {}

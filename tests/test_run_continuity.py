@@ -31,7 +31,14 @@ def csv_values(run: Path) -> Counter:
     """Every (step, name, value) cell of metrics.csv, counted (a value written twice counts 2)."""
     with open(run / "metrics.csv", newline="") as f:
         rows = list(csv.DictReader(f))
-    return Counter((r["step"], k, v) for r in rows for k, v in r.items() if k != "step" and v != "")
+    return Counter(
+        (r["step"], k, v) for r in rows for k, v in r.items() if k != "step" and v != "" and _run_value(k)
+    )
+
+
+def _run_value(name: str) -> bool:
+    """Not a goodput/* cell: wall-clock seconds, which no two runs share (tests/test_goodput.py checks them)."""
+    return not name.startswith("goodput/")
 
 
 def board_values(run: Path) -> dict[str, list[tuple[int, float]]]:
@@ -40,7 +47,8 @@ def board_values(run: Path) -> dict[str, list[tuple[int, float]]]:
 
     acc = EventAccumulator(str(run), size_guidance={"scalars": 0})
     acc.Reload()
-    return {tag: sorted((e.step, e.value) for e in acc.Scalars(tag)) for tag in acc.Tags()["scalars"]}
+    tags = [tag for tag in acc.Tags()["scalars"] if _run_value(tag)]
+    return {tag: sorted((e.step, e.value) for e in acc.Scalars(tag)) for tag in tags}
 
 
 @pytest.fixture(scope="module")

@@ -58,8 +58,10 @@ from .optim import Optimization, configured_optimizers
 from .precision import Precision, precision_plugin
 from .profiler import Profiler, build_profiler
 from .profiler.doctor import requested as requested_doctor_run
+from .profiler.goodput_watch import GoodputLedger, GoodputWatch
 from .rank_zero import info
 from .seed import set_rng_state
+from .speed.compile_cache import CompileCache
 from .speed.compiled_calls import CompiledCalls
 from .speed.compiling import compile_watch, compiled_training_step
 from .trainer_stages import StageEntryPoints, check_weights_only
@@ -103,6 +105,8 @@ class Trainer(StageEntryPoints):
         self._train_results = Results("train", self._strategy.reducer)
         self._log_dir: Path | None = None
         self._compiled: weakref.WeakKeyDictionary[Module, CompiledCalls | None] = weakref.WeakKeyDictionary()
+        self._goodput = GoodputLedger()  # where a fit's wall time goes (`trainer.goodput`)
+        self._compile_cache = CompileCache(cfg.compile)  # compiled artifacts beside the checkpoints
 
     # -- assembly --------------------------------------------------------------------------
     def _connect(self, ckpt_path: str | Path | None = None) -> Found | None:
@@ -129,6 +133,7 @@ class Trainer(StageEntryPoints):
             compiled = self._compiled[model] = CompiledCalls.of(model, cfg.compile)
         for_stage = prepare_module(model, cfg, self._strategy, self._precision, compiled)
         extra = [*(self.profiler.callbacks() if self.profiler else ()), *compile_watch(cfg.compile, stage)]
+        extra += [GoodputWatch(self._goodput)] if stage == "fit" else []
         self._hooks = hooks = Hooks(self, model, [*self.callbacks, *extra, *for_stage])
         move = batch_mover(model, self.datamodule, self._precision, cfg.channels_last)
         no_grad = self._strategy.evaluation_mode(cfg.inference_mode)
@@ -156,11 +161,13 @@ class Trainer(StageEntryPoints):
             datamodule, train_dataloaders = train_dataloaders, None
         check_step_defined(model, "training_step", "fit")
         self.datamodule = datamodule
+        self._goodput.start()
         resume = self._connect(ckpt_path)
         self.callbacks = enter_stage(self, model, datamodule, "fit")
         parts = self._setup(model, "fit")
         if resume is not None:  # as Lightning: the module and the callbacks before the optimizers exist
-            restore_modules(self._run_objects(), resume)
+            with self._goodput.timed("resume"):
+                restore_modules(self._run_objects(), resume)
         data = self._new_fit_data(model, datamodule, (train_dataloaders, val_dataloaders))
         self._optim = optim = self._fit_optimization(model, data)
         self._run_stage("fit", partial(self._fit_stages, parts, optim, data, resume), data.loaders)
@@ -174,7 +181,8 @@ class Trainer(StageEntryPoints):
             FitData(model, datamodule, given, self._loader_prep(), tuning, cfg),
         )
         if tune_setup.needs_train_first(tuning, cfg.scale_lr):  # a tuner decides before the optimizers
-            self._fit_data.ask_train()
+            with self._goodput.timed("tuning"):
+                self._fit_data.ask_train()
         return self._fit_data
 
     def _fit_optimization(self, model: Module, data: FitData) -> Optimization:
@@ -198,9 +206,10 @@ class Trainer(StageEntryPoints):
         data.start(self.fit_loop.epoch)
         step = compiled_training_step(self._cfg.compile, self._strategy, parts.module)
         settings, results, profiler = fit_settings(self._cfg), self._train_results, self.profiler
+        flops = self._goodput.count_flops(parts.module.device, self._cfg.compile is not None)
         self.fit_loop.bind(FitContext(
             parts, settings, optim, results, data, validation, self._stop, self, signals, profiler,
-            step, Rollback.of(self.callbacks, parts, optim, settings),  # a SpikeGuard's checks
+            step, Rollback.of(self.callbacks, parts, optim, settings), flops,  # a SpikeGuard's checks
         ))  # fmt: skip
 
     def _loader_prep(self) -> LoaderPreparation:
@@ -219,7 +228,12 @@ class Trainer(StageEntryPoints):
             steps = cfg.num_sanity_val_steps if resume is None else 0  # none when resuming, as Lightning
             validation.sanity_check(steps, self._sanity)
             self._start_training(parts, optim, data, validation, signals)
-            if resume is not None and (rng := restore_training(self._run_objects(), resume)) is not None:
+            with self._goodput.timed(
+                "resume"
+            ):  # (and the compiled artifacts, before the first compiled step)
+                rng = restore_training(self._run_objects(), resume) if resume is not None else None
+                self._compile_cache.load_beside(resume.path if resume is not None else None, self._goodput)
+            if rng is not None:
                 set_rng_state(rng)  # the resumed run draws exactly what the uninterrupted one would
             hooks.call("on_train_start")  # each submodule in the mode the user left it (as Lightning)
             if self.profiler is not None:
@@ -296,7 +310,9 @@ class Trainer(StageEntryPoints):
     # -- checkpoints -----------------------------------------------------------------------
     def save_checkpoint(self, filepath: str | Path, weights_only: bool = False) -> None:
         """Write the whole training state (or just the weights) to `filepath`, atomically."""
-        self._strategy.save_checkpoint(checkpoint_state(self._run_objects(), weights_only), filepath)
+        with self._goodput.saving(self._strategy.checkpoint_writer.asynchronous):
+            self._strategy.save_checkpoint(checkpoint_state(self._run_objects(), weights_only), filepath)
+            self._compile_cache.save_beside(filepath, self.is_global_zero)
         if self._run_status != "fit":  # only a running fit goes on while it writes
             self._strategy.finish_checkpoints()
 
@@ -306,11 +322,12 @@ class Trainer(StageEntryPoints):
             raise MisconfigurationError("save_checkpoint() needs a model: call fit() first.")
         parts = (module, self._strategy, self._precision, self._hooks, self.fit_loop, self._optim)
         more = (self._train_results, self.callbacks, self.datamodule, self._fit_data)
-        return RunObjects(*parts, *more, training_rng=self.training_rng, publisher=self._publisher)
+        return RunObjects(*parts, *more, self.training_rng, self._publisher, self._goodput)
 
     def _find_checkpoint(self, ckpt_path: str | Path | None) -> Found | None:
         self._strategy.finish_checkpoints()  # a file still being written is read whole
-        load, callback = self._strategy.load_checkpoint, self.checkpoint_callback
-        found = ckpt_path is not None and find_checkpoint(ckpt_path, load, self.default_root_dir, callback)
+        load, callback, root = self._strategy.load_checkpoint, self.checkpoint_callback, self.default_root_dir
+        with self._goodput.timed("resume"):
+            found = ckpt_path is not None and find_checkpoint(ckpt_path, load, root, callback)
         self.ckpt_path = str(found.path) if found else None  # Lightning's trainer.ckpt_path
         return found or None

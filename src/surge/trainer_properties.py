@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from .module import Module
     from .optim import Optimization
     from .precision import Precision
+    from .profiler.goodput import Goodput, GoodputLedger
     from .strategies import Strategy
 
 
@@ -34,6 +35,7 @@ class TrainerProperties(FitDataViews):
     """The Trainer's public read-only views (Lightning's names)."""
 
     _cfg: TrainerConfig
+    _goodput: GoodputLedger
     _accelerator: Accelerator
     _devices: list[int]
     _strategy: Strategy
@@ -105,6 +107,15 @@ class TrainerProperties(FitDataViews):
         shown = dict(self._train_results.read_step(only_prog_bar=True))
         shown.update({k: v for k, v in self._publisher.published_progress_bar().items() if k not in shown})
         return shown
+
+    @property
+    def goodput(self) -> Goodput | None:
+        """Where the job's wall time went, by category, across the runs it resumed (the current or
+        last fit's accounting; None before any fit). See docs/long_runs.md."""
+        ledger = self._goodput
+        if not ledger.used:
+            return None
+        return ledger.report(self.global_step, self.global_step * self.accumulate_grad_batches)
 
     @property
     def root_device(self) -> torch.device:

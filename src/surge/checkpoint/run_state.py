@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from ..module import Module
     from ..optim import Optimization
     from ..precision import Precision
+    from ..profiler.goodput import GoodputLedger
     from ..strategies.base import Strategy
 
 # The parts a weights-only checkpoint holds (besides the epoch, the step and surge's own entry).
@@ -71,7 +72,8 @@ class RunObjects:
     datamodule: Any
     data: FitData | None  # the fit's loaders and accumulation (None before a fit)
     training_rng: dict[str, Any] | None  # set while validation runs inside fit
-    publisher: MetricsPublisher | None = None
+    publisher: MetricsPublisher | None
+    goodput: GoodputLedger  # the job's time accounting (saved once a fit started it)
 
 
 def state_parts(run: RunObjects) -> dict[str, Part]:
@@ -95,6 +97,7 @@ def state_parts(run: RunObjects) -> dict[str, Part]:
         "rng": Part(lambda state: state.update(rng=run.training_rng or rng_state()), None),
         # read before the run directory is chosen (`continue_runs`), so nothing to restore here
         "loggers": Part(_loggers_save(run.publisher), None),
+        "goodput": Part(run.goodput.save_into, run.goodput.restore_from),  # in surge's own entry
     }
 
 
@@ -174,7 +177,7 @@ def restore_training(run: RunObjects, found: Found) -> dict[str, Any] | None:
     path, ckpt = found.path, found.state
     restore_optimization(run.callbacks, run.optim, run.module, ckpt, path)
     parts = state_parts(run)
-    for name in ("optimizers", "precision", "loop"):
+    for name in ("optimizers", "precision", "loop", "goodput"):
         parts[name].restore(ckpt, path)  # type: ignore[misc]
     info(f"Resuming from {path} at epoch {run.loop.epoch}, step {run.loop.global_step}")
     return ckpt.get("rng")

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from ..optim import Optimization
     from ..precision import Precision
     from ..profiler import Profiler
+    from ..profiler.flops import StepFlops
     from ..strategies import Strategy
     from .control import StopRequest
     from .fit_data import FitData
@@ -71,6 +72,7 @@ class FitContext:
     profiler: Profiler | None
     training_step: Callable[..., Any] | None = None  # compile="step": the compiled step
     rollback: Rollback | None = None  # a SpikeGuard's checks, snapshots and rollbacks
+    flops: StepFlops | None = None  # counts the fit's first step (goodput's FLOP/s and MFU)
 
     def training_step_fn(self) -> Callable[..., Any]:
         """What runs `training_step`: the compiled step, else the strategy's (through any wrapper)."""

@@ -46,6 +46,7 @@ class FitLoop(FitProgress):
         self.epoch_start_rng: dict[str, Any] | None = None
         self.start: EpochStart | None = None
         self.stopped_inside = False  # the fit stopped inside an epoch (after its end hooks ran)
+        self.data_wait_s = 0.0  # seconds spent waiting for batches, ever (goodput reads it)
 
     @property
     def epoch_done(self) -> bool:
@@ -244,6 +245,8 @@ class FitLoop(FitProgress):
             end_callbacks=hooks.callback_fns.get("on_train_batch_end", ()),
             publish=ctx.parts.publisher.publish,
         )
+        if ctx.flops is not None:  # the fit's first step only
+            parts = ctx.flops.instrument(parts, manual=not module.automatic_optimization)
         return ctx.profiler.instrument(parts) if ctx.profiler is not None else parts
 
     def _train_batches(  # noqa: C901 - the step reads top to bottom, in one place
@@ -257,9 +260,8 @@ class FitLoop(FitProgress):
         results, validation, signals = ctx.results, ctx.validation, ctx.signals
         val_every = epoch.plan.val_every_n_batches  # 0: validation only at the epoch's end
         p = self._loop_parts(it)
-        batches, move, step, backward, optimizer_step, publish = (
-            p.batches, p.move, p.step, p.backward, p.optimizer_step, p.publish
-        )  # fmt: skip
+        batches, move, step, backward = p.batches, p.move, p.step, p.backward
+        optimizer_step, publish = p.optimizer_step, p.publish
         start_module, start_callbacks = p.start_module, p.start_callbacks
         end_module, end_callbacks = p.end_module, p.end_callbacks
         wants_outputs = bool(end_callbacks) or end_module is not None
@@ -280,7 +282,7 @@ class FitLoop(FitProgress):
         pending = 0  # micro-batches since the last optimizer step
         window: int | float = k  # the current divisor (n - start is a float when n is math.inf)
         clock = perf_counter
-        wait, t_epoch = 0.0, clock()
+        waited, t_epoch = self.data_wait_s, clock()
         batch_idx = self.batches_done
         batch: Any = None
         if not keep_grads:  # (a resume inside a window restored that window's gradients)
@@ -295,7 +297,7 @@ class FitLoop(FitProgress):
                 raise
             if batch is _END:
                 break
-            wait += clock() - t0
+            self.data_wait_s += clock() - t0
             if move is not None:
                 batch = move(batch)
             results.batch = batch
@@ -365,7 +367,7 @@ class FitLoop(FitProgress):
             if window_end and (signals.received is not None or not single) and signalled(self, single):
                 preempt(self)  # (ranks agree at log intervals: a collective and a host read there)
             if batch_idx == ADVICE_AFTER_BATCHES and advise:
-                data.advise(wait, clock() - t_epoch, batch_idx)
+                data.advise(self.data_wait_s - waited, clock() - t_epoch, batch_idx)
             if (
                 val_every
                 and batch_idx % val_every == 0

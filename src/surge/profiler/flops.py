@@ -1,0 +1,104 @@
+"""FLOPs of a training step, counted once, and the device's dense peak: the model FLOPs
+utilisation (MFU) a goodput report gives on a GPU, the achieved FLOP/s on any device.
+
+The count runs `torch.utils.flop_counter.FlopCounterMode` around the fit's first training step
+(its forward and backward; the optimizer's elementwise work is not counted, as is usual for MFU).
+Only that one step goes through the counting wrappers: later epochs' steps are the loop's own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+import torch
+
+from .base import LoopParts
+
+# Dense (no sparsity) bf16 tensor-core peaks, FLOP/s, by a substring of the device's name (first match).
+PEAK_DENSE_FLOPS = (
+    ("H200", 989e12),
+    ("H100 PCIe", 756e12),
+    ("H100", 989e12),
+    ("A100", 312e12),
+    ("L40S", 362e12),
+    ("L4", 121e12),
+    ("A10G", 70e12),
+    ("RTX 4090", 165e12),
+)
+
+
+def peak_flops(device: torch.device) -> tuple[str, float | None]:
+    """The device's name and its dense bf16 peak (None: not in `PEAK_DENSE_FLOPS`, or not a GPU)."""
+    if device.type != "cuda":
+        return device.type, None
+    name = torch.cuda.get_device_name(device)
+    return name, next((peak for key, peak in PEAK_DENSE_FLOPS if key in name), None)
+
+
+class StepFlops:
+    """Counts the FLOPs of the first training step it sees (`instrument` the loop's parts)."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device = device
+        self.counted: float | None = None
+        self._mode: Any = None
+
+    def instrument(self, parts: LoopParts, manual: bool = False) -> LoopParts:
+        """The parts with the first step counted (from the step's start to its backward's end; under
+        manual optimization, the step alone, which runs its own backward); as they are once counted."""
+        if self.counted is not None:
+            return parts
+        return replace(
+            parts, step=self._opening(parts.step, closes=manual), backward=self._closing(parts.backward)
+        )
+
+    def _opening(self, fn: Callable[..., Any], closes: bool) -> Callable[..., Any]:
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            if self.counted is not None or self._mode is not None:
+                return fn(*args, **kwargs)
+            from torch.utils.flop_counter import FlopCounterMode
+
+            self._mode = FlopCounterMode(display=False)
+            self._mode.__enter__()
+            try:
+                out = fn(*args, **kwargs)
+            except BaseException:
+                self._close()
+                raise
+            if closes:
+                self._close()
+            return out
+
+        return counted
+
+    def _closing(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            if self.counted is not None or self._mode is None:
+                return fn(*args, **kwargs)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self._close()
+
+        return counted
+
+    def _close(self) -> None:
+        self._mode.__exit__(None, None, None)
+        self.counted = float(self._mode.get_total_flops())
+
+    def values(self, train_s: float, steps: int) -> dict[str, Any]:
+        """What the report shows: FLOPs per step, FLOP/s over the training time, and the MFU."""
+        name, peak = peak_flops(self.device)
+        counted = self.counted
+        if not counted or train_s <= 0:
+            return {"device": name}
+        rate = counted * steps / train_s
+        return {
+            "flops_per_step": counted,
+            "flops_per_s": rate,
+            "peak_flops": peak,
+            "mfu": rate / peak if peak else None,
+            "device": name,
+        }

@@ -1,0 +1,158 @@
+"""The goodput ledger's view of a fit: its hooks mark validation and training, torch's compile
+events mark compilation, a heartbeat file records how long the run lived, and the fit's end
+prints the table and logs it.
+
+Only fit-level hooks are overridden here (none per batch): the loop calls nothing more per step.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..callbacks.base import Callback
+from ..config import semantics
+from .goodput import GoodputLedger, say
+
+__all__ = ["GoodputLedger", "GoodputWatch"]
+
+if TYPE_CHECKING:
+    from ..module import Module
+    from ..trainer import Trainer
+
+HEARTBEAT_FILE = "goodput.json"
+HEARTBEAT_S = 1.0  # how often the run's sign of life is rewritten (its redone work is known to this)
+
+
+class Heartbeat:
+    """Rewrites `path` from a daemon thread every `HEARTBEAT_S`: the job, the run, the time and
+    the status ("running"; "finished" or "failed" at the end). Atomic (a rename), not fsynced: a
+    power cut may lose the last second, a killed process loses nothing written."""
+
+    def __init__(self, path: Path, ledger: GoodputLedger) -> None:
+        self.path, self.ledger = path, ledger
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._write("running")
+        self._thread = threading.Thread(target=self._beat, name="surge-goodput-heartbeat", daemon=True)
+        self._thread.start()
+
+    def stop(self, status: str) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        self._write(status)
+
+    def _beat(self) -> None:
+        while not self._stop.wait(HEARTBEAT_S):
+            self._write("running")
+
+    def _write(self, status: str) -> None:
+        record = {"job": self.ledger.job, "run": self.ledger.run, "time": time.time(), "status": status}
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        with contextlib.suppress(OSError):  # a run directory that vanished: no heartbeat, nothing else lost
+            tmp.write_text(json.dumps(record))
+            os.replace(tmp, self.path)
+
+
+class GoodputWatch(Callback):
+    """Marks the fit's phases in `ledger`; at fit end waits for background checkpoint writes (as a
+    checkpoint stall), then prints the table and logs it to every logger."""
+
+    def __init__(self, ledger: GoodputLedger) -> None:
+        self.ledger = ledger
+        self.heartbeat: Heartbeat | None = None
+        self._compiling = False
+
+    def on_fit_start(self, trainer: Trainer, pl_module: Module) -> None:
+        handler = _compile_events()
+        if handler is not None:
+            handler.register_start_callback(self._compile_start)
+            handler.register_end_callback(self._compile_end)
+
+    def _compile_start(self, *_: Any) -> None:
+        self._compiling = True
+        self.ledger.enter("compile")
+
+    def _compile_end(self, *_: Any) -> None:
+        if self._compiling:
+            self._compiling = False
+            self.ledger.leave()
+
+    def on_sanity_check_start(self, trainer: Trainer, pl_module: Module) -> None:
+        self.ledger.enter("validation")
+
+    def on_sanity_check_end(self, trainer: Trainer, pl_module: Module) -> None:
+        self.ledger.leave()
+
+    def on_validation_start(self, trainer: Trainer, pl_module: Module) -> None:
+        self.ledger.enter("validation")
+
+    def on_validation_end(self, trainer: Trainer, pl_module: Module) -> None:
+        self.ledger.leave()
+
+    def on_train_start(self, trainer: Trainer, pl_module: Module) -> None:
+        loop = trainer.fit_loop
+        self.ledger.watch_data(lambda: loop.data_wait_s)
+        writes_files = bool(trainer.loggers) or trainer.checkpoint_callback is not None
+        if trainer.is_global_zero and writes_files:  # (a run that writes no files gets none of its own)
+            path = Path(trainer.log_dir) / HEARTBEAT_FILE
+            with contextlib.suppress(OSError):
+                path.parent.mkdir(parents=True, exist_ok=True)
+            self.heartbeat = Heartbeat(path, self.ledger)
+            self.ledger.beats_into(path)
+            self.heartbeat.start()
+        self.ledger.enter("train")
+
+    def on_train_end(self, trainer: Trainer, pl_module: Module) -> None:
+        self.ledger.leave()
+
+    def on_fit_end(self, trainer: Trainer, pl_module: Module) -> None:
+        with self.ledger.timed("checkpoint_async"):
+            trainer.strategy.finish_checkpoints()  # what it would wait for right after: counted now
+        self._end("finished")
+        goodput = trainer.goodput
+        if goodput is None or not trainer.is_global_zero:
+            return
+        say(goodput)
+        if not semantics.lightning():  # Lightning mode: the loggers' files stay as Lightning writes them
+            for logger in trainer.loggers:
+                logger.log_metrics(goodput.metrics(), trainer.global_step)
+
+    def on_exception(self, trainer: Trainer, pl_module: Module, exception: BaseException) -> None:
+        self._end("failed")
+
+    def _end(self, status: str) -> None:
+        self.ledger.stop()
+        if self.heartbeat is not None:
+            self.heartbeat.stop(status)
+            self.heartbeat = None
+        handler = _compile_events()
+        if handler is not None:
+            for remove, fn in (
+                (handler.remove_start_callback, self._compile_start),
+                (handler.remove_end_callback, self._compile_end),
+            ):
+                with contextlib.suppress(ValueError):
+                    remove(fn)
+
+
+def _compile_events() -> Any:
+    """torch's compile start/end callbacks, when torch.compile is in use (dynamo already imported:
+    importing it costs a second for runs that never compile)."""
+    if "torch._dynamo" not in sys.modules:
+        return None
+    try:
+        from torch._dynamo.callback import callback_handler
+    except ImportError:
+        return None
+    return callback_handler

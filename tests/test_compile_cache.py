@@ -1,0 +1,79 @@
+"""Restarts without recompiling (docs/long_runs.md): with compile=..., torch's compiled artifacts are
+saved beside the checkpoints and a resumed run loads them: it compiles for less time than the cold
+run did and ends with the same weights."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+JOB = """
+import json, sys
+from pathlib import Path
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+import surge
+
+root, mode = Path(sys.argv[1]), sys.argv[2]
+
+class MLP(surge.Module):
+    def __init__(self):
+        super().__init__()
+        self.net = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
+    def forward(self, x):
+        return self.net(x)
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        return torch.nn.functional.mse_loss(self(x), y)
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+class SaveAt4(surge.callbacks.Callback):
+    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
+        if mode == "cold" and trainer.global_step == 4:
+            trainer.save_checkpoint(root / "ckpts" / "step4.ckpt")
+
+torch.manual_seed(0)
+g = torch.Generator().manual_seed(0)
+data = TensorDataset(torch.randn(64, 16, generator=g), torch.randn(64, 4, generator=g))
+trainer = surge.Trainer(max_steps=8, compile=True, default_root_dir=root / mode, callbacks=[SaveAt4()], logger=False,
+                        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
+model = MLP()
+trainer.fit(model, DataLoader(data, batch_size=8), ckpt_path=None if mode == "cold" else root / "ckpts" / "step4.ckpt")
+torch.save({k: v.detach().clone() for k, v in model.state_dict().items()}, root / f"{mode}.pt")
+g = trainer.goodput
+(root / f"{mode}.json").write_text(json.dumps({"compile": g.run_seconds["compile"], "notes": list(g.notes)}))
+"""
+
+
+def _run(script: Path, root: Path, mode: str) -> dict:
+    cache = root / f"inductor-{mode}"  # each process starts with an empty local cache of its own
+    env = {**os.environ, "PYTHONPATH": str(SRC), "TORCHINDUCTOR_CACHE_DIR": str(cache)}
+    done = subprocess.run(
+        [sys.executable, str(script), str(root), mode], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads((root / f"{mode}.json").read_text())
+
+
+@pytest.mark.skipif(
+    not hasattr(torch.compiler, "save_cache_artifacts"), reason="torch < 2.7: no artifacts API"
+)
+def test_a_resumed_compiled_run_loads_the_artifacts_compiles_less_and_ends_equal(tmp_path):
+    script = tmp_path / "job.py"
+    script.write_text(JOB)
+    cold = _run(script, tmp_path, "cold")
+    assert (tmp_path / "ckpts" / "compile-cache.bin").stat().st_size > 0
+    warm = _run(script, tmp_path, "warm")
+    assert any("compiled artifacts saved beside" in note for note in warm["notes"]), warm
+    assert warm["compile"] < cold["compile"], (warm, cold)
+    cold_weights, warm_weights = torch.load(tmp_path / "cold.pt"), torch.load(tmp_path / "warm.pt")
+    assert all(torch.equal(cold_weights[k], warm_weights[k]) for k in cold_weights)

@@ -1,0 +1,185 @@
+"""Goodput: the job's wall time by category, across a restart (docs/long_runs.md)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch.utils.data import DataLoader, TensorDataset
+
+import surge
+from surge.checkpoint import save_atomic
+from surge.profiler.goodput import CATEGORIES
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+SLEEP_DATA, SLEEP_VAL = 0.01, 0.02
+
+
+class SlowData(TensorDataset):
+    """Each sample takes SLEEP_DATA seconds to load: a known lower bound of the data wait."""
+
+    def __getitem__(self, i: int):  # type: ignore[override]
+        time.sleep(SLEEP_DATA)
+        return super().__getitem__(i)
+
+
+class Linear(surge.Module):
+    def __init__(self, d_in: int = 8, d_out: int = 4, val_sleep: float = SLEEP_VAL) -> None:
+        super().__init__()
+        self.layer = torch.nn.Linear(d_in, d_out)
+        self.val_sleep = val_sleep
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        return F.mse_loss(self.layer(x), y)
+
+    def validation_step(self, batch, batch_idx):
+        time.sleep(self.val_sleep)
+        x, y = batch
+        self.log("val_loss", F.mse_loss(self.layer(x), y))
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+def _data(n: int = 32, d_in: int = 8, d_out: int = 4, slow: bool = True) -> TensorDataset:
+    g = torch.Generator().manual_seed(0)
+    kind = SlowData if slow else TensorDataset
+    return kind(torch.randn(n, d_in, generator=g), torch.randn(n, d_out, generator=g))
+
+
+def test_the_categories_sum_to_the_measured_wall_and_each_holds_its_known_time(tmp_path, caplog):
+    trainer = surge.Trainer(
+        max_epochs=2, default_root_dir=tmp_path, enable_progress_bar=False, enable_model_summary=False
+    )
+    began = time.perf_counter()
+    with caplog.at_level(logging.INFO, logger="surge"):
+        trainer.fit(
+            Linear(), DataLoader(_data(), batch_size=4), DataLoader(_data(8, slow=False), batch_size=4)
+        )
+    measured = time.perf_counter() - began
+    goodput = trainer.goodput
+    assert goodput is not None and set(goodput.seconds) == set(CATEGORIES)
+    assert goodput.wall_s == sum(goodput.seconds.values())
+    assert abs(goodput.wall_s - measured) < 0.05 * measured + 0.1, (goodput.wall_s, measured)
+    s = goodput.seconds
+    assert s["data"] >= 2 * 32 * SLEEP_DATA * 0.95  # 2 epochs of 32 slow samples
+    assert s["data"] < 2 * 32 * SLEEP_DATA + 1.0
+    val_batches = 2 + 2 * 2  # the sanity check's 2, then 2 per epoch
+    assert s["validation"] >= val_batches * SLEEP_VAL * 0.95
+    assert s["checkpoint"] > 0 and s["train"] > 0 and s["redone"] == s["downtime"] == 0
+    assert goodput.runs == 1 and 0 < goodput.train_fraction < 1
+    assert "Goodput" in caplog.text and "wall (1 run)" in caplog.text
+    metrics = (Path(trainer.log_dir) / "metrics.csv").read_text()
+    assert "goodput/train_fraction" in metrics and "goodput/data_s" in metrics
+
+
+def test_the_flops_counted_for_a_linear_model_equal_the_formula(tmp_path):
+    batch, d_in, d_out = 4, 8, 4
+    trainer = surge.Trainer(
+        max_epochs=1, default_root_dir=tmp_path, logger=False, enable_checkpointing=False,
+        enable_progress_bar=False, enable_model_summary=False,
+    )  # fmt: skip
+    trainer.fit(Linear(d_in, d_out), DataLoader(_data(16, d_in, d_out, slow=False), batch_size=batch))
+    goodput = trainer.goodput
+    assert goodput is not None
+    # forward: x @ W.T (2*B*in*out); backward: the weight's gradient only (x needs none), the same
+    assert goodput.flops_per_step == 2 * (2 * batch * d_in * d_out)
+    assert goodput.flops_per_s is not None and goodput.flops_per_s > 0
+    assert goodput.mfu is None and goodput.device == "cpu"  # no peak on CPU: achieved FLOP/s only
+
+
+JOB = """
+import json, sys, time
+from pathlib import Path
+import torch
+sys.path.insert(0, {tests!r})
+import surge
+from torch.utils.data import DataLoader
+from test_goodput import Linear, _data
+
+root, mode = Path(sys.argv[1]), sys.argv[2]
+
+class SaveOnce(surge.callbacks.Callback):
+    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
+        if trainer.global_step == 5 and mode == "first":
+            trainer.save_checkpoint(root / "mid.ckpt")
+            (root / "saved").write_text(str(time.time()))
+
+if mode == "first":
+    (root / "fit_start").write_text(str(time.time()))
+trainer = surge.Trainer(
+    max_steps=400 if mode == "first" else 12, default_root_dir=root, callbacks=[SaveOnce()],
+    enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+    num_sanity_val_steps=0, limit_val_batches=0,
+)
+trainer.fit(Linear(), DataLoader(_data(800), batch_size=2), ckpt_path=None if mode == "first" else root / "mid.ckpt")
+g = trainer.goodput
+(root / "report.json").write_text(json.dumps({{"seconds": dict(g.seconds), "runs": g.runs, "end": time.time(),
+                                             "notes": list(g.notes)}}))
+"""
+
+
+def _start(script: Path, root: Path, mode: str) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    return subprocess.Popen([sys.executable, str(script), str(root), mode], env=env, start_new_session=True)
+
+
+def _wait_for(path: Path, proc: subprocess.Popen, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert proc.poll() is None, f"the run ended (code {proc.returncode}) before writing {path.name}"
+        assert time.monotonic() < deadline, f"no {path.name} after {timeout} s"
+        time.sleep(0.05)
+
+
+def test_a_run_killed_mid_epoch_and_resumed_reports_redone_work_and_the_whole_job(tmp_path):
+    script = tmp_path / "job.py"
+    script.write_text(JOB.format(tests=str(Path(__file__).parent)))
+    first = _start(script, tmp_path, "first")
+    try:
+        _wait_for(tmp_path / "saved", first)
+        time.sleep(2.5)  # training goes on past the checkpoint (heartbeats every second)
+        assert first.poll() is None, "the first run should still be training"
+        os.killpg(first.pid, signal.SIGKILL)
+    finally:
+        if first.poll() is None:
+            os.killpg(first.pid, signal.SIGKILL)
+        first.wait()
+    saved = float((tmp_path / "saved").read_text())
+    killed = time.time()
+    second = _start(script, tmp_path, "resume")
+    assert second.wait(timeout=300) == 0
+    report = json.loads((tmp_path / "report.json").read_text())
+    s = report["seconds"]
+    assert report["runs"] == 2
+    lived_after = killed - saved  # the kill came this long after the checkpoint (at most)
+    assert lived_after - 1.5 <= s["redone"] <= lived_after + 0.1, (s["redone"], lived_after)
+    assert s["downtime"] + s["startup"] > 0 and s["resume"] > 0
+    whole = report["end"] - float((tmp_path / "fit_start").read_text())
+    assert abs(sum(s.values()) - whole) < 0.05 * whole + 0.5, (sum(s.values()), whole)
+
+
+def test_a_checkpoint_without_the_accounting_still_resumes(tmp_path):
+    kwargs = dict(default_root_dir=tmp_path, logger=False, enable_checkpointing=False,
+                  enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0)  # fmt: skip
+    first = surge.Trainer(max_steps=4, **kwargs)
+    first.fit(Linear(), DataLoader(_data(16, slow=False), batch_size=2))
+    path = tmp_path / "old.ckpt"
+    first.save_checkpoint(path)
+    state = torch.load(path, weights_only=True)
+    assert state["surge"].pop("goodput")["version"] == 1  # as an older surge wrote it
+    save_atomic(state, path)
+    second = surge.Trainer(max_steps=6, **kwargs)
+    second.fit(Linear(), DataLoader(_data(16, slow=False), batch_size=2), ckpt_path=path)
+    goodput = second.goodput
+    assert goodput is not None and goodput.runs == 1 and second.global_step == 6
+    assert any("no goodput accounting" in note for note in goodput.notes)
