@@ -102,6 +102,9 @@ class SubprocessLauncher:
         for child in children or self.children:
             if child.poll() is None:
                 child.terminate()
+                child.send_signal(
+                    signal.SIGCONT
+                )  # a stopped rank (SIGSTOP) acts on the TERM only once continued
         deadline = time.monotonic() + 10
         for child in children or self.children:
             try:

@@ -1,0 +1,73 @@
+"""A hang names its rank: the live rank's error says which rank stopped and which collective it never
+entered, and every live rank's stacks are in the run directory's hang/ (docs/long_runs.md).
+
+Two ranks on gloo, a process group timeout of a few seconds: one rank stopped with SIGSTOP mid-epoch
+(its heartbeat stops too), one stuck in Python code in training_step (its heartbeat goes on).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from jobs import TRAIN_SCRIPT, clean_env, run_group
+
+pytestmark = [pytest.mark.slow, pytest.mark.heavy]  # timed: never beside another heavy test
+
+TIMEOUT_S = 3.0
+SLACK_S = 6.0  # a busy machine: the error comes within the timeout and the dump wait (3 s) plus this
+
+
+def _job(tmp_path: Path, *args: str) -> tuple[int, str, Path]:
+    root = tmp_path / "root"
+    cmd = [sys.executable, str(TRAIN_SCRIPT), "--devices", "2", "--root", str(root), "--out", str(tmp_path / "out.pt"),
+           "--epochs", "50", "--fail-step", "5", "--timeout", str(TIMEOUT_S), *args]  # fmt: skip
+    # run_group kills the whole process group at the end: the stopped rank (SIGKILL ends it stopped or not).
+    [(code, output)] = run_group([cmd], env=clean_env(), cwd=tmp_path, timeout=120)
+    return code, output, root / "hang"
+
+
+def _since(output: str, what: str) -> float:
+    return float(re.search(rf"rank 1 {what} (?:at|from) ([0-9.]+)", output).group(1))
+
+
+def test_a_rank_stopped_with_sigstop_is_named_with_the_collective_it_never_entered(tmp_path):
+    code, output, hang = _job(tmp_path, "--stop-rank", "1")
+    assert code != 0, output[-3000:]
+    note = re.search(r"surge: rank 0 waited more than the process group timeout \(3 s\) in (.*)", output)
+    assert note, output[-3000:]
+    seq = re.search(r"\(collective #(\d+) of the process group\)", note.group(1)).group(1)
+    assert "rank 1 stopped answering: its heartbeat stopped too" in note.group(1)
+    assert f"had not entered collective #{seq} when last heard from" in note.group(1)
+    # Rank 0 dumped its stacks, with where it waited, within the timeout (+ slack) of the stop.
+    dump = (hang / "rank0.txt").read_text()
+    assert "== where the main thread waited" in dump and "Thread MainThread" in dump
+    assert "Thread surge-heartbeat" in dump
+    assert "timed out in" in dump and f"collective #{seq}" in dump
+    assert "== flight recorder" in dump
+    stopped = _since(output, "stops itself")
+    assert (hang / "rank0.txt").stat().st_mtime - stopped < TIMEOUT_S + SLACK_S
+
+
+def test_a_rank_stuck_in_python_code_dumps_the_frame_it_is_stuck_in(tmp_path):
+    code, output, hang = _job(tmp_path, "--stuck-rank", "1")
+    assert code != 0, output[-3000:]
+    note = re.search(r"surge: rank 0 waited more than the process group timeout \(3 s\) in (.*)", output)
+    assert note, output[-3000:]
+    text = note.group(1)
+    seq = int(re.search(r"\(collective #(\d+) of the process group\)", text).group(1))
+    assert text.startswith("the gradient allreduce during backward"), text
+    assert "rank 1 stopped answering: it is alive (its heartbeat goes on) but stuck in Python code" in text
+    assert f"never entered collective #{seq} (its last was #{seq - 1})" in text
+    assert "its main thread is in spin_forever (train_script.py:" in text
+    assert f"{hang}/rank{{0,1}}.txt" in text
+    # Both ranks dumped: rank 1's main thread shows the stuck function, called from training_step.
+    stuck = (hang / "rank1.txt").read_text()
+    assert "asked by rank 0, which timed out in the gradient allreduce during backward" in stuck
+    main = stuck.split("Thread MainThread")[1].split("\nThread ")[0]
+    assert re.search(r"in training_step\n\s+spin_forever\(\)\n.*in spin_forever\n", main), main[-1500:]
+    assert "where the main thread waited" in (hang / "rank0.txt").read_text()
+    started = _since(output, "is stuck")
+    assert (hang / "rank1.txt").stat().st_mtime - started < TIMEOUT_S + SLACK_S
