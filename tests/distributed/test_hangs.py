@@ -7,14 +7,18 @@ Two ranks on gloo, a process group timeout of a few seconds: one rank stopped wi
 
 from __future__ import annotations
 
+import datetime
 import re
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 from jobs import TRAIN_SCRIPT, clean_env, run_group
 
-pytestmark = [pytest.mark.slow, pytest.mark.heavy]  # timed: never beside another heavy test
+from surge.errors import MisconfigurationError
+from surge.strategies import DDPStrategy, FSDPStrategy
+from surge.strategies.hang_dump import write_dump
 
 TIMEOUT_S = 3.0
 SLACK_S = 6.0  # a busy machine: the error comes within the timeout and the dump wait (3 s) plus this
@@ -33,6 +37,43 @@ def _since(output: str, what: str) -> float:
     return float(re.search(rf"rank 1 {what} (?:at|from) ([0-9.]+)", output).group(1))
 
 
+@pytest.mark.parametrize("strategy", [DDPStrategy, FSDPStrategy])
+@pytest.mark.parametrize("value", [0, -3, "10", True, datetime.timedelta(0)])
+def test_a_timeout_that_is_not_a_positive_duration_is_refused_by_name(strategy, value):
+    with pytest.raises(
+        MisconfigurationError, match=r"^timeout=.* is not valid: a positive datetime.timedelta"
+    ):
+        strategy(timeout=value)
+
+
+def test_timeout_none_is_the_default_and_a_number_is_seconds():
+    assert DDPStrategy(timeout=None).timeout == datetime.timedelta(minutes=30)
+    assert DDPStrategy(timeout=2.5).timeout == datetime.timedelta(seconds=2.5)
+
+
+def test_a_dump_holds_every_thread_stack_and_says_when_there_is_no_flight_recorder(tmp_path):
+    release = threading.Event()
+
+    def waiting_for_a_peer():
+        release.wait(30)
+
+    thread = threading.Thread(target=waiting_for_a_peer, name="the-stuck-one")
+    thread.start()
+    try:
+        path = write_dump(tmp_path / "hang", 0, 1, "a test", None)
+    finally:
+        release.set()
+        thread.join()
+    text = path.read_text()
+    assert path == tmp_path / "hang" / "rank0.txt" and "why: a test" in text
+    assert re.search(
+        r"Thread the-stuck-one .*\n(.*\n)*.*in waiting_for_a_peer\n\s+release.wait\(30\)", text
+    ), text
+    assert "== flight recorder: none (none backend" in text  # no process group here
+
+
+@pytest.mark.slow
+@pytest.mark.heavy  # timed: never beside another heavy test
 def test_a_rank_stopped_with_sigstop_is_named_with_the_collective_it_never_entered(tmp_path):
     code, output, hang = _job(tmp_path, "--stop-rank", "1")
     assert code != 0, output[-3000:]
@@ -51,6 +92,8 @@ def test_a_rank_stopped_with_sigstop_is_named_with_the_collective_it_never_enter
     assert (hang / "rank0.txt").stat().st_mtime - stopped < TIMEOUT_S + SLACK_S
 
 
+@pytest.mark.slow
+@pytest.mark.heavy  # timed: never beside another heavy test
 def test_a_rank_stuck_in_python_code_dumps_the_frame_it_is_stuck_in(tmp_path):
     code, output, hang = _job(tmp_path, "--stuck-rank", "1")
     assert code != 0, output[-3000:]

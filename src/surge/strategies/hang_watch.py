@@ -13,6 +13,7 @@ nothing; the rank that timed out says so. See `hang_report.py` for how the ranks
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import datetime
 import json
@@ -29,6 +30,9 @@ from .hang_dump import main_frame, torch_position, where, write_dump
 
 INTERVAL_S = 1.0  # between heartbeats
 STORE_TIMEOUT_S = 2.0  # a store that does not answer in this long counts as gone (its host stopped)
+
+
+_running: HangWatch | None = None  # one heartbeat per process: a later Trainer's replaces an earlier's
 
 
 class HangWatch:
@@ -56,14 +60,25 @@ class HangWatch:
 
     # -- the heartbeat thread ---------------------------------------------------------------
     def start(self) -> None:
+        global _running
+        if _running is not None:
+            _running.stop()
+        _running = self
         self._thread = threading.Thread(target=self._run, name="surge-heartbeat", daemon=True)
         self._thread.start()
+        # Ended before the interpreter is: a daemon thread still inside a store call at shutdown
+        # can abort the process as it comes back.
+        atexit.register(self.stop)
 
     def stop(self) -> None:
+        global _running
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(STORE_TIMEOUT_S + 1)
         self._thread = None
+        atexit.unregister(self.stop)
+        if _running is self:
+            _running = None
 
     def connect(self) -> dist.Store:
         """A client of the job's store (a connection of its own, with a short timeout)."""

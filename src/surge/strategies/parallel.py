@@ -31,6 +31,7 @@ RERUN = (
     "\nThis rank was started by an earlier Trainer(devices=N) of the script, which runs the script again from its "
     "start in each new rank: every rank must reach the same Trainer calls in the same order."
 )
+HUNG_GRACE_S = 2.0  # after a hang the other ranks are stuck or stopped: they get this long to end
 RENDEZVOUS = datetime.timedelta(minutes=2)  # the least time ranks are given to meet
 _OPS = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}
 
@@ -54,6 +55,7 @@ class ProcessGroupStrategy(Strategy):
         self._owns_group = False
         self.hangs: HangWatch | None = None  # this rank's heartbeat, while the group lives
         self._hang_dir: Path | None = None
+        self._hung = False  # a collective timed out: the peers' stacks are dumped, no grace at teardown
 
     # -- ranks -----------------------------------------------------------------------------
     @property
@@ -236,10 +238,11 @@ class ProcessGroupStrategy(Strategy):
         peers = [r for r in range(self.world_size) if r != self.global_rank]
         whom = f"rank {peers[0]}" if len(peers) == 1 else f"one of ranks {peers}"
         found = f"{whom} stopped answering (hung, or too slow)"
-        if self.hangs is not None:
+        if self.hangs is not None and (collective != "a collective" or isinstance(err, dist.DistError)):
             from .hang_report import explain_hang
 
             collective, found = explain_hang(self.hangs, err, collective)
+            self._hung = True
         note = (
             f"surge: rank {self.global_rank} waited more than the process group timeout "
             f"({self.timeout.total_seconds():g} s) in {collective}: {found} The job is being stopped. "
@@ -263,7 +266,7 @@ class ProcessGroupStrategy(Strategy):
     def teardown(self, failed: bool = False) -> None:
         self._stop_watching()
         if failed and self.launcher is not None:
-            self.launcher.terminate()
+            self.launcher.terminate(grace=HUNG_GRACE_S if self._hung else 10.0)
         if self._owns_group and dist.is_initialized():
             if not failed:
                 dist.barrier()
