@@ -289,13 +289,13 @@ def _timeout(value: Any) -> datetime.timedelta:
     """`timeout=` as a timedelta (a number: seconds; None: the default, 30 minutes), refused unless positive."""
     if value is None:
         return datetime.timedelta(minutes=30)
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        value = datetime.timedelta(seconds=value)
-    if not isinstance(value, datetime.timedelta) or value.total_seconds() <= 0:
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    delta = datetime.timedelta(seconds=value) if number else value
+    if not isinstance(delta, datetime.timedelta) or delta.total_seconds() <= 0:
         raise bad_value(
             "timeout", value, "a positive datetime.timedelta or number of seconds (None: 30 minutes)"
         )
-    return value
+    return delta
 
 
 def _collective_of(err: BaseException) -> str:
