@@ -19,6 +19,7 @@ from jobs import TRAIN_SCRIPT, clean_env, run_group
 from surge.errors import MisconfigurationError
 from surge.strategies import DDPStrategy, FSDPStrategy
 from surge.strategies.hang_dump import write_dump
+from surge.strategies.hang_report import judge_peer
 
 TIMEOUT_S = 3.0
 SLACK_S = 6.0  # a busy machine: the error comes within the timeout and the dump wait (3 s) plus this
@@ -70,6 +71,29 @@ def test_a_dump_holds_every_thread_stack_and_says_when_there_is_no_flight_record
         r"Thread the-stuck-one .*\n(.*\n)*.*in waiting_for_a_peer\n\s+release.wait\(30\)", text
     ), text
     assert "== flight recorder: none (none backend" in text  # no process group here
+
+
+def _beat(n: int, torch_seq: int | None, surge_seq: int, where: str = "step (train.py:9)") -> dict:
+    torch_pos = None if torch_seq is None else {"enqueued": torch_seq, "completed": torch_seq}
+    return {"n": n, "t": 0.0, "torch": torch_pos, "surge": [surge_seq, "reduce_bool", False], "user": where}
+
+
+def test_a_peer_is_judged_by_its_heartbeat_and_its_last_collective():
+    # Beats on and entered collective #7: nothing to say about it.
+    assert judge_peer(1, _beat(3, 7, 2), _beat(5, 7, 2), False, 7, "torch") is None
+    # Beats on, behind: stuck in Python code, with where.
+    stuck = judge_peer(1, _beat(3, 6, 2), _beat(5, 6, 2, "spin (x.py:3)"), True, 7, "torch")
+    assert "it is alive (its heartbeat goes on) but stuck in Python code" in stuck
+    assert "never entered collective #7 (its last was #6): its main thread is in spin (x.py:3)" in stuck
+    # No new beat and no dump: stopped, at its last known place.
+    stopped = judge_peer(1, _beat(5, 6, 2), _beat(5, 6, 2), False, 7, "torch")
+    assert "its heartbeat stopped too" in stopped and "had not entered collective #7" in stopped
+    # Without a flight recorder, surge's own collectives are compared.
+    assert "never entered collective #3 (its last was #2)" in judge_peer(
+        1, _beat(1, None, 2), _beat(2, None, 2), False, 3, "surge"
+    )
+    assert judge_peer(1, _beat(1, None, 3), _beat(2, None, 3), False, 3, "surge") is None
+    assert "never wrote a heartbeat" in judge_peer(1, None, None, False, 3, "surge")
 
 
 @pytest.mark.slow

@@ -23,6 +23,10 @@ def explain_hang(watch: HangWatch, err: BaseException, collective: str) -> tuple
     mine = torch_position()
     seq = mine["enqueued"] if mine is not None else None
     what = f"{collective} (collective #{seq} of the process group)" if seq is not None else collective
+    numbering = "torch"
+    if seq is None and watch.in_flight:  # no flight recorder: surge's own collectives are numbered
+        seq, numbering = watch.seq, "surge"
+        what = f"{collective} (surge's collective #{seq}, {watch.collective})"
     watch.dump(f"rank {watch.rank} timed out in {what}", err.__traceback__)
     peers = [r for r in range(watch.world_size) if r != watch.rank]
     try:
@@ -37,7 +41,7 @@ def explain_hang(watch: HangWatch, err: BaseException, collective: str) -> tuple
             f"(it lives in rank 0's process when surge or a plain tcp:// rendezvous started the job, else in "
             f"torchrun's agent): that process is stopped, frozen or dead. {_where_dumped(watch, [])}"
         )
-    findings = [_peer(r, before.get(r), after.get(r), r in acked, seq) for r in peers]
+    findings = [judge_peer(r, before.get(r), after.get(r), r in acked, seq, numbering) for r in peers]
     culprits = [f for f in findings if f is not None]
     if not culprits:
         culprits = [
@@ -64,12 +68,15 @@ def _wait_for_dumps(store: Any, peers: list[int]) -> set[int]:
     return acked
 
 
-def _peer(rank: int, before: dict | None, after: dict | None, acked: bool, seq: int | None) -> str | None:
-    """What went wrong with `rank`, or None when it answers and entered collective #`seq`."""
+def judge_peer(
+    rank: int, before: dict | None, after: dict | None, acked: bool, seq: int | None, numbering: str
+) -> str | None:
+    """What went wrong with `rank`, or None when it answers and entered collective #`seq` (numbered
+    by torch's flight recorder, or by surge when there is none)."""
     if after is None:
         return f"rank {rank} stopped answering: it never wrote a heartbeat (it did not start one, or the store refused it)"
     alive = acked or before is None or after["n"] > before["n"]
-    last = (after.get("torch") or {}).get("enqueued")
+    last = (after.get("torch") or {}).get("enqueued") if numbering == "torch" else after["surge"][0]
     entered = seq is not None and last is not None and last >= seq
     place = after.get("user") or after.get("where") or "?"
     if alive and (entered or seq is None or last is None):

@@ -149,7 +149,7 @@ class ProcessGroupStrategy(Strategy):
             self.env = self.launcher.launch()
         backend = self.backend or ("nccl" if device.type == "cuda" else "gloo")
         # Ranks that start slowly (a busy host importing torch) must not fail a short `timeout=`,
-        # which is meant for collectives: the rendezvous gets at least RENDEZVOUS_S, then the group
+        # which is meant for collectives: the rendezvous gets at least RENDEZVOUS, then the group
         # the asked timeout (where this torch can set it afterwards).
         settable = hasattr(dist.distributed_c10d, "_set_pg_timeout")
         dist.init_process_group(
