@@ -115,6 +115,7 @@ class Trainer(StageEntryPoints):
         one run directory."""
         self._accelerator.setup_device(self.root_device)
         self._strategy.setup_environment(self.root_device)
+        self._strategy.dump_hangs_to(Path(self.default_root_dir) / "hang")
         resume = self._find_checkpoint(ckpt_path)
         self._publisher.continue_runs(resume.state if resume is not None else {})
         if self.world_size > 1 and self._log_dir is None:  # rank zero picks version_N; all use it

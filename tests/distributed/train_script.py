@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import time
 
 import torch
 import torch.nn.functional as F
@@ -26,9 +27,13 @@ class Net(surge.Module):
         return self.lin(x)
 
     poison: tuple[int | None, int] = (None, 0)
+    stuck: tuple[int | None, int] = (None, 0)  # this rank spins forever in training_step at this batch
 
     def training_step(self, batch, batch_idx):
         x, y = batch
+        if self.stuck == (self.trainer.global_rank, batch_idx):
+            print(f"rank {self.stuck[0]} is stuck from {time.time()}", flush=True)
+            spin_forever()
         loss = F.cross_entropy(self(x), y)
         rank, step = self.poison
         if rank == self.trainer.global_rank and self.trainer.global_step + 1 == step:
@@ -81,6 +86,26 @@ class HangAt(surge.callbacks.Callback):
             time.sleep(600)
 
 
+def spin_forever() -> None:
+    """Python code that never returns (and never enters a collective)."""
+    while True:
+        sum(range(1000))
+
+
+class StopAt(surge.callbacks.Callback):
+    """Stops the whole process of one rank with SIGSTOP at one step, as a frozen host would."""
+
+    def __init__(self, rank: int, step: int) -> None:
+        self.rank, self.step = rank, step
+
+    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
+        if trainer.global_rank == self.rank and trainer.global_step == self.step:
+            import signal
+
+            print(f"rank {self.rank} stops itself at {time.time()}", flush=True)
+            os.kill(os.getpid(), signal.SIGSTOP)
+
+
 class FailAt(surge.callbacks.Callback):
     """Raises on one rank at one step: the other ranks must not wait for it forever."""
 
@@ -118,6 +143,8 @@ def main() -> None:
     p.add_argument("--fail-step", type=int, default=3)
     p.add_argument("--hang-rank", type=int, default=None)
     p.add_argument("--timeout", type=float, default=None)
+    p.add_argument("--stop-rank", type=int, default=None, help="SIGSTOP this rank at --fail-step")
+    p.add_argument("--stuck-rank", type=int, default=None, help="spin in training_step at batch --fail-step")
     p.add_argument("--poison-rank", type=int, default=None)
     p.add_argument("--nonfinite", default="warn")
     p.add_argument("--workers", type=int, default=0)
@@ -137,6 +164,8 @@ def main() -> None:
         callbacks.append(FailAt(args.fail_rank, args.fail_step))
     if args.hang_rank is not None:
         callbacks.append(HangAt(args.hang_rank, args.fail_step))
+    if args.stop_rank is not None:
+        callbacks.append(StopAt(args.stop_rank, args.fail_step))
     if args.every_step:
         callbacks.append(surge.callbacks.ModelCheckpoint(every_n_train_steps=1, save_top_k=2, save_last=True))
     strategy = "auto"
@@ -154,6 +183,7 @@ def main() -> None:
     )  # fmt: skip
     model = Net()
     model.poison = (args.poison_rank, args.fail_step)
+    model.stuck = (args.stuck_rank, args.fail_step)
     trainer.fit(model, train, val, ckpt_path=args.ckpt)
     fit_metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}  # a later stage starts empty
     validated = trainer.validate(model, dataloaders=val)[0]

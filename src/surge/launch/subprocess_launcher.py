@@ -95,14 +95,18 @@ class SubprocessLauncher:
                 return
             time.sleep(0.2)
 
-    def terminate(self, children: Sequence[subprocess.Popen] | None = None) -> None:
+    def terminate(self, children: Sequence[subprocess.Popen] | None = None, grace: float = 10.0) -> None:
+        """Ask the children to stop (SIGTERM); kill those still running after `grace` seconds."""
         # The watchdog must not take the children's deaths for a failure and exit before this
         # process reports the error that made it stop them.
         self._stopping = True
         for child in children or self.children:
             if child.poll() is None:
                 child.terminate()
-        deadline = time.monotonic() + 10
+                child.send_signal(
+                    signal.SIGCONT
+                )  # a stopped rank (SIGSTOP) acts on the TERM only once continued
+        deadline = time.monotonic() + grace
         for child in children or self.children:
             try:
                 child.wait(max(0.0, deadline - time.monotonic()))

@@ -248,6 +248,9 @@ class Strategy:
     def explain_failure(self, err: BaseException) -> None:
         """Add what the strategy knows about why the run failed (e.g. a collective timeout)."""
 
+    def dump_hangs_to(self, directory: Path) -> None:
+        """Where each rank writes its stacks when a collective hangs (multi-process strategies)."""
+
     def speed_advice(self) -> str | None:
         """A known cost of this strategy and what is faster, for the doctor's findings; None: nothing."""
         return None

@@ -17,7 +17,7 @@ import torch.distributed as dist
 from torch import Tensor, nn
 
 from ..config import semantics
-from ..errors import MisconfigurationError
+from ..errors import MisconfigurationError, bad_value
 from ..launch.call_site import check_same_trainer, trainer_call_site
 from ..launch.environment import ClusterEnvironment
 from ..launch.host import cpu_count
@@ -25,11 +25,14 @@ from ..launch.subprocess_launcher import SubprocessLauncher
 from ..rank_zero import warn
 from ..seed import last_seeding, seed_everything
 from .base import Layout, Strategy
+from .hang_watch import HangWatch
 
 RERUN = (
     "\nThis rank was started by an earlier Trainer(devices=N) of the script, which runs the script again from its "
     "start in each new rank: every rank must reach the same Trainer calls in the same order."
 )
+HUNG_GRACE_S = 2.0  # after a hang the other ranks are stuck or stopped: they get this long to end
+RENDEZVOUS = datetime.timedelta(minutes=2)  # the least time ranks are given to meet
 _OPS = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}
 
 
@@ -39,19 +42,20 @@ class ProcessGroupStrategy(Strategy):
     def __init__(
         self,
         *,
-        timeout: datetime.timedelta | float = datetime.timedelta(minutes=30),
+        timeout: datetime.timedelta | float | None = datetime.timedelta(minutes=30),
         process_group_backend: str | None = None,
     ) -> None:
         super().__init__()
-        self.timeout = (
-            timeout if isinstance(timeout, datetime.timedelta) else datetime.timedelta(seconds=timeout)
-        )
+        self.timeout = _timeout(timeout)
         self.backend = process_group_backend
         self.env = ClusterEnvironment(source="local")  # until `configure` is given the detected one
         self.launcher: SubprocessLauncher | None = None
         self.call_site: str | None = None  # the user's line that built this Trainer, compared across ranks
         self.wrapped: nn.Module | None = None
         self._owns_group = False
+        self.hangs: HangWatch | None = None  # this rank's heartbeat, while the group lives
+        self._hang_dir: Path | None = None
+        self._hung = False  # a collective timed out: the peers' stacks are dumped, no grace at teardown
 
     # -- ranks -----------------------------------------------------------------------------
     @property
@@ -124,18 +128,39 @@ class ProcessGroupStrategy(Strategy):
             dist.all_gather_object(sites, self.call_site)
             self.call_site = None
             check_same_trainer(sites)
+        if self.hangs is None and self.world_size > 1:
+            self.hangs = HangWatch(
+                self.global_rank, self.world_size, self.env.master_addr, self.env.master_port, self._hang_dir
+            )
+            self.hangs.start()
+
+    def dump_hangs_to(self, directory: Path) -> None:
+        self._hang_dir = directory
+        if self.hangs is not None:
+            self.hangs.directory = directory
+
+    def _stop_watching(self) -> None:
+        if self.hangs is not None:
+            self.hangs.stop()
+            self.hangs = None
 
     def _start_group(self, device: torch.device) -> None:
         if self.launcher is not None and not self.launcher.children and self.env.global_rank == 0:
             self.env = self.launcher.launch()
         backend = self.backend or ("nccl" if device.type == "cuda" else "gloo")
+        # Ranks that start slowly (a busy host importing torch) must not fail a short `timeout=`,
+        # which is meant for collectives: the rendezvous gets at least RENDEZVOUS, then the group
+        # the asked timeout (where this torch can set it afterwards).
+        settable = hasattr(dist.distributed_c10d, "_set_pg_timeout")
         dist.init_process_group(
             backend,
             rank=self.env.global_rank,
             world_size=self.env.world_size,
-            timeout=self.timeout,
+            timeout=max(self.timeout, RENDEZVOUS) if settable else self.timeout,
             init_method=self.env.init_method(),
         )
+        if settable:
+            dist.distributed_c10d._set_pg_timeout(self.timeout)
         self._owns_group = True
         # The group lives on for validate/test/predict after fit; at exit it must be destroyed, or
         # gloo's threads can abort the interpreter at shutdown ("terminate called without an active
@@ -143,20 +168,36 @@ class ProcessGroupStrategy(Strategy):
         atexit.register(self._destroy_at_exit)
 
     # -- collectives -----------------------------------------------------------------------
+    # Each marks this rank's position (two attributes, for the heartbeat); left only on return, so
+    # after a timeout the position still names the collective that timed out.
+    def _enter(self, name: str) -> None:
+        if self.hangs is not None:
+            self.hangs.enter(name)
+
+    def _leave(self) -> None:
+        if self.hangs is not None:
+            self.hangs.leave()
+
     def barrier(self, name: str = "") -> None:
         if dist.is_initialized():
+            self._enter("barrier")
             dist.barrier()
+            self._leave()
 
     def broadcast(self, obj: Any, src: int = 0) -> Any:
         box = [obj]
+        self._enter("broadcast")
         dist.broadcast_object_list(box, src=src)
+        self._leave()
         return box[0]
 
     def all_reduce(self, tensor: Tensor, op: str = "sum") -> Tensor:
         out = tensor.detach().clone()
         if self._backend_name() == "gloo" and out.device.type != "cpu":
             out = out.cpu()
+        self._enter("all_reduce")
         dist.all_reduce(out, op=_OPS[op])
+        self._leave()
         return out
 
     def mean(self, tensor: Tensor) -> Tensor:
@@ -164,12 +205,16 @@ class ProcessGroupStrategy(Strategy):
 
     def reduce_bool(self, flag: bool) -> bool:
         t = torch.tensor(float(flag), device=self.device if self._backend_name() != "gloo" else "cpu")
+        self._enter("reduce_bool")
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        self._leave()
         return bool(t.item())
 
     def all_gather_object(self, obj: Any) -> list[Any]:
         out: list[Any] = [None] * self.world_size
+        self._enter("all_gather_object")
         dist.all_gather_object(out, obj)
+        self._leave()
         return out
 
     def _shard_problems(self, ckpt: dict[str, Any], path: str | Path) -> list[str]:
@@ -184,17 +229,24 @@ class ProcessGroupStrategy(Strategy):
         return dist.get_backend() if dist.is_initialized() else "gloo"
 
     def explain_failure(self, err: BaseException) -> None:
-        """Add a note to a collective timeout: which collective, which rank waited, for whom."""
+        """Add a note to a collective timeout: which collective, which rank waited, which rank
+        stopped and where (every live rank's stacks are dumped to the run directory's hang/)."""
         text = str(err)
         if "timed out" not in text.lower() and "timeout" not in text.lower():
             return
         collective = _collective_of(err)
         peers = [r for r in range(self.world_size) if r != self.global_rank]
         whom = f"rank {peers[0]}" if len(peers) == 1 else f"one of ranks {peers}"
+        found = f"{whom} stopped answering (hung, or too slow)"
+        if self.hangs is not None and (collective != "a collective" or isinstance(err, dist.DistError)):
+            from .hang_report import explain_hang
+
+            collective, found = explain_hang(self.hangs, err, collective)
+            self._hung = True
         note = (
             f"surge: rank {self.global_rank} waited more than the process group timeout "
-            f"({self.timeout.total_seconds():g} s) in {collective}: {whom} stopped answering (hung, or too slow); "
-            "the job is being stopped. Raise the strategy's timeout= if steps legitimately take longer."
+            f"({self.timeout.total_seconds():g} s) in {collective}: {found} The job is being stopped. "
+            "Raise the strategy's timeout= if steps legitimately take longer."
         )
         if hasattr(err, "add_note"):
             err.add_note(note)
@@ -205,14 +257,16 @@ class ProcessGroupStrategy(Strategy):
         # group (and its gloo threads) is really freed here rather than during interpreter
         # shutdown, where a still-joinable thread aborts the process.
         self.wrapped = None
+        self._stop_watching()
         gc.collect()
         if self._owns_group and dist.is_initialized():
             dist.destroy_process_group()
             self._owns_group = False
 
     def teardown(self, failed: bool = False) -> None:
+        self._stop_watching()
         if failed and self.launcher is not None:
-            self.launcher.terminate()
+            self.launcher.terminate(grace=HUNG_GRACE_S if self._hung else 10.0)
         if self._owns_group and dist.is_initialized():
             if not failed:
                 dist.barrier()
@@ -229,6 +283,19 @@ _COLLECTIVES = {
     "save_sharded": "the sharded checkpoint save",
     "_engine_run_backward": "the gradient allreduce during backward",
 }
+
+
+def _timeout(value: Any) -> datetime.timedelta:
+    """`timeout=` as a timedelta (a number: seconds; None: the default, 30 minutes), refused unless positive."""
+    if value is None:
+        return datetime.timedelta(minutes=30)
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    delta = datetime.timedelta(seconds=value) if number else value
+    if not isinstance(delta, datetime.timedelta) or delta.total_seconds() <= 0:
+        raise bad_value(
+            "timeout", value, "a positive datetime.timedelta or number of seconds (None: 30 minutes)"
+        )
+    return delta
 
 
 def _collective_of(err: BaseException) -> str:
