@@ -40,7 +40,7 @@ def test_the_test_extra_installs_what_every_extra_needs():
 def _extra_mentions(text: str) -> list[tuple[str, str]]:
     """(distribution, extras) of every `pip install NAME[extra,...]` or `` `NAME[extra,...]` `` whose
     extras are all this project's."""
-    found = re.findall(r"(?:pip install [\"']?|`)([\w.-]+)\[([a-z,]+)\]", text)
+    found = re.findall(r"(?:pip install (?:-e )?[\"']?|`)([\w.-]+)\[([a-z,]+)\]", text)
     return [(dist, extras) for dist, extras in found if set(extras.split(",")) <= set(EXTRAS)]
 
 
@@ -58,3 +58,16 @@ def test_every_install_line_names_the_distribution():
     assert sum(map(len, mentions.values())) >= 15  # the pattern finds them
     wrong = {p: m for p, found in mentions.items() for m in found if m[0] not in (NAME, ".")}  # . = a clone
     assert not wrong, f"install lines naming another distribution than {NAME!r}: {wrong}"
+
+
+def test_a_missing_package_message_installs_what_the_extra_installs():
+    from surge.errors import EXTRA_PACKAGES, install_hint
+
+    assert set(EXTRA_PACKAGES) == set(EXTRAS) - OWN - {"docs"}
+    for extra, packages in EXTRA_PACKAGES.items():
+        assert _names(packages.replace("'", "").split()) == _names(EXTRAS[extra]), extra
+        hint = install_hint(extra)
+        assert hint.startswith(f"pip install {packages} ") and f'-e ".[{extra}]"' in hint
+    # nothing a user is told to run at run time asks the registry for surge-train (not on it yet)
+    said = "".join(p.read_text() for p in (ROOT / "src").rglob("*.py"))
+    assert f"pip install '{NAME}[" not in said and f'pip install "{NAME}[' not in said

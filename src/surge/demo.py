@@ -18,6 +18,8 @@ from torch.utils.data import DataLoader, TensorDataset
 
 import surge
 
+from .errors import install_hint
+
 __all__ = ["DigitsCNN", "DigitsData", "main"]  # the public API
 
 
@@ -123,9 +125,13 @@ def _arguments(argv: Sequence[str] | None, prog: str | None) -> argparse.Namespa
     return parser.parse_args(argv)
 
 
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}" + ("" if n == 1 else "s")
+
+
 def _best(checkpoint: surge.callbacks.ModelCheckpoint) -> str:
     if checkpoint.best_model_score is None:  # e.g. `surge doctor` stops the fit before any validation
-        return "none yet (no validation ran, so val_acc was never measured)"
+        return "none (no validation ran during the fit, so no checkpoint was chosen by val_acc)"
     return f"{checkpoint.best_model_path} (val_acc {checkpoint.best_model_score:.4f})"
 
 
@@ -157,7 +163,7 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> dict[str
         [
             "",
             f"Final validation: accuracy {metrics['val_acc']:.2%}, loss {metrics['val_loss']:.4f} "
-            f"after {trainer.current_epoch} epochs ({trainer.global_step} optimizer steps)",
+            f"after {_count(trainer.current_epoch, 'epoch')} ({_count(trainer.global_step, 'optimizer step')})",
             f"Test (held out):  accuracy {metrics['test_acc']:.2%}, loss {metrics['test_loss']:.4f}",
             f"Best checkpoint:  {_best(checkpoint)}",
             f"Last checkpoint:  {checkpoint.last_model_path}",
@@ -170,7 +176,7 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> dict[str
 
             report += f"\nCurves:           {plot_run(trainer.log_dir)}"
         except ImportError:
-            report += "\nCurves:           pip install 'surge-train[plot]' to draw them (surge plot RUN_DIR)"
+            report += f"\nCurves:           {install_hint('plot')} to draw them (surge plot RUN_DIR)"
     surge.rank_zero.info(report)
     return metrics
 

@@ -28,3 +28,23 @@ class CheckpointError(SurgeRuntimeError):
 def bad_value(arg: str, value: object, allowed: str) -> MisconfigurationError:
     """The standard message: the argument, the value it got and what is allowed."""
     return MisconfigurationError(f"{arg}={value!r} is not valid: {allowed}.")
+
+
+# What each optional extra of the surge-train distribution installs (pyproject.toml's extras; a test
+# holds the two equal): a missing package's message gives a command that works today.
+EXTRA_PACKAGES = {
+    "demo": "scikit-learn",
+    "tensorboard": "tensorboard",
+    "cli": "'jsonargparse[signatures]'",
+    "plot": "matplotlib",
+    "metrics": "torchmetrics",
+    "export": "safetensors",
+    "mlflow": "mlflow-skinny sqlalchemy alembic",
+    "wandb": "wandb",
+    "data": "torchdata",
+}
+
+
+def install_hint(extra: str) -> str:
+    """`pip install <its packages>`, and the extra that brings them (from a clone: `-e ".[extra]"`)."""
+    return f"pip install {EXTRA_PACKAGES[extra]} (surge-train's '{extra}' extra: pip install -e \".[{extra}]\" in a clone)"

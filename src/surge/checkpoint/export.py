@@ -22,7 +22,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..errors import CheckpointError, SurgeTypeError, bad_value
+from ..errors import CheckpointError, SurgeTypeError, bad_value, install_hint
 from . import load_checkpoint
 from .model_state import bare_state_dict, clean_state_dict
 from .shard_files import is_sharded
@@ -124,7 +124,7 @@ def _safetensors_save_file() -> Any:
         from safetensors.torch import save_file
     except ImportError:
         raise ImportError(
-            "exporting to safetensors needs the safetensors package: pip install 'surge-train[export]'"
+            f"exporting to safetensors needs the safetensors package: {install_hint('export')}"
         ) from None
     return save_file
 

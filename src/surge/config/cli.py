@@ -24,7 +24,7 @@ from typing import Any
 
 from ..callbacks.base import Callback
 from ..datamodule import DataModule
-from ..errors import MisconfigurationError, SurgeError, bad_value
+from ..errors import MisconfigurationError, SurgeError, bad_value, install_hint
 from ..module import Module
 from ..rank_zero import info
 from ..trainer import Trainer
@@ -306,7 +306,7 @@ def _new_parser(parser_class: type | None = None, **kwargs: Any) -> Any:
         from jsonargparse import ArgumentParser
     except ImportError:
         raise ImportError(
-            "surge fit/validate/test/predict need jsonargparse: pip install 'surge-train[cli]'"
+            f"surge fit/validate/test/predict need jsonargparse: {install_hint('cli')}"
         ) from None
     # No abbreviations: a misspelt key must be refused, not silently expanded to a real one.
     # The guarded YAML mode refuses alias bombs (and, under an allowlist, class paths) as it loads.

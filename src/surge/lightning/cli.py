@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from ..callbacks.base import Callback
 from ..config.cli import CONFIG_ERROR, RUN_ERROR, SaveConfig, SurgeCLI, _fail
 from ..datamodule import DataModule
-from ..errors import CheckpointError, SurgeError, bad_value
+from ..errors import CheckpointError, SurgeError, bad_value, install_hint
 from ..module import Module
 from ..trainer import Trainer
 from . import cli_checkpoint
@@ -143,9 +143,7 @@ class LightningCLI(SurgeCLI):
         try:
             from .cli_parser import LightningArgumentParser
         except ImportError as err:
-            raise ImportError(
-                f"LightningCLI needs jsonargparse: pip install 'surge-train[cli]' ({err})"
-            ) from None
+            raise ImportError(f"LightningCLI needs jsonargparse: {install_hint('cli')} ({err})") from None
         return LightningArgumentParser
 
     def _reparse(self, args: list[str], cfg: Any) -> Any:

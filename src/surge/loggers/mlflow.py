@@ -1,6 +1,6 @@
 """`MLFlowLogger`: metrics, hyper-parameters and (when asked) checkpoints in an MLflow run.
 
-mlflow is imported when the run is first used, not by `import surge` (`pip install "surge-train[mlflow]"`).
+mlflow is imported when the run is first used, not by `import surge` (`pip install -e ".[mlflow]"`).
 Training never waits for the server: what is logged goes to an outbox that a background thread
 sends (`mlflow_outbox.py`), keeping it through outages; what is still unsent at the end of a fit
 is written to a file and reported, with the command that sends it later (`mlflow_kept.py`).
@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..errors import SurgeRuntimeError, bad_value
+from ..errors import SurgeRuntimeError, bad_value, install_hint
 from ..module.hparams import plain
 from ..rank_zero import info, warn
 from .base import Logger, no_prefix
@@ -119,9 +119,7 @@ class MLFlowLogger(Logger):
             try:
                 from mlflow.tracking import MlflowClient
             except ImportError as err:
-                raise SurgeRuntimeError(
-                    'MLFlowLogger needs mlflow: pip install "surge-train[mlflow]" (or mlflow)'
-                ) from err
+                raise SurgeRuntimeError(f"MLFlowLogger needs mlflow: {install_hint('mlflow')}") from err
             if self._local is not None:
                 self._local.mkdir(parents=True, exist_ok=True)
             self._client = MlflowClient(tracking_uri=self._tracking_uri)

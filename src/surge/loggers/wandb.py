@@ -1,6 +1,6 @@
 """`WandbLogger`: metrics, hyper-parameters and (when asked) checkpoints in a Weights & Biases run.
 
-wandb is imported when the logger is made, not by `import surge` (`pip install "surge-train[wandb]"`).
+wandb is imported when the logger is made, not by `import surge` (`pip install -e ".[wandb]"`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..errors import SurgeRuntimeError, bad_value
+from ..errors import SurgeRuntimeError, bad_value, install_hint
 from ..module.hparams import plain
 from ..rank_zero import global_rank, info, warn
 from .base import Logger, no_prefix
@@ -264,9 +264,7 @@ def _import_wandb() -> Any:
     try:
         import wandb
     except ImportError as err:
-        raise SurgeRuntimeError(
-            'WandbLogger needs wandb: pip install "surge-train[wandb]" (or wandb)'
-        ) from err
+        raise SurgeRuntimeError(f"WandbLogger needs wandb: {install_hint('wandb')}") from err
     return wandb
 
 

@@ -1,6 +1,6 @@
 """Pictures of a run: its logged curves (`surge plot RUN_DIR`) and the doctor's phase chart.
 
-matplotlib is optional (`pip install "surge-train[plot]"`) and imported only here, with the Agg backend.
+matplotlib is optional (`pip install -e ".[plot]"`) and imported only here, with the Agg backend.
 """
 
 from __future__ import annotations
@@ -11,14 +11,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..errors import MisconfigurationError
+from ..errors import MisconfigurationError, install_hint
 
 
 def _pyplot() -> Any:
     try:
         import matplotlib
     except ImportError as err:
-        raise ImportError("plotting needs matplotlib: pip install 'surge-train[plot]'") from err
+        raise ImportError(f"plotting needs matplotlib: {install_hint('plot')}") from err
     matplotlib.use("Agg", force=False)
     import matplotlib.pyplot as plt
 

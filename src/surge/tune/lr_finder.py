@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from torch.utils.data import DataLoader
 
-from ..errors import MisconfigurationError, bad_value
+from ..errors import MisconfigurationError, bad_value, install_hint
 from ..module import Module
 from ..rank_zero import info
 from .trial import TrialSteps, preserved, train_loader, trial_target
@@ -64,16 +64,14 @@ class LRFinderResult:
         return self.lrs[min(slopes, key=slopes.__getitem__)]
 
     def plot(self, path: str | Path, suggest: bool = True) -> Path:
-        """Write the loss-vs-rate curve (log x axis) as a PNG; needs matplotlib (`pip install "surge-train[plot]"`)."""
+        """Write the loss-vs-rate curve (log x axis) as a PNG; needs matplotlib (`pip install -e ".[plot]"`)."""
         try:
             import matplotlib
 
             matplotlib.use("Agg")
             import matplotlib.pyplot as plt
         except ImportError as err:
-            raise ImportError(
-                "LRFinderResult.plot needs matplotlib: pip install 'surge-train[plot]'"
-            ) from err
+            raise ImportError(f"LRFinderResult.plot needs matplotlib: {install_hint('plot')}") from err
         fig, ax = plt.subplots(figsize=(6, 4))
         ax.plot(self.lrs, self.losses, alpha=0.3, label="loss")
         ax.plot(self.lrs, self.smoothed, label="smoothed")
