@@ -921,6 +921,71 @@ def float8_training(ctx: Ctx, out: Outcome) -> None:
     out.notes.append("MFU against the bf16 dense peak for both rows (float8's own peak is twice that)")
 
 
+def spike_guard_on_cuda(ctx: Ctx, out: Outcome) -> None:
+    """SpikeGuard reads the device once per check, never per step; a NaN is rolled back on CUDA."""
+    if not hasattr(surge.callbacks, "SpikeGuard"):
+        raise NotAvailable("surge.callbacks has no SpikeGuard: not available")
+    cfg = ctx.plan.small
+    batches = make_batches(cfg, 60, pin=True)
+    counts = {}
+    for label, guard in (("no guard", []), ("SpikeGuard()", [surge.callbacks.SpikeGuard()])):
+
+        def train(fn: Callable[[int], None], guard: list[Callback] = guard) -> None:
+            t = make_trainer(
+                ctx, max_steps=len(batches), callbacks=[*guard, OnBatchStart(fn)], precision="bf16-mixed",
+                log_every_n_steps=10,
+            )  # fmt: skip
+            t.fit(LMModule(cfg), train_dataloaders=Batches(batches))
+
+        _, counts[label] = sync_probe(train, 5, 45, "warn")
+        out.rows.append({"case": label, "syncs in batches 5-44": counts[label]})
+    out.checks["SpikeGuard adds at most one sync per check (4 checks)"] = (
+        counts["SpikeGuard()"] - counts["no guard"] <= 4
+    )
+
+    class NaNAt25(LMModule):
+        def training_step(self, batch: Tensor, batch_idx: int) -> Tensor:
+            loss = super().training_step(batch, batch_idx)
+            return loss * float("nan") if batch_idx == 25 else loss
+
+    module = NaNAt25(cfg)
+    trainer = make_trainer(
+        ctx, max_steps=50, on_nonfinite="rollback", precision="bf16-mixed", log_every_n_steps=10
+    )
+    trainer.fit(module, train_dataloaders=Batches(batches))
+    rollbacks = float(trainer.callback_metrics.get("rollbacks", 0))
+    finite = all(bool(torch.isfinite(p).all()) for p in module.parameters())
+    out.rows.append(
+        {"case": "NaN at batch 25, on_nonfinite='rollback'", "rollbacks": rollbacks, "finite": finite}
+    )
+    out.checks["a NaN on CUDA is rolled back once and the weights stay finite"] = rollbacks == 1 and finite
+
+
+def goodput_mfu(ctx: Ctx, out: Outcome) -> None:
+    """trainer.goodput on the GPT-style LM: counted FLOPs against the analytic count, and MFU."""
+    if not hasattr(surge.Trainer, "goodput"):
+        raise NotAvailable("surge.Trainer has no goodput: not available")
+    cfg = ctx.plan.gpt
+    batches = make_batches(cfg, 120, pin=True)
+    trainer = surge_fit(ctx, LMModule(cfg), batches, precision="bf16-mixed")
+    g = trainer.goodput
+    analytic = flops_per_token(cfg) * cfg.batch * cfg.seq
+    out.rows.append(
+        {
+            "counted FLOPs/step": g.flops_per_step,
+            "analytic FLOPs/step": analytic,
+            "TFLOP/s": (g.flops_per_s or 0) / 1e12,
+            "MFU": None if g.mfu is None else f"{g.mfu:.1%}",
+            "train share": f"{g.train_fraction:.1%}",
+        }
+    )
+    out.notes.append(g.table())
+    out.checks["goodput counted the step's FLOPs within 25% of the analytic count"] = (
+        g.flops_per_step is not None and abs(g.flops_per_step / analytic - 1) < 0.25
+    )
+    out.checks["goodput reports an MFU on this GPU"] = g.mfu is not None
+
+
 def activation_checkpointing_memory(ctx: Ctx, out: Outcome) -> None:
     """torch.cuda.max_memory_allocated and step time of the large LM, bf16-mixed, with and without
     `activation_checkpointing=[Block]`."""
@@ -976,6 +1041,8 @@ SECTIONS = (
     ),  # fmt: skip
     Section("11. Activation checkpointing: peak memory", activation_checkpointing_memory, 60),
     Section("12. float8 training (torchao)", float8_training, 150, min_s=60, gpu_only=False),
+    Section("13. SpikeGuard on CUDA: host reads, a NaN rolled back", spike_guard_on_cuda, 60),
+    Section("14. Goodput: counted FLOPs and MFU", goodput_mfu, 60),
     Section(
         "4b. Throughput vs a raw loop (torch.compile)", throughput(lambda p: p.compiled_cases), 240, min_s=60
     ),
