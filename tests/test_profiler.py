@@ -155,6 +155,12 @@ def test_surge_plot_draws_the_curves(tmp_path):
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 5000
     with pytest.raises(MisconfigurationError, match="no metrics.csv"):
         plot_run(tmp_path / "nothing")
+    # the CSV file itself is as good as its folder; goodput's one value at the fit's end is no panel
+    out.unlink()
+    assert plot_run(trainer.log_dir / "metrics.csv") == out and out.is_file()
+    from surge.profiler.plotting import read_metrics
+
+    assert any(n.startswith("goodput/") for n in read_metrics(trainer.log_dir)[1])
 
 
 class VerySlowSamples(Dataset):

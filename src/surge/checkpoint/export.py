@@ -92,7 +92,7 @@ def submodule_weights(state: Mapping[str, Any], module: str | None) -> Mapping[s
     if not name or not inner:
         roots = sorted({key.split(".")[0] for key in state if "." in key})
         raise bad_value(
-            "export_safetensors(module) (--module)",
+            "module (surge export --module)",
             module,
             f"the dotted name of a submodule that holds weights, e.g. one of {roots}",
         )

@@ -27,7 +27,8 @@ def _pyplot() -> Any:
 
 def read_metrics(run_dir: str | Path) -> tuple[list[dict[str, float]], list[str]]:
     """The rows of a run's `metrics.csv` (CSVLogger) as floats, and the metric names."""
-    path = Path(run_dir) / "metrics.csv"
+    path = Path(run_dir)
+    path = path if path.name == "metrics.csv" and path.is_file() else path / "metrics.csv"  # either
     if not path.is_file():
         raise MisconfigurationError(
             f"{run_dir} has no metrics.csv: pass a run directory written by surge's CSVLogger "
@@ -45,6 +46,7 @@ def plot_run(run_dir: str | Path, out: str | Path | None = None) -> Path:
     """Every logged metric of a run against the step (and epoch-level ones against the epoch),
     one panel each, train and validation of a quantity side by side; returns the PNG's path."""
     rows, names = read_metrics(run_dir)
+    names = [n for n in names if not n.startswith("goodput/")] or names  # one value at the end: the table
     plt = _pyplot()
     groups: dict[str, list[str]] = {}
     for name in names:
@@ -68,7 +70,8 @@ def plot_run(run_dir: str | Path, out: str | Path | None = None) -> Path:
     for ax in list(axes.flat)[len(groups) :]:
         ax.set_visible(False)
     fig.tight_layout()
-    out = Path(out) if out is not None else Path(run_dir) / "curves.png"
+    folder = Path(run_dir).parent if Path(run_dir).name == "metrics.csv" else Path(run_dir)
+    out = Path(out) if out is not None else folder / "curves.png"
     fig.savefig(out, dpi=110)
     plt.close(fig)
     return out
