@@ -74,7 +74,10 @@ class HangWatch:
         global _running
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(STORE_TIMEOUT_S + 1)
+            # Every store call of the thread ends within its timeout; a loaded machine can stretch a
+            # connect's retries past one timeout, and a daemon thread still inside one when the
+            # interpreter finalizes aborts the process ("terminate called"): wait for it to return.
+            self._thread.join(4 * STORE_TIMEOUT_S + 2)
         self._thread = None
         atexit.unregister(self.stop)
         if _running is self:
@@ -89,6 +92,8 @@ class HangWatch:
         return dist.PrefixStore(self._prefix, store)
 
     def _run(self) -> None:
+        if self._stop.is_set():
+            return
         try:
             store = self.connect()
         except Exception:  # noqa: BLE001 - no store to beat into: hangs are reported without peers' help
