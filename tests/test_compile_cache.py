@@ -77,3 +77,28 @@ def test_a_resumed_compiled_run_loads_the_artifacts_compiles_less_and_ends_equal
     assert warm["compile"] < cold["compile"], (warm, cold)
     cold_weights, warm_weights = torch.load(tmp_path / "cold.pt"), torch.load(tmp_path / "warm.pt")
     assert all(torch.equal(cold_weights[k], warm_weights[k]) for k in cold_weights)
+
+
+@pytest.mark.skipif(
+    not hasattr(torch.compiler, "save_cache_artifacts"), reason="torch < 2.7: no artifacts API"
+)
+def test_artifacts_not_signed_by_this_user_are_never_loaded(tmp_path, monkeypatch):
+    # Compiled artifacts run code: a checkpoint folder from elsewhere must not bring any.
+    import surge.speed.compile_cache as cc
+    from surge.speed.compiling import CompileSpec
+
+    monkeypatch.setenv("SURGE_CACHE_DIR", str(tmp_path / "mine"))
+    ckpt = tmp_path / "run" / "last.ckpt"
+    ckpt.parent.mkdir()
+    artifacts = ckpt.parent / cc.ARTIFACTS
+    cache = cc.CompileCache(CompileSpec("forward"))
+    assert cc.verified(cc.signed(b"payload")) == b"payload"
+    assert (tmp_path / "mine" / "compile-cache.key").stat().st_mode & 0o077 == 0  # the owner's only
+    for foreign in (b"", b"junk", b"\0" * 64, cc.signed(b"payload")[:-1], b"x" + cc.signed(b"payload")[1:]):
+        artifacts.write_bytes(foreign)
+        assert cache.load_beside(ckpt) is False and cache.loaded_from is None
+    artifacts.write_bytes(cc.signed(b"payload"))
+    monkeypatch.setenv("SURGE_CACHE_DIR", str(tmp_path / "someone else"))  # another user's key
+    assert cache.load_beside(ckpt) is False and cache.loaded_from is None
+    monkeypatch.setenv("SURGE_CACHE_DIR", str(tmp_path / "mine"))
+    assert cache.load_beside(ckpt) is True  # this user's own file is trusted (torch reads what it can)

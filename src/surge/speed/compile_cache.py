@@ -5,11 +5,20 @@ its first compiled step, so that run's compilation is served from them instead o
 Dynamo still traces the Python code in the resumed run (that is not cached); what is saved is
 the expensive part: the generated and built kernels (inductor's FX graph cache, AOTAutograd's
 cache). On an older torch nothing is refused: nothing is saved, and the log says so once.
+
+The artifacts hold generated code that torch runs, so loading them is trusting their writer: a
+checkpoint must not be able to run code. They are written with an HMAC-SHA256 under a key only
+this user can read (`~/.cache/surge/compile-cache.key`, made on first use), and a resumed run loads
+only a file whose tag matches: artifacts from another user or machine, tampered, truncated or
+corrupt ones are left alone with a note, and the run compiles as a cold one would.
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
+import secrets
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,6 +31,32 @@ if TYPE_CHECKING:
     from ..profiler.goodput import GoodputLedger
 
 ARTIFACTS = "compile-cache.bin"  # beside the checkpoint files
+TAG = 32  # bytes of HMAC-SHA256 before the artifacts
+
+
+def signing_key() -> bytes:
+    """This user's key for the artifacts' tags (created, readable by the owner only, on first use)."""
+    home = Path(os.environ.get("SURGE_CACHE_DIR", Path.home() / ".cache" / "surge"))
+    path = home / "compile-cache.key"
+    if not path.is_file():
+        home.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(secrets.token_bytes(32))
+        os.replace(tmp, path)  # two processes at once: one key wins, both then read it
+    return path.read_bytes()
+
+
+def signed(payload: bytes) -> bytes:
+    return hmac.new(signing_key(), payload, hashlib.sha256).digest() + payload
+
+
+def verified(data: bytes) -> bytes | None:
+    """The artifacts, if `data`'s tag is this user's; else None."""
+    tag, payload = data[:TAG], data[TAG:]
+    expected = hmac.new(signing_key(), payload, hashlib.sha256).digest()
+    return payload if len(tag) == TAG and hmac.compare_digest(tag, expected) else None
 
 
 class CompileCache:
@@ -58,7 +93,7 @@ class CompileCache:
             return None
         target = Path(checkpoint).parent / ARTIFACTS
         tmp = target.with_name(f".{ARTIFACTS}.{os.getpid()}.tmp")
-        tmp.write_bytes(saved[0])
+        tmp.write_bytes(signed(saved[0]))
         os.replace(tmp, target)
         self._saved_graphs = graphs
         return target
@@ -71,7 +106,18 @@ class CompileCache:
         source = Path(checkpoint).parent / ARTIFACTS
         if not (source.is_file() and self._api()):
             return False
-        torch.compiler.load_cache_artifacts(source.read_bytes())
+        payload = verified(source.read_bytes())
+        if payload is None:
+            info(
+                f"compile=: not loading {source}: it was not written by this user on this machine (or "
+                "it was changed since), and compiled artifacts run code; this run compiles afresh"
+            )
+            return False
+        try:
+            torch.compiler.load_cache_artifacts(payload)
+        except Exception as err:  # noqa: BLE001 - a cache that fails to load costs a compile, not the run
+            info(f"compile=: the artifacts in {source} did not load ({err}); this run compiles afresh")
+            return False
         self.loaded_from = source
         info(f"compile=: loaded the compiled artifacts saved beside the checkpoint ({source})")
         if ledger is not None:
