@@ -47,7 +47,8 @@ def test_plot_without_matplotlib_says_so_in_one_line(tmp_path):
     run = _surge("-m", "surge", "plot", str(_run_dir(tmp_path)), cwd=tmp_path, pythonpath=(shim.parent,))
     assert run.returncode == 1
     assert run.stderr.splitlines() == [
-        "surge plot: error: plotting needs matplotlib: pip install 'surge-train[plot]'"
+        "surge plot: error: plotting needs matplotlib: pip install matplotlib (surge-train's 'plot' extra: "
+        'pip install -e ".[plot]" in a clone)'
     ]
 
 
@@ -134,7 +135,7 @@ def test_doctor_on_the_example_reports_before_any_validation(tmp_path):
     assert run.returncode == 0, run.stderr[-3000:]
     output = run.stdout + run.stderr
     assert "surge doctor:" in output and "bottleneck:" in output
-    assert "Best checkpoint:  none yet (no validation ran" in output
+    assert "Best checkpoint:  none (no validation ran during the fit" in output
     assert "Test (held out):  accuracy" in output
 
 

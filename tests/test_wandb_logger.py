@@ -72,8 +72,8 @@ def values(logger: WandbLogger) -> Counter:
         for log in run_logs(logger)
         for row in history_rows(log)
         for k, v in row.items()
-        if not k.startswith("_") and k not in (STEP_KEY, "epoch")
-    )
+        if not k.startswith("_") and k not in (STEP_KEY, "epoch") and not k.startswith("goodput/")
+    )  # (goodput/*: wall-clock seconds at the fit's end, tested in tests/test_goodput.py)
 
 
 def kinds(log: Path, kind: str) -> list:
@@ -116,7 +116,7 @@ def test_every_value_step_config_and_checkpoint_is_in_the_run(tmp_path):
     assert {k: sorted(v) for k, v in got.items()} == {k: sorted(v) for k, v in want.items()}
     rows = list(history_rows(log))
     assert [r["_step"] for r in rows] == list(range(len(rows)))  # one W&B row per logging call
-    assert all("epoch" in r for r in rows)
+    assert all("epoch" in r for r in rows if not any(k.startswith("goodput/") for k in r))
     assert kinds(log, "run")[0].project == "values"
     config = {u.key: json.loads(u.value_json) for c in kinds(log, "config") for u in c.update}
     assert {k: config[k] for k in ("width", "note", "nested")} == {

@@ -87,12 +87,14 @@ def test_a_full_disk_while_logging_warns_once_and_loses_no_row(tmp_path):
         # while the disk was full, metrics.csv kept its header and the rows written before the fill
         assert [int(r["step"]) for r in filler.while_full] == list(range(1, FILL_AT // FLUSH * FLUSH + 1))
         header, rows = read_rows(logger.metrics_path)
+        rows = [r for r in rows if not r.get("goodput/wall_s")]  # goodput's row at the fit's end
         assert header == sorted(header) and "late" in header and "metric_with_a_long_name_9" in header
         assert [int(r["step"]) for r in rows] == list(range(1, STEPS + 1))  # none lost, none twice
         assert all(None not in r and None not in r.values() for r in rows)  # every row whole
         assert all(r["late"] == "" for r in rows[: NEW_KEY_AT - 1])
         assert all(r["late"] for r in rows[NEW_KEY_AT:])
-        assert sorted(p.name for p in logger.log_dir.iterdir()) == ["metrics.csv"]  # no temporary left
+        # no temporary left (goodput.json: the fit's goodput heartbeat, docs/long_runs.md)
+        assert sorted(p.name for p in logger.log_dir.iterdir()) == ["goodput.json", "metrics.csv"]
 
 
 def test_rows_a_failed_run_could_not_write_are_named_in_a_last_warning(tmp_path):

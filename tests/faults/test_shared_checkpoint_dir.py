@@ -94,6 +94,7 @@ def test_fits_one_after_another_in_one_process_share_the_directory(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "epoch=0-step=4-v1.ckpt",
         "epoch=0-step=4.ckpt",
+        "goodput.json",  # the fit's goodput heartbeat (docs/long_runs.md), rewritten by each fit
         "last-v1.ckpt",
         "last.ckpt",
     ]

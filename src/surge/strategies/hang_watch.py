@@ -49,6 +49,10 @@ class HangWatch:
         self._lock = threading.Lock()  # the main thread and the heartbeat may both be asked to dump
         self._thread: threading.Thread | None = None
 
+    def dump_into(self, directory: Path | None) -> None:
+        """Where this rank's stacks go when a hang is reported (the run directory's hang/)."""
+        self.directory = directory
+
     # -- the main thread's side (surge's collectives) ----------------------------------------
     def enter(self, name: str) -> None:
         """The main thread enters one of surge's collectives (left by `leave` only when it returns)."""

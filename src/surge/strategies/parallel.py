@@ -137,7 +137,7 @@ class ProcessGroupStrategy(Strategy):
     def dump_hangs_to(self, directory: Path) -> None:
         self._hang_dir = directory
         if self.hangs is not None:
-            self.hangs.directory = directory
+            self.hangs.dump_into(directory)
 
     def _stop_watching(self) -> None:
         if self.hangs is not None:
