@@ -97,6 +97,34 @@ def test_the_flops_counted_for_a_linear_model_equal_the_formula(tmp_path):
     assert goodput.mfu is None and goodput.device == "cpu"  # no peak on CPU: achieved FLOP/s only
 
 
+
+class NoLoss(Linear):
+    def training_step(self, batch, batch_idx):
+        return {"not_loss": super().training_step(batch, batch_idx)}  # refused after the forward ran
+
+
+def test_a_first_step_that_fails_before_its_backward_leaves_no_flop_counter_behind(tmp_path):
+    # FlopCounterMode is a process-wide dispatch mode, and torch.compile skips every frame while one
+    # is active: a count left open would silently turn each later compiled fit in the process eager.
+    from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
+
+    trainer = surge.Trainer(max_epochs=1, default_root_dir=tmp_path, logger=False, enable_checkpointing=False,
+                            enable_progress_bar=False, enable_model_summary=False)  # fmt: skip
+    try:
+        trainer.fit(NoLoss(), DataLoader(_data(8, slow=False), batch_size=4))
+    except surge.SurgeError:
+        pass
+    else:
+        raise AssertionError("a step without a loss must be refused")
+    assert _get_current_dispatch_mode_stack() == []
+    compiled = torch.compile(lambda x: x * 2, backend="eager")
+    from surge.speed.compiling import graphs_compiled
+
+    before = graphs_compiled()
+    compiled(torch.ones(3))
+    assert graphs_compiled() == before + 1  # dynamo still compiles in this process
+
+
 JOB = """
 import json, sys, time
 from pathlib import Path

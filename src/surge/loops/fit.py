@@ -282,12 +282,11 @@ class FitLoop(FitProgress):
         pending = 0  # micro-batches since the last optimizer step
         window: int | float = k  # the current divisor (n - start is a float when n is math.inf)
         clock = perf_counter
-        waited, t_epoch = self.data_wait_s, clock()
         batch_idx = self.batches_done
+        pace_at = data.pace_mark(batch_idx, measured=ctx.profiler is None)  # the data-wait advice
         batch: Any = None
         if not keep_grads:  # (a resume inside a window restored that window's gradients)
             optim.zero_grad()  # nothing left over from an epoch that ended inside a window
-        advise = not data.advised and ctx.profiler is None  # a profiler's report is the advice then
         while batch_idx < n:
             t0 = clock()
             try:
@@ -366,8 +365,8 @@ class FitLoop(FitProgress):
                     publish(results.read_step(), results.flags(), step=self.logger_step())  # host read
             if window_end and (signals.received is not None or not single) and signalled(self, single):
                 preempt(self)  # (ranks agree at log intervals: a collective and a host read there)
-            if batch_idx == ADVICE_AFTER_BATCHES and advise:
-                data.advise(self.data_wait_s - waited, clock() - t_epoch, batch_idx)
+            if batch_idx == pace_at:
+                pace_at = data.pace(batch_idx, self.data_wait_s)
             if (
                 val_every
                 and batch_idx % val_every == 0
@@ -396,5 +395,4 @@ class FitLoop(FitProgress):
 
 
 _END = object()
-ADVICE_AFTER_BATCHES = 50  # when the loop says whether it mostly waited for data
 _NO_CONTEXT = contextlib.nullcontext()

@@ -4,6 +4,9 @@ utilisation (MFU) a goodput report gives on a GPU, the achieved FLOP/s on any de
 The count runs `torch.utils.flop_counter.FlopCounterMode` around the fit's first training step
 (its forward and backward; the optimizer's elementwise work is not counted, as is usual for MFU).
 Only that one step goes through the counting wrappers: later epochs' steps are the loop's own.
+The mode is a process-wide dispatch mode (torch.compile skips every frame while one is active), so
+it is closed whatever happens: at the backward's end, at the next step if no backward came, and at
+the fit's end or failure (`close`).
 """
 
 from __future__ import annotations
@@ -56,7 +59,9 @@ class StepFlops:
 
     def _opening(self, fn: Callable[..., Any], closes: bool) -> Callable[..., Any]:
         def counted(*args: Any, **kwargs: Any) -> Any:
-            if self.counted is not None or self._mode is not None:
+            if self._mode is not None:  # the previous step ended without a backward
+                self.close()
+            if self.counted is not None:
                 return fn(*args, **kwargs)
             from torch.utils.flop_counter import FlopCounterMode
 
@@ -65,10 +70,10 @@ class StepFlops:
             try:
                 out = fn(*args, **kwargs)
             except BaseException:
-                self._close()
+                self.close()
                 raise
             if closes:
-                self._close()
+                self.close()
             return out
 
         return counted
@@ -80,13 +85,16 @@ class StepFlops:
             try:
                 return fn(*args, **kwargs)
             finally:
-                self._close()
+                self.close()
 
         return counted
 
-    def _close(self) -> None:
-        self._mode.__exit__(None, None, None)
-        self.counted = float(self._mode.get_total_flops())
+    def close(self) -> None:
+        """Ends the count if it is open (what it saw is the step's count); idempotent."""
+        mode, self._mode = self._mode, None
+        if mode is not None:
+            mode.__exit__(None, None, None)
+            self.counted = float(mode.get_total_flops())
 
     def values(self, train_s: float, steps: int) -> dict[str, Any]:
         """What the report shows: FLOPs per step, FLOP/s over the training time, and the MFU."""

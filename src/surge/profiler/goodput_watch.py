@@ -132,6 +132,8 @@ class GoodputWatch(Callback):
         self._end("failed")
 
     def _end(self, status: str) -> None:
+        if self.ledger.flops is not None:  # a first step that never reached its backward
+            self.ledger.flops.close()
         self.ledger.stop()
         if self.heartbeat is not None:
             self.heartbeat.stop(status)

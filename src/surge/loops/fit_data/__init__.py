@@ -18,6 +18,7 @@ run them (`limit_val_batches=0`, no `validation_step`), as in Lightning.
 from __future__ import annotations
 
 import math
+from time import perf_counter
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -50,6 +51,9 @@ if TYPE_CHECKING:
     from ...strategies import Strategy
     from ...tune.auto_workers import AutoWorkers
     from ...tune.setup import Tuning
+
+
+ADVICE_AFTER_BATCHES = 50  # batches the loop's data-wait share is measured over, once a fit
 
 
 @dataclass(frozen=True)
@@ -100,6 +104,7 @@ class FitData:
         self.resume_at: LoaderResume | None = None  # a loader that keeps its own position, resumed
         self.end_position: Any = None  # the train loader's position where the fit stopped inside an epoch
         self.advised = self.inexact_said = False
+        self._pace_from: tuple[float, float] | None = None  # the data-wait clock and the time, at batch 1
 
     # -- asked for where Lightning asks ------------------------------------------------------
     def ask_train(self) -> Tuned:
@@ -177,11 +182,24 @@ class FitData:
             self.advised = True  # the advice to load in workers is what auto acts on
         return it
 
-    def advise(self, wait_s: float, total_s: float, batches: int) -> None:
-        """Once a fit: whether the loop mostly waited for data (`advised`: said or not needed)."""
-        if not self.advised:
-            self.advised = True
-            data_wait_advice(self._train(), wait_s, total_s, batches)
+    def pace_mark(self, batch_idx: int, measured: bool) -> int:
+        """The batch count at which the loop next calls `pace` (-1: never), from an epoch's start at
+        `batch_idx`; `measured`: the fit has no report of its own (a profiler's is the advice then)."""
+        self._pace_from = None
+        return batch_idx + 1 if measured and not self.advised else -1
+
+    def pace(self, batches_done: int, wait_s: float) -> int:
+        """Once a fit, whether the loop mostly waited for data, measured over ADVICE_AFTER_BATCHES
+        batches after the epoch's first (whose one-off costs, lazy state and a FLOP count, are not
+        the loop's pace); `wait_s`: the loop's data-wait clock. Returns the next `pace_mark`."""
+        now = perf_counter()
+        if self._pace_from is None:
+            self._pace_from = (wait_s, now)
+            return batches_done + ADVICE_AFTER_BATCHES
+        waited, began = self._pace_from
+        self.advised = True
+        data_wait_advice(self._train(), wait_s - waited, now - began, ADVICE_AFTER_BATCHES)
+        return -1
 
     def end_epoch(self) -> None:
         """After the epoch's batches: `num_workers="auto"` decided, the loaders for the later epochs."""
