@@ -15,6 +15,7 @@ import math
 
 import pytest
 import torch
+from torch.utils.data import DataLoader
 
 import spike_workload as w
 import surge
@@ -97,11 +98,22 @@ def test_two_spikes_two_rollbacks_and_the_next_one_raises(tmp_path):
     keep = [i for i in data.indices if not 12 * w.BATCH <= i < 16 * w.BATCH]
     b, tb = w.fit(tmp_path / "reference", torch.utils.data.Subset(data.dataset, keep))
     assert guard.rollbacks == 2 and w.differences(a, ta, b, tb) == []
+    surge.seed_everything(7)
+    gives_up = w.Net()
+    trainer = surge.Trainer(default_root_dir=tmp_path / "gives_up", max_epochs=1, log_every_n_steps=w.LOG_EVERY,
+                            callbacks=[SpikeGuard(window=20, max_rollbacks=1)], logger=False,
+                            enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)  # fmt: skip
     with pytest.raises(
         SpikeError,
-        match=r"a non-finite loss between step 8 and 12 \(epoch 0, batch 16\) after 1 rollback.*max_rollbacks=1",
+        match=r"a non-finite loss between step 8 and 12 \(epoch 0, batch 16\) after 1 rollback.*max_rollbacks=1. "
+        r"The model and optimizers are back to the last good state, of step 8",
     ):
-        w.fit(tmp_path / "gives_up", w.samples(1, spikes), callbacks=[SpikeGuard(window=20, max_rollbacks=1)])
+        trainer.fit(gives_up, DataLoader(w.samples(1, spikes), batch_size=w.BATCH))
+    # The model is left as it was at step 8 (the first NaN, at batch 5, rolled back): the run that
+    # never saw batches 4-7, stopped at step 8.
+    c, tc = w.fit(tmp_path / "step8", w.without(w.samples(1, {}), 1, 4, 8), max_steps=8)
+    assert all(torch.equal(p, q) for p, q in zip(gives_up.parameters(), c.parameters()))
+    assert all(torch.isfinite(p).all() for p in gives_up.parameters())
 
 
 @pytest.mark.parametrize("save_after", [14, 18])  # between the spike and the check; after the rollback

@@ -34,6 +34,17 @@ def _job(tmp_path: Path, *args: str) -> tuple[int, str, Path]:
     return code, output, root / "hang"
 
 
+def _timed_out(tmp_path: Path, *args: str) -> tuple[str, int, str, Path]:
+    """A job that must fail on rank 0's timeout: rank 0's note on it, the collective's number, the
+    output and the dump folder."""
+    code, output, hang = _job(tmp_path, *args)
+    assert code != 0, output[-3000:]
+    note = re.search(r"surge: rank 0 waited more than the process group timeout \(3 s\) in (.*)", output)
+    assert note, output[-3000:]
+    seq = int(re.search(r"\(collective #(\d+) of the process group\)", note.group(1)).group(1))
+    return note.group(1), seq, output, hang
+
+
 def _since(output: str, what: str) -> float:
     return float(re.search(rf"rank 1 {what} (?:at|from) ([0-9.]+)", output).group(1))
 
@@ -99,13 +110,9 @@ def test_a_peer_is_judged_by_its_heartbeat_and_its_last_collective():
 @pytest.mark.slow
 @pytest.mark.heavy  # timed: never beside another heavy test
 def test_a_rank_stopped_with_sigstop_is_named_with_the_collective_it_never_entered(tmp_path):
-    code, output, hang = _job(tmp_path, "--stop-rank", "1")
-    assert code != 0, output[-3000:]
-    note = re.search(r"surge: rank 0 waited more than the process group timeout \(3 s\) in (.*)", output)
-    assert note, output[-3000:]
-    seq = re.search(r"\(collective #(\d+) of the process group\)", note.group(1)).group(1)
-    assert "rank 1 stopped answering: its heartbeat stopped too" in note.group(1)
-    assert f"had not entered collective #{seq} when last heard from" in note.group(1)
+    text, seq, output, hang = _timed_out(tmp_path, "--stop-rank", "1")
+    assert "rank 1 stopped answering: its heartbeat stopped too" in text
+    assert f"had not entered collective #{seq} when last heard from" in text
     # Rank 0 dumped its stacks, with where it waited, within the timeout (+ slack) of the stop.
     dump = (hang / "rank0.txt").read_text()
     assert "== where the main thread waited" in dump and "Thread MainThread" in dump
@@ -119,12 +126,7 @@ def test_a_rank_stopped_with_sigstop_is_named_with_the_collective_it_never_enter
 @pytest.mark.slow
 @pytest.mark.heavy  # timed: never beside another heavy test
 def test_a_rank_stuck_in_python_code_dumps_the_frame_it_is_stuck_in(tmp_path):
-    code, output, hang = _job(tmp_path, "--stuck-rank", "1")
-    assert code != 0, output[-3000:]
-    note = re.search(r"surge: rank 0 waited more than the process group timeout \(3 s\) in (.*)", output)
-    assert note, output[-3000:]
-    text = note.group(1)
-    seq = int(re.search(r"\(collective #(\d+) of the process group\)", text).group(1))
+    text, seq, output, hang = _timed_out(tmp_path, "--stuck-rank", "1")
     assert text.startswith("the gradient allreduce during backward"), text
     assert "rank 1 stopped answering: it is alive (its heartbeat goes on) but stuck in Python code" in text
     assert f"never entered collective #{seq} (its last was #{seq - 1})" in text

@@ -11,7 +11,7 @@ is a spike. One flag is read there (under several processes, agreed by every ran
 - a flag: every rank restores the last snapshot, the batches trained since it are skipped (the
   loader goes on from where it stands), the learning rates are multiplied by `lr_scale`, a line
   says what happened, and the metric `rollbacks` counts it. After `max_rollbacks` rollbacks the
-  next spike raises `SpikeError`.
+  next spike restores the last good state and raises `SpikeError` (the model keeps that state).
 
 A run with a spike thus equals a run that never saw the batches from the snapshot to the check
 (and scaled its rates there). The snapshot, the statistics and the count are this callback's
@@ -49,7 +49,8 @@ class SpikeGuard(Callback):
         threshold: a loss above `mean + threshold * std` of the recent losses is a spike
             (`math.inf`: only inf/NaN losses count).
         window: about how many recent losses the running mean and variance follow.
-        max_rollbacks: rollbacks allowed in the whole run; the next spike raises `SpikeError`.
+        max_rollbacks: rollbacks allowed in the whole run; the next spike restores the last good
+            state and raises `SpikeError`.
         lr_scale: each rollback multiplies every learning rate by this (1.0: unchanged).
         snapshot_every: keep a snapshot every this many optimizer steps, a multiple of the
             Trainer's `log_every_n_steps` (None: at every check).

@@ -91,20 +91,8 @@ class Rollback:
             "batches_done": batches_done,
         })  # fmt: skip
 
-    def _roll_back(self, found: float, step: int, epoch: int, batches_done: int) -> int:
-        guard, snap = self.guard, self.guard.snapshot
-        assert snap is not None, "start() took the first snapshot"
-        what = (
-            "a non-finite loss"
-            if found >= NONFINITE
-            else ("a loss spike" if found else "another rank's spike")
-        )
-        if guard.rollbacks >= guard.max_rollbacks:
-            raise SpikeError(
-                f"SpikeGuard: {what} between step {step - self.every} and {step} (epoch {epoch}, batch "
-                f"{batches_done}) after {guard.rollbacks} rollback(s), max_rollbacks={guard.max_rollbacks}. Lower "
-                "the learning rate, clip gradients, check the data there, or raise max_rollbacks/threshold."
-            )
+    def _restore(self, snap: dict[str, Any]) -> None:
+        """Model, optimizers, schedulers, precision and RNG as `snap` holds them."""
         with torch.no_grad():
             self.parts.module.load_state_dict(snap["model"])
         for opt, saved in zip(self.optim.optimizers, snap["optim"]["optimizer_states"]):
@@ -114,6 +102,23 @@ class Rollback:
         self.parts.precision.load_state_dict(copy.deepcopy(snap["precision"]))
         set_rng_state(snap["rng"])
         self.optim.guard.forget()  # the non-finite losses rolled back are not warned about
+
+    def _roll_back(self, found: float, step: int, epoch: int, batches_done: int) -> int:
+        guard, snap = self.guard, self.guard.snapshot
+        assert snap is not None, "start() took the first snapshot"
+        what = (
+            "a non-finite loss"
+            if found >= NONFINITE
+            else ("a loss spike" if found else "another rank's spike")
+        )
+        self._restore(snap)
+        if guard.rollbacks >= guard.max_rollbacks:  # the fit ends on the last good state, not the failing one
+            raise SpikeError(
+                f"SpikeGuard: {what} between step {step - self.every} and {step} (epoch {epoch}, batch "
+                f"{batches_done}) after {guard.rollbacks} rollback(s), max_rollbacks={guard.max_rollbacks}. The "
+                f"model and optimizers are back to the last good state, of step {snap['global_step']}. Lower the learning "
+                "rate, clip gradients, check the data there, or raise max_rollbacks/threshold."
+            )
         if guard.lr_scale != 1.0:
             scale_learning_rates(self.optim, guard.lr_scale)
         guard.rolled_back(snap["stats"].clone() if snap["stats"] is not None else None)

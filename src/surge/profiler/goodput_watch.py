@@ -10,14 +10,15 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..callbacks.base import Callback
 from ..config import semantics
+from ..speed.compiling import compile_events
 from .goodput import GoodputLedger, say
 
 __all__ = ["GoodputLedger", "GoodputWatch"]
@@ -72,12 +73,10 @@ class GoodputWatch(Callback):
         self.ledger = ledger
         self.heartbeat: Heartbeat | None = None
         self._compiling = False
+        self._unwatch: Callable[[], None] | None = None
 
     def on_fit_start(self, trainer: Trainer, pl_module: Module) -> None:
-        handler = _compile_events()
-        if handler is not None:
-            handler.register_start_callback(self._compile_start)
-            handler.register_end_callback(self._compile_end)
+        self._unwatch = compile_events(self._compile_start, self._compile_end, import_dynamo=False)
 
     def _compile_start(self, *_: Any) -> None:
         self._compiling = True
@@ -138,23 +137,6 @@ class GoodputWatch(Callback):
         if self.heartbeat is not None:
             self.heartbeat.stop(status)
             self.heartbeat = None
-        handler = _compile_events()
-        if handler is not None:
-            for remove, fn in (
-                (handler.remove_start_callback, self._compile_start),
-                (handler.remove_end_callback, self._compile_end),
-            ):
-                with contextlib.suppress(ValueError):
-                    remove(fn)
-
-
-def _compile_events() -> Any:
-    """torch's compile start/end callbacks, when torch.compile is in use (dynamo already imported:
-    importing it costs a second for runs that never compile)."""
-    if "torch._dynamo" not in sys.modules:
-        return None
-    try:
-        from torch._dynamo.callback import callback_handler
-    except ImportError:
-        return None
-    return callback_handler
+        if self._unwatch is not None:
+            self._unwatch()
+            self._unwatch = None

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -214,6 +215,7 @@ class CompileWatch(Callback):
         self._started: float | None = None
         self._epochs = 0
         self.warned = False
+        self._unwatch: Callable[[], None] = _nothing
 
     def _start(self, *_: Any) -> None:
         self._started = time.perf_counter()
@@ -224,10 +226,7 @@ class CompileWatch(Callback):
             self._started = None
 
     def on_fit_start(self, trainer: Trainer, module: Any) -> None:
-        handler = _callback_handler()
-        if handler is not None:
-            handler.register_start_callback(self._start)
-            handler.register_end_callback(self._end)
+        self._unwatch = compile_events(self._start, self._end, import_dynamo=True)
         self._epoch_start_graphs = self._fit_start_graphs = graphs_compiled()
         self._failures = guard_failure_counts()
 
@@ -255,14 +254,7 @@ class CompileWatch(Callback):
         self._remove()
 
     def _remove(self) -> None:
-        handler = _callback_handler()
-        if handler is not None:
-            for remove, fn in (
-                (handler.remove_start_callback, self._start),
-                (handler.remove_end_callback, self._end),
-            ):
-                with contextlib.suppress(ValueError):  # not registered (the fit failed before it started)
-                    remove(fn)
+        self._unwatch()
 
 
 def compile_watch(spec: CompileSpec | None, stage: str) -> list[Callback]:
@@ -270,12 +262,34 @@ def compile_watch(spec: CompileSpec | None, stage: str) -> list[Callback]:
     return [CompileWatch(spec.scope)] if spec is not None and stage == "fit" else []
 
 
-def _callback_handler() -> Any:
+def compile_events(
+    start: Callable[..., Any], end: Callable[..., Any], import_dynamo: bool
+) -> Callable[[], None]:
+    """Has torch call `start`/`end` around each compilation from now on; returns what stops it.
+    Without `import_dynamo`, nothing when dynamo is not imported yet (importing it costs a second
+    for runs that never compile); nothing on an older torch without the callbacks."""
+    if not import_dynamo and "torch._dynamo" not in sys.modules:
+        return _nothing
     try:
         from torch._dynamo.callback import callback_handler
-    except ImportError:  # older torch: the compile time is not measured
-        return None
-    return callback_handler
+    except ImportError:
+        return _nothing
+    callback_handler.register_start_callback(start)
+    callback_handler.register_end_callback(end)
+
+    def stop() -> None:
+        for remove, fn in (
+            (callback_handler.remove_start_callback, start),
+            (callback_handler.remove_end_callback, end),
+        ):
+            with contextlib.suppress(ValueError):  # removed already
+                remove(fn)
+
+    return stop
+
+
+def _nothing() -> None:
+    pass
 
 
 def graphs_compiled() -> int:
