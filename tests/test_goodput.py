@@ -97,7 +97,6 @@ def test_the_flops_counted_for_a_linear_model_equal_the_formula(tmp_path):
     assert goodput.mfu is None and goodput.device == "cpu"  # no peak on CPU: achieved FLOP/s only
 
 
-
 class NoLoss(Linear):
     def training_step(self, batch, batch_idx):
         return {"not_loss": super().training_step(batch, batch_idx)}  # refused after the forward ran

@@ -18,9 +18,9 @@ run them (`limit_val_batches=0`, no `validation_step`), as in Lightning.
 from __future__ import annotations
 
 import math
-from time import perf_counter
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
+from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
 from ...callbacks.base import overrides
