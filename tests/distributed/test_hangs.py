@@ -8,13 +8,14 @@ Two ranks on gloo, a process group timeout of a few seconds: one rank stopped wi
 from __future__ import annotations
 
 import datetime
+import json
 import re
 import sys
 import threading
 from pathlib import Path
 
 import pytest
-from jobs import TRAIN_SCRIPT, clean_env, run_group
+from jobs import HERE, TRAIN_SCRIPT, clean_env, run_group
 
 from surge.errors import MisconfigurationError
 from surge.strategies import DDPStrategy, FSDPStrategy
@@ -140,3 +141,14 @@ def test_a_rank_stuck_in_python_code_dumps_the_frame_it_is_stuck_in(tmp_path):
     assert "where the main thread waited" in (hang / "rank0.txt").read_text()
     started = _since(output, "is stuck")
     assert (hang / "rank1.txt").stat().st_mtime - started < TIMEOUT_S + SLACK_S
+
+
+@pytest.mark.slow
+def test_a_second_trainer_in_the_process_beats_into_the_live_groups_store(tmp_path):
+    # The group the first Trainer started lives on; the second's environment names the default port.
+    # Its heartbeat must reach the group's store (or its rank is never heard from in a hang report).
+    cmd = [sys.executable, str(HERE / "heartbeat_script.py"), str(tmp_path / "beats.json")]
+    [(code, output)] = run_group([cmd], env=clean_env(), cwd=tmp_path, timeout=120)
+    assert code == 0, output[-3000:]
+    seen = json.loads((tmp_path / "beats.json").read_text())
+    assert set(seen) == {"0", "1"}, output[-3000:]  # both ranks beat during the second fit

@@ -35,6 +35,16 @@ STORE_TIMEOUT_S = 2.0  # a store that does not answer in this long counts as gon
 _running: HangWatch | None = None  # one heartbeat per process: a later Trainer's replaces an earlier's
 
 
+def group_store_address(addr: str, port: int) -> tuple[str, int]:
+    """Where the live process group's store listens: a group started by an earlier Trainer in this
+    process lives on, and this Trainer's environment may name another port (the default 29500).
+    (`addr`, `port`) when the group's store is not a TCPStore."""
+    store = dist.distributed_c10d._get_default_store()
+    while store is not None and not isinstance(store, dist.TCPStore):
+        store = getattr(store, "underlying_store", None)
+    return (store.host, store.port) if store is not None else (addr, port)
+
+
 class HangWatch:
     """This rank's heartbeat thread and position; `dump_all` when a collective timed out."""
 

@@ -25,7 +25,7 @@ from ..launch.subprocess_launcher import SubprocessLauncher
 from ..rank_zero import warn
 from ..seed import last_seeding, seed_everything
 from .base import Layout, Strategy
-from .hang_watch import HangWatch
+from .hang_watch import HangWatch, group_store_address
 
 RERUN = (
     "\nThis rank was started by an earlier Trainer(devices=N) of the script, which runs the script again from its "
@@ -129,9 +129,8 @@ class ProcessGroupStrategy(Strategy):
             self.call_site = None
             check_same_trainer(sites)
         if self.hangs is None and self.world_size > 1:
-            self.hangs = HangWatch(
-                self.global_rank, self.world_size, self.env.master_addr, self.env.master_port, self._hang_dir
-            )
+            addr, port = group_store_address(self.env.master_addr, self.env.master_port)
+            self.hangs = HangWatch(self.global_rank, self.world_size, addr, port, self._hang_dir)
             self.hangs.start()
 
     def dump_hangs_to(self, directory: Path) -> None:
