@@ -50,7 +50,9 @@ model = MLP()
 trainer.fit(model, DataLoader(data, batch_size=8), ckpt_path=None if mode == "cold" else root / "ckpts" / "step4.ckpt")
 torch.save({k: v.detach().clone() for k, v in model.state_dict().items()}, root / f"{mode}.pt")
 g = trainer.goodput
-(root / f"{mode}.json").write_text(json.dumps({"compile": g.run_seconds["compile"], "notes": list(g.notes)}))
+from torch._dynamo.utils import counters
+caches = {k: v for group in ("inductor", "aot_autograd") for k, v in counters[group].items() if "cache" in k}
+(root / f"{mode}.json").write_text(json.dumps({"compile": g.run_seconds["compile"], "notes": list(g.notes), "caches": caches}))
 """
 
 
@@ -74,7 +76,15 @@ def test_a_resumed_compiled_run_loads_the_artifacts_compiles_less_and_ends_equal
     assert (tmp_path / "ckpts" / "compile-cache.bin").stat().st_size > 0
     warm = _run(script, tmp_path, "warm")
     assert any("compiled artifacts saved beside" in note for note in warm["notes"]), warm
-    assert warm["compile"] < cold["compile"], (warm, cold)
+    # What the artifacts save: the compiled graphs come from them, none is compiled anew (the time
+    # saved is benchmarks/compile_restart.py's to measure; a timing here swings with the load).
+    assert (
+        cold["caches"].get("fxgraph_cache_miss", 0) > 0 and cold["caches"].get("fxgraph_cache_hit", 0) == 0
+    ), cold
+    assert (
+        warm["caches"].get("fxgraph_cache_hit", 0) > 0 and warm["caches"].get("fxgraph_cache_miss", 0) == 0
+    ), warm
+    assert warm["caches"].get("autograd_cache_hit", 0) > 0, warm
     cold_weights, warm_weights = torch.load(tmp_path / "cold.pt"), torch.load(tmp_path / "warm.pt")
     assert all(torch.equal(cold_weights[k], warm_weights[k]) for k in cold_weights)
 
