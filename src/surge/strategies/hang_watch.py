@@ -39,7 +39,7 @@ def group_store_address(addr: str, port: int) -> tuple[str, int]:
     """Where the live process group's store listens: a group started by an earlier Trainer in this
     process lives on, and this Trainer's environment may name another port (the default 29500).
     (`addr`, `port`) when the group's store is not a TCPStore."""
-    store = dist.distributed_c10d._get_default_store()
+    store: Any = dist.distributed_c10d._get_default_store()
     while store is not None and not isinstance(store, dist.TCPStore):
         store = getattr(store, "underlying_store", None)
     return (store.host, store.port) if store is not None else (addr, port)
