@@ -6,7 +6,8 @@ boundary the loop writes a checkpoint, under SLURM requeues the job on SIGUSR1 (
 
 SLURM, container runtimes and Ctrl-C signal the whole process group, DataLoader workers too; a
 worker that dies of it fails the main process before it can save. `guard_workers` makes each
-worker leave these signals to the main process (`WorkerSignals`).
+worker leave these signals to the main process (`WorkerSignals`), and end the moment that process is
+gone, however it died.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import select
 import signal
 import subprocess
 import threading
@@ -93,13 +95,15 @@ class WorkerSignals:
     (the DataLoader's shutdown, multiprocessing's at exit): it is blocked, and a thread waits for it
     with `sigwaitinfo`, which names the sender. From the parent it ends the worker with exit code 0,
     as torch's own worker handler does, so the main process reports nothing; from anyone else it is
-    dropped. Processes a worker starts inherit the ignored and blocked signals.
+    dropped. Processes a worker starts inherit the ignored and blocked signals. The worker also ends
+    the moment its parent is gone (`exit_with_parent`).
     """
 
     def __init__(self, user_fn: Callable[[int], None] | None) -> None:
         self.user_fn = user_fn
 
     def __call__(self, worker_id: int) -> None:
+        exit_with_parent()
         leave_signals_to_parent()
         if self.user_fn is not None:
             self.user_fn(worker_id)
@@ -128,3 +132,29 @@ def _obey_parent(parent: int) -> None:
     while True:
         if signal.sigwaitinfo({signal.SIGTERM}).si_pid == parent:
             os._exit(0)
+
+
+def exit_with_parent() -> None:
+    """In a worker process: exit as soon as the process that started it ends (Linux; elsewhere torch's
+    own check is all there is).
+
+    torch's check compares `os.getppid()` with the value it read once the worker's init had run. A
+    parent killed before that is recorded as pid 1 and never missed, and a worker blocked reading a
+    message its killed parent only half wrote never checks again: either way the worker would wait
+    forever. A pidfd of the parent becomes readable the moment the parent exits.
+    """
+    parent = multiprocessing.parent_process()
+    if parent is None or parent.pid is None or not hasattr(os, "pidfd_open"):
+        return
+    try:
+        watched = os.pidfd_open(parent.pid)
+    except ProcessLookupError:  # gone already
+        os._exit(0)
+    except OSError:  # a kernel without pidfds (before Linux 5.3)
+        return
+    threading.Thread(target=_exit_when_readable, args=(watched,), name="surge-parent", daemon=True).start()
+
+
+def _exit_when_readable(fd: int) -> None:
+    select.select([fd], [], [])
+    os._exit(0)
