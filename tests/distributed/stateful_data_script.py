@@ -5,6 +5,7 @@ Resumed at the save point `DDP_POINTS` names for each kind; each rank writes {ki
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import sys
 from pathlib import Path
@@ -18,6 +19,8 @@ import test_stateful_data as sd  # noqa: E402
 
 def main(root: Path) -> None:
     sd.WORKERS = "forkserver"  # forking a rank can deadlock while a previous loader's feeder thread exits
+    # imported once by the forkserver, not by each worker of each epoch (resume_loaders_script.py)
+    multiprocessing.set_forkserver_preload(["torch", "surge", "test_stateful_data"])
     report = {kind: sd.resume_problems(root / kind, kind, 2, sd.DDP_POINTS[kind]) for kind in sd.DDP_KINDS}
     torch.save(
         report, root / f"report{os.environ.get('RANK', '0')}.pt"
