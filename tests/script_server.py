@@ -1,4 +1,4 @@
-"""Runs `python SCRIPT ARGS` or `python -m MODULE ARGS` in a process forked from an interpreter
+"""Runs `python SCRIPT ARGS`, `python -m MODULE ARGS` or `python -c CODE ARGS` in a process forked from an interpreter
 that has imported the heavy packages already (torch; real Lightning or surge), instead of a new
 interpreter that imports them again (2-8 s of CPU per run on a 2-core machine).
 
@@ -70,6 +70,7 @@ def _become(request: dict) -> None:
     """In the forked child: take on the run's process state, then run it as `__main__`."""
     import random
     import runpy
+    import types
 
     os.setsid()
     os.chdir(request["cwd"])
@@ -88,7 +89,13 @@ def _become(request: dict) -> None:
     if "numpy" in sys.modules:
         sys.modules["numpy"].random.seed()
     argv = request["argv"]
-    if argv[0] == "-m":
+    if argv[0] == "-c":
+        sys.argv = ["-c", *argv[2:]]
+        sys.path[0] = ""
+        main = types.ModuleType("__main__")
+        sys.modules["__main__"] = main  # what the code defines pickles by reference, as under `python -c`
+        exec(compile(argv[1], "<string>", "exec"), main.__dict__)
+    elif argv[0] == "-m":
         sys.argv = [argv[1], *argv[2:]]
         sys.path[0] = os.getcwd()
         runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
@@ -106,6 +113,7 @@ class _Server:
             cwd=self.folder, bufsize=0, start_new_session=True,
         )  # fmt: skip
         self.runs, self.forked_cpu = 0, 0.0
+        self.key: tuple = ()
 
     def _line(self, timeout: float | None) -> str:
         assert self.proc.stdout is not None
@@ -117,9 +125,7 @@ class _Server:
             raise RuntimeError(f"script server exited ({self.proc.poll()})")
         return line
 
-    def run(self, argv: Sequence[str], cwd: Path, env: Mapping[str, str], timeout: float | None):
-        import time
-
+    def start(self, argv: Sequence[str], cwd: Path, env: Mapping[str, str]) -> Started:
         self.runs += 1
         out, err = self.folder / f"{self.runs}.out", self.folder / f"{self.runs}.err"
         request = {
@@ -133,25 +139,20 @@ class _Server:
         assert self.proc.stdin is not None
         self.proc.stdin.write((json.dumps(request) + "\n").encode())
         self.proc.stdin.flush()
-        pid = int(self._line(None).split()[1])
-        deadline = None if timeout is None else time.monotonic() + timeout
-        line = self._line(None if deadline is None else deadline - time.monotonic())
-        timed_out = not line
-        if timed_out:
+        return Started(self, argv, int(self._line(None).split()[1]), out, err)
+
+    def run(self, argv: Sequence[str], cwd: Path, env: Mapping[str, str], timeout: float | None):
+        started = self.start(argv, cwd, env)
+        try:
+            started.wait(timeout)
+        except subprocess.TimeoutExpired:
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(pid, signal.SIGKILL)
-            line = self._line(None)
-        code, cpu = int(line.split()[1]), float(line.split()[2])
-        global cpu_seconds
-        cpu_seconds += cpu
-        self.forked_cpu += cpu
-        stdout = out.read_text(errors="replace") if out.exists() else ""
-        stderr = err.read_text(errors="replace") if err.exists() else ""
-        out.unlink(missing_ok=True)
-        err.unlink(missing_ok=True)
-        if timed_out:
-            raise subprocess.TimeoutExpired(list(argv), timeout or 0, stdout, stderr)
-        return subprocess.CompletedProcess(list(argv), code, stdout, stderr)
+                os.killpg(started.pid, signal.SIGKILL)
+            started.wait()
+            raise subprocess.TimeoutExpired(
+                list(argv), timeout or 0, started.stdout, started.stderr
+            ) from None
+        return subprocess.CompletedProcess(list(argv), started.returncode, started.stdout, started.stderr)
 
     def close(self) -> None:
         import shutil
@@ -168,9 +169,64 @@ class _Server:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
+class Started:
+    """A run forked from a server, as far as a test uses a `subprocess.Popen`: `pid` (also its process
+    group: the run starts a session), `poll()`, `wait(timeout)`, `returncode`; `stdout` and `stderr`
+    are the run's output, read once it ended."""
+
+    def __init__(self, server: _Server, argv: Sequence[str], pid: int, out: Path, err: Path) -> None:
+        self.server, self.args, self.pid, self._files = server, list(argv), pid, (out, err)
+        self.returncode: int | None = None
+        self.stdout = self.stderr = ""
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            line = self.server._line(0)
+            if line:
+                self._ended(line)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            line = self.server._line(timeout)
+            if not line:
+                raise subprocess.TimeoutExpired(self.args, timeout or 0)
+            self._ended(line)
+        assert self.returncode is not None
+        return self.returncode
+
+    def _ended(self, line: str) -> None:
+        code, cpu = int(line.split()[1]), float(line.split()[2])
+        global cpu_seconds
+        cpu_seconds += cpu
+        self.server.forked_cpu += cpu
+        out, err = self._files
+        self.stdout = out.read_text(errors="replace") if out.exists() else ""
+        self.stderr = err.read_text(errors="replace") if err.exists() else ""
+        out.unlink(missing_ok=True)
+        err.unlink(missing_ok=True)
+        self.returncode = code
+        if _servers.setdefault(self.server.key, self.server) is not self.server:  # free for the next run
+            self.server.close()  # another took its place meanwhile
+
+
 _servers: dict[tuple, _Server] = {}
 # CPU seconds of the runs forked so far (cpu_durations.py counts them as the test's children)
 cpu_seconds = 0.0
+
+
+def _server(python: str, env: Mapping[str, str], preload: Sequence[str]) -> _Server:
+    """A free server of `python` that imported `preload` under `env` (less the `PER_RUN` variables):
+    taken out of `_servers` while it runs something (`Started._ended` puts it back)."""
+    start_env = {k: v for k, v in env.items() if k not in PER_RUN}
+    key = (python, tuple(preload), tuple(sorted(start_env.items())))
+    server = _servers.pop(key, None)
+    if server is None or server.proc.poll() is not None:
+        server = _Server(python, preload, start_env)
+        server.key = key
+    while len(_servers) >= MAX_SERVERS:
+        _servers.pop(next(iter(_servers))).close()
+    return server
 
 
 def run(
@@ -188,15 +244,35 @@ def run(
         return subprocess.run(
             [python, *argv], cwd=cwd, env=dict(env), capture_output=True, text=True, timeout=timeout
         )
-    start_env = {k: v for k, v in env.items() if k not in PER_RUN}
-    key = (python, tuple(preload), tuple(sorted(start_env.items())))
-    server = _servers.pop(key, None)
-    if server is None or server.proc.poll() is not None:
-        server = _Server(python, preload, start_env)
-    _servers[key] = server  # the most recently used last
-    while len(_servers) > MAX_SERVERS:
-        _servers.pop(next(iter(_servers))).close()
-    return server.run(argv, cwd, env, timeout)
+    return _server(python, env, preload).run(argv, cwd, env, timeout)
+
+
+def start(python: str, argv: Sequence[str], *, cwd: Path, env: Mapping[str, str], preload: Sequence[str]):
+    """`subprocess.Popen([python, *argv], cwd=cwd, env=env, start_new_session=True, text=True)` with
+    stdout and stderr captured (read once it ended), forked from a server as `run` does: a run a
+    test signals or kills while it runs."""
+    if os.environ.get("SURGE_TEST_FORK") == "0":
+        return _Fresh([python, *argv], cwd=cwd, env=dict(env))
+    return _server(python, env, preload).start(argv, cwd, env)
+
+
+class _Fresh(subprocess.Popen):
+    """`start` in a new interpreter (`SURGE_TEST_FORK=0`): `stdout`/`stderr` are the text once ended."""
+
+    def __init__(self, args: list[str], cwd: Path, env: dict[str, str]) -> None:
+        super().__init__(args, cwd=cwd, env=env, start_new_session=True, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)  # fmt: skip
+        self._pipes = (self.stdout, self.stderr)
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self._pipes:
+            out, err = self.communicate(timeout=timeout)
+            self._pipes = ()
+            self.stdout, self.stderr = out, err  # type: ignore[assignment]
+        return super().wait(timeout)
+
+    def poll(self) -> int | None:
+        return None if super().poll() is None else self.wait()
 
 
 if __name__ == "__main__":

@@ -34,10 +34,13 @@ def probe(tmp_path):
     return lib, env
 
 
-@pytest.mark.parametrize("module", [False, True], ids=["script", "module"])
-def test_a_forked_run_sees_what_a_new_interpreter_sees(probe, tmp_path, module):
+@pytest.mark.parametrize("kind", ["script", "module", "code"])
+def test_a_forked_run_sees_what_a_new_interpreter_sees(probe, tmp_path, kind):
     lib, env = probe
-    argv = ["-m", "probe", "a", "3"] if module else [str(lib / "probe.py"), "a", "3"]
+    argv = {"script": [str(lib / "probe.py")], "module": ["-m", "probe"], "code": ["-c", PROBE]}[kind] + [
+        "a",
+        "3",
+    ]
     fresh = subprocess.run(
         [sys.executable, *argv],
         cwd=tmp_path,
@@ -87,3 +90,27 @@ def test_a_timeout_ends_the_run_and_what_it_started(tmp_path):
             timeout=60,
         )
         assert (done.returncode, done.stdout) == (0, "done\n")
+
+
+def test_a_started_run_is_killed_and_waited_for_as_a_popen_is(tmp_path):
+    code = (
+        "import pickle, sys, time\n"
+        "class Defined: pass\n"
+        "print(len(pickle.dumps(Defined)) > 0, flush=True)  # by reference to __main__, as python -c does\n"
+        "open(sys.argv[1], 'w').close()\n"
+        "time.sleep(120)\n"
+    )
+    up = tmp_path / "up"
+    started = script_server.start(
+        sys.executable, ["-c", code, str(up)], cwd=tmp_path, env=dict(os.environ), preload=[]
+    )
+    deadline = time.monotonic() + 60
+    while not up.exists():
+        assert started.poll() is None and time.monotonic() < deadline, started.stderr
+        time.sleep(0.02)
+    with pytest.raises(subprocess.TimeoutExpired):
+        started.wait(timeout=0.1)
+    assert os.getpgid(started.pid) == started.pid  # a session of its own: killpg ends what it started
+    os.kill(started.pid, 9)
+    assert started.wait(timeout=60) == -9 == started.poll()
+    assert (started.stdout, started.stderr) == ("True\n", "")

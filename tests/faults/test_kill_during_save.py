@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import random
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -18,9 +17,22 @@ import pytest
 import torch
 from preempt_script import group_processes
 
+import script_server
 from surge.checkpoint import load_checkpoint, remove_stale_temporaries, save_atomic
 
 SRC = Path(__file__).resolve().parents[2] / "src"
+PRELOAD = [
+    "torch",
+    "surge",
+]  # each writer is forked from a process that imported them (tests/script_server.py)
+
+
+def _start(tmp_path: Path, code: str, *args: str) -> script_server.Started:
+    """`python -c CODE ARGS` in a session of its own, to be killed (by pid or with its group)."""
+    env = {**os.environ, "PYTHONPATH": str(SRC), "OMP_NUM_THREADS": "1"}
+    return script_server.start(sys.executable, ["-c", code, *args], cwd=tmp_path, env=env, preload=PRELOAD)
+
+
 WRITER = """
 import sys, torch
 from torch.utils.data import DataLoader
@@ -37,7 +49,7 @@ while True:
 """
 
 
-def _wait_for_a_write(target: Path, proc: subprocess.Popen, timeout: float = 60) -> None:
+def _wait_for_a_write(target: Path, proc: script_server.Started, timeout: float = 60) -> None:
     before, deadline = target.stat().st_ino, time.monotonic() + timeout
     while target.stat().st_ino == before:  # each save renames a new file over the target
         assert proc.poll() is None and time.monotonic() < deadline, "the writer never wrote"
@@ -56,11 +68,9 @@ def test_kill_9_at_random_moments_never_leaves_a_torn_checkpoint(tmp_path, worke
     target = tmp_path / "last.ckpt"
     save_atomic({"i": 0, "w": torch.zeros(2_000_000)}, target)
     rng = random.Random(workers + 10 * to_group)
-    env = {**os.environ, "PYTHONPATH": str(SRC), "OMP_NUM_THREADS": "1"}
     seen, groups = set(), []
     for _ in range(5):
-        proc = subprocess.Popen([sys.executable, "-c", WRITER, str(target), str(workers)], env=env,
-                                start_new_session=True)  # fmt: skip
+        proc = _start(tmp_path, WRITER, str(target), str(workers))
         groups.append(proc.pid)
         _wait_for_a_write(target, proc)  # past the imports (however loaded the machine)
         time.sleep(rng.uniform(0.0, 0.4))  # somewhere inside a later write
@@ -105,11 +115,9 @@ def test_kill_9_during_async_saves_leaves_the_previous_checkpoint_whole(tmp_path
     for name in ("step=0.ckpt", "last.ckpt"):
         save_atomic({"i": 0, "w": torch.zeros(1_000_000)}, tmp_path / name)
     rng = random.Random(20 + to_group)
-    env = {**os.environ, "PYTHONPATH": str(SRC), "OMP_NUM_THREADS": "1"}
     seen, start = set(), 1
     for _ in range(3):
-        command = [sys.executable, "-c", ASYNC_WRITER, str(tmp_path), str(start)]
-        proc = subprocess.Popen(command, env=env, start_new_session=True)
+        proc = _start(tmp_path, ASYNC_WRITER, str(tmp_path), str(start))
         _wait_for_a_write(tmp_path / "last.ckpt", proc)
         time.sleep(rng.uniform(0.0, 0.4))
         (os.killpg if to_group else os.kill)(proc.pid, signal.SIGKILL)
@@ -150,11 +158,8 @@ print("global_step", trainer.global_step)
 
 
 def test_kill_9_during_an_async_fit_resumes_from_the_last_checkpoint(tmp_path):
-    env = {**os.environ, "PYTHONPATH": str(SRC), "OMP_NUM_THREADS": "1"}
     folder = tmp_path / "ckpt"
-    proc = subprocess.Popen(
-        [sys.executable, "-c", FIT, str(folder), "100000"], env=env, start_new_session=True
-    )
+    proc = _start(tmp_path, FIT, str(folder), "100000")
     deadline = time.monotonic() + 60
     while not (folder / "last.ckpt").exists():
         assert proc.poll() is None and time.monotonic() < deadline, "the fit never saved"
@@ -164,7 +169,6 @@ def test_kill_9_during_an_async_fit_resumes_from_the_last_checkpoint(tmp_path):
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     step = load_checkpoint(folder / "last.ckpt")["global_step"]
-    done = subprocess.run([sys.executable, "-c", FIT, str(folder), str(step + 3), "last"], env=env,
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    done = _start(tmp_path, FIT, str(folder), str(step + 3), "last")
+    assert done.wait(timeout=120) == 0, done.stderr
     assert f"global_step {step + 3}" in done.stdout

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
 from preempt_script import group_processes
+
+import script_server
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 FIT = """
@@ -52,11 +53,11 @@ def test_workers_of_a_trainer_killed_while_they_start_end_with_it(tmp_path, star
     script.write_text(FIT)
     started.mkdir()
     env = {**os.environ, "PYTHONPATH": str(SRC), "OMP_NUM_THREADS": "1"}
-    trainer = subprocess.Popen([sys.executable, str(script), str(started), start_method], env=env,
-                               start_new_session=True)  # fmt: skip
+    trainer = script_server.start(sys.executable, [str(script), str(started), start_method], cwd=tmp_path,
+                                  env=env, preload=["torch", "surge"])  # fmt: skip
     deadline = time.monotonic() + 120
     while len(list(started.iterdir())) < 2:  # both workers are inside their init
-        assert trainer.poll() is None and time.monotonic() < deadline, "the workers never started"
+        assert trainer.poll() is None and time.monotonic() < deadline, trainer.stderr
         time.sleep(0.02)
     os.kill(trainer.pid, signal.SIGKILL)  # the trainer alone, as an OOM killer does
     trainer.wait()

@@ -17,24 +17,31 @@ import pytest
 import torch
 from preempt_script import group_processes
 
+import script_server
+
 SCRIPT = Path(__file__).with_name("preempt_script.py")
 SRC = Path(__file__).resolve().parents[2] / "src"
 
 
 def _start(
     root: Path, out: Path, marker: Path, workers: int = 0, persistent: bool = False
-) -> subprocess.Popen:
+) -> script_server.Started:
+    """preempt_script.py, forked from a process that imported torch and surge (tests/script_server.py),
+    in a session of its own: a signal to its process group does not reach this test."""
     env = {**os.environ, "PYTHONPATH": str(SRC), "OMP_NUM_THREADS": "1"}
     args = [str(root), str(out), str(marker), str(workers), str(int(persistent))]
-    # A session of its own: a signal to its process group does not reach this test.
-    return subprocess.Popen([sys.executable, str(SCRIPT), *args], env=env, start_new_session=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    return script_server.start(sys.executable, [str(SCRIPT), *args], cwd=root.parent, env=env,
+                               preload=["torch", "surge"])  # fmt: skip
 
 
-def _wait_for(marker: Path, proc: subprocess.Popen, timeout: float = 60) -> None:
+def _output(proc: script_server.Started) -> str:
+    return proc.stdout + proc.stderr
+
+
+def _wait_for(marker: Path, proc: script_server.Started, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while not marker.exists():
-        assert proc.poll() is None, proc.stdout.read()
+        assert proc.poll() is None, _output(proc)
         assert time.monotonic() < deadline, "the run never reached step 5"
         time.sleep(0.02)
 
@@ -48,7 +55,7 @@ def uninterrupted(tmp_path_factory) -> dict[bool, dict[str, torch.Tensor]]:
         p: _start(tmp / f"run{p}", tmp / f"full{p}.pt", tmp / f"marker{p}", 2 * p, p) for p in (False, True)
     }
     for proc in runs.values():
-        assert proc.wait(timeout=180) == 0, proc.stdout.read()
+        assert proc.wait(timeout=180) == 0, _output(proc)
     return {p: torch.load(tmp / f"full{p}.pt") for p in runs}
 
 
@@ -69,7 +76,8 @@ def test_signal_saves_at_a_step_boundary_and_resume_matches(
     stopped = _start(tmp_path / "run", tmp_path / "run.pt", tmp_path / "m1", workers, persistent)
     _wait_for(tmp_path / "m1", stopped)
     (os.killpg if to_group else os.kill)(stopped.pid, sig)
-    output = stopped.communicate(timeout=60)[0]
+    stopped.wait(timeout=60)
+    output = _output(stopped)
     assert stopped.returncode == code, output
     assert "saved" in output and "DataLoader worker" not in output
     assert not (tmp_path / "run.pt").exists()
@@ -80,7 +88,7 @@ def test_signal_saves_at_a_step_boundary_and_resume_matches(
     assert 5 <= step < 90
     # ckpt_path="auto" finds it
     resumed = _start(tmp_path / "run", tmp_path / "run.pt", tmp_path / "m2", workers, persistent)
-    assert resumed.wait(timeout=120) == 0, resumed.stdout.read()
+    assert resumed.wait(timeout=120) == 0, _output(resumed)
     assert group_processes(resumed.pid) == []
     weights, reference = torch.load(tmp_path / "run.pt"), uninterrupted[persistent]
     assert all(torch.equal(reference[k], weights[k]) for k in reference)
@@ -134,6 +142,6 @@ for _ in loader:
 def test_persistent_workers_alive_at_interpreter_exit_still_end(tmp_path):
     # multiprocessing ends them at exit with SIGTERM from the parent; ignoring it would hang here
     env = {**os.environ, "PYTHONPATH": str(SRC), "OMP_NUM_THREADS": "1"}
-    done = subprocess.run([sys.executable, "-c", GLOBAL_PERSISTENT], env=env, capture_output=True, text=True,
-                          timeout=60, start_new_session=True)  # fmt: skip
+    done = script_server.run(sys.executable, ["-c", GLOBAL_PERSISTENT], cwd=tmp_path, env=env,
+                             preload=["torch", "surge"], timeout=60)  # fmt: skip
     assert done.returncode == 0 and done.stderr == "", done.stderr

@@ -103,8 +103,8 @@ class WorkerSignals:
         self.user_fn = user_fn
 
     def __call__(self, worker_id: int) -> None:
-        exit_with_parent()
         leave_signals_to_parent()
+        exit_with_parent()  # after: its thread must inherit the blocked SIGTERM
         if self.user_fn is not None:
             self.user_fn(worker_id)
 
