@@ -29,6 +29,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 PER_RUN = ("ORACLE_DIR", "ORACLE_FRAMEWORK", "PYTEST_CURRENT_TEST")
+# What a training run imports on first use, so a server that imports torch imports them too: torch's
+# optimizers import torch._dynamo when the first one is built (2 s of CPU, most of a small fit's),
+# and the default logger is TensorBoard's (0.3 s). A new interpreter would import them in the run.
+FIRST_USE = ("torch._dynamo", "torch.utils.tensorboard")
 MAX_SERVERS = 6  # per test process: the suite uses 5 kinds (interpreter, imports, environment)
 
 
@@ -44,6 +48,9 @@ def _serve(preload: list[str]) -> dict | None:
         os.close(out)
     for name in preload:
         importlib.import_module(name)
+    if "torch" in preload:
+        for name in FIRST_USE:
+            importlib.import_module(name)
     sys.stdout.flush()
     sys.stderr.flush()
     for fd, copy in zip((1, 2), saved):
