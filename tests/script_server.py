@@ -9,6 +9,8 @@ session (a timeout ends the run and everything it started), `random` reseeded, a
 interpreter's normal exit (threads joined, `atexit` run, exit status as `subprocess` reports it),
 and what the imports printed (warnings) at the start of its output.
 What the script imports itself (its own modules, `record.py`) is imported in that process only.
+A launcher in the run that starts the run's own script again (`Trainer(devices=2)`, Lightning's
+DDP) gets its ranks forked from the same server too (`SHIM`, the run's `sys.executable`).
 
 A server is started per test process, interpreter and environment: the environment at import time
 is the one the run would have had, but for `PER_RUN` variables that only the runs read
@@ -27,6 +29,7 @@ import sys
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 PER_RUN = ("ORACLE_DIR", "ORACLE_FRAMEWORK", "PYTEST_CURRENT_TEST")
 # What a training run imports on first use, so a server that imports torch imports them too: torch's
@@ -37,7 +40,10 @@ MAX_SERVERS = 6  # per test process: the suite uses 5 kinds (interpreter, import
 
 
 def _serve(preload: list[str]) -> dict | None:
-    """The server's loop; returns, in a forked child only, the request that child runs."""
+    """The server's loop; returns, in a forked child only, the request that child runs.
+
+    Runs and the ranks they start are forked from it (`_Loop`).
+    """
     import importlib
 
     # What importing prints (warnings at import time) each run prints too, first: kept here.
@@ -56,41 +62,213 @@ def _serve(preload: list[str]) -> dict | None:
     for fd, copy in zip((1, 2), saved):
         os.dup2(copy, fd)
         os.close(copy)
-    reply = sys.stdout
-    for line in sys.stdin:
-        request = json.loads(line)
+
+    return _Loop().serve()
+
+
+class _Loop:
+    """The server's loop. Runs come as lines on stdin, one at a time, and "pid N" and "exit CODE CPU"
+    go back on stdout; the ranks a run's launcher starts come through `SHIM` over a socket."""
+
+    def __init__(self) -> None:
+        import selectors
+        import socket
+
+        self.address = os.path.abspath("ranks.sock")
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.listener.bind(self.address)
+        self.listener.listen(64)
+        self.shim = Path("python").resolve()
+        self.shim.write_text(SHIM.format(python=sys.executable, address=self.address))
+        self.shim.chmod(0o755)
+        self.wake_r, self.wake_w = os.pipe()
+        os.set_blocking(self.wake_r, False)
+        os.set_blocking(self.wake_w, False)
+        signal.set_wakeup_fd(self.wake_w)
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        self.selector = selectors.DefaultSelector()
+        self.selector.register(0, selectors.EVENT_READ, self._runs)
+        self.selector.register(self.listener, selectors.EVENT_READ, self._ranks)
+        self.selector.register(self.wake_r, selectors.EVENT_READ, self._ended)
+        self.pending = b""
+        self.run: tuple[int, dict] | None = None  # the run in progress: its pid and request
+        self.ranks: dict[int, Any] = {}  # a rank's pid: the connection of the shim standing for it
+        self.ranks_cpu = 0.0  # counted with the run that started them
+
+    def serve(self) -> dict | None:
+        """Returns None when the test process closes stdin; in a forked child, its request."""
+        while True:
+            for key, _ in self.selector.select():
+                request = key.data()
+                if request is not None:
+                    return request if request else None
+
+    def _fork(self, request: dict) -> int:
         sys.stdout.flush()
         sys.stderr.flush()
         pid = os.fork()
+        if pid == 0:  # the child: nothing of the server's loop stays open
+            signal.set_wakeup_fd(-1)
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            self.selector.close()
+            self.listener.close()
+            os.close(self.wake_r)
+            os.close(self.wake_w)
+            for conn in self.ranks.values():
+                conn.close()
+            request["shim"] = str(self.shim)
+        return pid
+
+    def _runs(self) -> dict | None:
+        chunk = os.read(0, 1 << 20)
+        if not chunk:
+            return {}  # the test process closed it: the server ends
+        self.pending += chunk
+        while b"\n" in self.pending:
+            line, self.pending = self.pending.split(b"\n", 1)
+            request = json.loads(line)
+            pid = self._fork(request)
+            if pid == 0:
+                return request
+            self.run = (pid, request)
+            sys.stdout.write(f"pid {pid}\n")
+            sys.stdout.flush()
+        return None
+
+    def _ranks(self) -> dict | None:
+        import socket
+
+        conn, _ = self.listener.accept()
+        message, fds, _, _ = socket.recv_fds(conn, 1 << 20, 3)
+        request = json.loads(message)
+        if self.run is None or not _relaunch(request, self.run[1]):
+            for fd in fds:
+                os.close(fd)
+            conn.send(b"exec")  # not a rank: the shim becomes the interpreter itself
+            conn.close()
+            return None
+        request["watch"] = os.pidfd_open(request["shim_pid"])
+        pid = self._fork(request)
         if pid == 0:
+            conn.close()
+            request["fds"] = fds
             return request
-        reply.write(f"pid {pid}\n")
-        reply.flush()
-        _, status, usage = os.wait4(pid, 0)
-        cpu = usage.ru_utime + usage.ru_stime  # the run's and its waited-for children's
-        reply.write(f"exit {os.waitstatus_to_exitcode(status)} {cpu}\n")
-        reply.flush()
-    return None
+        os.close(request["watch"])
+        for fd in fds:
+            os.close(fd)
+        conn.send(f"pid {pid}".encode())
+        self.ranks[pid] = conn
+        return None
+
+    def _ended(self) -> None:
+        with contextlib.suppress(BlockingIOError):
+            while os.read(self.wake_r, 4096):
+                pass
+        while True:
+            try:
+                pid, status, usage = os.wait4(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            code, cpu = os.waitstatus_to_exitcode(status), usage.ru_utime + usage.ru_stime
+            if pid in self.ranks:
+                self.ranks_cpu += cpu
+                conn = self.ranks.pop(pid)
+                with contextlib.suppress(OSError):
+                    conn.send(f"exit {code}".encode())
+                conn.close()
+            elif self.run is not None and pid == self.run[0]:
+                # the run's CPU, with its waited-for children's and its ranks'
+                sys.stdout.write(f"exit {code} {cpu + self.ranks_cpu}\n")
+                sys.stdout.flush()
+                self.run, self.ranks_cpu = None, 0.0
+
+
+def _relaunch(rank: dict, run: dict) -> bool:
+    """Whether a command the run started is the run's own script (or module) again: one of its ranks."""
+    return bool(_targets(rank["argv"], rank["cwd"]) & _targets(run["argv"], run["cwd"]))
+
+
+def _targets(argv: list[str], cwd: str) -> set[str]:
+    found = {f"-m {argv[1]}"} if argv[:1] == ["-m"] and len(argv) > 1 else set()
+    for arg in argv:
+        if arg.endswith(".py") and os.path.isfile(os.path.join(cwd, arg)):
+            found.add(os.path.realpath(os.path.join(cwd, arg)))
+    return found
+
+
+# What a run and its ranks see as `sys.executable`. A launcher that starts the run's own script again
+# (surge's, Lightning's) gets a rank forked from the server, as the run was, instead of an interpreter
+# that imports torch again (4-5 s of CPU a rank); any other command runs in the real interpreter.
+# The signals it gets go to the rank, its exit status is the rank's, and if it is killed the rank is.
+SHIM = """#!{python} -S
+import json, os, signal, socket, sys
+PYTHON, ADDRESS = {python!r}, {address!r}
+sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+try:
+    sock.connect(ADDRESS)
+    request = {{"argv": sys.argv[1:], "cwd": os.getcwd(), "env": dict(os.environ), "shim_pid": os.getpid()}}
+    socket.send_fds(sock, [json.dumps(request).encode()], [0, 1, 2])
+    answer = sock.recv(256).split()
+except OSError:
+    answer = [b"exec"]
+if answer[:1] != [b"pid"]:
+    sock.close()
+    os.execv(PYTHON, [PYTHON, *sys.argv[1:]])
+pid = int(answer[1])
+def forward(signum, frame):
+    try:
+        os.kill(pid, signum)
+    except ProcessLookupError:
+        pass
+for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGUSR2, signal.SIGHUP, signal.SIGCONT):
+    signal.signal(signum, forward)
+ended = sock.recv(256).split()
+code = int(ended[1]) if ended[:1] == [b"exit"] else 1
+if code < 0:
+    signal.signal(-code, signal.SIG_DFL)
+    os.kill(os.getpid(), -code)
+sys.exit(code if code >= 0 else 128 - code)
+"""
+
+
+def _watch_shim(pidfd: int) -> None:
+    """In a rank: end when the shim standing for it ends (a kill of the shim was meant for the rank)."""
+    select.select([pidfd], [], [])
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _become(request: dict) -> None:
     """In the forked child: take on the run's process state, then run it as `__main__`."""
     import random
     import runpy
+    import threading
     import types
 
-    os.setsid()
+    if "fds" in request:  # a rank: the shim's stdin, stdout and stderr; it ends with the shim
+        os.setpgid(0, 0)
+        for fd, received in enumerate(request["fds"]):
+            os.dup2(received, fd)
+            os.close(received)
+        threading.Thread(target=_watch_shim, args=(request["watch"],), daemon=True).start()
+    else:
+        os.setsid()
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+        for fd, path, printed in (
+            (1, request["stdout"], "preload.out"),
+            (2, request["stderr"], "preload.err"),
+        ):
+            out = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            os.write(out, Path(request["server"], printed).read_bytes())
+            os.dup2(out, fd)
+            os.close(out)
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.close(null)
-    for fd, path, printed in ((1, request["stdout"], "preload.out"), (2, request["stderr"], "preload.err")):
-        out = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        os.write(out, Path(request["server"], printed).read_bytes())
-        os.dup2(out, fd)
-        os.close(out)
+    sys.executable = request["shim"]
     sys.stdin = open(0, closefd=False)  # noqa: SIM115 - the process's own stdin
     random.seed()
     if "numpy" in sys.modules:

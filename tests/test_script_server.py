@@ -114,3 +114,50 @@ def test_a_started_run_is_killed_and_waited_for_as_a_popen_is(tmp_path):
     os.kill(started.pid, 9)
     assert started.wait(timeout=60) == -9 == started.poll()
     assert (started.stdout, started.stderr) == ("True\n", "")
+
+
+RELAUNCHING = """import json, os, signal, subprocess, sys, time
+preloaded = "torch" in sys.modules  # before this script imports anything
+if len(sys.argv) > 1:  # a rank
+    pidfile, mode = sys.argv[1], sys.argv[2]
+    open(pidfile, "w").write(str(os.getpid()))
+    print(f"rank preloaded={preloaded}", flush=True)
+    if mode == "term":
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(7))
+    if mode == "fail":
+        sys.exit(3)
+    time.sleep(120)
+    sys.exit(0)
+report = {}
+done = subprocess.run([sys.executable, __file__, "fail.pid", "fail"], capture_output=True, text=True)
+report["fail"] = [done.returncode, done.stdout.strip()]
+other = subprocess.run([sys.executable, "-c", "import sys; print('torch' in sys.modules)"],
+                       capture_output=True, text=True)
+report["other command"] = other.stdout.strip()
+for mode in ("term", "kill"):
+    rank = subprocess.Popen([sys.executable, __file__, f"{mode}.pid", mode], stdout=subprocess.DEVNULL)
+    while not os.path.exists(f"{mode}.pid") or not open(f"{mode}.pid").read():
+        time.sleep(0.01)
+    time.sleep(0.2)  # its handler is in place
+    rank.terminate() if mode == "term" else rank.kill()
+    report[mode] = [rank.wait(timeout=60), int(open(f"{mode}.pid").read()) != rank.pid]
+print(json.dumps(report))
+"""
+
+
+def test_a_run_that_starts_its_own_script_again_gets_a_forked_rank(tmp_path):
+    (tmp_path / "job.py").write_text(RELAUNCHING)
+    done = script_server.run(
+        sys.executable, ["job.py"], cwd=tmp_path, env=dict(os.environ), preload=["torch"], timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout.splitlines()[-1])
+    assert report["fail"] == [3, "rank preloaded=True"]  # forked from the server: torch was there
+    assert report["other command"] == "False"  # anything else runs in a new interpreter
+    assert report["term"] == [7, True]  # a signal to the launcher's child reaches the rank
+    assert report["kill"] == [-9, True]
+    killed = int((tmp_path / "kill.pid").read_text())
+    deadline = time.monotonic() + 10
+    while psutil.pid_exists(killed) and psutil.Process(killed).status() != psutil.STATUS_ZOMBIE:
+        assert time.monotonic() < deadline, "the rank outlived the process its launcher killed"
+        time.sleep(0.05)
