@@ -185,8 +185,23 @@ class _Loop:
                 self.run, self.ranks_cpu = None, 0.0
 
 
+# What a launcher gives a rank beyond the run's own environment (surge's, Lightning's), all read at
+# run time. A command whose environment differs in anything else may depend on it at import time
+# (`surge doctor` tells the script it runs with SURGE_DOCTOR, read when surge is imported): it gets
+# a new interpreter.
+RANK_VARIABLES = (
+    "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK", "NODE_RANK", "LOCAL_WORLD_SIZE",
+    "GROUP_RANK", "SURGE_LAUNCHED", "TORCH_DISABLE_SHARE_RDZV_TCP_STORE", *PER_RUN,
+)  # fmt: skip
+
+
 def _relaunch(rank: dict, run: dict) -> bool:
-    """Whether a command the run started is the run's own script (or module) again: one of its ranks."""
+    """Whether a command the run started is one of its ranks: the run's own script (or module) again,
+    in the run's environment but for what a launcher adds."""
+    names = set(rank["env"]) | set(run["env"])
+    changed = {n for n in names if rank["env"].get(n) != run["env"].get(n)}
+    if any(n not in RANK_VARIABLES and not n.startswith("PL_") for n in changed):
+        return False
     return bool(_targets(rank["argv"], rank["cwd"]) & _targets(run["argv"], run["cwd"]))
 
 

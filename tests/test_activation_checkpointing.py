@@ -188,7 +188,7 @@ def test_two_gloo_processes_train_the_same_weights_with_it(tmp_path, strategy, m
             str(out),
             *extra,
         ]
-        # the first process is forked from a server that imported torch and surge (other ranks start anew)
+        # the first process is forked from a server that imported torch and surge (its launcher's ranks too)
         proc = script_server.run(
             sys.executable, argv, cwd=tmp_path, env=clean_env(), preload=PRELOAD, timeout=180
         )

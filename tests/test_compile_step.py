@@ -286,7 +286,7 @@ def _ddp_run(tmp_path: Path, name: str, devices: int, batch_size: int, compile_)
     args = ["--devices", str(devices), "--batch-size", str(batch_size), "--samples", "32", "--max-steps", "4"]
     argv = [str(DDP_SCRIPT), "--root", str(tmp_path / name), "--out", str(out), *args]
     argv += ["--accumulate", "2", "--compile", json.dumps(compile_)]
-    # the first process is forked from a server that imported torch and surge (other ranks start anew)
+    # the first process is forked from a server that imported torch and surge (its launcher's ranks too)
     proc = script_server.run(
         sys.executable, argv, cwd=tmp_path, env=env, preload=("torch", "surge"), timeout=180
     )

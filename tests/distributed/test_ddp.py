@@ -2,27 +2,23 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
 import pytest
 import torch
-from jobs import PRELOAD, reference_run
+from jobs import PRELOAD, clean_env, reference_run
 
 import script_server
 
 SCRIPT = Path(__file__).with_name("train_script.py")
-SRC = Path(__file__).resolve().parents[2] / "src"
 
 
 def run(tmp_path: Path, name: str, *args: str, timeout: float = 120) -> dict:
     out = tmp_path / f"{name}.pt"
-    env = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "SURGE_LAUNCHED"):
-        env.pop(var, None)
+    env = clean_env()  # the environment of the other jobs' servers (tests/script_server.py)
     argv = [str(SCRIPT), "--root", str(tmp_path / name), "--out", str(out), *args]
-    # rank zero is forked from a server that imported torch and surge (the other ranks start anew)
+    # every rank is forked from a server that imported torch and surge
     proc = script_server.run(sys.executable, argv, cwd=tmp_path, env=env, preload=PRELOAD, timeout=timeout)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return torch.load(out, weights_only=True)

@@ -4,24 +4,20 @@ first one is (a DistributedSampler, its epoch set), on 2 real gloo processes."""
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
-from jobs import PRELOAD
+from jobs import PRELOAD, clean_env
 
 import script_server
 
 SCRIPT = Path(__file__).with_name("reload_script.py")
-SRC = Path(__file__).resolve().parents[2] / "src"
 
 
 def test_each_reloaded_loader_is_shared_between_the_ranks(tmp_path):
-    env = {**os.environ, "PYTHONPATH": f"{SRC}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
-    for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "SURGE_LAUNCHED"):
-        env.pop(var, None)
+    env = clean_env()  # the environment of the other jobs' servers (tests/script_server.py)
     argv = [str(SCRIPT), "--root", str(tmp_path / "run"), "--out", str(tmp_path)]
-    # rank zero is forked from a server that imported torch and surge (the other rank starts anew)
+    # both ranks are forked from a server that imported torch and surge
     proc = script_server.run(sys.executable, argv, cwd=tmp_path, env=env, preload=PRELOAD, timeout=180)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]

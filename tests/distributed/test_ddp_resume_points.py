@@ -19,7 +19,7 @@ SCRIPT = Path(__file__).with_name("resume_points_script.py")
 
 def _run(tmp_path: Path, mode: str, timeout: float = 300) -> subprocess.CompletedProcess:
     argv = [str(SCRIPT), mode, str(tmp_path / "job"), str(tmp_path / f"{mode}.pt")]
-    # rank zero is forked from a server that imported torch and surge (the other rank starts anew)
+    # rank zero is forked from a server that imported torch and surge (its launcher's rank too)
     return script_server.run(
         sys.executable, argv, cwd=tmp_path, env=clean_env(), preload=PRELOAD, timeout=timeout
     )

@@ -22,7 +22,7 @@ SCRIPT = Path(__file__).with_name("fsdp_script.py")
 def run(tmp_path: Path, name: str, *args: str, timeout: float = 180) -> dict:
     out = tmp_path / f"{name}.pt"
     argv = [str(SCRIPT), "--root", str(tmp_path / name), "--out", str(out), *args]
-    # the first process is forked from a server that imported torch and surge (other ranks start anew)
+    # the first process is forked from a server that imported torch and surge (its launcher's ranks too)
     proc = script_server.run(
         sys.executable, argv, cwd=tmp_path, env=clean_env(), preload=PRELOAD, timeout=timeout
     )

@@ -22,7 +22,7 @@ SECOND = 1 + next(i for i, line in enumerate(LINES) if "devices=2" in line)
 
 
 def run_script(tmp_path, first: str) -> subprocess.CompletedProcess:
-    # rank zero is forked from a server that imported torch and surge (the other rank starts anew)
+    # rank zero is forked from a server that imported torch and surge (its launcher's rank too)
     env = clean_env({"PYTHONPATH": f"{SRC}:{HERE.parent}"})
     return script_server.run(
         sys.executable, [str(SCRIPT), "--first", first], cwd=tmp_path, env=env, preload=PRELOAD, timeout=240

@@ -16,7 +16,7 @@ SCRIPT = HERE / "metrics_script.py"
 def run(tmp_path, devices: int) -> list[dict]:
     out = tmp_path / f"ws{devices}"
     argv = [str(SCRIPT), "--devices", str(devices), "--out", str(out)]
-    # rank zero is forked from a server that imported torch and surge (the other ranks start anew)
+    # rank zero is forked from a server that imported torch and surge (its launcher's ranks too)
     proc = script_server.run(
         sys.executable, argv, cwd=tmp_path, env=clean_env(), preload=PRELOAD, timeout=120
     )
