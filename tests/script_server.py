@@ -93,7 +93,9 @@ class _Loop:
         self.pending = b""
         self.run: tuple[int, dict] | None = None  # the run in progress: its pid and request
         self.ranks: dict[int, Any] = {}  # a rank's pid: the connection of the shim standing for it
-        self.ranks_cpu = 0.0  # counted with the run that started them
+        self.ranks_cpu = (
+            0.0  # counted with the run in progress when they end (their run, but for a straggler)
+        )
 
     def serve(self) -> dict | None:
         """Returns None when the test process closes stdin; in a forked child, its request."""
@@ -141,13 +143,19 @@ class _Loop:
         conn, _ = self.listener.accept()
         message, fds, _, _ = socket.recv_fds(conn, 1 << 20, 3)
         request = json.loads(message)
-        if self.run is None or not _relaunch(request, self.run[1]):
+        try:
+            rank = self.run is not None and _relaunch(request, self.run[1])
+            if rank:
+                request["watch"] = os.pidfd_open(request["shim_pid"])
+        except ProcessLookupError:  # the shim is gone already: nothing to start
+            rank = False
+        if not rank:
             for fd in fds:
                 os.close(fd)
-            conn.send(b"exec")  # not a rank: the shim becomes the interpreter itself
+            with contextlib.suppress(OSError):
+                conn.send(b"exec")  # not a rank: the shim becomes the interpreter itself
             conn.close()
             return None
-        request["watch"] = os.pidfd_open(request["shim_pid"])
         pid = self._fork(request)
         if pid == 0:
             conn.close()
@@ -460,19 +468,30 @@ class _Fresh(subprocess.Popen):
     """`start` in a new interpreter (`SURGE_TEST_FORK=0`): `stdout`/`stderr` are the text once ended."""
 
     def __init__(self, args: list[str], cwd: Path, env: dict[str, str]) -> None:
-        super().__init__(args, cwd=cwd, env=env, start_new_session=True, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)  # fmt: skip
-        self._pipes = (self.stdout, self.stderr)
+        self._files = (tempfile.TemporaryFile("w+"), tempfile.TemporaryFile("w+"))  # noqa: SIM115 - read at the end
+        super().__init__(args, cwd=cwd, env=env, start_new_session=True, stdout=self._files[0],
+                         stderr=self._files[1], text=True)  # fmt: skip
+        self.stdout = self.stderr = ""  # type: ignore[assignment]
 
     def wait(self, timeout: float | None = None) -> int:
-        if self._pipes:
-            out, err = self.communicate(timeout=timeout)
-            self._pipes = ()
-            self.stdout, self.stderr = out, err  # type: ignore[assignment]
-        return super().wait(timeout)
+        code = super().wait(timeout)
+        self._read()
+        return code
 
     def poll(self) -> int | None:
-        return None if super().poll() is None else self.wait()
+        code = super().poll()
+        if code is not None:
+            self._read()
+        return code
+
+    def _read(self) -> None:
+        if self._files:
+            for f in self._files:
+                f.seek(0)
+            self.stdout, self.stderr = (f.read() for f in self._files)  # type: ignore[assignment]
+            for f in self._files:
+                f.close()
+            self._files = ()
 
 
 if __name__ == "__main__":
