@@ -22,12 +22,22 @@ from cpu_durations import (  # noqa: E402, F401 - hooks: --cpu-durations
 )
 from helpers import fast_trainer, make_loaders, make_model  # noqa: E402
 from parallel import (  # noqa: E402, F401 - hooks and fixtures of the parallel run: see parallel.py
-    _heavy_tests_run_alone,
+    _share_the_cores,
+    configure_workers,
     pytest_collection_modifyitems,
-    pytest_configure,
     pytest_runtest_teardown,
     pytest_xdist_auto_num_workers,
 )
+from script_server import share_servers, unshare_servers  # noqa: E402
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    configure_workers(config)
+    share_servers()  # the runs' servers of this session, shared by its workers: see script_server.py
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    unshare_servers()
 
 
 @pytest.fixture(autouse=True)

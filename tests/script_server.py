@@ -12,14 +12,19 @@ What the script imports itself (its own modules, `record.py`) is imported in tha
 A launcher in the run that starts the run's own script again (`Trainer(devices=2)`, Lightning's
 DDP) gets its ranks forked from the same server too (`SHIM`, the run's `sys.executable`).
 
-A server is started per test process, interpreter and environment: the environment at import time
-is the one the run would have had, but for `PER_RUN` variables that only the runs read
-(`ORACLE_DIR`, pytest's `PYTEST_CURRENT_TEST`). `SURGE_TEST_FORK=0` runs every script in a new interpreter instead.
+A server serves one test process, one run at a time, for one interpreter and environment: the
+environment at import time is the one the run would have had, but for `PER_RUN` variables, which
+only the runs read (`ORACLE_DIR`, pytest's `PYTEST_CURRENT_TEST`, a seed a test set). The imports
+are made once per test session and kind of server: a `_zygote` of that kind, shared by the session's
+test processes (pytest-xdist workers) through a socket in `SERVERS` (set by `share_servers`), forks
+each new server already loaded. `SURGE_TEST_FORK=0` runs every script in a new interpreter instead.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import hashlib
 import json
 import os
 import select
@@ -31,7 +36,16 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-PER_RUN = ("ORACLE_DIR", "ORACLE_FRAMEWORK", "PYTEST_CURRENT_TEST")
+# Variables a server's imports do not read, so it serves runs that differ in them: the runs' own,
+# pytest's, and what earlier tests or imports set in the test process's environment, which the runs
+# inherit (MLflow's telemetry id, inductor's cache directory, seed_everything's, W&B's service),
+# all read at run time. KMP_* are for Intel's OpenMP, which torch's CPU build does not load.
+PER_RUN = (
+    "ORACLE_DIR", "ORACLE_FRAMEWORK", "PYTEST_CURRENT_TEST", "PYTEST_XDIST_WORKER", "COLUMNS", "LINES",
+    "_MLFLOW_TELEMETRY_SESSION_ID", "TORCHINDUCTOR_CACHE_DIR", "_TORCHINDUCTOR_PYOBJECT_TENSOR_DATA_PTR",
+    "PL_GLOBAL_SEED", "PL_SEED_WORKERS", "WANDB_SERVICE", "KMP_DUPLICATE_LIB_OK", "KMP_INIT_AT_FORK",
+)  # fmt: skip
+SERVERS = "SURGE_TEST_SERVERS"  # the session's folder of zygotes: their sockets, and "owner" (pytest's pid)
 # What a training run imports on first use, so a server that imports torch imports them too: torch's
 # optimizers import torch._dynamo when the first one is built (2 s of CPU, most of a small fit's),
 # and the default logger is TensorBoard's (0.3 s). A new interpreter would import them in the run.
@@ -39,14 +53,52 @@ FIRST_USE = ("torch._dynamo", "torch.utils.tensorboard")
 MAX_SERVERS = 6  # per test process: the suite uses 5 kinds (interpreter, imports, environment)
 
 
-def _serve(preload: list[str]) -> dict | None:
-    """The server's loop; returns, in a forked child only, the request that child runs.
-
-    Runs and the ranks they start are forked from it (`_Loop`).
+def _zygote(address: str, preload: list[str]) -> dict | None:
+    """A session's server of one kind: imports `preload`, then forks a server for each test process
+    that asks (through `address`: its stdin, stdout and stderr, and the folder it works in); ends
+    with the session's pytest (`owner`). Returns, in a forked child only, the request that child runs.
     """
+    import socket
+
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    listener.bind(address)
+    listener.listen(64)  # asks wait here while the imports run
+    owner = os.pidfd_open(int(Path(address).with_name("owner").read_text()))
+    _import(preload)
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the servers it forks are reaped by the kernel
+    while True:
+        if owner in select.select([listener, owner], [], [])[0]:
+            return None
+        conn, _ = listener.accept()
+        with conn:
+            message, fds, _, _ = socket.recv_fds(conn, 1 << 16, 3)
+            folder = json.loads(message)["folder"]
+            sys.stdout.flush()
+            sys.stderr.flush()
+            pid = os.fork()
+            if pid == 0:
+                listener.close()
+                os.close(owner)
+                os.setsid()
+                signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                for fd, received in enumerate(fds):
+                    os.dup2(received, fd)
+                    os.close(received)
+                for printed in ("preload.out", "preload.err"):
+                    Path(folder, printed).write_bytes(Path(printed).read_bytes())
+                os.chdir(folder)
+                return _Loop().serve()
+            for fd in fds:
+                os.close(fd)
+            with contextlib.suppress(OSError):
+                conn.send(f"pid {pid}".encode())
+
+
+def _import(preload: list[str]) -> None:
+    """Imports `preload`; what importing prints (warnings) goes to preload.out and preload.err, which
+    each run prints first, as a new interpreter would."""
     import importlib
 
-    # What importing prints (warnings at import time) each run prints too, first: kept here.
     saved = [os.dup(1), os.dup(2)]
     for fd, name in ((1, "preload.out"), (2, "preload.err")):
         out = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -62,8 +114,6 @@ def _serve(preload: list[str]) -> dict | None:
     for fd, copy in zip((1, 2), saved):
         os.dup2(copy, fd)
         os.close(copy)
-
-    return _Loop().serve()
 
 
 class _Loop:
@@ -316,11 +366,8 @@ def _become(request: dict) -> None:
 class _Server:
     def __init__(self, python: str, preload: Sequence[str], env: Mapping[str, str]) -> None:
         self.folder = Path(tempfile.mkdtemp(prefix="script-server-"))
-        self.proc = subprocess.Popen(
-            [python, __file__, *preload], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=dict(env),
-            cwd=self.folder, bufsize=0, start_new_session=True,
-        )  # fmt: skip
-        self.runs, self.forked_cpu = 0, 0.0
+        self.proc = _fork_server(python, preload, env, self.folder)
+        self.runs = 0
         self.key: tuple = ()
 
     def _line(self, timeout: float | None) -> str:
@@ -365,16 +412,117 @@ class _Server:
     def close(self) -> None:
         import shutil
 
-        if self.proc.stdin is not None:
-            self.proc.stdin.close()
+        self.proc.stdin.close()  # the server's loop ends
         try:
             self.proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
+            signal.pidfd_send_signal(self.proc.pidfd, signal.SIGKILL)
             self.proc.wait()
-        global cpu_seconds
-        cpu_seconds -= self.forked_cpu  # reaped: the server's children count as this process's now
+        self.proc.close()
         shutil.rmtree(self.folder, ignore_errors=True)
+
+
+class _Remote:
+    """A server a zygote forked, as far as `_Server` uses a `subprocess.Popen` (the zygote, not this
+    process, is its parent: it is watched through a pidfd, and its exit status is the zygote's)."""
+
+    def __init__(self, pid: int, stdin: int, stdout: int) -> None:
+        self.pid, self.pidfd, self.returncode = pid, os.pidfd_open(pid), None
+        self.stdin, self.stdout = open(stdin, "wb", buffering=0), open(stdout, "rb", buffering=0)  # noqa: SIM115
+
+    def poll(self) -> int | None:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.wait(0)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            if not select.select([self.pidfd], [], [], timeout)[0]:
+                raise subprocess.TimeoutExpired("script server", timeout or 0)
+            self.returncode = -1  # ended
+        return self.returncode
+
+    def close(self) -> None:
+        self.stdout.close()
+        os.close(self.pidfd)
+
+
+def _fork_server(python: str, preload: Sequence[str], env: Mapping[str, str], folder: Path) -> _Remote:
+    """A new server working in `folder`, forked by the session's zygote of this kind (started first
+    if there is none: the first test process that asks starts it, the others wait for it)."""
+    import socket
+
+    key = json.dumps([python, list(preload), sorted(env.items())])
+    address = Path(os.environ[SERVERS], hashlib.sha256(key.encode()).hexdigest()[:16] + ".sock")
+    stdin, stdout = os.pipe(), os.pipe()
+    try:
+        for _ in range(2):  # a zygote that ended (or failed to import) is started again, once
+            with _zygote_at(address, python, preload, env) as sock, contextlib.suppress(OSError):
+                socket.send_fds(
+                    sock, [json.dumps({"folder": str(folder)}).encode()], [stdin[0], stdout[1], 2]
+                )
+                answer = sock.recv(64).split()
+                if answer[:1] == [b"pid"]:
+                    remote = _Remote(int(answer[1]), stdin[1], stdout[0])
+                    stdin, stdout = (stdin[0], -1), (-1, stdout[1])
+                    return remote
+        log = address.with_suffix(".log")
+        raise RuntimeError(f"script server {preload} did not start: {log.read_text()[-3000:]}")
+    finally:
+        for fd in (*stdin, *stdout):
+            if fd >= 0:
+                os.close(fd)
+
+
+_zygotes: list[subprocess.Popen] = []  # the ones this process started (their exit status is read here)
+
+
+@contextlib.contextmanager
+def _zygote_at(address: Path, python: str, preload: Sequence[str], env: Mapping[str, str]):
+    """A connection to the zygote listening at `address`, which is started if none answers there."""
+    import socket
+
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        with open(address.with_suffix(".lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+            try:
+                sock.connect(str(address))
+            except (FileNotFoundError, ConnectionRefusedError):
+                address.unlink(missing_ok=True)
+                home = address.with_suffix("")  # where it keeps what its imports printed
+                home.mkdir(exist_ok=True)
+                log = open(address.with_suffix(".log"), "ab")  # noqa: SIM115 - the child has it
+                zygote = subprocess.Popen(
+                    [python, __file__, str(address), *preload], env=dict(env), cwd=home,
+                    stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
+                )  # fmt: skip
+                log.close()
+                _zygotes.append(zygote)
+
+                while not address.exists() and zygote.poll() is None:
+                    select.select([], [], [], 0.01)
+                sock.connect(str(address))  # it listens before it imports: the answer waits for them
+        yield sock
+    finally:
+        sock.close()
+
+
+def share_servers() -> None:
+    """In pytest's controlling process: the session's folder of zygotes, which end with this process."""
+    if SERVERS not in os.environ:
+        folder = tempfile.mkdtemp(prefix="surge-servers-")
+        Path(folder, "owner").write_text(str(os.getpid()))
+        os.environ[SERVERS] = folder
+
+
+def unshare_servers() -> None:
+    import shutil
+
+    folder = Path(os.environ.get(SERVERS, "/nonexistent"))
+    if (folder / "owner").exists() and (folder / "owner").read_text() == str(os.getpid()):
+        shutil.rmtree(folder, ignore_errors=True)
+        del os.environ[SERVERS]
 
 
 class Started:
@@ -407,7 +555,6 @@ class Started:
         code, cpu = int(line.split()[1]), float(line.split()[2])
         global cpu_seconds
         cpu_seconds += cpu
-        self.server.forked_cpu += cpu
         out, err = self._files
         self.stdout = out.read_text(errors="replace") if out.exists() else ""
         self.stderr = err.read_text(errors="replace") if err.exists() else ""
@@ -495,8 +642,8 @@ class _Fresh(subprocess.Popen):
 
 
 if __name__ == "__main__":
-    _request = _serve(sys.argv[1:])
+    _request = _zygote(sys.argv[1], sys.argv[2:])
     if _request is None:
         sys.exit(0)
-    del _serve
+    del _zygote
     _become(_request)

@@ -174,7 +174,7 @@ class VerySlowSamples(Dataset):
         return torch.randn(4), i % 2
 
 
-@pytest.mark.heavy  # timed: runs alone
+@pytest.mark.heavy  # measures a share of the fit: runs alone
 def test_the_reports_worker_measurement_costs_a_bounded_share_of_the_fit(tmp_path):
     trainer = _fit(tmp_path, TinyModel(), DataLoader(VerySlowSamples(), batch_size=8), max_steps=6)
     finding = trainer.profiler.report["findings"][0]

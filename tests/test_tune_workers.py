@@ -141,7 +141,7 @@ def test_the_measurement_is_bounded_by_the_fits_loading_time():
     assert result.spent_s == pytest.approx(wall, abs=0.01)
 
 
-@pytest.mark.heavy  # timed: the measured speed-up needs the cores to itself
+@pytest.mark.heavy  # the measured speed-up needs the cores to itself
 def test_a_data_bound_long_job_gets_workers():
     loader = DataLoader(Sleepy(400), batch_size=8)
     result = surge.tune.plan_num_workers(loader, fit_batches=100_000, max_workers=2, batches=8)

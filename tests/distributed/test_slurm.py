@@ -29,12 +29,12 @@ from jobs import (
 from slurm_cluster import InstallError, SlurmCluster, ensure_installed
 
 STEPS = ["--max-steps", "20", "--epochs", "4"]
-# Timed (jobs must reach a step, be requeued, end within seconds): alone on the machine, so the
-# deadlines are those of a quiet one; 2 tasks use the cores of a small machine by themselves.
-pytestmark = pytest.mark.heavy
+# Timed (jobs must reach a step, be requeued, end within seconds): never beside another timed test,
+# and beside one other test at most (tests/parallel.py).
+pytestmark = pytest.mark.timed
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def cluster():
     try:
         ensure_installed()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -71,15 +72,10 @@ def run(
     path = Path(script) if Path(script).is_absolute() else SCRIPTS / script
     cwd = tmp_path / framework
     cwd.mkdir(parents=True, exist_ok=True)
-    full_env = {
-        **os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), str(SRC)]), "OMP_NUM_THREADS": "1",
-        "ORACLE_DIR": str(cwd), "ORACLE_FRAMEWORK": framework, "PYTHONHASHSEED": "0", **(env or {}),
-    }  # fmt: skip
-    for name in ("PL_GLOBAL_SEED", "PL_SEED_WORKERS", "LOCAL_RANK", "RANK", "WORLD_SIZE", "MASTER_PORT"):
-        if env is None or name not in env:
-            full_env.pop(name, None)
     python, *argv = command(framework, path, args)
-    proc = script_server.run(python, argv, cwd=cwd, env=full_env, preload=PRELOAD[framework], timeout=timeout)
+    proc = script_server.run(
+        python, argv, cwd=cwd, env=_env(framework, cwd, env), preload=PRELOAD[framework], timeout=timeout
+    )
     output = proc.stdout + proc.stderr
     if check and proc.returncode != 0:
         raise AssertionError(
@@ -88,6 +84,31 @@ def run(
     record_file = cwd / "record.json"
     record = json.loads(record_file.read_text()) if record_file.exists() else {}
     return Run(framework, cwd, record, output, proc.returncode, proc.stdout)
+
+
+def _env(framework: str, cwd: Path, env: dict[str, str] | None) -> dict[str, str]:
+    full_env = {
+        **os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), str(SRC)]), "OMP_NUM_THREADS": "1",
+        "ORACLE_DIR": str(cwd), "ORACLE_FRAMEWORK": framework, "PYTHONHASHSEED": "0", **(env or {}),
+    }  # fmt: skip
+    for name in ("PL_GLOBAL_SEED", "PL_SEED_WORKERS", "LOCAL_RANK", "RANK", "WORLD_SIZE", "MASTER_PORT"):
+        if env is None or name not in env:
+            full_env.pop(name, None)
+    return full_env
+
+
+def lightning_prints(code: str, *args: str) -> str:
+    """What `python -c CODE ARGS` prints under real Lightning's interpreter (forked from the server
+    that imported Lightning for the runs, instead of importing it again: 7 s of CPU)."""
+    with tempfile.TemporaryDirectory() as folder:
+        cwd = Path(folder)
+        proc = script_server.run(
+            str(lightning_python()), ["-c", code, *args], cwd=cwd, env=_env("lightning", cwd, None),
+            preload=PRELOAD["lightning"], timeout=300,
+        )  # fmt: skip
+    if proc.returncode != 0:
+        raise AssertionError(f"under Lightning (exit {proc.returncode}):\n{proc.stderr[-6000:]}")
+    return proc.stdout
 
 
 def run_both(script: str | Path, tmp_path: Path, *args: str, **kwargs: Any) -> tuple[Run, Run]:

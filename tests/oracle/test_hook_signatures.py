@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import inspect
 import json
-import subprocess
 from functools import cache
 
 import pytest
-from oracle_env import lightning_python
+from harness import lightning_prints
 
 from surge.callbacks.base import CALLBACK_HOOKS, CallbackHooks
 from surge.module.model_hooks import HOOKS, ModelHooks
@@ -39,10 +38,7 @@ print(json.dumps({
 @cache
 def lightning_hooks() -> dict[str, dict[str, list[list[str]] | None]]:
     names = json.dumps([list(HOOKS), list(CALLBACK_HOOKS)])
-    out = subprocess.run(
-        [str(lightning_python()), "-c", DUMP, names], capture_output=True, text=True, check=True
-    )
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return json.loads(lightning_prints(DUMP, names).strip().splitlines()[-1])
 
 
 def ours(cls: type, name: str) -> list[list[str]]:

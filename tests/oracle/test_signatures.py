@@ -10,13 +10,12 @@ import ast
 import importlib.util
 import inspect
 import json
-import subprocess
 from functools import cache
 from typing import Any
 
 import pytest
 import torch
-from oracle_env import lightning_python
+from harness import lightning_prints
 from torch.utils.data import DataLoader
 
 import surge.lightning as L
@@ -66,8 +65,7 @@ SUBSTITUTE = {
 
 @cache
 def lightning_signatures() -> dict[str, list[list[str]]]:
-    out = subprocess.run([str(lightning_python()), "-c", DUMP], capture_output=True, text=True, check=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return json.loads(lightning_prints(DUMP).strip().splitlines()[-1])
 
 
 def literal_defaults(key: str) -> dict[str, Any]:
