@@ -61,8 +61,11 @@ def _zygote(address: str, preload: list[str]) -> dict | None:
     import socket
 
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    listener.bind(address)
+    listener.bind(f"{address}.new")
     listener.listen(64)  # asks wait here while the imports run
+    # Under its name only once it listens: a test process that sees the name can connect (between
+    # bind and listen a connect is refused, and was taken for a zygote that had died).
+    os.rename(f"{address}.new", address)
     owner = os.pidfd_open(int(Path(address).with_name("owner").read_text()))
     _import(preload)
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the servers it forks are reaped by the kernel
