@@ -27,7 +27,10 @@ def mlflow_server(root: Path, timeout: float = 240.0) -> Iterator[str]:
         "--port", str(port), "--workers", "1",
     ]  # fmt: skip
     log = open(root / "server.log", "wb")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    # MLflow's job runner (7 consumer processes that import MLflow: about 30 s of CPU) runs server-side
+    # jobs; the tests send none.
+    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
     uri = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + timeout

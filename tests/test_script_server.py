@@ -62,6 +62,40 @@ def test_a_forked_run_sees_what_a_new_interpreter_sees(probe, tmp_path, kind):
     assert json.loads(runs[1].stdout.splitlines()[-1])["var"] == "y"
 
 
+ENDINGS = {
+    "raises": "def fail():\n    raise ValueError('boom')\nfail()\n",
+    "exits with a message": "import sys\nsys.exit('bye')\n",
+    "exits with 300": "import sys\nsys.exit(300)\n",
+    "interrupted": "raise KeyboardInterrupt\n",
+    "threads, atexit, finalizers": """import atexit, sys, threading, time
+class Noisy:
+    def __init__(self, name):
+        self.name, self.cycle = name, self
+    def __del__(self):
+        print("finalized", self.name)
+kept = Noisy("kept")
+Noisy("garbage in a cycle")
+atexit.register(print, "atexit ran")
+threading.Thread(target=lambda: (time.sleep(0.3), print("thread ended"))).start()
+sys.stdout.write("buffered, not flushed ")
+""",
+}
+
+
+@pytest.mark.parametrize("ending", ENDINGS)
+def test_a_forked_run_ends_as_a_new_interpreter_ends(tmp_path, ending):
+    """The exit status, the traceback or message, and what threads, atexit and finalizers print at
+    the end are a new interpreter's (the server skips only tearing down the preloaded modules)."""
+    script = tmp_path / "ending.py"
+    script.write_text(ENDINGS[ending])
+    fresh = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, stdin=subprocess.DEVNULL
+    )
+    forked = script_server.run(sys.executable, [str(script)], cwd=tmp_path, env=dict(os.environ), preload=[])
+    assert (forked.returncode, forked.stdout, forked.stderr) == (fresh.returncode, fresh.stdout, fresh.stderr)
+    assert fresh.returncode in (1, 44, -2) or "thread ended" in fresh.stdout
+
+
 def test_a_timeout_ends_the_run_and_what_it_started(tmp_path):
     script = tmp_path / "sleeper.py"
     script.write_text(
