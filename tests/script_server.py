@@ -411,8 +411,9 @@ def _exit(request: dict) -> None:
     gc.collect()
     try:
         for stream in (sys.stdout, sys.stderr):
-            stream.flush()
-    except (OSError, ValueError):
+            if stream is not None and not stream.closed:  # the interpreter skips a closed one too
+                stream.flush()
+    except OSError:
         code = 120
     if interrupted:
         signal.signal(signal.SIGINT, signal.SIG_DFL)
