@@ -238,7 +238,6 @@ class LogsString(TinyModel):
 
 
 STEP_ERRORS = [
-    (ReturnsNone, surge.MisconfigurationError, "returned None"),
     (ReturnsVector, surge.MisconfigurationError, "shape (3,)"),
     (ReturnsDictWithoutLoss, surge.MisconfigurationError, "'loss'"),
     (ReturnsDetached, surge.SurgeRuntimeError, "does not require grad"),
@@ -262,6 +261,17 @@ def test_bad_training_step_fails_at_the_first_step(cls, kind, phrase):
     assert trainer.global_step == 0
     assert same_params(before, params_of(model)), "the model was updated before the error"
     assert trainer.state.status == "interrupted" and trainer.interrupted
+
+
+def test_a_step_returning_none_with_fp16_is_refused_at_that_batch():
+    """32-bit and bf16 skip that batch's backward as Lightning does (tests/oracle/test_none_step.py);
+    fp16's loss scaler cannot step without gradients, so there it is refused before any update."""
+    model = ReturnsNone()
+    before = params_of(model)
+    trainer = fast_trainer(max_epochs=2, num_sanity_val_steps=0, precision="16-mixed")
+    with pytest.raises(surge.MisconfigurationError, match=r"returned None at batch 0.*precision='16-mixed'"):
+        trainer.fit(model, *make_loaders())
+    assert trainer.global_step == 0 and same_params(before, params_of(model))
 
 
 class OptimizerReturns(TinyModel):

@@ -19,6 +19,7 @@ from ..data.stateful_loader import loader_position
 from ..errors import SurgeRuntimeError
 from ..optim.manual import OptimizerSteps, batch_only
 from ..profiler.base import LoopParts
+from . import step_checks
 from .across_epochs import FitProgress
 from .position import BATCH_END, CLOSED, DONE, RUNNING, EpochStart
 from .preempt import preempt, signalled
@@ -68,8 +69,7 @@ class FitLoop(FitProgress):
         parts = ctx.parts
         ctx.results.reset()  # emptied now: the first epoch keeps what `on_train_start` logs (Lightning)
         self.start = EpochStart(fresh=True)
-        manual = not parts.module.automatic_optimization
-        if manual:
+        if manual := not parts.module.automatic_optimization:
             ctx.optim.manual(ctx.data.accumulate)
         parts.module._attach(results=ctx.results, optimizer_steps=OptimizerSteps(
             ctx.optim.optimizers, parts.precision, parts.hooks, parts.strategy, parts.module,
@@ -316,6 +316,8 @@ class FitLoop(FitProgress):
                     out = step(batch, batch_idx)
                 if manual:
                     loss = out  # the module steps its optimizers; each step counts (LightningOptimizer)
+                elif out is None:  # no gradient from this batch; its window still steps
+                    step_checks.skipped_batch(ctx, self.epoch, batch_idx, first=batch_idx == window_start)
                 else:
                     loss = out if isinstance(out, Tensor) else loss_from(out, batch_idx)
                     if not checked:

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from torch import Tensor
 
 from ..errors import MisconfigurationError, SurgeRuntimeError
+from ..rank_zero import warn
+
+if TYPE_CHECKING:
+    from .context import FitContext
 
 
 def explain_fetch_error(err: BaseException, epoch: int, batch_idx: int, loader: Any) -> None:
@@ -57,14 +61,39 @@ def loss_from(out: Any, batch_idx: int) -> Tensor:
                 'return the loss tensor or {"loss": loss, ...}.'
             )
         return out["loss"]
-    if out is None:
-        raise MisconfigurationError(
-            f"training_step returned None at batch {batch_idx}; return the loss tensor (or a dict with 'loss'). "
-            "For manual optimization set self.automatic_optimization = False."
-        )
     raise MisconfigurationError(
         f"training_step returned {type(out).__name__} at batch {batch_idx}; return a scalar loss tensor or a dict with 'loss'."
     )
+
+
+def skipped_batch(ctx: FitContext, epoch: int, batch_idx: int, first: bool) -> None:
+    """`training_step` returned None (automatic optimization). As in Lightning, the batch adds no
+    gradient and its window still ends in an optimizer step: a parameter without a gradient is left
+    as it is, while `global_step` and step-interval schedulers advance; the window's first batch
+    zeroes the gradients (its hooks run) all the same. Warned once. Refused where that cannot hold:
+    ranks that skip different batches would wait for each other's gradients forever, and fp16's loss
+    scaler has no gradients to check."""
+    refusal = None
+    if ctx.parts.strategy.world_size > 1:
+        refusal = (
+            f"on {ctx.parts.strategy.world_size} processes a rank that skips its backward leaves the others "
+            "waiting for its gradients"
+        )
+    elif getattr(ctx.parts.precision, "scaler", None) is not None:
+        refusal = "with precision='16-mixed' the loss scaler needs the gradients of every step"
+    if refusal is not None:
+        raise MisconfigurationError(
+            f"training_step returned None at batch {batch_idx}, which skips its backward, but {refusal}. "
+            "Return a loss on every batch (e.g. loss * 0 to let a batch count for nothing), or use "
+            "manual optimization (self.automatic_optimization = False) to skip steps yourself."
+        )
+    warn(
+        "training_step returned None: that batch adds no gradient, and the optimizer still steps at the "
+        "end of its accumulation window (parameters without gradients stay as they are; global_step and "
+        "step-interval schedulers advance), as in Lightning. Warned once."
+    )
+    if first and not ctx.optim.free_after_step:
+        ctx.optim.zero_grad_window(epoch, batch_idx)
 
 
 def check_loss(loss: Any) -> None:

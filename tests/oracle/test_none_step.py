@@ -1,0 +1,23 @@
+"""A training_step that returns None (automatic optimization) under both frameworks: the batch adds no
+gradient, its window still ends in an optimizer step, global_step and a step-interval scheduler
+advance, on_train_batch_end gets {}; the weights come out torch.equal."""
+
+from __future__ import annotations
+
+from harness import assert_same_weights, run_both
+
+
+def test_a_step_returning_none_matches_lightning(tmp_path):
+    lightning, surge = run_both("none_step.py", tmp_path)
+    for run in ("plain", "accumulate"):
+        assert surge.record[f"{run}/events"] == lightning.record[f"{run}/events"], run
+        assert surge.record[f"{run}/global_step"] == lightning.record[f"{run}/global_step"], run
+        assert_same_weights(lightning.weights(run), surge.weights(run))
+    # every batch steps without accumulation (8), every window of two with it (4)
+    assert (lightning.record["plain/global_step"], lightning.record["accumulate/global_step"]) == (8, 4)
+    # batch 1 (a skipped one) has no backward, and still its optimizer step
+    assert lightning.record["plain/events"][5:8] == [
+        "before_zero_grad", "before_optimizer_step global_step=1",
+        "batch_end 1 outputs=[] global_step=2 lr=0.025",
+    ]  # fmt: skip
+    assert lightning.record["plain/warned"] and surge.record["plain/warned"]
