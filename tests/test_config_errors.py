@@ -274,6 +274,20 @@ def test_a_step_returning_none_with_fp16_is_refused_at_that_batch():
     assert trainer.global_step == 0 and same_params(before, params_of(model))
 
 
+def test_a_dict_with_loss_none_is_refused_at_its_batch():
+    """Lightning refuses {"loss": None} as a dict without a loss; on a later batch too (surge checks
+    the loss's type only on the first)."""
+
+    class LossNoneAtTwo(TinyModel):
+        def training_step(self, batch, batch_idx):
+            loss = super().training_step(batch, batch_idx)
+            return {"loss": None} if batch_idx == 2 else loss
+
+    trainer = fast_trainer(max_epochs=1, num_sanity_val_steps=0)
+    with pytest.raises(surge.MisconfigurationError, match=r"without a 'loss' key .* at batch 2"):
+        trainer.fit(LossNoneAtTwo(), *make_loaders())
+
+
 class OptimizerReturns(TinyModel):
     def __init__(self, make):
         super().__init__()

@@ -25,5 +25,6 @@ def test_a_step_returning_none_on_one_rank_ends_every_rank_with_the_reason(tmp_p
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0, out[-3000:]
     assert "training_step returned None at batch 1" in out and "on 2 processes" in out, out[-3000:]
+    assert "SurgeRuntimeError" in out  # a RuntimeError, as Lightning's
     assert "finished" not in out
     assert time.monotonic() - started < 60, out[-3000:]  # ended by the failure, not by a timeout

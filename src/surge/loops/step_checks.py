@@ -55,7 +55,7 @@ def failing_index(err: BaseException) -> Any:
 
 def loss_from(out: Any, batch_idx: int) -> Tensor:
     if isinstance(out, Mapping):
-        if "loss" not in out:
+        if out.get("loss") is None:  # Lightning refuses {"loss": None} as it does a missing key
             raise MisconfigurationError(
                 f"training_step returned a dict without a 'loss' key (keys: {sorted(out)}) at batch {batch_idx}; "
                 'return the loss tensor or {"loss": loss, ...}.'
@@ -70,30 +70,39 @@ def skipped_batch(ctx: FitContext, epoch: int, batch_idx: int, first: bool) -> N
     """`training_step` returned None (automatic optimization). As in Lightning, the batch adds no
     gradient and its window still ends in an optimizer step: a parameter without a gradient is left
     as it is, while `global_step` and step-interval schedulers advance; the window's first batch
-    zeroes the gradients (its hooks run) all the same. Warned once. Refused where that cannot hold:
-    ranks that skip different batches would wait for each other's gradients forever, and fp16's loss
-    scaler has no gradients to check."""
-    refusal = None
-    if ctx.parts.strategy.world_size > 1:
-        refusal = (
-            f"on {ctx.parts.strategy.world_size} processes a rank that skips its backward leaves the others "
-            "waiting for its gradients"
+    zeroes the gradients (its hooks run) all the same, so a backward the step ran itself is dropped.
+    Warned once a process, with Lightning's words first (a filter for them silences it too). Refused
+    where that cannot hold: on several processes (Lightning's RuntimeError: the other ranks would
+    wait for the missing gradients), and under fp16, whose loss scaler has no gradients to check."""
+    world = ctx.parts.strategy.world_size
+    if world > 1:
+        raise SurgeRuntimeError(
+            f"training_step returned None at batch {batch_idx}, which skips its backward, but on {world} "
+            "processes a rank that skips its backward leaves the others waiting for its gradients. "
+            f"{_INSTEAD}"
         )
-    elif getattr(ctx.parts.precision, "scaler", None) is not None:
-        refusal = "with precision='16-mixed' the loss scaler needs the gradients of every step"
-    if refusal is not None:
+    if getattr(ctx.parts.precision, "scaler", None) is not None:
         raise MisconfigurationError(
-            f"training_step returned None at batch {batch_idx}, which skips its backward, but {refusal}. "
-            "Return a loss on every batch (e.g. loss * 0 to let a batch count for nothing), or use "
-            "manual optimization (self.automatic_optimization = False) to skip steps yourself."
+            f"training_step returned None at batch {batch_idx}, which skips its backward, but with "
+            f"precision='16-mixed' the loss scaler needs the gradients of every step. {_INSTEAD}"
         )
-    warn(
-        "training_step returned None: that batch adds no gradient, and the optimizer still steps at the "
-        "end of its accumulation window (parameters without gradients stay as they are; global_step and "
-        "step-interval schedulers advance), as in Lightning. Warned once."
-    )
-    if first and not ctx.optim.free_after_step:
+    global _warned_none
+    if not _warned_none:
+        _warned_none = True
+        warn(
+            "`training_step` returned `None`. If this was on purpose, ignore this warning... (surge: that "
+            "batch adds no gradient; the optimizer still steps at the end of its accumulation window, "
+            "global_step and step-interval schedulers advance, as in Lightning.)"
+        )
+    if first:
         ctx.optim.zero_grad_window(epoch, batch_idx)
+
+
+_INSTEAD = (
+    "Return a loss on every batch (e.g. loss * 0 to let a batch count for nothing), or use manual "
+    "optimization (self.automatic_optimization = False) to skip steps yourself."
+)
+_warned_none = False  # once a process, as Lightning's warning cache
 
 
 def check_loss(loss: Any) -> None:

@@ -1,4 +1,5 @@
-"""training_step returning None on some batches (1, 4 and 5 of 8), with and without accumulation:
+"""training_step returning None on some batches (1, 4 and 5 of 8), with and without accumulation
+(and with a backward of its own before returning None):
 the hooks around backward, zero_grad and the optimizer step, global_step, a step-interval scheduler's
 learning rate, what on_train_batch_end gets, the warning and the weights."""
 
@@ -19,6 +20,8 @@ class Skipping(BoringModel):
 
     def training_step(self, batch, batch_idx):
         out = super().training_step(batch, batch_idx)
+        if batch_idx in SKIP and self.run == "own_backward":
+            out["loss"].backward()  # gradients of its own, then None: zeroed at the window's start
         return None if batch_idx in SKIP else out
 
     def configure_optimizers(self):
@@ -46,7 +49,12 @@ class Skipping(BoringModel):
         )
 
 
-for run, kwargs in {"plain": {}, "accumulate": dict(accumulate_grad_batches=2)}.items():
+RUNS = {
+    "plain": {},
+    "accumulate": dict(accumulate_grad_batches=2),
+    "own_backward": dict(accumulate_grad_batches=2),
+}
+for run, kwargs in RUNS.items():
     pl.seed_everything(1)
     model = Skipping(run)
     trainer = pl.Trainer(
