@@ -30,6 +30,7 @@ def test_a_backward_of_its_own_before_none_is_dropped_without_zero_grad_hooks():
     """Lightning zeroes at each window's first batch after training_step; surge frees gradients after
     the step instead when no zero_grad hook is overridden, and must still drop these."""
     import torch
+
     from helpers import TinyModel, fast_trainer, make_loaders
 
     class OwnBackward(TinyModel):
