@@ -344,7 +344,9 @@ def test_lr_monitor_follows_an_epoch_step_lr(tmp_path):
         max_epochs=3, logger=logger, callbacks=[LearningRateMonitor(logging_interval="epoch")]
     )
     trainer.fit(model, train, val)
-    assert trainer.logged_metrics["lr-SGD"].item() == pytest.approx(0.025)
+    # as Lightning's: in callback_metrics, not in logged_metrics (what the module logged)
+    assert trainer.callback_metrics["lr-SGD"].item() == pytest.approx(0.025)
+    assert "lr-SGD" not in trainer.logged_metrics
     assert trainer.optimizers[0].param_groups[0]["lr"] == pytest.approx(0.0125)
     rows = [(int(r["step"]), float(r["lr-SGD"])) for r in read_csv(logger.metrics_path) if r["lr-SGD"]]
     assert rows == [(0, pytest.approx(0.1)), (4, pytest.approx(0.05)), (8, pytest.approx(0.025))]
@@ -364,7 +366,7 @@ def test_lr_monitor_follows_a_per_step_step_lr(tmp_path):
     rows = [(int(r["step"]), float(r["lr-SGD"])) for r in read_csv(logger.metrics_path) if r["lr-SGD"]]
     # as Lightning: logged before each batch, at the steps taken before it, the lr that batch uses
     assert rows == [(s, pytest.approx(0.1 * 0.5 ** (s // 2))) for s in range(6)]
-    assert trainer.logged_metrics["lr-SGD"].item() == pytest.approx(0.1 * 0.5**2)
+    assert trainer.callback_metrics["lr-SGD"].item() == pytest.approx(0.1 * 0.5**2)
 
 
 def test_lr_monitor_names_param_groups(tmp_path):
@@ -381,7 +383,7 @@ def test_lr_monitor_names_param_groups(tmp_path):
     train, val = make_loaders()
     trainer = fast_trainer(callbacks=[LearningRateMonitor(logging_interval="epoch", log_momentum=True)])
     trainer.fit(TwoGroups(), train, val)
-    logged = {k: v.item() for k, v in trainer.logged_metrics.items() if k.startswith("lr-")}
+    logged = {k: v.item() for k, v in trainer.callback_metrics.items() if k.startswith("lr-")}
     assert logged == {
         "lr-SGD/pg1": pytest.approx(0.1),
         "lr-SGD/pg2": pytest.approx(0.01),

@@ -24,8 +24,10 @@ class SurgeWarning(UserWarning):
 
 
 def _ensure_handler() -> None:
+    # To standard error, as Lightning's messages and Python's logging go: standard output stays the
+    # script's own (a results table `show` writes, what the user prints).
     if not log.handlers and not logging.getLogger().handlers:
-        handler = logging.StreamHandler(sys.stdout)
+        handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(logging.Formatter("%(message)s"))
         log.addHandler(handler)
         log.setLevel(logging.INFO)
@@ -33,7 +35,7 @@ def _ensure_handler() -> None:
 
 
 def info(message: str) -> None:
-    """Tell the user something, once per job (rank zero)."""
+    """Tell the user something, once per job (rank zero), on standard error."""
     if global_rank() == 0:
         _ensure_handler()
         log.info(message)

@@ -94,12 +94,15 @@ class TrainerProperties(FitDataViews):
     def progress_bar_metrics(self) -> dict[str, float]:
         return self._publisher.progress_bar_metrics
 
-    def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None:
-        """Publish values a callback computed on the host: to `callback_metrics`, `logged_metrics`
-        and the loggers (rank zero), at `step` (default: the current global step), in a row with no
-        epoch value (as what Lightning's callbacks give its loggers)."""
-        flags = {k: (False, True, k) for k in metrics}
-        self._publisher.publish(metrics, flags, self.global_step if step is None else step, epoch=False)
+    def log_metrics(
+        self, metrics: Mapping[str, float], step: int | None = None, callback_metrics: bool = True
+    ) -> None:
+        """Publish values a callback computed on the host, as Lightning's callbacks do: to the
+        loggers (rank zero) at `step` (default: the current global step) in a row with no epoch
+        value, and to `callback_metrics` unless `callback_metrics=False`; not to `logged_metrics`,
+        which hold what the module logged with `self.log`."""
+        step = self.global_step if step is None else step
+        self._publisher.publish_from_callback(metrics, step, callback_metrics)
 
     def read_progress_bar_metrics(self) -> dict[str, float]:
         """The current training step's `prog_bar=True` values, read from the device now (a host

@@ -26,5 +26,5 @@ def test_ddp_ranks_roll_back_together_to_the_run_without_the_window(tmp_path):
     assert out["rollbacks"] == {"spike_on_rank_0": 1, "resumed": 1, "nan_on_rank_1": 1}
     assert out["steps"] == 24 - 4  # 24 batches a rank, 4 skipped
     assert out["report"] == {"spike_on_rank_0": [], "resumed": [], "nan_on_rank_1": []}
-    said = proc.stdout.count("SpikeGuard: a loss spike between step 12 and 16")
+    said = proc.stderr.count("SpikeGuard: a loss spike between step 12 and 16")  # surge's messages
     assert said == 2  # by rank zero, in the spiked run and in the one resumed before the check

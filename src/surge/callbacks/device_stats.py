@@ -55,7 +55,8 @@ class DeviceStatsMonitor(Callback):
         self._logged[key] = step  # once per step (accumulation runs several batches per step)
         stats = self.device_stats(trainer.root_device)
         if stats:
-            trainer.log_metrics({f"DeviceStatsMonitor.{key}/{k}": v for k, v in stats.items()}, step=step)
+            prefixed = {f"DeviceStatsMonitor.{key}/{k}": v for k, v in stats.items()}
+            trainer.log_metrics(prefixed, step=step, callback_metrics=False)  # loggers only, as Lightning
 
     def device_stats(self, device: torch.device) -> dict[str, float]:
         """The statistics logged for `device` (the CPU's as asked by `cpu_stats`)."""

@@ -77,7 +77,9 @@ class Loggers(Protocol):
 class MetricsLogging(Loggers, Protocol):
     """Values sent to every logger at a step."""
 
-    def log_metrics(self, metrics: Mapping[str, float], step: int | None = None) -> None: ...
+    def log_metrics(
+        self, metrics: Mapping[str, float], step: int | None = None, callback_metrics: bool = True
+    ) -> None: ...
 
 
 class Schedules(Protocol):

@@ -261,9 +261,8 @@ class FitLoop(FitProgress):
         val_every = epoch.plan.val_every_n_batches  # 0: validation only at the epoch's end
         p = self._loop_parts(it)
         batches, move, step, backward = p.batches, p.move, p.step, p.backward
-        optimizer_step, publish = p.optimizer_step, p.publish
-        start_module, start_callbacks = p.start_module, p.start_callbacks
-        end_module, end_callbacks = p.end_module, p.end_callbacks
+        optimizer_step, publish, start_module = p.optimizer_step, p.publish, p.start_module
+        start_callbacks, end_module, end_callbacks = p.start_callbacks, p.end_module, p.end_callbacks
         wants_outputs = bool(end_callbacks) or end_module is not None
         n, loader, cut = epoch.plan.train, epoch.train, False
         max_steps = settings.max_steps if settings.max_steps >= 0 else math.inf
@@ -274,6 +273,7 @@ class FitLoop(FitProgress):
         late_ok = n != math.inf or strategy.syncs_late
         no_sync = strategy.no_sync if not single and late_ok else None
         manual = not model.automatic_optimization
+        by_batch, reported = optim.schedules_by_batch, None  # reported: the loss hooks see (below)
         watch, rollback = loss_watch(optim.guard, ctx.rollback), ctx.rollback
         forward_context = ctx.parts.precision.forward_context
         zero_grad = None if optim.free_after_step else optim.zero_grad_window
@@ -304,7 +304,7 @@ class FitLoop(FitProgress):
                 fn(t, model, batch, batch_idx)
             if start_module is not None and start_module(batch, batch_idx) == -1:  # the epoch ends here
                 self.batches_done, cut = batch_idx + 1, True
-                optim.step_schedulers("epoch", self.epoch + 1, plateau=False)
+                optim.step_schedulers_at_cut(batch_idx, self.epoch)
                 break
             window_start = batch_idx - batch_idx % k
             window = min(k, n - window_start)
@@ -318,6 +318,7 @@ class FitLoop(FitProgress):
                     loss = out  # the module steps its optimizers; each step counts (LightningOptimizer)
                 elif out is None:  # no gradient from this batch; its window still steps
                     step_checks.skipped_batch(ctx, self.epoch, batch_idx, first=batch_idx == window_start)
+                    reported = None
                 else:
                     loss = out if isinstance(out, Tensor) else loss_from(out, batch_idx)
                     if not checked:
@@ -328,6 +329,7 @@ class FitLoop(FitProgress):
                     if zero_grad is not None and batch_idx == window_start:
                         zero_grad(self.epoch, batch_idx)  # the window's first micro-batch (hooks watch)
                     scaled = loss / window if window != 1 else loss
+                    reported = scaled if by_batch else loss  # the mode: Lightning's, divided
                     if before_backward:
                         hooks.call("on_before_backward", scaled)
                     try:
@@ -341,9 +343,9 @@ class FitLoop(FitProgress):
                 pending += 1
                 if window_end:
                     pending = 0
-                    optimizer_step()  # host read inside with fp16: the scaler's inf check
+                    optimizer_step(None, reported)  # host read inside with fp16: the scaler's inf check
                     self.global_step += 1
-                    optim.step_schedulers("step", self.global_step)
+                    optim.step_schedulers("step", batch_idx + 1 if by_batch else self.global_step)
                     if rollback is not None and self.global_step % rollback.every == 0:
                         self.global_step = rollback.check(self, batch_idx + 1)  # host read: a log point
                     if batch_idx + 1 == n:  # the epoch's last batch: epoch schedulers step before validation
@@ -354,7 +356,7 @@ class FitLoop(FitProgress):
                         publish(results.read_step(), results.flags(), step=self.logger_step())  # host read
             self.batches_done = batch_idx = batch_idx + 1
             if wants_outputs:
-                detached = detach_outputs(out)
+                detached = detach_outputs(out, reported)
                 self.stage = BATCH_END
                 for fn in end_callbacks:
                     fn(t, model, detached, batch, batch_idx - 1)
@@ -376,10 +378,8 @@ class FitLoop(FitProgress):
             ):
                 validation.run_in_fit(self.epoch, zero_grad=window_end)  # host read at its end
                 model._attach(results=results)
-            if self.global_step >= max_steps or (
-                stop.requested and window_end and self._minimums_met(settings)
-            ):
-                break
+            if self.global_step >= max_steps or (stop.requested and self._minimums_met(settings)):
+                break  # (a stop inside a window leaves its gradients unstepped, as Lightning)
         if batch is not _END and batch_idx == n == loader_length(loader):
             # Let the sampler finish its epoch as a plain `for` loop would: RandomSampler with a
             # user generator draws once more at exhaustion, and later epochs depend on that draw.
@@ -388,9 +388,9 @@ class FitLoop(FitProgress):
             # The loader ran out inside a window (no length to plan by): step the mean over the
             # micro-batches seen (having run under no_sync, averaged over ranks here).
             strategy.average_gradients(model)
-            optim.step(grad_scale=window / pending)
+            optim.step(grad_scale=window / pending, loss=reported)
             self.global_step += 1
-            optim.step_schedulers("step", self.global_step)
+            optim.step_schedulers("step", batch_idx if by_batch else self.global_step)
         if batch is _END and n == math.inf:  # no length: the last batch is known only now
             optim.step_schedulers("epoch", self.epoch + 1, plateau=False)
         return batch is _END, cut

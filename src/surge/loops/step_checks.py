@@ -125,13 +125,17 @@ def check_loss(loss: Any) -> None:
         )
 
 
-def detach_outputs(out: Any) -> Any:
+def detach_outputs(out: Any, loss: Tensor | None = None) -> Any:
     """`training_step`'s output as `on_train_batch_end` gets it, detached; as in Lightning, a
-    returned loss tensor comes as `{"loss": loss}` and None as `{}`."""
+    returned loss tensor comes as `{"loss": loss}` and None as `{}`. `loss` replaces the returned
+    loss (the Lightning mode: divided by the accumulation window, as Lightning's outputs are)."""
     if isinstance(out, Tensor):
-        return {"loss": out.detach()}
+        return {"loss": (out if loss is None else loss).detach()}
     if out is None:
         return {}
     if isinstance(out, Mapping):
-        return {k: v.detach() if isinstance(v, Tensor) else v for k, v in out.items()}
+        detached = {k: v.detach() if isinstance(v, Tensor) else v for k, v in out.items()}
+        if loss is not None and "loss" in detached:
+            detached["loss"] = loss.detach()
+        return detached
     return out

@@ -120,6 +120,15 @@ class MetricsPublisher:
             if to_loggers:
                 self._to_loggers(logged, step, epoch)
 
+    def publish_from_callback(self, metrics: Mapping[str, float], step: int, callback_metrics: bool) -> None:
+        """Values a callback computed on the host, as Lightning's callbacks log them: to the loggers
+        in a row without an epoch value, and to `callback_metrics` if asked (`LearningRateMonitor`
+        does, `DeviceStatsMonitor` not); never to `logged_metrics`, which hold what `self.log` logged."""
+        if callback_metrics:
+            self._callback.update({k: torch.tensor(v) for k, v in metrics.items()})
+        if metrics:
+            self._to_loggers(dict(metrics), step, epoch=False)
+
     def _to_loggers(self, logged: dict[str, float], step: int, epoch: bool) -> None:
         """Write a row to the loggers (rank zero), less what a resume gave them already."""
         if self._replayed:

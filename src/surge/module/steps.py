@@ -61,20 +61,26 @@ class ModuleOptimizerStep:
         self._module_step = module_step
         self._wrapped = [StepOptimizer(opt, partial(step_one, i)) for i, opt in enumerate(optimizers)]
         self._closures = [self._closure(opt, before_step) for opt in optimizers]
+        self._loss: Any = None  # the window's last loss, what the closures return
 
-    @staticmethod
-    def _closure(opt: Optimizer, before_step: Callable[[Optimizer], None] | None) -> Callable[[], None]:
-        def closure() -> None:
+    def _closure(self, opt: Optimizer, before_step: Callable[[Optimizer], None] | None) -> Callable[[], Any]:
+        def closure() -> Any:
             if before_step is not None:
                 before_step(opt)
+            return self._loss.detach() if self._loss is not None else None
 
         return closure
 
-    def __call__(self, index: int, epoch: int, batch_idx: int) -> bool:
+    def __call__(self, index: int, epoch: int, batch_idx: int, loss: Any = None) -> bool:
         """Step optimizer `index` through the module; False if the precision skipped the step.
         `global_step` counts the step after the hook returns (Lightning's automatic optimization:
-        inside the hook, after `optimizer.step()`, it is still the step's index)."""
+        inside the hook, after `optimizer.step()`, it is still the step's index). The closure
+        returns `loss` detached, as Lightning's returns the step's loss (so `optimizer.step` does)."""
         wrapped = self._wrapped[index]
         wrapped.__dict__["stepped"] = True
-        self._module_step(epoch, batch_idx, wrapped, self._closures[index])
+        self._loss = loss
+        try:
+            self._module_step(epoch, batch_idx, wrapped, self._closures[index])
+        finally:
+            self._loss = None  # not kept alive (with its graph's memory) past the step
         return bool(wrapped.stepped)

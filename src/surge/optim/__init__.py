@@ -9,6 +9,7 @@ from typing import Any
 import torch
 from torch.optim import Optimizer
 
+from ..config import semantics
 from ..errors import CheckpointError, MisconfigurationError
 from ..module.steps import ModuleOptimizerStep
 from .config import SchedulerConfig, check_optimizer_count, configured_optimizers, parse_optimizers
@@ -73,7 +74,14 @@ class Optimization:
         fns = getattr(hooks, "module_fns", {})  # the module's own optimizer_step & co., if overridden
         self._module_zero = fns.get("optimizer_zero_grad")
         # Nobody watches the zeroing: free the gradients at the step (less memory in the next forward).
-        self.free_after_step = not self._before_zero and self._module_zero is None
+        # The Lightning mode keeps them to the next window's first micro-batch, where Lightning frees
+        # them: hooks in between (`on_train_batch_end`) see them, and a backward a training step ran
+        # itself is dropped with them.
+        lightning = semantics.lightning()
+        self.free_after_step = not self._before_zero and self._module_zero is None and not lightning
+        # A step-interval scheduler's `frequency` counts optimizer steps; in the mode, as Lightning,
+        # the batch's index in its epoch plus one (with accumulation it divides more often).
+        self.schedules_by_batch = lightning
         self._module_schedule = fns.get("lr_scheduler_step")
         self._module_step: ModuleOptimizerStep | None = None
         if "optimizer_step" in fns:
@@ -107,11 +115,12 @@ class Optimization:
 
         return clip
 
-    def step(self, grad_scale: float | None = None) -> None:
+    def step(self, grad_scale: float | None = None, loss: Any = None) -> None:
         """One optimizer step for every optimizer (or the module's own `optimizer_step` where it
-        overrides it). The gradients are freed right after it, unless a zero_grad hook is
-        overridden: then they stay until the next window's first micro-batch (`zero_grad_window`),
-        Lightning's point, where the hooks see them."""
+        overrides it; its closure returns `loss`, the window's last loss, detached). The gradients
+        are freed right after it, unless a zero_grad hook is overridden or in the Lightning mode:
+        then they stay until the next window's first micro-batch (`zero_grad_window`), Lightning's
+        point, where the hooks see them."""
         stepped, module_step = True, self._module_step
         for i, opt in enumerate(self.optimizers):
             if grad_scale is not None:
@@ -120,7 +129,7 @@ class Optimization:
                     torch._foreach_mul_(grads, grad_scale)
             if module_step is not None:
                 _, epoch, batch_idx = self._where()
-                stepped &= module_step(i, epoch, batch_idx)
+                stepped &= module_step(i, epoch, batch_idx, loss)
             else:
                 if self._before_step:
                     self._before_optimizer_step(opt)
@@ -207,6 +216,14 @@ class Optimization:
                 config.scheduler.step()
             else:
                 config.scheduler.step(metric)
+
+    def step_schedulers_at_cut(self, batch_idx: int, epoch: int) -> None:
+        """`on_train_batch_start` returned -1 at `batch_idx`: the epoch ends there, and its
+        epoch-interval schedulers step; in the Lightning mode the step-interval ones too, as
+        Lightning steps them at every epoch's last batch (here without an optimizer step)."""
+        if self.schedules_by_batch:
+            self.step_schedulers("step", batch_idx + 1)
+        self.step_schedulers("epoch", epoch + 1, plateau=False)
 
     def state_dict(self) -> dict[str, Any]:
         return {

@@ -18,7 +18,7 @@ class LoopParts:
     move: Callable[[Any], Any] | None
     step: Callable[..., Any]
     backward: Callable[[Any], None]
-    optimizer_step: Callable[[], None]
+    optimizer_step: Callable[..., None]
     start_module: Callable[..., Any] | None  # the module's on_train_batch_start, if overridden
     start_callbacks: Sequence[Callable[..., Any]]  # the callbacks' on_train_batch_start
     end_module: Callable[..., Any] | None
