@@ -41,11 +41,11 @@ def test_fit_leaves_the_users_loaders_as_they_were(tmp_path):
     before = {"train": dict(train.__dict__), "val": dict(val.__dict__)}
     trainer = fast_trainer(default_root_dir=tmp_path, max_epochs=2)
     trainer.fit(make_model(), train, val)
+    prepared = trainer.train_dataloader  # (None once validate() ran, as Lightning)
     trainer.validate(dataloaders=val)
     assert {"train": train.__dict__, "val": val.__dict__} == before
     assert train.worker_init_fn is None and train._iterator is None
     assert trainer.global_step == 8  # both epochs ran on the re-created loader
-    prepared = trainer.train_dataloader
     assert prepared is not train and isinstance(prepared.worker_init_fn, WorkerSignals)
     assert prepared.worker_init_fn.user_fn is worker_init_fn and prepared.sampler is train.sampler
 

@@ -102,6 +102,7 @@ class Trainer(StageEntryPoints):
         self._optim: Optimization | None = None
         self._validation: Validation | None = None
         self._fit_data: FitData | None = None  # fit's loaders, plan and accumulation: their one owner
+        self._stage_loaders: dict[str, Any] = {}  # validate/test/predict's, as given (`*_dataloaders`)
         self._train_results = Results("train", self._strategy.reducer)
         self._log_dir: Path | None = None
         self._compiled: weakref.WeakKeyDictionary[Module, CompiledCalls | None] = weakref.WeakKeyDictionary()
@@ -229,9 +230,8 @@ class Trainer(StageEntryPoints):
             steps = cfg.num_sanity_val_steps if resume is None else 0  # none when resuming, as Lightning
             validation.sanity_check(steps, self._sanity)
             self._start_training(parts, optim, data, validation, signals)
-            with self._goodput.timed(
-                "resume"
-            ):  # (and the compiled artifacts, before the first compiled step)
+            # (and the compiled artifacts, before the first compiled step)
+            with self._goodput.timed("resume"):
                 rng = restore_training(self._run_objects(), resume) if resume is not None else None
                 self._compile_cache.load_beside(resume.path if resume is not None else None, self._goodput)
             if rng is not None:
@@ -297,10 +297,11 @@ class Trainer(StageEntryPoints):
         self.callbacks = enter_stage(self, model, self.datamodule, stage)
         arg = f"limit_{'val' if stage == 'validate' else stage}_batches"
         skip = getattr(self._cfg, arg) == 0  # no batch to run: the loaders are not even asked for
-        loaders = [] if skip else eval_loaders(stage, dataloaders, self.datamodule, model)
+        loaders, single = ([], False) if skip else eval_loaders(stage, dataloaders, self.datamodule, model)
         parts = self._setup(model, stage)
         prep = self._loader_prep()
         loaders = [prep.prepare(v) for v in loaders]
+        self._stage_loaders[stage] = (loaders[0] if single else loaders) if loaders else None
         found = self._find_checkpoint(ckpt_path)
         if ckpt_path == "auto" and found is None:
             info(f'{stage}(ckpt_path="auto"): no checkpoint in {self.default_root_dir}; weights as they are')

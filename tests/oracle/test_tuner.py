@@ -13,6 +13,9 @@ def test_scale_batch_size_matches_lightning(tmp_path):
     assert lightning.record["power.found"] == 64  # doubling stops once a size reaches the 48 samples
     assert lightning.record["validate.found"] == 16  # method="validate": 4 trials of validation steps
     assert lightning.record["validate.train_loader_batch_size"] is None  # no fit ran
+    assert (
+        lightning.record["binsearch_two_trials.val_loader_batch_size"] == 7
+    )  # re-created with the size found
     assert surge.record == lightning.record
 
 

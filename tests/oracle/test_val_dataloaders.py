@@ -7,4 +7,9 @@ def test_val_dataloaders_keep_the_shape_they_were_given_in(tmp_path):
     lightning, surge = run_both("val_dataloaders_shape.py", tmp_path)
     assert lightning.record["one"] == ["DataLoader", 3]
     assert lightning.record["list_of_two"] == ["list", [3, 2]]
+    # each entry point shows its own loaders, in the shape given, and clears the others'
+    assert lightning.record["stages/one"][1] == [[None, ["DataLoader", 3], None, None]] + [
+        [None, None, ["DataLoader", 3], None], [None, None, None, ["DataLoader", 3]],
+        [["DataLoader", 4], ["DataLoader", 3], None, None], [None, ["DataLoader", 2], None, None],
+    ]  # fmt: skip
     assert surge.record == lightning.record

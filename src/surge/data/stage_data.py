@@ -70,22 +70,25 @@ NO_TRAIN_DATA = (
 )
 
 
-def eval_loaders(stage: str, given: Any, datamodule: Any, model: Module) -> list[Iterable]:
-    """validate/test/predict's loaders, from `dataloaders=` or the hooks; at least one."""
+def eval_loaders(stage: str, given: Any, datamodule: Any, model: Module) -> tuple[list[Iterable], bool]:
+    """validate/test/predict's loaders, from `dataloaders=` or the hooks (at least one), and whether
+    they came as one loader rather than a sequence (`trainer.val_dataloaders` gives them as they came)."""
     hook = LOADER_HOOKS[stage]
-    loaders = stage_loaders(given, hook, datamodule, model, "dataloaders")
+    raw, arg = stage_source(given, hook, datamodule, model, "dataloaders")
+    loaders = data_mod.as_loader_list(raw, arg)
     if not loaders:
         raise MisconfigurationError(
             f"{stage}() has no data: pass dataloaders=, a datamodule=, or define {hook}()."
         )
-    return loaders
+    return loaders, data_mod.is_single_loader(raw)
 
 
 def check_step_defined(model: Any, hook: str, stage: str) -> None:
     """`model` is a surge.Module that defines `hook` (e.g. validation_step for validate())."""
     if not isinstance(model, Module):
         raise SurgeTypeError(f"model must be a surge.Module, got {type(model).__name__}")
-    if getattr(type(model), hook) is getattr(Module, hook):
+    own = getattr(model, hook, None)  # the class's, or one set on the instance (as Lightning accepts)
+    if not callable(own) or getattr(own, "__func__", own) is getattr(Module, hook):
         raise MisconfigurationError(
             f"{stage}() needs {type(model).__name__}.{hook}(batch, batch_idx) to be defined."
         )

@@ -67,11 +67,13 @@ class Tuning:
 @dataclass(frozen=True)
 class Tuned:
     """The tuners' decisions: the loaders to use, the accumulation, and `num_workers="auto"`'s
-    `AutoWorkers` factory (called with the prepared loaders) or None."""
+    `AutoWorkers` factory (called with the prepared loaders) or None; `vals_now`: a batch-size
+    search ran, after which Lightning asks for the val loaders too (they take the size found)."""
 
     train: Iterable
     accumulate_grad_batches: int
     auto_workers: Callable[..., AutoWorkers] | None = None
+    vals_now: bool = False
 
 
 def tune_loaders(tuning: Tuning, model: Module, train: Iterable, given: bool = False) -> Tuned:
@@ -90,7 +92,7 @@ def tune_loaders(tuning: Tuning, model: Module, train: Iterable, given: bool = F
         train = with_workers(
             cast(DataLoader, train), tuning.num_workers, persistent_workers=tuning.num_workers > 0
         )
-    return Tuned(train, accumulate, auto)
+    return Tuned(train, accumulate, auto, vals_now=finder is not None)
 
 
 def needs_train_first(tuning: Tuning, scale_lr: str | None) -> bool:

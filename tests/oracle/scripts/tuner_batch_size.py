@@ -61,6 +61,8 @@ for name in only:
     record.put(f"{name}.found", found)
     record.put(f"{name}.hparams", model.hparams.batch_size)
     record.put(f"{name}.train_loader_batch_size", getattr(t.train_dataloader, "batch_size", None))
+    if cases[name].get("method", "fit") == "fit":  # (after an evaluation method's search: docs/lightning.md)
+        record.put(f"{name}.val_loader_batch_size", getattr(t.val_dataloaders, "batch_size", None))
     record.put(f"{name}.callbacks", [type(cb).__name__ for cb in t.callbacks])
     record.put(f"{name}.global_step", t.global_step)
     record.put(

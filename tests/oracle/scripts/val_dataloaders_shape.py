@@ -63,3 +63,37 @@ for name, (cls, vals) in CASES.items():
     )  # fmt: skip
     trainer.fit(cls(), loader(), vals())
     record.put(name, shape(trainer.val_dataloaders))
+
+
+class AllStages(Regressor):
+    def test_step(self, batch, batch_idx, dataloader_idx=0):
+        return self.validation_step(batch, batch_idx, dataloader_idx)
+
+    def predict_step(self, batch, batch_idx, dataloader_idx=0):
+        return self.net(batch[0])
+
+
+# On one trainer: validate(), test(), predict(), fit(), validate(); after each, the loaders each
+# property shows (the train loader, the val, test and predict loaders).
+for name, given in (("one", lambda n: loader(n)), ("list_of_two", lambda n: [loader(n), loader(8)])):
+    trainer = pl.Trainer(max_epochs=1, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                         enable_model_summary=False)  # fmt: skip
+    model = AllStages()
+    seen = []
+
+    def look(trainer=trainer, seen=seen):
+        seen.append([shape(trainer.train_dataloader), shape(trainer.val_dataloaders),
+                     shape(trainer.test_dataloaders), shape(trainer.predict_dataloaders)])  # fmt: skip
+
+    look()
+    trainer.validate(model, given(12), verbose=False)
+    look()
+    trainer.test(model, given(12), verbose=False)
+    look()
+    trainer.predict(model, given(12))
+    look()
+    trainer.fit(model, loader(), given(12))
+    look()
+    trainer.validate(model, given(8), verbose=False)
+    look()
+    record.put(f"stages/{name}", [seen[0], seen[1:]])

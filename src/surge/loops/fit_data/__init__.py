@@ -116,6 +116,8 @@ class FitData:
             self.train = src.prep.prepare(tuned.train, train=True)
             self.accumulate = tuned.accumulate_grad_batches
             self.plan = replace(self._plan_of(self.train, []), val=self.plan.val)
+            if tuned.vals_now:  # so `trainer.val_dataloaders` is set after a Tuner's search, too
+                self.ask_vals()
         return self.tuned
 
     def ask_vals(self) -> list[Iterable]:

@@ -24,6 +24,8 @@ class FitDataViews:
     _module: Module | None
     _validation: Validation | None
     _fit_data: FitData | None  # fit's loaders, batch plan and accumulation
+    _stage_loaders: dict[str, Any]  # validate/test/predict's last loaders, as given
+    _fn: str | None  # the entry point called last
     _stop: StopRequest
     _sanity: SanityFlag
     fit_loop: FitLoop
@@ -73,13 +75,25 @@ class FitDataViews:
         """Whether this fit validates (a validation_step, val data, and batches to run)."""
         return self._fit_data is not None and self._fit_data.val_enabled
 
+    # As Lightning's, the loader properties show the loaders of the entry point called last (fit,
+    # validate, test or predict), as they were given; the other stages' are None.
     @property
     def train_dataloader(self) -> Any:
-        return self._fit_data.train if self._fit_data is not None else None
+        return self._fit_data.train if self._fit_data is not None and self._fn == "fit" else None
 
     @property
     def val_dataloaders(self) -> Any:
-        return self._fit_data.val_loaders_as_given() if self._fit_data is not None else None
+        if self._fn == "fit":
+            return self._fit_data.val_loaders_as_given() if self._fit_data is not None else None
+        return self._stage_loaders.get("validate") if self._fn == "validate" else None
+
+    @property
+    def test_dataloaders(self) -> Any:
+        return self._stage_loaders.get("test") if self._fn == "test" else None
+
+    @property
+    def predict_dataloaders(self) -> Any:
+        return self._stage_loaders.get("predict") if self._fn == "predict" else None
 
     @property
     def num_training_batches(self) -> int | float:
