@@ -5,13 +5,16 @@ interpreter that imports them again (2-8 s of CPU per run on a 2-core machine).
 Each run still gets a process of its own, which starts as a fresh interpreter that had just
 imported those packages would: its own cwd, argv, environment (`os.environ` replaced), stdin from
 /dev/null, stdout and stderr, `sys.path[0]` (the script's folder, or the cwd for `-m`), a new
-session (a timeout ends the run and everything it started), `random` reseeded, and the
-interpreter's exit (the traceback, threads joined, `atexit` run, finalizers, exit status as
-`subprocess` reports it: `_exit`), and what the imports printed (warnings) at the start of its output.
+session (a timeout ends the run and everything it started), `random` reseeded, `sys.orig_argv`, a
+`__main__` module of its own (what it defines pickles, also in `atexit` and threads), the
+interpreter's exit (output flushed, the traceback, threads joined, `atexit` run, finalizers in the
+interpreter's order, exit status as `subprocess` reports it: `_exit`), and what the imports printed
+(warnings) at the start of its output.
 What the imports made is frozen out of garbage collection, and a run's exit leaves the preloaded
 modules as they are: a collection or a teardown would write to every page the run shares with its
 server, a copy of the whole heap (0.8-1.3 s of CPU per run).
-What the script imports itself (its own modules, `record.py`) is imported in that process only.
+What the script imports itself (its own modules, `record.py`) is imported in that process only, and
+let go of at its exit as the interpreter's teardown would.
 A launcher in the run that starts the run's own script again (`Trainer(devices=2)`, Lightning's
 DDP) gets its ranks forked from the same server too (`SHIM`, the run's `sys.executable`).
 
@@ -118,6 +121,10 @@ def _import(preload: list[str]) -> None:
             importlib.import_module(name)
     # What the imports made stays out of every later collection: a collection in a forked run would
     # otherwise walk (and so copy, page by page) the whole shared heap, 0.2-0.3 s of CPU each time.
+    global _libc
+    import ctypes
+
+    _libc = ctypes.CDLL(None)
     gc.collect()
     gc.freeze()
     sys.stdout.flush()
@@ -323,13 +330,15 @@ def _watch_shim(pidfd: int) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def _become(request: dict) -> dict:
-    """In the forked child: take on the run's process state, then run it as `__main__`; returns the
-    namespace it ran in."""
+def _become(request: dict, main: Any) -> tuple[Any, bool]:
+    """In the forked child: take on the run's process state and make the module `main` its
+    `__main__`, as the interpreter's own starts; returns what runs the script, module or code in it,
+    and whether that is a script file (which the interpreter ends a little differently)."""
+    import builtins
+    import importlib.machinery
     import random
     import runpy
     import threading
-    import types
 
     if "fds" in request:  # a rank: the shim's stdin, stdout and stderr; it ends with the shim
         os.setpgid(0, 0)
@@ -353,72 +362,250 @@ def _become(request: dict) -> dict:
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
+    argv = request["argv"]
+    sys.orig_argv = [sys.orig_argv[0], *argv]  # the interpreter as the test named it
     sys.executable = request["shim"]
     sys.stdin = open(0, closefd=False)  # noqa: SIM115 - the process's own stdin
     random.seed()
     if "numpy" in sys.modules:
         sys.modules["numpy"].random.seed()
-    argv = request["argv"]
+    # what the run defines pickles by reference to `__main__`, also in atexit and in its threads
+    sys.modules["__main__"] = main
+    main.__annotations__, main.__builtins__ = {}, builtins
+    main.__loader__ = importlib.machinery.BuiltinImporter
     if argv[0] == "-c":
-        sys.argv = ["-c", *argv[2:]]
-        sys.path[0] = ""
-        main = types.ModuleType("__main__")
-        sys.modules["__main__"] = main  # what the code defines pickles by reference, as under `python -c`
-        exec(compile(argv[1], "<string>", "exec"), main.__dict__)
-        return main.__dict__
+        sys.argv, sys.path[0] = ["-c", *argv[2:]], ""
+        # dont_inherit: this file's `from __future__` imports are not the code's
+        return lambda: exec(compile(argv[1], "<string>", "exec", dont_inherit=True), main.__dict__), False
     if argv[0] == "-m":
-        sys.argv = [argv[1], *argv[2:]]
-        sys.path[0] = os.getcwd()
-        return runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
+        sys.argv, sys.path[0] = ["-m", *argv[2:]], os.getcwd()
+        return lambda: runpy._run_module_as_main(argv[1]), False  # type: ignore[attr-defined]
     sys.argv = list(argv)
-    sys.path[0] = str(Path(argv[0]).resolve().parent)
-    return runpy.run_path(argv[0], run_name="__main__")
+    path = os.path.join(os.getcwd(), argv[0])  # absolute as the interpreter makes it: not normalized
+    if _importer(path):  # a folder or zip file with a __main__.py in it
+        sys.path[0] = path
+        return lambda: runpy._run_module_as_main("__main__", False), False  # type: ignore[attr-defined]
+    sys.path[0] = os.path.dirname(os.path.realpath(path))
+
+    def run_file() -> None:
+        try:
+            with open(path, "rb") as file:
+                source = file.read()
+        except OSError as error:
+            sys.stderr.write(f"{sys.orig_argv[0]}: can't open file {path!r}: [Errno {error.errno}] "
+                             f"{error.strerror}\n")  # fmt: skip
+            raise SystemExit(2) from None
+        main.__file__, main.__cached__ = path, None
+        main.__loader__ = importlib.machinery.SourceFileLoader("__main__", path)
+        exec(compile(source, path, "exec", dont_inherit=True), main.__dict__)
+
+    return run_file, True
+
+
+def _importer(path: str) -> bool:
+    """Whether `python PATH` runs PATH's `__main__` module: an import hook takes PATH (a folder, a
+    zip file), as the interpreter asks."""
+    for hook in sys.path_hooks:
+        try:
+            hook(path)
+        except ImportError:
+            continue
+        return True
+    return False
 
 
 _FILE = __file__
+_PYTHON = sys.executable  # the interpreter's own, which a run sees as the shim
+_libc: Any = None  # the C library, whose stdio buffers a run's exit flushes (set in the zygote)
 
 
 def _exit(request: dict) -> None:
-    """Runs the request and ends the process as the interpreter ends `python SCRIPT`: an uncaught
-    exception through `sys.excepthook` (exit status 1), `SystemExit`'s status or message, then
-    non-daemon threads joined, `atexit` run, the run's own namespace and garbage freed (their
-    finalizers run), standard streams flushed (status 120 if that fails), and an uncaught
-    `KeyboardInterrupt` ends it by SIGINT. What it skips is tearing down the preloaded modules, which
-    would write to every page of the heap the run shares with its server (0.3-1.3 s of CPU a run)."""
+    """Runs the request and ends the process as the interpreter ends: a script file's output flushed
+    after its body; an uncaught exception through `sys.excepthook` (status 1, kept in `sys.last_*`),
+    `SystemExit`'s status or message; then non-daemon threads joined, `atexit` run, standard streams
+    flushed (status 120 if that fails), garbage collected, the run's own modules (`__main__` and
+    what it imported) let go of as the interpreter's teardown does, so their objects' finalizers run
+    in its order; C's stdio flushed; an uncaught `KeyboardInterrupt` ends it by SIGINT.
+    What it skips is tearing down the preloaded modules, which would write to every page of the heap
+    the run shares with its server (0.3-1.3 s of CPU a run)."""
     import atexit
     import threading
+    import types
+    import weakref
 
-    code, interrupted, namespace = 0, False, {}
+    main = types.ModuleType("__main__")
+    code, interrupted, newest = _run(request, main)
     try:
-        namespace = _become(request)
-    except SystemExit as stop:
-        if stop.code is None or isinstance(stop.code, int):
-            code = stop.code or 0
-        else:
-            print(stop.code, file=sys.stderr)
-            code = 1
-    except BaseException as error:  # noqa: BLE001 - the interpreter's own top level
-        interrupted = isinstance(error, KeyboardInterrupt)
-        tb = error.__traceback__  # from the run's own first frame, as the interpreter prints it
-        while tb is not None and tb.tb_frame.f_code.co_filename in (_FILE, "<frozen runpy>"):
-            tb = tb.tb_next
-        sys.excepthook(type(error), error.with_traceback(tb), tb)
-        code = 1
-    threading._shutdown()  # type: ignore[attr-defined]
+        threading._shutdown()  # type: ignore[attr-defined]
+    except BaseException as stopped:  # noqa: BLE001 - a KeyboardInterrupt while waiting for them
+        _unraisable(stopped, threading)
     atexit._run_exitfuncs()
-    gc.collect()  # the garbage first, then the run's namespace, in the interpreter's order
-    namespace.clear()
+    failed = _flush_std_files()
+    if gc.isenabled():
+        gc.collect()
+    # The interpreter's teardown of what is the run's own: what it kept in sys is dropped, then the
+    # modules it imported and its __main__ are let go of, and the garbage that leaves collected.
+    sys.last_type = sys.last_value = sys.last_traceback = None
+    sys.stdin, sys.stdout, sys.stderr = sys.__stdin__, sys.__stdout__, sys.__stderr__
+    for name in ["__main__", *_imported_after(newest)]:
+        sys.modules[name] = None  # type: ignore[assignment]
+    kept, main = weakref.ref(main), None
     gc.collect()
-    try:
-        for stream in (sys.stdout, sys.stderr):
-            if stream is not None and not stream.closed:  # the interpreter skips a closed one too
-                stream.flush()
-    except OSError:
-        code = 120
+    if kept() is not None:  # something outside it still holds it: its namespace is cleared
+        _clear_module(kept().__dict__)  # type: ignore[union-attr]
+    failed = _flush_std_files() or failed
     if interrupted:
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGINT)
-    os._exit(code & 0xFF)
+    if _libc is not None:
+        _libc.fflush(None)  # as exit() does
+    os._exit(120 if failed else code & 0xFF)
+
+
+def _run(request: dict, main: Any) -> tuple[int, bool, str]:
+    """Runs the request in `main` up to where the interpreter's end begins; returns the status, whether
+    a KeyboardInterrupt ended it, and the newest module before it ran."""
+    body, script = _become(request, main)
+    newest = next(reversed(sys.modules))
+    error = None
+    try:
+        body()
+    except BaseException as raised:  # noqa: BLE001 - the interpreter's own top level
+        error = raised
+    if script:  # the interpreter flushes after a script file (not -c or -m) before anything else
+        _flush_io()
+    code, interrupted = 0, isinstance(error, KeyboardInterrupt)
+    if isinstance(error, SystemExit):
+        code = _exit_status(error)
+    elif error is not None:
+        _excepthook(error)
+        code = 1
+    if script and not isinstance(error, SystemExit):  # a SystemExit ends the interpreter before this
+        main.__dict__.pop("__file__", None)
+        main.__dict__.pop("__cached__", None)
+    del error  # its traceback's frames (their locals) are let go of now, as the interpreter does
+    return code, interrupted, newest
+
+
+def _imported_after(newest: str) -> list[str]:
+    """The modules imported after `newest`, oldest first: read from the end of sys.modules, as a copy
+    of all its names would write to (and so copy) the pages of the heap shared with the server."""
+    names = []
+    for name in reversed(sys.modules):
+        if name == newest:
+            return names[::-1]
+        names.append(name)
+    return []  # the run removed it: which are its own is not known
+
+
+def _theirs(tb: Any) -> Any:
+    """`tb` from its first frame outside this file, where the interpreter's own traceback starts."""
+    while tb is not None and tb.tb_frame.f_code.co_filename == _FILE:
+        tb = tb.tb_next
+    return tb
+
+
+def _flush_io() -> None:
+    """Flushes sys.stderr, then sys.stdout, ignoring any error (or a missing stream)."""
+    for name in ("stderr", "stdout"):
+        with contextlib.suppress(BaseException):
+            getattr(sys, name).flush()
+
+
+def _exit_status(stop: SystemExit) -> int:
+    """The status the interpreter ends with on `stop`: its int code taken as a C long (-1 if it does
+    not fit), None as 0, anything else printed to stderr and 1."""
+    code = stop.code
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF if -(1 << 63) <= code < 1 << 63 else 0xFF
+    tb = stop.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is not None and tb.tb_frame.f_code.co_name == "_run_module_as_main" and isinstance(code, str):
+        code = code.replace(sys.executable, _PYTHON, 1)  # runpy's "No module named" names the interpreter
+    with contextlib.suppress(Exception):
+        print(code, file=sys.stderr)
+    return 1
+
+
+def _excepthook(error: BaseException) -> None:
+    """Prints an uncaught exception as the interpreter does: from the run's own first frame, kept in
+    `sys.last_*`, through `sys.excepthook`."""
+    import traceback
+
+    tb = _theirs(error.__traceback__)
+    error.__traceback__ = tb
+    sys.last_type, sys.last_value, sys.last_traceback = type(error), error, tb
+    hook = getattr(sys, "excepthook", None)
+    if hook is None:
+        print("sys.excepthook is missing", file=sys.stderr)
+        traceback.print_exception(error)
+        return
+    try:
+        hook(type(error), error, tb)
+    except Exception as failed:  # noqa: BLE001 - reported as the interpreter reports it
+        print("Error in sys.excepthook:", file=sys.stderr)
+        traceback.print_exception(failed.with_traceback(_theirs(failed.__traceback__)))
+        print("\nOriginal exception was:", file=sys.stderr)
+        traceback.print_exception(error)
+
+
+class _Unraisable:
+    """Its finalizer's error reaches `sys.unraisablehook` with the argument type Python does not name."""
+
+    def __del__(self) -> None:
+        raise RuntimeError
+
+
+def _unraisable(error: BaseException, obj: object) -> None:
+    """Reports `error` as the interpreter reports one it cannot raise: `sys.unraisablehook`, by
+    default "Exception ignored in: OBJ" and the traceback."""
+    caught: list = []
+    hook, sys.unraisablehook = sys.unraisablehook, caught.append
+    try:
+        _Unraisable()
+    finally:
+        sys.unraisablehook = hook
+    tb = _theirs(error.__traceback__)
+    with contextlib.suppress(Exception):
+        hook(type(caught[0])((type(error), error.with_traceback(tb), tb, None, obj)))
+
+
+def _closed(stream: Any) -> bool:
+    try:
+        return bool(stream.closed)
+    except Exception:  # noqa: BLE001 - none, or one that fails, is open to the interpreter
+        return False
+
+
+def _flush_std_files() -> bool:
+    """Flushes sys.stdout and sys.stderr as the interpreter does at its end: one that is None or
+    closed is skipped; a failure (reported for stdout) is returned, for the exit status 120."""
+    failed = False
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name, None)
+        if stream is None or _closed(stream):
+            continue
+        try:
+            stream.flush()
+        except BaseException as error:  # noqa: BLE001 - the interpreter reports it or not, and goes on
+            failed = True
+            if name == "stdout":
+                _unraisable(error, stream)
+    return failed
+
+
+def _clear_module(namespace: dict) -> None:
+    """Clears a module's namespace as the interpreter does at its end for a module still alive: the
+    names with one leading underscore first, then all but `__builtins__` (each set to None)."""
+    for first in (True, False):
+        for name in list(namespace):
+            if not isinstance(name, str) or namespace.get(name) is None:
+                continue
+            if (name[:1] == "_" and name[1:2] != "_") if first else name != "__builtins__":
+                namespace[name] = None
 
 
 class _Server:

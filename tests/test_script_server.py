@@ -18,8 +18,10 @@ import script_server
 
 NOISY = "import warnings\nprint('printed at import')\nwarnings.warn('warned at import')\n"
 PROBE = """import json, os, sys, noisy
+def annotated(x: int): pass
 print(json.dumps({"argv": sys.argv, "cwd": os.getcwd(), "path0": sys.path[0], "var": os.environ.get("PROBE_VAR"),
-                  "main": __name__}))
+                  "main": __name__, "orig_argv": sys.orig_argv, "globals": sorted(globals())[:7],
+                  "annotation": str(annotated.__annotations__["x"])}))
 sys.stderr.write("to stderr\\n")
 sys.exit(int(sys.argv[-1]))
 """
@@ -57,12 +59,15 @@ def test_a_forked_run_sees_what_a_new_interpreter_sees(probe, tmp_path, kind):
         for value in ("x", "y")
     ]
     assert fresh.returncode == 3 and "warned at import" in fresh.stderr
+    assert json.loads(fresh.stdout.splitlines()[-1])["annotation"] == "<class 'int'>"
     forked = runs[0]
     assert (forked.returncode, forked.stdout, forked.stderr) == (fresh.returncode, fresh.stdout, fresh.stderr)
     # the second run got its own environment, from the same server (only PROBE_VAR changed)
     assert json.loads(runs[1].stdout.splitlines()[-1])["var"] == "y"
 
 
+# sys.exit's argument: the status a new interpreter ends with (a C long's low byte, -1 for a larger int)
+CODES = {"True": 1, "-1": 255, "2**40 + 3": 3, "2**70": 255, "1.5": 1, "None": 0}
 ENDINGS = {
     "raises": "def fail():\n    raise ValueError('boom')\nfail()\n",
     "exits with a message": "import sys\nsys.exit('bye')\n",
@@ -81,11 +86,58 @@ atexit.register(print, "atexit ran")
 threading.Thread(target=lambda: (time.sleep(0.3), print("thread ended"))).start()
 sys.stdout.write("buffered, not flushed ")
 """,
+    "replaced its stdout with one without closed": """import sys
+class Tee:
+    def __init__(self, *streams):
+        self.streams = streams
+    def write(self, text):
+        for stream in self.streams:
+            stream.write(text)
+    def flush(self):
+        for stream in self.streams:
+            stream.flush()
+sys.stdout = Tee(sys.__stdout__, sys.__stderr__)
+print("to both")
+""",
+    "stdout's flush fails": """import sys
+class Broken:
+    def __repr__(self):
+        return "<Broken stdout>"
+    def write(self, text):
+        sys.__stdout__.write(text)
+    def flush(self):
+        raise OSError("flush failed")
+sys.stdout = Broken()
+print("written")
+""",
+    "pickles its classes after the body": """import atexit, pickle, threading, time
+class Point:
+    pass
+def dump(where):
+    print(where, type(pickle.loads(pickle.dumps(Point()))).__name__, flush=True)
+atexit.register(dump, "atexit")
+threading.Thread(target=lambda: (time.sleep(0.2), dump("thread"))).start()
+""",
+    "interrupted while its threads are joined": """import atexit, os, signal, threading, time
+def worker():
+    time.sleep(0.3)
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(5)
+    print("never")
+threading.Thread(target=worker).start()
+atexit.register(print, "atexit ran")
+print("body ended")
+""",
+    **{f"exits with {code}": f"import sys\nsys.exit({code})\n" for code in CODES},
+    "raises SystemExit(1, 2)": "raise SystemExit(1, 2)\n",
 }
 
 
 STATUS = {"raises": 1, "exits with a message": 1, "exits with 300": 300 & 0xFF, "interrupted": -signal.SIGINT,
-          "closed its stdout": 0, "threads, atexit, finalizers": 0}  # fmt: skip
+          "closed its stdout": 0, "threads, atexit, finalizers": 0, "replaced its stdout with one without closed": 0,
+          "stdout's flush fails": 120, "pickles its classes after the body": 0,
+          "interrupted while its threads are joined": 0, **{f"exits with {c}": s for c, s in CODES.items()},
+          "raises SystemExit(1, 2)": 1}  # fmt: skip
 
 
 @pytest.mark.parametrize("ending", ENDINGS)
@@ -104,6 +156,91 @@ def test_a_forked_run_ends_as_a_new_interpreter_ends(tmp_path, ending):
         assert fresh.stdout.endswith(
             "thread ended\natexit ran\nfinalized garbage in a cycle\nfinalized kept\n"
         )
+    if ending == "pickles its classes after the body":
+        assert fresh.stdout == "thread Point\natexit Point\n"
+    if ending == "interrupted while its threads are joined":
+        assert "Exception ignored in: <module 'threading'" in fresh.stderr and "atexit ran" in fresh.stdout
+
+
+# Endings whose output a buffered stdout decides (PYTHONUNBUFFERED unset), or what they leave in files.
+BUFFERED = {
+    "a module-level file, sys.exit(main())": """import sys
+log = open("out.txt", "w")
+log.write("data")
+def main():
+    return 0
+sys.exit(main())
+""",
+    "a module-level file, raises": """log = open("out.txt", "w")
+log.write("data")
+def fail():
+    raise ValueError("boom")
+fail()
+""",
+    "a module-level file of a module it imported": "import helper\nprint('main done')\n",
+    "a watchdog ends it after the body": """import os, threading, time
+def watchdog():
+    time.sleep(0.3)
+    os._exit(3)
+threading.Thread(target=watchdog).start()
+print("printed by the body")
+raise ValueError("after the print")
+""",
+    "C's printf without a newline": "import ctypes, sys\nctypes.CDLL(None).printf(b'from C')\nsys.exit(4)\n",
+}
+HELPER = """class Noisy:
+    def __del__(self):
+        print("helper's object finalized")
+kept = Noisy()
+log = open("helper.txt", "w")
+log.write("helper data")
+"""
+FRESH = {  # what a new interpreter does, as the case meant (the same in every form)
+    "a module-level file, sys.exit(main())": lambda done, files: files == {"out.txt": "data"},
+    "a module-level file, raises": lambda done, files: files == {"out.txt": "data"},
+    "a module-level file of a module it imported": lambda done, files: (
+        files == {"helper.txt": "helper data"} and done.stdout == "main done\nhelper's object finalized\n"
+    ),
+    "a watchdog ends it after the body": lambda done, files: done.returncode == 3,
+    "C's printf without a newline": lambda done, files: (done.returncode, done.stdout) == (4, "from C"),
+}
+
+
+@pytest.mark.parametrize("form", ["script", "relative script", "module", "code"])
+@pytest.mark.parametrize("ending", BUFFERED)
+def test_a_forked_run_ends_as_a_new_interpreter_ends_with_buffered_output(tmp_path, ending, form):
+    """With stdout buffered: what the body printed when a thread ends the process after it (flushed
+    after a script file's body only), module-level files of `__main__` and of what it imported flushed
+    by their finalizers whether it returned, exited or raised, C's stdio flushed at exit; tracebacks as
+    the form gives them (absolute paths, runpy's frames for -m); the same files left."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    argv = {"script": [str(tmp_path / "{}" / "ending.py")], "relative script": ["ending.py"],
+            "module": ["-m", "ending"], "code": ["-c", BUFFERED[ending]]}[form]  # fmt: skip
+    ended = []
+    for kind in ("fresh", "forked"):
+        cwd = tmp_path / kind
+        cwd.mkdir()
+        (cwd / "ending.py").write_text(BUFFERED[ending])
+        (cwd / "helper.py").write_text(HELPER)
+        args = [a.replace("{}", kind) for a in argv]
+        if kind == "fresh":
+            done = subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True,
+                                  stdin=subprocess.DEVNULL)  # fmt: skip
+        else:
+            done = script_server.run(sys.executable, args, cwd=cwd, env=env, preload=[])
+        files = {p.name: p.read_text() for p in cwd.glob("*.txt")}
+        assert FRESH[ending](done, files) or kind == "forked", (done, files)
+        ended.append((done.returncode, done.stdout, done.stderr.replace(str(cwd), "DIR"), files))
+    assert ended[1] == ended[0]
+
+
+@pytest.mark.parametrize("argv", [["missing.py"], ["-m", "missing_module"]])
+def test_a_run_that_cannot_start_ends_as_a_new_interpreter_ends(tmp_path, argv):
+    fresh = subprocess.run([sys.executable, *argv], cwd=tmp_path, capture_output=True, text=True,
+                           stdin=subprocess.DEVNULL)  # fmt: skip
+    forked = script_server.run(sys.executable, argv, cwd=tmp_path, env=dict(os.environ), preload=[])
+    assert (forked.returncode, forked.stdout, forked.stderr) == (fresh.returncode, fresh.stdout, fresh.stderr)
+    assert fresh.returncode in (1, 2) and fresh.stderr.startswith(sys.executable)
 
 
 def test_a_timeout_ends_the_run_and_what_it_started(tmp_path):
