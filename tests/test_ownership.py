@@ -24,6 +24,11 @@ ALLOWED: dict[str, set[str]] = {
         "config/declared.py: checked.__signature__",
         "config/declared.py: checked.__annotations__",
     },
+    "Lightning's logging, set up in the mode as `import lightning.pytorch` sets it up: the logger of the "
+    "rank-zero helpers (lightning_utilities) and the propagation of the 'lightning.pytorch' logger": {
+        "lightning/utilities/rank_zero.py: _messages.log",
+        "lightning/utilities/rank_zero.py: _logger.propagate",
+    },
     "Lightning's public API: a callback sets these on the Trainer (properties that call the owner's method)": {
         "callbacks/accumulation.py: trainer.accumulate_grad_batches",
         "callbacks/early_stopping.py: trainer.should_stop",

@@ -92,3 +92,46 @@ def test_a_resume_from_an_epochs_last_batch_runs_what_followed_the_save(tmp_path
         "epoch_start 0", *first, "resumed", "validation_end 0", "epoch_end 0 step=4", "epoch_start 1", *second
     ]  # fmt: skip
     assert surge.record["end"] == lightning.record["end"] == [2, 8]
+
+
+STOPS = ("cut_plateau", "val_plateau", "stop_in_window", "early_stopping", "stop_between", "epoch_starts",
+         "min_steps", "stop_plateau")  # fmt: skip
+
+
+@pytest.mark.parametrize("run", STOPS)
+def test_stops_cuts_and_plateaus_match_lightning(tmp_path, run):
+    """tests/oracle/scripts/stop_points.py: validations run, zero_grad hooks, gradients held, the end's
+    global_step and learning rate, and the weights."""
+    lightning, surge = run_both("stop_points.py", tmp_path, run)
+    assert surge.record == lightning.record
+    assert_same_weights(lightning.weights(run), surge.weights(run))
+    meant = {  # Lightning's, so a changed script cannot pass vacuously
+        "cut_plateau": lambda r: r["end"] == [2, 0.025],  # no plateau step at the cut
+        "stop_in_window": lambda r: "on_validation_model_zero_grad" not in r["events"],
+        "early_stopping": lambda r: sum(e.startswith("validation") for e in r["events"]) == 2,
+        "stop_between": lambda r: (
+            r["events"][-2:] == ["validation 2 at step 5", "train end, grad held False"]
+        ),
+        "epoch_starts": lambda r: r["events"][1] == "epoch 1 starts, grad held True",
+        "min_steps": lambda r: r["end"][0] == 6,  # min_steps alone implies min_epochs=1
+        "stop_plateau": lambda r: r["end"][1] == 0.1,
+    }
+    if run in meant:
+        assert meant[run]({k.split("/", 1)[1]: v for k, v in lightning.record.items()}), lightning.record
+
+
+def test_a_scripts_rank_zero_messages_go_where_lightnings_go(tmp_path):
+    lightning, surge = run_both("messages.py", tmp_path)
+    for run in (lightning, surge):
+        assert run.stdout == "printed\n"
+        assert "an info message" in run.output and "a debug message" not in run.output
+
+
+def test_clipping_arguments_match_lightning(tmp_path):
+    """`gradient_clip_algorithm` not given reaches `configure_gradient_clipping` and the trainer's
+    attribute as None (surge clips by norm then, as Lightning does)."""
+    lightning, surge = run_both("clip_arguments.py", tmp_path)
+    assert lightning.record["hook"] == [[None, None], [0.5, None], [0.5, "value"]]
+    assert surge.record == lightning.record
+    for n in range(3):
+        assert_same_weights(lightning.weights(f"clip{n}"), surge.weights(f"clip{n}"))

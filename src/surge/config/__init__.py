@@ -62,7 +62,7 @@ class TrainerConfig:
     """Every Trainer argument, checked once in `__post_init__` with a message naming the field."""
 
     max_epochs: Resolves[int | None, int] = Resolves(None)  # None: 1000, or -1 with a step/time limit
-    min_epochs: Resolves[int | None, int] = Resolves(0)
+    min_epochs: Resolves[int | None, int] = Resolves(None)  # None: 0, or 1 with min_steps (Lightning's)
     max_steps: int = -1
     limit_train_batches: Resolves[int | float | None, int | float] = Resolves(None)
     limit_val_batches: Resolves[int | float | None, int | float] = Resolves(None)
@@ -73,7 +73,7 @@ class TrainerConfig:
     num_sanity_val_steps: Resolves[int | None, int] = Resolves(2)
     accumulate_grad_batches: int = 1
     gradient_clip_val: float | None = None
-    gradient_clip_algorithm: Resolves[str | None, str] = Resolves("norm")
+    gradient_clip_algorithm: str | None = None  # None: "norm" (kept None, as Lightning hands hooks None)
     precision: Resolves[str | int | Precision | None, str | Precision] = Resolves("32-true")  # a name
     accelerator: str = "auto"
     devices: int | str | list[int] = "auto"
@@ -117,6 +117,7 @@ class TrainerConfig:
     )  # None and no other limit: 1000, said at fit
 
     def __post_init__(self) -> None:
+        self._min_epochs_with_min_steps()
         lightning_defaults(self)
         if self.max_epochs is not None:
             _check_int("max_epochs", self.max_epochs, -1, "an int >= 0, -1 for no limit, or None")
@@ -283,8 +284,16 @@ class TrainerConfig:
             raise bad_value("gradient_clip_val", clip, "None or a number >= 0")
         if self.gradient_clip_val == 0:
             self.gradient_clip_val = None
-        if self.gradient_clip_algorithm not in ("norm", "value"):
-            raise bad_value("gradient_clip_algorithm", self.gradient_clip_algorithm, '"norm" or "value"')
+        if self.gradient_clip_algorithm not in (None, "norm", "value"):
+            raise bad_value(
+                "gradient_clip_algorithm", self.gradient_clip_algorithm, 'None, "norm" or "value"'
+            )
+
+    def _min_epochs_with_min_steps(self) -> None:
+        """As Lightning: `min_steps` without `min_epochs` means at least one epoch, so a stop
+        requested before the first epoch waits for `min_steps`."""
+        if self.min_epochs is None and self.min_steps is not None:
+            self.min_epochs = 1
 
     @staticmethod
     def _normalise_precision(value: Any) -> Any:

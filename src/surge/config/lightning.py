@@ -13,7 +13,7 @@ NONE_MEANS = {
     "min_epochs": 0, "limit_train_batches": 1.0, "limit_val_batches": 1.0, "limit_test_batches": 1.0,
     "limit_predict_batches": 1.0, "val_check_interval": 1.0, "num_sanity_val_steps": 2,
     "log_every_n_steps": 50, "enable_checkpointing": True, "enable_progress_bar": True,
-    "enable_model_summary": True, "gradient_clip_algorithm": "norm", "precision": "32-true", "logger": True,
+    "enable_model_summary": True, "precision": "32-true", "logger": True,
     "accelerator": "auto", "devices": "auto", "strategy": "auto",
 }  # fmt: skip
 

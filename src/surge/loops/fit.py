@@ -190,20 +190,19 @@ class FitLoop(FitProgress):
         exhausted, cut = self._train_batches(it, epoch, k, start.keep_grads)
         data.end_epoch()  # num_workers="auto" decided: the loaders for later epochs
         stopped = ctx.stop.requested and self._minimums_met(ctx.settings)  # (Lightning counts the epoch done)
+        early = stopped and not (exhausted or cut) and self.batches_done < epoch.plan.train  # its batches cut
         done = exhausted or cut or stopped or self.batches_done >= epoch.plan.train
         self.stage = DONE if done else RUNNING
-        if done and not cut and validation.due_at_end(self.epoch, self.batches_done, epoch.plan):
-            validation.run_in_fit(self.epoch, zero_grad=True)  # host read at its end
-        self._end_epoch()
+        if done and not cut and validation.due_at_end(self.epoch, self.batches_done, epoch.plan, early):
+            validation.run_in_fit(self.epoch, zero_grad=not early or self.batches_done % k == 0)  # host read
+        self._end_epoch(plateau=not early)  # (Lightning steps no plateau for an epoch a stop cut short)
         if strategy.world_size > 1:
             ctx.stop.agree(strategy)  # every rank stops at the same epoch
         if self.epoch_done:
-            self.epoch += 1
-            self.batches_done = 0
-            self.stage = RUNNING
+            self.epoch, self.batches_done, self.stage = self.epoch + 1, 0, RUNNING
             self.epoch_start_rng = None  # the next epoch's start is now: the RNG as it stands
 
-    def _end_epoch(self) -> None:
+    def _end_epoch(self, plateau: bool) -> None:
         ctx, step = self.context(), self.logger_step()  # hooks, metrics, plateau: in Lightning's order
         hooks, results, publish = ctx.parts.hooks, ctx.results, ctx.parts.publisher.publish
         ctx.parts.module._attach(results=results)
@@ -221,7 +220,7 @@ class FitLoop(FitProgress):
         publish(results.read_step(), flags, step=step, to_loggers=False)  # host read: what they logged too
         publish(results.read_epoch(), flags, step=step)
         ctx.optim.guard.report(self.global_step)  # host read: epoch end
-        if self.epoch_done:  # ReduceLROnPlateau on the epoch's metrics (the others stepped at its last batch)
+        if self.epoch_done and plateau:  # ReduceLROnPlateau on the epoch's metrics (the others: last batch)
             ctx.optim.step_schedulers("epoch", self.epoch + 1, plateau=True)
         hooks.train_epoch_end_monitors()  # checkpointing and early stopping, on the published metrics
         ctx.parts.publisher.save_loggers()
@@ -267,25 +266,23 @@ class FitLoop(FitProgress):
         n, loader, cut = epoch.plan.train, epoch.train, False
         max_steps = settings.max_steps if settings.max_steps >= 0 else math.inf
         log_every = settings.log_every_n_steps if ctx.parts.publisher.loggers else 0
-        single = strategy.world_size == 1
+        single, checked = strategy.world_size == 1, self.global_step > 0
         # Without a length the last window is only known when the loader runs out; a strategy that
         # cannot reduce skipped gradients afterwards (FSDP) then syncs every micro-batch.
         late_ok = n != math.inf or strategy.syncs_late
         no_sync = strategy.no_sync if not single and late_ok else None
         manual = not model.automatic_optimization
-        by_batch, reported = optim.schedules_by_batch, None  # reported: the loss hooks see (below)
+        by_batch, reported, plateaus = optim.schedules_by_batch, None, optim.step_plateaus()  # (see below)
         watch, rollback = loss_watch(optim.guard, ctx.rollback), ctx.rollback
         forward_context = ctx.parts.precision.forward_context
         zero_grad = None if optim.free_after_step else optim.zero_grad_window
-        checked = self.global_step > 0
         before_backward, after_backward = hooks.any("on_before_backward"), hooks.any("on_after_backward")
         pending = 0  # micro-batches since the last optimizer step
         window: int | float = k  # the current divisor (n - start is a float when n is math.inf)
-        clock = perf_counter
-        batch_idx = self.batches_done
+        clock, batch_idx = perf_counter, self.batches_done
         pace_at = data.pace_mark(batch_idx, measured=ctx.profiler is None)  # the data-wait advice
         batch: Any = None
-        if not keep_grads:  # (a resume inside a window restored that window's gradients)
+        if not keep_grads and zero_grad is None:  # (else the window's first batch zeroes, as Lightning)
             optim.zero_grad()  # nothing left over from an epoch that ended inside a window
         while batch_idx < n:
             t0 = clock()
@@ -345,7 +342,7 @@ class FitLoop(FitProgress):
                     pending = 0
                     optimizer_step(None, reported)  # host read inside with fp16: the scaler's inf check
                     self.global_step += 1
-                    optim.step_schedulers("step", batch_idx + 1 if by_batch else self.global_step)
+                    optim.step_schedulers("step", batch_idx + 1 if by_batch else self.global_step, False)
                     if rollback is not None and self.global_step % rollback.every == 0:
                         self.global_step = rollback.check(self, batch_idx + 1)  # host read: a log point
                     if batch_idx + 1 == n:  # the epoch's last batch: epoch schedulers step before validation
@@ -378,6 +375,8 @@ class FitLoop(FitProgress):
             ):
                 validation.run_in_fit(self.epoch, zero_grad=window_end)  # host read at its end
                 model._attach(results=results)
+            if window_end and plateaus:  # a step-interval ReduceLROnPlateau: after validation, as Lightning
+                optim.step_schedulers("step", batch_idx if by_batch else self.global_step, plateau=True)
             if self.global_step >= max_steps or (stop.requested and self._minimums_met(settings)):
                 break  # (a stop inside a window leaves its gradients unstepped, as Lightning)
         if batch is not _END and batch_idx == n == loader_length(loader):

@@ -96,11 +96,14 @@ class Validation:
         every = self.every_n_epochs
         return self.data.val_enabled and (every is None or (epoch + 1) % every == 0)
 
-    def due_at_end(self, epoch: int, batches_done: int, plan: BatchPlan) -> bool:
+    def due_at_end(self, epoch: int, batches_done: int, plan: BatchPlan, stopped: bool = False) -> bool:
         """Whether epoch `epoch` validates at its end, `batches_done` batches in. With an interval
         that does not divide the epoch (10 batches, `val_check_interval=0.3`: every 3) the last
         validation is the interval's (after batch 9), not an extra one at the end, as in Lightning;
-        a stream with no length validates when it runs out."""
+        a stream with no length validates when it runs out. An epoch a stop (`should_stop`) cut
+        short validates there, as Lightning's, unless the interval's validation just ran."""
+        if stopped:
+            return self.due(epoch) and not self.due_inside(epoch, batches_done, plan)
         if plan.across_epochs:
             return self.data.val_enabled and self.across.at_epoch_end(epoch, batches_done, plan)
         every = plan.val_every_n_batches

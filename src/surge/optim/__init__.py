@@ -37,7 +37,7 @@ class Optimization:
         precision: Any,
         hooks: Any,
         clip_val: float | None,
-        clip_algorithm: str,
+        clip_algorithm: str | None,
         metrics: Callable[[], Mapping[str, Any]],
         guard: NonFiniteGuard | None = None,
         where: Callable[[], tuple[int, int, int]] = lambda: (0, 0, 0),
@@ -98,11 +98,13 @@ class Optimization:
             "epoch": [s for s in stepped if s.interval == "epoch"],
         }
 
-    def _clip_fn(self, opt: Optimizer, value: float | None, algorithm: str) -> Callable[[], None] | None:
+    def _clip_fn(
+        self, opt: Optimizer, value: float | None, algorithm: str | None
+    ) -> Callable[[], None] | None:
         if value is None:
             return None
         precision = self._precision
-        clip_ = torch.nn.utils.clip_grad_norm_ if algorithm == "norm" else torch.nn.utils.clip_grad_value_
+        clip_ = torch.nn.utils.clip_grad_value_ if algorithm == "value" else torch.nn.utils.clip_grad_norm_
         params: list[torch.Tensor] = []
         groups = -1
 
@@ -222,8 +224,13 @@ class Optimization:
         epoch-interval schedulers step; in the Lightning mode the step-interval ones too, as
         Lightning steps them at every epoch's last batch (here without an optimizer step)."""
         if self.schedules_by_batch:
-            self.step_schedulers("step", batch_idx + 1)
+            self.step_schedulers("step", batch_idx + 1, plateau=False)
         self.step_schedulers("epoch", epoch + 1, plateau=False)
+
+    def step_plateaus(self) -> bool:
+        """Whether a step-interval scheduler needs a metric (ReduceLROnPlateau): it steps after the
+        batch's validation, as in Lightning, where the others step right after the optimizer."""
+        return any(config.needs_metric for config in self._by_interval["step"])
 
     def state_dict(self) -> dict[str, Any]:
         return {

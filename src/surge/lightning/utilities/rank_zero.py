@@ -6,6 +6,9 @@ decorated function runs on global rank zero only.
 
 from __future__ import annotations
 
+import logging
+
+from lightning_utilities.core import rank_zero as _messages
 from lightning_utilities.core.rank_zero import (
     WarningCache,
     rank_prefixed_message,
@@ -17,6 +20,15 @@ from lightning_utilities.core.rank_zero import (
 )
 
 from ...rank_zero import global_rank
+
+# As Lightning: `rank_zero_info` and `rank_zero_debug` go through the "lightning.pytorch" logger, at
+# INFO to standard error unless the root logger has handlers (then they propagate there).
+_messages.log = logging.getLogger("lightning.pytorch.utilities.rank_zero")
+_logger = logging.getLogger("lightning.pytorch")
+_logger.setLevel(logging.INFO)
+if not logging.getLogger().hasHandlers() and not _logger.handlers:
+    _logger.addHandler(logging.StreamHandler())
+    _logger.propagate = False
 
 if getattr(rank_zero_only, "rank", None) is None:  # as Lightning: set once, from the environment
     rank_zero_only.rank = global_rank()  # type: ignore[attr-defined]
