@@ -102,7 +102,7 @@ class Trainer(StageEntryPoints):
         self._optim: Optimization | None = None
         self._validation: Validation | None = None
         self._fit_data: FitData | None = None  # fit's loaders, plan and accumulation: their one owner
-        self._stage_loaders: dict[str, Any] = {}  # validate/test/predict's, as given (`*_dataloaders`)
+        self._stage_loaders: dict[str, Any] = {}  # validate/test/predict's: (as given, batch limits)
         self._train_results = Results("train", self._strategy.reducer)
         self._log_dir: Path | None = None
         self._compiled: weakref.WeakKeyDictionary[Module, CompiledCalls | None] = weakref.WeakKeyDictionary()
@@ -298,16 +298,16 @@ class Trainer(StageEntryPoints):
         arg = f"limit_{'val' if stage == 'validate' else stage}_batches"
         skip = getattr(self._cfg, arg) == 0  # no batch to run: the loaders are not even asked for
         loaders, single = ([], False) if skip else eval_loaders(stage, dataloaders, self.datamodule, model)
-        parts = self._setup(model, stage)
-        prep = self._loader_prep()
+        parts, prep = self._setup(model, stage), self._loader_prep()
         loaders = [prep.prepare(v) for v in loaders]
-        self._stage_loaders[stage] = (loaders[0] if single else loaders) if loaders else None
+        limits = [data_mod.limit_batches(v, getattr(self._cfg, arg), arg) for v in loaders]
+        self._stage_loaders[stage] = ((loaders[0] if single else loaders) if loaders else None, limits)
         found = self._find_checkpoint(ckpt_path)
         if ckpt_path == "auto" and found is None:
             info(f'{stage}(ckpt_path="auto"): no checkpoint in {self.default_root_dir}; weights as they are')
         if found is not None:
             restore_model(self._strategy, model, found.state, found.path)
-        return parts, loaders, [data_mod.limit_batches(v, getattr(self._cfg, arg), arg) for v in loaders]
+        return parts, loaders, limits
 
     # -- checkpoints -----------------------------------------------------------------------
     def save_checkpoint(self, filepath: str | Path, weights_only: bool = False) -> None:

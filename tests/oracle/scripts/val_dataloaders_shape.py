@@ -74,7 +74,7 @@ class AllStages(Regressor):
 
 
 # On one trainer: validate(), test(), predict(), fit(), validate(); after each, the loaders each
-# property shows (the train loader, the val, test and predict loaders).
+# property shows (the train loader, the val, test and predict loaders, and their batch counts).
 for name, given in (("one", lambda n: loader(n)), ("list_of_two", lambda n: [loader(n), loader(8)])):
     trainer = pl.Trainer(max_epochs=1, logger=False, enable_checkpointing=False, enable_progress_bar=False,
                          enable_model_summary=False)  # fmt: skip
@@ -83,7 +83,8 @@ for name, given in (("one", lambda n: loader(n)), ("list_of_two", lambda n: [loa
 
     def look(trainer=trainer, seen=seen):
         seen.append([shape(trainer.train_dataloader), shape(trainer.val_dataloaders),
-                     shape(trainer.test_dataloaders), shape(trainer.predict_dataloaders)])  # fmt: skip
+                     shape(trainer.test_dataloaders), shape(trainer.predict_dataloaders),
+                     trainer.num_val_batches, trainer.num_test_batches, trainer.num_predict_batches])  # fmt: skip
 
     look()
     trainer.validate(model, given(12), verbose=False)

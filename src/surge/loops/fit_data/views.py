@@ -24,7 +24,7 @@ class FitDataViews:
     _module: Module | None
     _validation: Validation | None
     _fit_data: FitData | None  # fit's loaders, batch plan and accumulation
-    _stage_loaders: dict[str, Any]  # validate/test/predict's last loaders, as given
+    _stage_loaders: dict[str, tuple[Any, list[int | float]]]  # validate/test/predict's last: loaders, limits
     _fn: str | None  # the entry point called last
     _stop: StopRequest
     _sanity: SanityFlag
@@ -85,15 +85,15 @@ class FitDataViews:
     def val_dataloaders(self) -> Any:
         if self._fn == "fit":
             return self._fit_data.val_loaders_as_given() if self._fit_data is not None else None
-        return self._stage_loaders.get("validate") if self._fn == "validate" else None
+        return self._stage_loaders.get("validate", (None,))[0] if self._fn == "validate" else None
 
     @property
     def test_dataloaders(self) -> Any:
-        return self._stage_loaders.get("test") if self._fn == "test" else None
+        return self._stage_loaders.get("test", (None,))[0] if self._fn == "test" else None
 
     @property
     def predict_dataloaders(self) -> Any:
-        return self._stage_loaders.get("predict") if self._fn == "predict" else None
+        return self._stage_loaders.get("predict", (None,))[0] if self._fn == "predict" else None
 
     @property
     def num_training_batches(self) -> int | float:
@@ -101,7 +101,20 @@ class FitDataViews:
 
     @property
     def num_val_batches(self) -> list[int | float]:
+        """validate()'s batch limits while it runs and after it (the entry point called last), else fit's."""
+        if self._fn == "validate" and "validate" in self._stage_loaders:
+            return self._stage_loaders["validate"][1]
         return self._fit_data.num_val_batches() if self._fit_data is not None else []
+
+    @property
+    def num_test_batches(self) -> list[int | float]:
+        """The last test()'s batch limits, one per loader ([] before any)."""
+        return self._stage_loaders.get("test", (None, []))[1]
+
+    @property
+    def num_predict_batches(self) -> list[int | float]:
+        """The last predict()'s batch limits, one per loader ([] before any)."""
+        return self._stage_loaders.get("predict", (None, []))[1]
 
     @property
     def training_rng(self) -> dict[str, Any] | None:
