@@ -435,13 +435,15 @@ def test_device_stats_monitor_logs_at_log_intervals(tmp_path):
     pytest.importorskip("psutil")
     logger = CSVLogger(tmp_path)
     trainer = fast_trainer(max_epochs=1, logger=logger, log_every_n_steps=2, callbacks=[DeviceStatsMonitor()])
-    trainer.fit(TinyModel(), loader(n=40, batch_size=4))  # 10 steps: logs at 2, 4, ..., 10
+    # 10 steps: the batches whose step count (steps before them, plus one) is even log, at the steps
+    # before them (Lightning's points: 1, 3, ..., 9)
+    trainer.fit(TinyModel(), loader(n=40, batch_size=4))
     logger.save()
     with open(Path(logger.log_dir) / "metrics.csv") as f:
         rows = list(csv.DictReader(f))
     key = "DeviceStatsMonitor.on_train_batch_end/cpu_percent"
     steps = sorted({int(r["step"]) for r in rows if r.get(key)})
-    assert steps == [2, 4, 6, 8, 10]
+    assert steps == [1, 3, 5, 7, 9]
     # to the loggers only, as Lightning's: neither callback_metrics nor logged_metrics hold them
     assert not [
         k for k in {**trainer.callback_metrics, **trainer.logged_metrics} if k.startswith("DeviceStats")

@@ -135,3 +135,10 @@ def test_clipping_arguments_match_lightning(tmp_path):
     assert surge.record == lightning.record
     for n in range(3):
         assert_same_weights(lightning.weights(f"clip{n}"), surge.weights(f"clip{n}"))
+
+
+def test_device_stats_rows_are_where_lightnings_are(tmp_path):
+    lightning, surge = run_both("device_stats_rows.py", tmp_path)
+    assert lightning.record["rows1"][:2] == [["1", ["DeviceStatsMonitor.on_train_batch_start"]],
+                                             ["1", ["DeviceStatsMonitor.on_train_batch_end"]]]  # fmt: skip
+    assert surge.record == lightning.record

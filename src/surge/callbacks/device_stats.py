@@ -19,15 +19,17 @@ class DeviceStatsMonitor(Callback):
     `cpu_vm_percent`, `cpu_swap_percent`) on the CPU or with `cpu_stats=True`, through
     `trainer.log_metrics` under `DeviceStatsMonitor.on_train_batch_start/...` and `..._end/...`.
 
-    Only at the steps that log (every `log_every_n_steps` optimizer steps); the statistics are
-    host-side counters, so reading them does not wait for the device.
+    At Lightning's points: in both hooks of every batch whose step is a logging one (the batches
+    that stepped before it, plus one, divide by `log_every_n_steps`, or the fit is stopping), in a
+    row at that count, so under accumulation each micro-batch of such a window logs. The
+    statistics are host-side counters: reading them does not wait for the device.
     """
 
     def __init__(self, cpu_stats: bool | None = None) -> None:
         if cpu_stats is not None and not isinstance(cpu_stats, bool):
             raise bad_value("DeviceStatsMonitor(cpu_stats)", cpu_stats, "None, True or False")
         self._cpu_stats = cpu_stats
-        self._logged: dict[str, int] = {}
+        self._step = 0  # the batch's logging step, fixed at its start (its own optimizer step comes later)
 
     def setup(self, trainer: Trainer, module: Any, stage: str) -> None:
         if stage != "fit":
@@ -40,19 +42,20 @@ class DeviceStatsMonitor(Callback):
             )
 
     def on_train_batch_start(self, trainer: Trainer, module: Any, batch: Any, batch_idx: int) -> None:
-        # The step about to run is a logging step.
-        self._log(trainer, "on_train_batch_start", trainer.global_step + 1)
+        # The batches that stepped before this one: optimizer steps (manual optimization: batches).
+        manual = not module.automatic_optimization
+        self._step = trainer.fit_loop.total_batch_idx + 1 if manual else trainer.global_step
+        self._log(trainer, "on_train_batch_start")
 
     def on_train_batch_end(
         self, trainer: Trainer, module: Any, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
-        self._log(trainer, "on_train_batch_end", trainer.global_step)
+        self._log(trainer, "on_train_batch_end")
 
-    def _log(self, trainer: StatsLogging, key: str, step: int) -> None:
-        every = trainer.log_every_n_steps
-        if not trainer.loggers or every <= 0 or step % every or self._logged.get(key) == step:
+    def _log(self, trainer: StatsLogging, key: str) -> None:
+        every, step = trainer.log_every_n_steps, self._step
+        if not trainer.loggers or every <= 0 or ((step + 1) % every and not trainer.should_stop):
             return
-        self._logged[key] = step  # once per step (accumulation runs several batches per step)
         stats = self.device_stats(trainer.root_device)
         if stats:
             prefixed = {f"DeviceStatsMonitor.{key}/{k}": v for k, v in stats.items()}
