@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import csv
 import shutil
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -71,6 +72,12 @@ def test_a_resume_from_every_save_point_continues_the_run_without_a_duplicate(re
     assert want_csv and "train_loss" in want_board and "val_loss" in want_board
     points = rp.checkpoints(reference)
     assert len(points) >= 8
+    # TensorBoard reads a run's event files in the order of their names: the second the file was
+    # opened, then host, pid and a per-process counter compared as text ("10" < "9"). A resume in a new
+    # process always sorts after; this one runs in the reference's process, so it waits for a later second.
+    opened = max(int(f.name.split(".")[3]) for f in (reference / run).glob("events.out.tfevents.*"))
+    while int(time.time()) <= opened:
+        time.sleep(0.05)
     for name, ckpt in points.items():
         copy = tmp_path / name.replace(":", "_")
         shutil.copytree(reference, copy)
