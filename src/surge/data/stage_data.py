@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import data as data_mod
+from ..callbacks.base import overrides
 from ..datamodule import DataModule
 from ..errors import MisconfigurationError, SurgeTypeError
 from ..module import Module
@@ -87,8 +88,7 @@ def check_step_defined(model: Any, hook: str, stage: str) -> None:
     """`model` is a surge.Module that defines `hook` (e.g. validation_step for validate())."""
     if not isinstance(model, Module):
         raise SurgeTypeError(f"model must be a surge.Module, got {type(model).__name__}")
-    own = getattr(model, hook, None)  # the class's, or one set on the instance (as Lightning accepts)
-    if not callable(own) or getattr(own, "__func__", own) is getattr(Module, hook):
+    if not overrides(model, Module, hook):  # the class's, or one set on the instance (as Lightning accepts)
         raise MisconfigurationError(
             f"{stage}() needs {type(model).__name__}.{hook}(batch, batch_idx) to be defined."
         )

@@ -130,12 +130,12 @@ def detach_outputs(out: Any, loss: Tensor | None = None) -> Any:
     returned loss tensor comes as `{"loss": loss}` and None as `{}`. `loss` replaces the returned
     loss (the Lightning mode: divided by the accumulation window, as Lightning's outputs are)."""
     if isinstance(out, Tensor):
-        return {"loss": (out if loss is None else loss).detach()}
+        return {"loss": (out if loss is None else loss).detach()}  # (out itself, or divided)
     if out is None:
         return {}
     if isinstance(out, Mapping):
         detached = {k: v.detach() if isinstance(v, Tensor) else v for k, v in out.items()}
-        if loss is not None and "loss" in detached:
+        if loss is not None and loss is not out.get("loss"):  # (own API: the loss as returned)
             detached["loss"] = loss.detach()
         return detached
     return out

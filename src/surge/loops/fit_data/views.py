@@ -77,6 +77,10 @@ class FitDataViews:
 
     # As Lightning's, the loader properties show the loaders of the entry point called last (fit,
     # validate, test or predict), as they were given; the other stages' are None.
+    def _last(self, stage: str) -> Any:
+        """validate/test/predict's loaders as given, if it is the entry point called last."""
+        return self._stage_loaders[stage][0] if self._fn == stage and stage in self._stage_loaders else None
+
     @property
     def train_dataloader(self) -> Any:
         return self._fit_data.train if self._fit_data is not None and self._fn == "fit" else None
@@ -85,15 +89,15 @@ class FitDataViews:
     def val_dataloaders(self) -> Any:
         if self._fn == "fit":
             return self._fit_data.val_loaders_as_given() if self._fit_data is not None else None
-        return self._stage_loaders.get("validate", (None,))[0] if self._fn == "validate" else None
+        return self._last("validate")
 
     @property
     def test_dataloaders(self) -> Any:
-        return self._stage_loaders.get("test", (None,))[0] if self._fn == "test" else None
+        return self._last("test")
 
     @property
     def predict_dataloaders(self) -> Any:
-        return self._stage_loaders.get("predict", (None,))[0] if self._fn == "predict" else None
+        return self._last("predict")
 
     @property
     def num_training_batches(self) -> int | float:
