@@ -229,7 +229,7 @@ def test_setup_builds_layers_and_data_before_the_stage_reads_them(tmp_path):
             self.calls.append("prepare_data")
 
         def setup(self, stage):
-            self.calls.append(f"setup:{stage}")
+            self.calls.append(("setup", stage))
             if not hasattr(self, "layer"):
                 self.layer = nn.Linear(3, 1)
                 self.ds = data()
@@ -239,7 +239,7 @@ def test_setup_builds_layers_and_data_before_the_stage_reads_them(tmp_path):
 
     model = Lazy()
     trainer(tmp_path, max_epochs=1).fit(model)
-    assert model.calls == ["prepare_data", "setup:fit"]
+    assert model.calls == ["prepare_data", ("setup", "fit")]  # a TrainerFn: == "fit"
     assert all(
         p.grad is None for p in model.parameters()
     )  # trained (and zeroed) by the optimizer built after setup

@@ -200,14 +200,15 @@ def test_prepare_data_setup_and_teardown_run_in_lightnings_order(tmp_path):
     # Lightning: prepare_data (datamodule, module), setup (datamodule, callbacks, module),
     # configure_optimizers, on_fit_start ... on_fit_end, teardown (datamodule, callbacks, module);
     # each once per trainer call, with the call's stage.
+    # The stage is a TrainerFn, a str enum (== "fit"), which an f-string shows as Lightning's does.
     assert got["fit_events"] == [
-        "dm.prepare_data", "model.prepare_data", "dm.setup:fit", "callback.setup:fit", "model.setup:fit",
+        "dm.prepare_data", "model.prepare_data", "dm.setup:TrainerFn.FITTING", "callback.setup:TrainerFn.FITTING", "model.setup:TrainerFn.FITTING",
         "model.configure_optimizers", "model.on_fit_start", "model.on_fit_end",
-        "dm.teardown:fit", "callback.teardown:fit", "model.teardown:fit",
+        "dm.teardown:TrainerFn.FITTING", "callback.teardown:TrainerFn.FITTING", "model.teardown:TrainerFn.FITTING",
     ]  # fmt: skip
     assert got["test_events"] == [
-        "dm.prepare_data", "model.prepare_data", "dm.setup:test", "callback.setup:test", "model.setup:test",
-        "dm.teardown:test", "callback.teardown:test", "model.teardown:test",
+        "dm.prepare_data", "model.prepare_data", "dm.setup:TrainerFn.TESTING", "callback.setup:TrainerFn.TESTING", "model.setup:TrainerFn.TESTING",
+        "dm.teardown:TrainerFn.TESTING", "callback.teardown:TrainerFn.TESTING", "model.teardown:TrainerFn.TESTING",
     ]  # fmt: skip
     assert (tmp_path / "data" / "data.pt").is_file()
     # Training used what setup built: the 40-sample split (4 batches an epoch, 3 epochs) and the

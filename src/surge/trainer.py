@@ -127,7 +127,6 @@ class Trainer(StageEntryPoints):
     def _setup(self, model: Module, stage: str) -> RunParts:
         if not isinstance(model, Module):
             raise SurgeTypeError(f"model must be a surge.Module, got {type(model).__name__}")
-        self._run_status = self._fn = stage
         self._publisher.reset_metrics()  # as Lightning: a stage shows only what it logs
         self._module, cfg = model, self._cfg  # (enter_stage attached the Trainer to the module)
         compiled = self._compiled.get(model)
@@ -165,6 +164,7 @@ class Trainer(StageEntryPoints):
         self.datamodule = datamodule
         self._goodput.start()
         resume = self._connect(ckpt_path)
+        self._run_status = self._fn = "fit"  # as Lightning: `trainer.state` says so in the setup hooks
         self.callbacks = enter_stage(self, model, datamodule, "fit")
         parts = self._setup(model, "fit")
         if resume is not None:  # as Lightning: the module and the callbacks before the optimizers exist
@@ -294,6 +294,7 @@ class Trainer(StageEntryPoints):
         if stage != "predict":
             check_step_defined(model, "validation_step" if stage == "validate" else "test_step", stage)
         self._connect()
+        self._run_status = self._fn = stage
         self.callbacks = enter_stage(self, model, self.datamodule, stage)
         arg = f"limit_{'val' if stage == 'validate' else stage}_batches"
         skip = getattr(self._cfg, arg) == 0  # no batch to run: the loaders are not even asked for

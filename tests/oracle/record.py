@@ -5,6 +5,7 @@ or per rank as `record-rank{N}.json` when `record.PER_RANK` is set)."""
 from __future__ import annotations
 
 import atexit
+import enum
 import json
 import math
 import os
@@ -71,6 +72,8 @@ def shape(value: Any) -> Any:
     Trainer and the Module by role, optimizers and schedulers by class, checkpoints by top-level keys."""
     if isinstance(value, torch.Tensor):
         return f"Tensor{list(value.shape)}"
+    if isinstance(value, enum.Enum):  # a str enum (a setup's TrainerFn) by its type too
+        return f"{type(value).__name__}:{value.value}"
     if isinstance(value, (bool, int, float, str)) or value is None:
         return value
     if isinstance(value, dict):

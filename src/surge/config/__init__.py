@@ -15,6 +15,7 @@ from ..profiler.base import Profiler
 from ..rank_zero import info
 from ..speed.activation_checkpointing import check_policy
 from ..speed.compiling import CompileSpec, compile_spec
+from .clip_algorithm import GradClipAlgorithmType
 from .declared import Resolves
 from .lightning import check_lightning_arguments, lightning_defaults
 from .paths import user_dir
@@ -284,10 +285,11 @@ class TrainerConfig:
             raise bad_value("gradient_clip_val", clip, "None or a number >= 0")
         if self.gradient_clip_val == 0:
             self.gradient_clip_val = None
-        if self.gradient_clip_algorithm not in (None, "norm", "value"):
-            raise bad_value(
-                "gradient_clip_algorithm", self.gradient_clip_algorithm, 'None, "norm" or "value"'
-            )
+        algorithm = self.gradient_clip_algorithm
+        if algorithm is not None:  # any case, as Lightning: "Norm" is "norm"
+            if not isinstance(algorithm, str) or not GradClipAlgorithmType.supported_type(algorithm.lower()):
+                raise bad_value("gradient_clip_algorithm", algorithm, 'None, "norm" or "value"')
+            self.gradient_clip_algorithm = GradClipAlgorithmType(algorithm.lower())
 
     def _min_epochs_with_min_steps(self) -> None:
         """As Lightning: `min_steps` without `min_epochs` means at least one epoch, so a stop

@@ -35,6 +35,7 @@ MODULES = {
     "utilities.imports": "utilities.imports", "utilities.types": "utilities.types",
     "utilities.seed": "seeding", "utilities.exceptions": "utilities.exceptions",
     "utilities.warnings": "utilities.warnings", "utilities.model_helpers": "utilities.model_helpers",
+    "utilities.enums": "utilities.enums",
     "trainer.states": "states", "tuner": "tuner", "tuner.tuning": "tuner",
     "fabric": "fabric", "fabric.utilities": "fabric", "fabric.utilities.exceptions": "utilities.exceptions",
     "fabric.utilities.warnings": "utilities.warnings",

@@ -80,6 +80,10 @@ class Hooks:
         self.module_fns: dict[str, Callable[..., Any]] = {
             name: getattr(module, name) for name in (*HOOKS, *OVERRIDABLE) if overrides(module, Module, name)
         }
+        if "clip_gradients" in self.module_fns and "configure_gradient_clipping" not in self.module_fns:
+            # the default configure_gradient_clipping calls the module's clip_gradients at every step (as
+            # Lightning's), clipping or not: the module's own version sees every call
+            self.module_fns["configure_gradient_clipping"] = module.configure_gradient_clipping
         self.callback_fns: dict[str, list[Callable[..., Any]]] = {}
         for name in CALLBACK_HOOKS:
             fns = [getattr(cb, name) for cb in callbacks if overrides(cb, Callback, name)]

@@ -11,6 +11,7 @@ from ..errors import MisconfigurationError
 from ..module import Module
 from ..rank_zero import info
 from .hooks import refuse_unsupported
+from .run_status import TrainerFn
 
 if TYPE_CHECKING:
     from ..trainer import Trainer
@@ -63,6 +64,9 @@ def enter_stage(trainer: Trainer, module: Module, datamodule: Any, stage: str) -
         raise MisconfigurationError(f"model must be a surge.Module, got {type(module).__name__}")
     callbacks = with_module_callbacks(module, trainer.callbacks)
     refuse_unsupported(module, callbacks, stage)
+    stage = TrainerFn(
+        stage
+    )  # a str, as Lightning passes it: `stage == "fit"` and `TrainerFn.FITTING` both hold
     module._attach(trainer=trainer)  # `self.trainer` works in the hooks below
     _attach(callbacks, module)
     if trainer.local_rank == 0:
@@ -80,11 +84,13 @@ def enter_stage(trainer: Trainer, module: Module, datamodule: Any, stage: str) -
         module.setup(stage=stage)
     if overrides(module, Module, "configure_model"):
         module.configure_model()
+    module.zero_grad()  # as Lightning at every stage's start: no gradient from before the stage leaks in
     return callbacks
 
 
 def leave_stage(hooks: Any, module: Module | None, datamodule: Any, stage: str) -> None:
     """After a stage succeeded: `teardown(stage)` on the datamodule, the callbacks, the module."""
+    stage = TrainerFn(stage)
     if datamodule is not None:
         datamodule.teardown(stage=stage)
     hooks.call("teardown", stage=stage)

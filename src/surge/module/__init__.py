@@ -27,6 +27,7 @@ OVERRIDABLE = (
     "prepare_data", "setup", "teardown", "configure_callbacks", "configure_model",
     "on_before_batch_transfer", "transfer_batch_to_device", "on_after_batch_transfer",
     "optimizer_step", "optimizer_zero_grad", "lr_scheduler_step", "backward", "configure_gradient_clipping",
+    "clip_gradients",
     *(f"on_{stage}_model_{what}" for stage in ("validation", "test") for what in ("eval", "train")),
     "on_validation_model_zero_grad", "on_predict_model_eval",
 )  # fmt: skip

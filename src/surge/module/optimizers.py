@@ -99,7 +99,8 @@ class ModuleOptimizers:
     ) -> None:
         """Clip `optimizer`'s gradients (at true scale under fp16) by norm (default) or value; a
         value of None or 0 clips nothing."""
-        algorithm = "norm" if gradient_clip_algorithm is None else str(gradient_clip_algorithm).lower()
+        given = gradient_clip_algorithm
+        algorithm = "norm" if given is None else given.lower() if isinstance(given, str) else given
         if algorithm not in ("norm", "value"):
             raise MisconfigurationError(
                 f'clip_gradients(gradient_clip_algorithm={gradient_clip_algorithm!r}) is not valid: use "norm" or "value".'
