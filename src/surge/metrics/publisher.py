@@ -33,6 +33,7 @@ class MetricsPublisher:
         self.loggers, self.is_global_zero, self.epoch = list(loggers), is_global_zero, epoch
         self._callback: dict[str, torch.Tensor] = {}
         self._live: Results | None = None  # the training epoch whose step values show
+        self._live_shown = False  # its step values were put in the dicts (`_live_keys_first`)
         self._logged: dict[str, torch.Tensor] = {}
         self._progress_bar: dict[str, float] = {}
         self._last_step = -1
@@ -75,13 +76,25 @@ class MetricsPublisher:
         if results is None and self._live is not None:
             self._callback.update(self._live.step_tensors())
             self._logged.update(self._live.step_values())
-        self._live = results
+        self._live, self._live_shown = results, False
+
+    def _live_keys_first(self) -> None:
+        """Before the first value published while a training epoch runs (its validation, its end):
+        the epoch's step values so far, so the keys keep Lightning's order (training's first, as it
+        publishes them at each batch). Once an epoch; the progress bar's values are a host read."""
+        if self._live is None or self._live_shown:
+            return
+        self._live_shown = True
+        self._callback.update(self._live.step_tensors())
+        self._logged.update(self._live.step_values())
+        self._progress_bar.update(to_floats(self._live.step_values(prog_bar=True)))
 
     def keep_eval_steps(
         self, logged: Mapping[str, torch.Tensor], prog_bar: Mapping[str, torch.Tensor]
     ) -> None:
         """An evaluation loader's latest step values (`on_step=True` in an evaluation hook) for
         `logged_metrics` and `progress_bar_metrics` (one host read, at the loader's end)."""
+        self._live_keys_first()
         self._logged.update(logged)
         if prog_bar:
             self._progress_bar.update(to_floats(prog_bar))
@@ -104,13 +117,14 @@ class MetricsPublisher:
         loggers get one row: with an `epoch` value when `epoch` (what the loops log; what a callback
         logs at a step of its choosing has none, as in Lightning), at `step` unless a metric named
         "step" gives it."""
+        self._live_keys_first()
         logged = {}
         for key, value in metrics.items():
             prog_bar, to_logger, name = flags.get(key, (False, True, key))
             tensor = torch.tensor(value)
-            self._callback[key] = tensor
             if name != key and (key.endswith("_epoch") or name not in self._callback or not evaluation):
-                self._callback[name] = tensor
+                self._callback[name] = tensor  # first, as Lightning orders them: `val_loss`, `val_loss_epoch`
+            self._callback[key] = tensor
             if prog_bar:
                 self._progress_bar[key] = value
             if to_logger:
@@ -140,6 +154,7 @@ class MetricsPublisher:
         """An evaluation batch's step values: to `logged_metrics` and, at `step` (the batch's number
         in its loader) with no epoch, to the loggers; never to `callback_metrics` (as Lightning)."""
         logged = {k: v for k, v in metrics.items() if flags.get(k, (False, True, k))[1]}
+        self._live_keys_first()
         if logged:
             self._logged.update({k: torch.tensor(v) for k, v in logged.items()})
             if self.loggers and self.is_global_zero():
