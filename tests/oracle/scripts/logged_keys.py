@@ -17,7 +17,11 @@ def shown(trainer):
     return {
         "logged": {k: [type(v).__name__, record.plain(v)] for k, v in sorted(trainer.logged_metrics.items())},
         "bar": {k: [type(v).__name__, v] for k, v in sorted(trainer.progress_bar_metrics.items())},
-        "order": [list(trainer.callback_metrics), list(trainer.logged_metrics), list(trainer.progress_bar_metrics)],
+        "order": [
+            list(trainer.callback_metrics),
+            list(trainer.logged_metrics),
+            list(trainer.progress_bar_metrics),
+        ],
     }
 
 
