@@ -26,6 +26,13 @@ def test_module_defaults_match_lightning(runs, run):
     assert_same_weights(lightning.weights(run), surge.weights(run))
 
 
+def test_an_epoch_mean_matches_lightning_to_the_last_bit(runs):
+    """Each step's `value * batch_size` rounded, then summed (not a fused multiply-add): the same
+    float32 mean as Lightning's, not just close."""
+    lightning, surge = runs
+    assert surge.record["mean_bits/result"] == lightning.record["mean_bits/result"]
+
+
 def test_the_points_are_the_ones_meant(runs):
     """What the comparison relies on in Lightning's record, so a changed script cannot pass vacuously."""
     record = runs[0].record

@@ -51,6 +51,7 @@ class Slot:
     total: Value | None = None
     weight: float = 0.0
     metric: Any = None  # a torchmetrics.Metric: it aggregates the epoch itself
+    product: Tensor | None = None  # a mean's `value * batch_size`, reused across steps
 
     def accumulate(self, value: Value, batch_size: int) -> None:
         """Fold one step into the epoch aggregate, in place on the device (no host read)."""
@@ -59,8 +60,15 @@ class Slot:
         if fx == "mean":
             if total is None:
                 self.total = value.float() * batch_size if isinstance(value, Tensor) else value * batch_size
+            elif isinstance(total, Tensor) and isinstance(value, Tensor):
+                # The product rounded, then added, as Lightning sums: add_(alpha=) rounds once, and the
+                # epoch mean would differ in its last bits.
+                product = self.product
+                if product is None or product.dtype != total.dtype or product.device != total.device:
+                    product = self.product = torch.empty_like(total)
+                total.add_(torch.mul(value, batch_size, out=product))
             elif isinstance(total, Tensor):
-                total.add_(value, alpha=batch_size)
+                total.add_(value * batch_size)
             else:
                 self.total = total + value * batch_size
             self.weight += batch_size

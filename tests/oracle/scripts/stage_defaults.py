@@ -49,6 +49,23 @@ class Watched(BoringModel):
         return super().test_step(batch, batch_idx)
 
 
+class Averaged(BoringModel):
+    """Logs a loss per batch of uneven sizes (the last batch smaller): the epoch mean's last bits."""
+
+    def test_step(self, batch, batch_idx):
+        loss = (self.layer(batch) ** 2).mean() * 1.37
+        self.log("test_loss", loss)
+        self.log("test_sum", loss, reduce_fx="sum")
+
+
+def mean_bits():
+    pl.seed_everything(3)
+    data = torch.utils.data.DataLoader(torch.randn(400, 32), batch_size=7)
+    trainer = pl.Trainer(logger=False, enable_progress_bar=False, enable_model_summary=False)
+    (result,) = trainer.test(Averaged(), data)
+    record.put("mean_bits/result", {k: repr(float(v)) for k, v in result.items()})
+
+
 def set_grads(model):
     for p in model.parameters():
         p.grad = torch.ones_like(p)
@@ -76,6 +93,7 @@ def main():
         set_grads(model)
         trainer.test(model)
         record.weights(run, model)
+    mean_bits()
 
 
 if __name__ == "__main__":
