@@ -59,7 +59,6 @@ LIGHTNING_TRAINER_ARGS = [
 # The ones surge refuses unless left at Lightning's default, with the value that is refused.
 REFUSED = {
     "barebones": True,
-    "plugins": ["some-plugin"],
     "model_registry": "my-model",
 }
 

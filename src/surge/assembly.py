@@ -55,7 +55,10 @@ def build_strategy(
             strategy = "single" if layout.processes == 1 and env.world_size == 1 else "ddp"
         cls = cast("type[Strategy]", STRATEGIES.get(strategy))  # registered by register_strategy
         strategy = cls.from_layout(layout)
-    strategy.use_checkpoint_writer(AsyncCheckpointWriter() if cfg.async_checkpoint else CheckpointWriter())
+    writer = cfg.plugins.checkpoint_writer  # a CheckpointIO plugin's, else as async_checkpoint says
+    strategy.use_checkpoint_writer(
+        writer or (AsyncCheckpointWriter() if cfg.async_checkpoint else CheckpointWriter())
+    )
     return strategy
 
 

@@ -84,7 +84,7 @@ class Trainer(StageEntryPoints):
         self._cfg = cfg = TrainerConfig(**args)
         self._accelerator = resolve_accelerator(cfg.accelerator)
         self._devices = resolve_devices(self._accelerator, cfg.devices)
-        env = detect()  # the one reading of the launch environment; the parts are given it
+        env = cfg.plugins.environment or detect()  # the one reading of where ranks come from
         self._strategy = build_strategy(cfg.strategy, cfg, self._accelerator, self._devices, env)
         self._precision: Precision = precision_plugin(cfg.precision, self._accelerator.name)
         self._strategy.connect_precision(self._precision)
@@ -221,7 +221,7 @@ class Trainer(StageEntryPoints):
 
     def _fit_stages(self, parts: RunParts, optim: Optimization, data: FitData, resume: Found | None) -> None:
         hooks, cfg = parts.hooks, self._cfg
-        signals = SignalFlag(forward_to=getattr(self._strategy, "launcher", None))
+        signals = SignalFlag(getattr(self._strategy, "launcher", None), cfg.plugins.requeue)
         with signals.installed(), anomaly_mode(cfg.detect_anomaly):  # preemption: a flag
             hooks.call("on_fit_start")
             self._publisher.log_run_start(parts.module, cfg.enable_autolog_hparams)

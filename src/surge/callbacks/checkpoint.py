@@ -293,10 +293,12 @@ class ModelCheckpoint(Callback):
             lambda v: self.format_checkpoint_name(candidates, name, ver=v), self.last_model_path
         )
         previous, self.last_model_path = self.last_model_path, path
-        if self._last_saved and self._last_saved_step == trainer.global_step:
-            # a hard link (or a symlink: save_last="link"), once the source is durable
-            trainer.strategy.link_checkpoint(Path(self._last_saved), Path(path), self.save_last == "link")
-        else:
+        same = self._last_saved and self._last_saved_step == trainer.global_step
+        # a hard link (symlink: save_last="link") once the source is durable; else (a CheckpointIO's) saved again
+        if not (
+            same
+            and trainer.strategy.link_checkpoint(Path(self._last_saved), Path(path), self.save_last == "link")
+        ):
             self._save_checkpoint(trainer, path)
         if previous:
             self._remove(trainer, previous, path)

@@ -17,19 +17,31 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from . import save_atomic
+from . import load_checkpoint, save_atomic
 
 Write = Callable[[dict[str, Any], Path], Any]
 
 
 class CheckpointWriter:
     """Writes at once, in the caller's thread. `write` writes one file (`save_atomic`; a wrapper
-    around it can, e.g., time the writes)."""
+    around it can, e.g., time the writes). `load` and `remove` read and delete what it wrote
+    (surge's verified read; the file and its shards)."""
 
     asynchronous = False
+    links = True  # a copy of a written file may be a hard link (False: written again through `write`)
 
     def __init__(self, write: Write = save_atomic) -> None:
         self.write = write
+
+    def load(self, path: str | Path) -> dict[str, Any]:
+        """The checkpoint at `path`, its digest verified."""
+        return load_checkpoint(path)
+
+    def remove(self, path: str | Path) -> None:
+        """Delete the checkpoint at `path` (with its shards if it has any)."""
+        from .shard_files import remove_checkpoint
+
+        remove_checkpoint(path)
 
     def save(self, state: dict[str, Any], path: str | Path, write: Write | None = None) -> None:
         """Write `state` to `path` with `write` (default: this writer's); durable once it returns."""

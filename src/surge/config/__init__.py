@@ -19,6 +19,7 @@ from .clip_algorithm import GradClipAlgorithmType
 from .declared import Resolves
 from .lightning import check_lightning_arguments, lightning_defaults
 from .paths import user_dir
+from .plugins import Plugins
 from .registry import PRECISIONS, STRATEGIES
 
 if TYPE_CHECKING:
@@ -108,7 +109,7 @@ class TrainerConfig:
     inference_mode: bool = True
     sync_batchnorm: bool = False
     barebones: bool = False
-    plugins: Any = None
+    plugins: Resolves[Any, Plugins] = Resolves(None)  # a plugin or a list: one decided value
     model_registry: str | None = None
     async_checkpoint: bool = False
     activation_checkpointing: Resolves[CheckpointPolicy | None, Policy | None] = Resolves(None)

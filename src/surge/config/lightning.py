@@ -7,6 +7,7 @@ from typing import Any
 
 from ..errors import MisconfigurationError, bad_value
 from ..rank_zero import warn
+from .plugins import resolve_plugins
 
 # Lightning's Trainer arguments whose default is None, and the value None stands for (Lightning's default).
 NONE_MEANS = {
@@ -47,8 +48,9 @@ def lightning_defaults(cfg: Any) -> None:
 
 
 def check_lightning_arguments(cfg: Any) -> None:
-    """`min_steps`, `inference_mode`, `sync_batchnorm` are honoured; `barebones`, `plugins` and
-    `model_registry` are refused unless left at their defaults, with what to do instead."""
+    """`min_steps`, `inference_mode`, `sync_batchnorm` are honoured; `plugins` becomes one decided
+    value (config/plugins.py); `barebones` and `model_registry` are refused unless left at their
+    defaults, with what to do instead."""
     steps = cfg.min_steps
     if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 0):
         raise bad_value("min_steps", steps, "None or an int >= 0")
@@ -61,12 +63,12 @@ def check_lightning_arguments(cfg: Any) -> None:
             "nobody overrides are never called). For a run without the extras set logger=False, "
             "enable_checkpointing=False, enable_progress_bar=False and enable_model_summary=False."
         )
-    if cfg.plugins is not None:
-        raise MisconfigurationError(
-            f"plugins={cfg.plugins!r} is not supported: pass your own precision as precision=<a "
-            "surge.precision.Precision> or strategy=<a surge.strategies.Strategy> (docs/trainer.md, "
-            '"Your own strategy or precision").'
-        )
+    cfg.plugins = plugins = resolve_plugins(
+        cfg.plugins, precision=cfg.precision, async_checkpoint=cfg.async_checkpoint
+    )
+    if plugins.precision is not None:
+        cfg.precision = plugins.precision
+    cfg.sync_batchnorm = cfg.sync_batchnorm or plugins.sync_batchnorm
     if cfg.model_registry is not None:
         raise MisconfigurationError(
             f"model_registry={cfg.model_registry!r} is not supported: surge uploads nothing; write the weights "

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 class ClusterEnvironment:
     """The process's place in the job."""
 
-    source: str  # "local", "torchrun", "slurm" or "surge" (surge's own launcher)
+    source: str  # "local", "torchrun", "slurm", "surge" (its own launcher), "plugin" (a ClusterEnvironment's)
     world_size: int = 1
     global_rank: int = 0
     local_rank: int = 0

@@ -1,8 +1,9 @@
 """Preemption: SIGTERM, SIGINT and SIGUSR1 become a flag; the fit loop acts on it at a step boundary.
 
 The handler only records the signal (never saves from inside a handler). At the next step
-boundary the loop writes a checkpoint, under SLURM requeues the job on SIGUSR1 (sent by
-`--signal=USR1@90`), and exits with 143 (SIGTERM) or 130 (SIGINT). A second SIGINT aborts at once.
+boundary the loop writes a checkpoint, under SLURM requeues the job on the requeue signal (SIGUSR1,
+sent by `--signal=USR1@90`, unless a `RequeuePolicy` names another or none), and exits with 143
+(SIGTERM) or 130 (SIGINT). A second SIGINT aborts at once.
 
 SLURM, container runtimes and Ctrl-C signal the whole process group, DataLoader workers too; a
 worker that dies of it fails the main process before it can save. `guard_workers` makes each
@@ -20,6 +21,7 @@ import signal
 import subprocess
 import threading
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
@@ -27,8 +29,24 @@ from torch.utils.data import DataLoader
 
 from ..rank_zero import info, warn
 
-SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1)
-EXIT_CODES: dict[int, int] = {signal.SIGTERM: 143, signal.SIGINT: 130, signal.SIGUSR1: 0}
+EXIT_CODES: dict[int, int] = {signal.SIGTERM: 143, signal.SIGINT: 130}
+
+
+@dataclass(frozen=True)
+class RequeuePolicy:
+    """Which signal checkpoints, requeues the SLURM job and exits 0: SIGUSR1 by default; None: no
+    handler for one at all (its own disposition applies, as Lightning's `SLURMEnvironment(auto_requeue=False)`).
+    SIGTERM and SIGINT still checkpoint and exit."""
+
+    signal: int | None = signal.SIGUSR1
+
+    def signals(self) -> tuple[int, ...]:
+        """The signals a fit handles."""
+        sigs = [signal.SIGTERM, signal.SIGINT]
+        return (*sigs, self.signal) if self.signal is not None and self.signal not in sigs else tuple(sigs)
+
+    def exit_code(self, sig: int) -> int:
+        return 0 if sig == self.signal else EXIT_CODES.get(sig, 143)
 
 
 class Preempted(SystemExit):
@@ -36,17 +54,19 @@ class Preempted(SystemExit):
 
 
 class SignalFlag:
-    """Installs the handlers for the duration of a fit (main thread only) and remembers the signal."""
+    """Installs the handlers for the duration of a fit (main thread only) and remembers the signal;
+    `requeue` says which signal is the requeue trigger."""
 
-    def __init__(self, forward_to: Any = None) -> None:
+    def __init__(self, forward_to: Any = None, requeue: RequeuePolicy | None = None) -> None:
         self.received: int | None = None
+        self.requeue = requeue if requeue is not None else RequeuePolicy()
         self._previous: dict[int, Any] = {}
         self._forward_to = forward_to  # surge's launcher: its children get the signal too
 
     def install(self) -> None:
         if threading.current_thread() is not threading.main_thread():
             return
-        for sig in SIGNALS:
+        for sig in self.requeue.signals():
             self._previous[sig] = signal.signal(sig, self._handle)
 
     def restore(self) -> None:

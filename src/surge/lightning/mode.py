@@ -39,6 +39,12 @@ MODULES = {
     "trainer.states": "states", "tuner": "tuner", "tuner.tuning": "tuner",
     "fabric": "fabric", "fabric.utilities": "fabric", "fabric.utilities.exceptions": "utilities.exceptions",
     "fabric.utilities.warnings": "utilities.warnings",
+    "plugins": "plugins", "plugins.environments": "plugins.environments", "plugins.io": "plugins.io",
+    "plugins.precision": "plugins.precision", "plugins.layer_sync": "plugins.layer_sync",
+    **{f"plugins.io.{m}": "plugins.io" for m in ("async_plugin", "checkpoint_plugin", "torch_plugin", "wrapper")},
+    **{f"plugins.precision.{m}": "plugins.precision" for m in (
+        "amp", "double", "half", "fsdp", "precision", "bitsandbytes", "deepspeed", "transformer_engine", "xla")},
+    "fabric.plugins": "plugins", "fabric.plugins.environments": "plugins.environments",
 }  # fmt: skip
 WHOLE = ("callbacks", "loggers", "profilers")  # `callbacks.early_stopping` and the like: the whole module
 DIFFERENCES = (

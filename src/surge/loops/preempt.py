@@ -6,7 +6,7 @@ import signal
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..launch.signals import EXIT_CODES, Preempted, requeue_slurm_job
+from ..launch.signals import Preempted, requeue_slurm_job
 from ..rank_zero import info
 
 if TYPE_CHECKING:
@@ -25,7 +25,7 @@ def signalled(loop: FitLoop, single: bool) -> bool:
 
 
 def preempt(loop: FitLoop) -> None:
-    """Checkpoint at this step boundary, requeue under SLURM on SIGUSR1, and exit."""
+    """Checkpoint at this step boundary, requeue under SLURM on the requeue signal, and exit."""
     ctx, global_step = loop.context(), loop.global_step
     trainer = ctx.checkpointing
     sig = ctx.signals.received or signal.SIGTERM
@@ -36,6 +36,6 @@ def preempt(loop: FitLoop) -> None:
     path = folder / "last.ckpt"
     trainer.save_checkpoint(path)
     info(f"{signal.Signals(sig).name}: saved {path} at step {global_step}; stopping")
-    if sig == signal.SIGUSR1 and trainer.is_global_zero:
+    if sig == ctx.signals.requeue.signal and trainer.is_global_zero:
         requeue_slurm_job()
-    raise Preempted(EXIT_CODES.get(sig, 143))
+    raise Preempted(ctx.signals.requeue.exit_code(sig))

@@ -12,7 +12,7 @@ import torch
 from torch import Tensor, nn
 from torch.optim import Optimizer
 
-from ..checkpoint import link_atomic, load_checkpoint
+from ..checkpoint import link_atomic
 from ..checkpoint.model_state import apply_model_state, bare_state_dict
 from ..checkpoint.run_state import check_layout
 from ..checkpoint.shard_files import is_sharded
@@ -155,11 +155,14 @@ class Strategy:
         if not writer.asynchronous:  # a background write is awaited in finish_checkpoints instead
             self.barrier("save_checkpoint")
 
-    def link_checkpoint(self, source: Path, target: Path, symbolic: bool = False) -> None:
+    def link_checkpoint(self, source: Path, target: Path, symbolic: bool = False) -> bool:
         """Make `target` a copy of the checkpoint `source` (rank zero), once `source` is durable; with
-        `symbolic`, a relative symlink to it."""
+        `symbolic`, a relative symlink to it. False (nothing done) for a copy its writer cannot link."""
+        if not (symbolic or self.checkpoint_writer.links):
+            return False
         if self.is_global_zero:
             self.checkpoint_writer.then(lambda: link_atomic(source, target, symbolic))
+        return True
 
     def check_checkpoints(self) -> None:
         """Raise the error of a background write that failed (no sync: an attribute read)."""
@@ -186,7 +189,7 @@ class Strategy:
 
     def load_checkpoint(self, path: str | Path) -> dict[str, Any]:
         """Read and verify a checkpoint (a sharded one's shard files too) before any state is used."""
-        ckpt = load_checkpoint(path)
+        ckpt = self.checkpoint_writer.load(path)
         check_layout(ckpt, path)
         if is_sharded(ckpt):
             problems = self._shard_problems(ckpt, path)
@@ -241,9 +244,8 @@ class Strategy:
     def remove_checkpoint(self, path: str | Path) -> None:
         """Delete a checkpoint this run wrote (rank zero), with its shards if it has any."""
         if self.is_global_zero:
-            from ..checkpoint.shard_files import remove_checkpoint
-
-            self.checkpoint_writer.then(lambda: remove_checkpoint(path))
+            writer = self.checkpoint_writer
+            writer.then(lambda: writer.remove(path))
 
     def explain_failure(self, err: BaseException) -> None:
         """Add what the strategy knows about why the run failed (e.g. a collective timeout)."""
