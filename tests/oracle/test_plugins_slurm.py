@@ -40,14 +40,18 @@ def cluster():
     shutil.rmtree(slurm.workdir, ignore_errors=True)
 
 
-def job(cluster, root: Path, framework: str, tasks: int, *args: str) -> dict:
-    """Run the script as an sbatch job (--requeue) of `tasks` tasks; its record, state, output, restarts."""
+def submit_job(cluster, root: Path, framework: str, tasks: int, *args: str) -> tuple[Path, str]:
+    """Submit the script as an sbatch job (--requeue) of `tasks` tasks; its folder and job id."""
     cwd = root / f"{framework}-{tasks}"
     cwd.mkdir()
     argv = " ".join(command(framework, SCRIPTS / "plugins_slurm.py", (str(tasks), *args)))
     env = cluster.env({**clean_env(), **_env(framework, cwd, None)})
-    job_id = submit(cluster, cwd, env, f"srun {argv}", ntasks=tasks, extra=("--requeue",))
-    state = wait_for(cluster, job_id, 120)
+    return cwd, submit(cluster, cwd, env, f"srun {argv}", ntasks=tasks, extra=("--requeue",))
+
+
+def finished_job(cluster, cwd: Path, job_id: str) -> dict:
+    """A submitted job once it ended: its record, state, output, restarts."""
+    state = wait_for(cluster, job_id, 240)
     out = (cwd / f"slurm-{job_id}.out").read_text()
     show = cluster.run(["scontrol", "-o", "show", "job", job_id]).stdout
     record = json.loads((cwd / "record.json").read_text()) if (cwd / "record.json").exists() else {}
@@ -56,12 +60,14 @@ def job(cluster, root: Path, framework: str, tasks: int, *args: str) -> dict:
 
 @pytest.fixture(scope="module")
 def jobs(cluster, tmp_path_factory):
+    """The four jobs, submitted together (SLURM runs them side by side as the node's CPUs allow)."""
     root = tmp_path_factory.mktemp("slurm-plugins")
-    return {
-        (f, tasks): job(cluster, root, f, tasks, *(("signal",) if tasks == 1 else ()))
+    submitted = {
+        (f, tasks): submit_job(cluster, root, f, tasks, *(("signal",) if tasks == 1 else ()))
         for tasks in (1, 2)
         for f in FRAMEWORKS
     }
+    return {key: finished_job(cluster, *job) for key, job in submitted.items()}
 
 
 @pytest.mark.parametrize("tasks", [1, 2])
