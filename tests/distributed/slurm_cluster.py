@@ -1,6 +1,6 @@
 """A real one-node SLURM cluster on this machine, from Debian's packages, for the SLURM tests.
 
-`SlurmCluster.start()` installs slurm and munge with apt-get when `slurmctld` is missing, starts a
+`SlurmCluster.start()` (slurm and munge installed first by .ci/run, `--install`; a test without them skips) starts a
 private munged, slurmctld and slurmd (their own ports, munge socket, config, state, spool and logs in
 one /tmp/surge-slurm-* directory; SLURM_CONF points commands at its slurm.conf), waits until `sinfo`
 shows the node idle, and `stop()` kills them and everything they started. Nothing here touches a
@@ -39,9 +39,24 @@ def _which(name: str) -> str | None:
     return shutil.which(name, path=path)
 
 
+TOOLS = ("slurmctld", "slurmd", "srun", "sbatch", "munged")
+INSTALL_HINT = (
+    "slurm-wlm and munge are not installed: .ci/run installs them before the tests "
+    "(by hand, as root: python tests/distributed/slurm_cluster.py --install)"
+)
+
+
+def require_installed() -> None:
+    """Tests never install system packages: without SLURM's tools this raises InstallError (a skip)."""
+    missing = [tool for tool in TOOLS if not _which(tool)]
+    if missing:
+        raise InstallError(f"{INSTALL_HINT}; missing: {missing}")
+
+
 def ensure_installed(timeout: float = 900) -> None:
-    """`apt-get install slurm-wlm munge` unless slurmctld, slurmd, srun and munged are all there."""
-    if all(_which(tool) for tool in ("slurmctld", "slurmd", "srun", "sbatch", "munged")):
+    """`apt-get install slurm-wlm munge` unless slurmctld, slurmd, srun and munged are all there
+    (CI's set-up, `--install`; never from inside a test)."""
+    if all(_which(tool) for tool in TOOLS):
         return
     if shutil.which("apt-get") is None:
         raise InstallError("slurmctld is not installed and there is no apt-get to install it")
@@ -131,8 +146,8 @@ class SlurmCluster:
     # -- start / stop -----------------------------------------------------------------------------
     @classmethod
     def start(cls, timeout: float = 60) -> SlurmCluster:
-        """Install if needed, then start the daemons; `timeout` bounds the start, not the install."""
-        ensure_installed()
+        """Start the daemons (SLURM must be installed: `require_installed`); `timeout` bounds the start."""
+        require_installed()
         cleanup_stale()
         node = socket.gethostname().split(".")[0]
         try:  # jobs get MASTER_ADDR=<node> from SLURM_NODELIST: it must resolve
@@ -314,7 +329,10 @@ class SlurmCluster:
 if __name__ == "__main__":
     import sys
 
+    if sys.argv[1:] == ["--install"]:
+        ensure_installed()
+        raise SystemExit(0)
     if sys.argv[1:] != ["--cleanup"]:
-        raise SystemExit("usage: python slurm_cluster.py --cleanup")
+        raise SystemExit("usage: python slurm_cluster.py --cleanup | --install")
     for line in cleanup_stale():
         print(f"killed {line}")

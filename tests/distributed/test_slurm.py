@@ -26,7 +26,7 @@ from jobs import (
     reference_run,
     run_group,
 )
-from slurm_cluster import InstallError, SlurmCluster, ensure_installed
+from slurm_cluster import InstallError, SlurmCluster, require_installed
 
 STEPS = ["--max-steps", "20", "--epochs", "4"]
 # Timed (jobs must reach a step, be requeued, end within seconds): never beside another timed test,
@@ -37,9 +37,9 @@ pytestmark = pytest.mark.timed
 @pytest.fixture(scope="module")
 def cluster():
     try:
-        ensure_installed()
+        require_installed()
     except InstallError as err:
-        pytest.skip(f"cannot install SLURM: {err}")
+        pytest.skip(str(err))
     started = time.monotonic()
     slurm = SlurmCluster.start(timeout=60)
     assert time.monotonic() - started < 60

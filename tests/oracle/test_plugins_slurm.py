@@ -17,7 +17,7 @@ from harness import SCRIPTS, _env, assert_same_weights, command
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "distributed"))
 from jobs import clean_env  # noqa: E402
-from slurm_cluster import InstallError, SlurmCluster, ensure_installed  # noqa: E402
+from slurm_cluster import InstallError, SlurmCluster, require_installed  # noqa: E402
 from test_slurm import submit, wait_for  # noqa: E402
 
 # Jobs must end within their deadline: never beside another timed test. Four jobs: slow.
@@ -28,9 +28,9 @@ FRAMEWORKS = ("lightning", "surge")
 @pytest.fixture(scope="module")
 def cluster():
     try:
-        ensure_installed()
+        require_installed()
     except InstallError as err:
-        pytest.skip(f"cannot install SLURM: {err}")
+        pytest.skip(str(err))
     slurm = SlurmCluster.start(timeout=60)
     yield slurm
     slurm.run(["scancel", "--full", "--partition=debug"])
