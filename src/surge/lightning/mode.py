@@ -38,6 +38,7 @@ MODULES = {
     "trainer.states": "states", "tuner": "tuner", "tuner.tuning": "tuner",
     "fabric": "fabric", "fabric.utilities": "fabric", "fabric.utilities.exceptions": "utilities.exceptions",
     "fabric.utilities.warnings": "utilities.warnings",
+    "utilities.combined_loader": "utilities.combined_loader",
 }  # fmt: skip
 WHOLE = ("callbacks", "loggers", "profilers")  # `callbacks.early_stopping` and the like: the whole module
 DIFFERENCES = (
