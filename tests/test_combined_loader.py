@@ -200,3 +200,14 @@ def test_a_resume_inside_an_epoch_continues_exactly(tmp_path, mode, generator, s
 def test_a_cycled_loader_shuffled_by_the_global_rng_says_it_resumes_inexactly(tmp_path):
     _, stopped = _fit(tmp_path, "max_size_cycle", generator=False, max_steps=3)
     assert any("loader 0 starts over inside the epoch" in w for w in stopped.caught)  # type: ignore[attr-defined]
+
+
+def test_a_dict_of_val_loaders_runs_each_with_its_index():
+    surge.seed_everything(0)
+    model = Pair()
+    vals = {"small": regression(8, 3, False), "big": regression(12, 4, False)}
+    trainer = fast_trainer(max_epochs=1, num_sanity_val_steps=0, num_workers=0)
+    trainer.fit(model, {"a": regression(8, 1)}, vals)  # a dict of one train loader: batches are dicts
+    assert model.steps == [(0, ["a"]), (1, ["a"])]
+    assert model.evals == [(0, 0), (1, 0), (0, 1), (1, 1), (2, 1)]
+    assert trainer.val_dataloaders.keys() == {"small", "big"} and trainer.num_val_batches == [2, 3]

@@ -262,7 +262,7 @@ def stop_persistent_workers(loaders: Iterable[Any]) -> None:
     them its stop signal: each worker then costs a 5 s wait and a kill. Dropping the iterator here
     stops them at once; a later `iter(loader)` starts new ones.
     """
-    from .combined_stage import inner_loaders
+    from .combined import inner_loaders
 
     for loader in (inner for outer in loaders for inner in inner_loaders(outer)):
         if isinstance(loader, DataLoader) and getattr(loader, "_iterator", None) is not None:

@@ -179,16 +179,23 @@ class CombinedLoader(Iterable):
 
     def reset(self) -> None:
         """Drop the pass under way and the loaders' own iterators (their worker processes stop)."""
-        from . import stop_persistent_workers
-
         self._iterator = None
-        stop_persistent_workers(self._flattened)
+        for loader in self._flattened:
+            if getattr(loader, "_iterator", None) is not None:
+                loader._iterator = None
 
     def with_loaders(self, loaders: list[Any]) -> CombinedLoader:
         """A new CombinedLoader of the same shape and mode over `loaders` (this one is left as it is)."""
         new = CombinedLoader(self._iterables, self._mode)
         new.flattened = loaders
         return new
+
+
+def inner_loaders(loader: Any) -> list[Any]:
+    """The loaders a stage's loader reads: a CombinedLoader's own (or those of the batches a loop
+    runs from one, which keep it as `combined`), else the loader itself."""
+    combined = loader if isinstance(loader, CombinedLoader) else getattr(loader, "combined", None)
+    return list(combined.flattened) if isinstance(combined, CombinedLoader) else [loader]
 
 
 class _ModeIterator:

@@ -101,15 +101,6 @@ def eval_runs(
     return [batches], [batches.limited_batches], limits
 
 
-def inner_loaders(loader: Any) -> list[Any]:
-    """The loaders a stage's loader reads: a CombinedLoader's (or its batches') own, else itself."""
-    if isinstance(loader, CombinedBatches):
-        return list(loader.combined.flattened)
-    if isinstance(loader, CombinedLoader):
-        return list(loader.flattened)
-    return [loader]
-
-
 def combined_inexact_reason(batches: CombinedBatches) -> str | None:
     """Why a checkpoint inside an epoch of `batches` cannot resume its data exactly, or None.
 

@@ -17,7 +17,7 @@ from torch.utils.data import DistributedSampler
 
 from ..errors import CheckpointError
 from ..seed import rng_state
-from .combined_stage import CombinedBatches, combined_inexact_reason, inner_loaders
+from .combined import inner_loaders
 from .dataset_rng import draws_random_numbers
 
 
@@ -88,8 +88,6 @@ def inexact_resume_reason(loader: Iterable | None) -> str | None:
     """Why a checkpoint of a run on `loader` cannot resume its data exactly, or None when it can."""
     from torch.utils.data import DataLoader
 
-    if isinstance(loader, CombinedBatches):
-        return combined_inexact_reason(loader)
     if not isinstance(loader, DataLoader) or not (loader.num_workers > 0 and loader.persistent_workers):
         return None
     if not draws_random_numbers(loader.dataset):

@@ -58,7 +58,7 @@ def is_torchdata_loader(loader: Any) -> bool:
 def check_train_loader(loader: Iterable, say: bool = True) -> Iterable:
     """`loader`, after refusing a dataset whose state its workers would hide, and saying (`say`) how
     an IterableDataset without state resumes (each of a CombinedLoader's loaders)."""
-    from .combined_stage import inner_loaders
+    from .combined import inner_loaders
 
     for inner in inner_loaders(loader):
         _check_one(inner, say)

@@ -33,8 +33,8 @@ from ...data import (
     starts_workers,
     stop_persistent_workers,
 )
-from ...data.combined import CombinedLoader
-from ...data.combined_stage import CombinedBatches, eval_runs, inner_loaders
+from ...data.combined import CombinedLoader, inner_loaders
+from ...data.combined_stage import CombinedBatches, combined_inexact_reason, eval_runs
 from ...data.loader_state import inexact_resume_reason
 from ...data.stage_data import NO_TRAIN_DATA, eval_found, fit_train_loader, loaders_defined, stage_source
 from ...data.stateful_loader import LoaderResume, check_train_loader, restore_loader
@@ -318,7 +318,11 @@ class FitData:
         """Once a fit: a checkpoint that cannot resume the data exactly says so when it is written."""
         if not self.inexact_said:
             self.inexact_said = True
-            reason = inexact_resume_reason(self._train())
+            train = self._train()
+            if isinstance(train, CombinedBatches):
+                reason = combined_inexact_reason(train)
+            else:
+                reason = inexact_resume_reason(train)
             if reason:
                 warn(f"this checkpoint will not resume exactly: {reason}")
 

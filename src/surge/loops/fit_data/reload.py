@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from torch.utils.data import DataLoader
 
-from ...data.combined import CombinedLoader
-from ...data.combined_stage import inner_loaders, prepared
+from ...data.combined import CombinedLoader, inner_loaders
+from ...data.combined_stage import prepared
 from ...data.stage_data import eval_found, fit_train_loader, stage_source
 from ...errors import MisconfigurationError
 from ...seed import rng_untouched, set_rng_state
