@@ -387,10 +387,15 @@ def test_fit_without_any_data():
         trainer.fit(TinyModel())
 
 
-def test_fit_with_two_train_loaders():
+def test_fit_refuses_a_sequential_combined_loader_for_training():
     train, val = make_loaders()
-    with pytest.raises(surge.MisconfigurationError, match="pass one"):
-        fast_trainer().fit(TinyModel(), [train, val])
+    combined = surge.data.CombinedLoader([train, val], "sequential")
+    trainer = fast_trainer()
+    with pytest.raises(
+        surge.MisconfigurationError, match='does not support the `CombinedLoader\\(mode="sequential"\\)`'
+    ):
+        trainer.fit(TinyModel(), combined)
+    assert trainer.global_step == 0
 
 
 def test_train_dataloaders_not_iterable():

@@ -298,11 +298,11 @@ class Trainer(StageEntryPoints):
         self.callbacks = enter_stage(self, model, self.datamodule, stage)
         arg = f"limit_{'val' if stage == 'validate' else stage}_batches"
         skip = getattr(self._cfg, arg) == 0  # no batch to run: the loaders are not even asked for
-        loaders, single = ([], False) if skip else eval_loaders(stage, dataloaders, self.datamodule, model)
+        given, single = ([], False) if skip else eval_loaders(stage, dataloaders, self.datamodule, model)
         parts, prep = self._setup(model, stage), self._loader_prep()
-        loaders = [prep.prepare(v) for v in loaders]
-        limits = [data_mod.limit_batches(v, getattr(self._cfg, arg), arg) for v in loaders]
-        self._stage_loaders[stage] = ((loaders[0] if single else loaders) if loaders else None, limits)
+        runs = prep.evaluation(given, single, getattr(self._cfg, arg), arg)
+        loaders, limits = runs.loaders, runs.limits
+        self._stage_loaders[stage] = (runs.given, runs.reported)
         found = self._find_checkpoint(ckpt_path)
         if ckpt_path == "auto" and found is None:
             info(f'{stage}(ckpt_path="auto"): no checkpoint in {self.default_root_dir}; weights as they are')

@@ -394,10 +394,10 @@ ROWS = [
     # dataloaders
     ("loader-empty", _fit(TinyModel(), _EMPTY), ValueError, ["empty", "0 batches"]),
     (
-        "two-train-loaders",
-        _fit(TinyModel(), [loader(), loader()]),
+        "sequential-train-loaders",
+        _fit(TinyModel(), surge.data.CombinedLoader([loader(), loader()], "sequential")),
         ValueError,
-        ["train_dataloaders", "2 loaders"],
+        ["fit()", 'CombinedLoader(mode="sequential")', "max_size_cycle"],
     ),
     (
         "no-train-data",

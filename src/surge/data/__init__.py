@@ -85,7 +85,11 @@ def loader_length(loader: Iterable) -> int | None:
 
 
 def limit_batches(loader: Iterable, limit: int | float, arg: str) -> int | float:
-    """How many batches of `loader` to use per epoch under `limit_*_batches` (inf when unknown)."""
+    """How many batches of `loader` to use per epoch under `limit_*_batches` (inf when unknown).
+    A CombinedLoader's batches have the limit applied to each of its loaders already."""
+    fixed = getattr(loader, "limited_batches", None)
+    if fixed is not None:
+        return fixed
     length = loader_length(loader)
     if isinstance(limit, int):
         return limit if length is None else min(limit, length)
@@ -208,6 +212,8 @@ def _resume_mode(loader: Iterable, skip: int) -> str:
     """ "skip" (by index, nothing loaded) or why the skipped batches must be loaded again."""
     if not skip:
         return "replay"
+    if hasattr(loader, "combined"):  # a CombinedLoader's batches
+        return "a CombinedLoader's loaders are read again from the epoch's start, in step"
     if not isinstance(loader, DataLoader) or loader.batch_sampler is None:
         return f"a {type(loader).__name__} has no batch sampler to skip by index"
     if isinstance(loader.dataset, IterableDataset):
@@ -256,7 +262,9 @@ def stop_persistent_workers(loaders: Iterable[Any]) -> None:
     them its stop signal: each worker then costs a 5 s wait and a kill. Dropping the iterator here
     stops them at once; a later `iter(loader)` starts new ones.
     """
-    for loader in loaders:
+    from .combined import inner_loaders
+
+    for loader in (inner for outer in loaders for inner in inner_loaders(outer)):
         if isinstance(loader, DataLoader) and getattr(loader, "_iterator", None) is not None:
             loader._iterator = None
 
@@ -344,5 +352,11 @@ def distribute_eval_loader(loader: Iterable, rank: int, world_size: int) -> Iter
 
 # `surge.data.cache(dataset, path)`: re-exported here; cached.py needs nothing from this module.
 from .cached import CachedDataset, CacheMismatchError, cache  # noqa: E402
+from .combined import CombinedLoader  # noqa: E402
 
-__all__ = ["CacheMismatchError", "CachedDataset", "cache"]  # the public API (the rest serves the loops)
+__all__ = [
+    "CacheMismatchError",
+    "CachedDataset",
+    "CombinedLoader",
+    "cache",
+]  # the public API (the rest serves the loops)

@@ -17,14 +17,22 @@ from torch.utils.data import DistributedSampler
 
 from ..errors import CheckpointError
 from ..seed import rng_state
+from .combined import inner_loaders
 from .dataset_rng import draws_random_numbers
 
 
 def loader_generators(loader: Iterable) -> list[torch.Generator]:
-    """The distinct CPU generators of `loader`, its sampler and its batch sampler's sampler."""
-    holders = [loader, getattr(loader, "sampler", None)]
-    batch_sampler = getattr(loader, "batch_sampler", None)
-    holders += [batch_sampler, getattr(batch_sampler, "sampler", None)]
+    """The distinct CPU generators of `loader`, its sampler and its batch sampler's sampler (of each
+    of a CombinedLoader's loaders, in order)."""
+    holders: list[Any] = []
+    for inner in inner_loaders(loader):
+        batch_sampler = getattr(inner, "batch_sampler", None)
+        holders += [
+            inner,
+            getattr(inner, "sampler", None),
+            batch_sampler,
+            getattr(batch_sampler, "sampler", None),
+        ]
     found: dict[int, torch.Generator] = {}
     for holder in holders:
         gen = getattr(holder, "generator", None)
@@ -57,18 +65,23 @@ def restore_epoch_start(loader: Iterable, epoch_start: dict[str, Any] | None) ->
         set_generator_states(loader, epoch_start["generators"])
 
 
+def _distributed_samplers(loader: Iterable | None) -> list[DistributedSampler]:
+    samplers = [getattr(inner, "sampler", None) for inner in inner_loaders(loader)]
+    return [s for s in samplers if isinstance(s, DistributedSampler)]
+
+
 def sampler_seed(loader: Iterable | None) -> int | None:
-    """The seed a DistributedSampler shuffles with (it is taken from `seed_everything` at fit start)."""
-    sampler = getattr(loader, "sampler", None)
-    seed = getattr(sampler, "seed", None) if isinstance(sampler, DistributedSampler) else None
-    return int(seed) if seed is not None else None
+    """The seed a DistributedSampler shuffles with (it is taken from `seed_everything` at fit start;
+    a CombinedLoader's loaders all have the same)."""
+    samplers = _distributed_samplers(loader)
+    return int(samplers[0].seed) if samplers else None
 
 
 def set_sampler_seed(loader: Iterable, seed: int | None) -> None:
     """Shuffle with the saved run's seed, whatever the resumed process was seeded with."""
-    sampler = getattr(loader, "sampler", None)
-    if seed is not None and isinstance(sampler, DistributedSampler):
-        sampler.seed = seed
+    if seed is not None:
+        for sampler in _distributed_samplers(loader):
+            sampler.seed = seed
 
 
 def inexact_resume_reason(loader: Iterable | None) -> str | None:
@@ -89,7 +102,8 @@ def inexact_resume_reason(loader: Iterable | None) -> str | None:
 def epoch_start(loader: Any, epoch: int, resumed: dict[str, Any] | None) -> dict[str, Any]:
     """Start epoch `epoch` of `loader` (its sampler's `set_epoch`); returns the RNG at the epoch's
     start (`resumed`, when the epoch is resumed inside), which a checkpoint inside it records."""
-    sampler: Any = getattr(loader, "sampler", None)
-    if hasattr(sampler, "set_epoch"):
-        sampler.set_epoch(epoch)
+    for inner in inner_loaders(loader):
+        sampler: Any = getattr(inner, "sampler", None)
+        if hasattr(sampler, "set_epoch"):
+            sampler.set_epoch(epoch)
     return {**rng_state(), "generators": generator_states(loader)} if resumed is None else resumed

@@ -3,7 +3,7 @@ and prepared for this process (worker seeding, pinning, the distributed share)."
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,6 +13,8 @@ from ..datamodule import DataModule
 from ..errors import MisconfigurationError, SurgeTypeError
 from ..module import Module
 from ..seed import last_seeding
+from .combined import CombinedLoader
+from .combined_stage import as_combined, check_train_mode, eval_runs, prepared, train_batches
 from .loader_prep import in_order, prepare_loader
 
 LOADER_HOOKS = {
@@ -46,12 +48,17 @@ def stage_source(given: Any, hook: str, datamodule: Any, model: Module, arg: str
 
 
 def fit_train_loader(train: Any, datamodule: Any, model: Module) -> Iterable:
-    """fit()'s one train loader, from the argument or the hooks."""
-    found = stage_loaders(train, "train_dataloader", datamodule, model, "train_dataloaders")
+    """fit()'s train loader, from the argument or the hooks: one loader, or a CombinedLoader (a
+    collection of loaders is combined in `max_size_cycle` mode, as Lightning combines it)."""
+    raw, arg = stage_source(train, "train_dataloader", datamodule, model, "train_dataloaders")
+    combined = as_combined(raw, "max_size_cycle")
+    if combined is not None:
+        for loader in combined.flattened:
+            data_mod.as_loader_list(loader, arg)  # each one iterable
+        return check_train_mode(combined)
+    found = data_mod.as_loader_list(raw, arg)
     if not found:
         raise MisconfigurationError(NO_TRAIN_DATA)
-    if len(found) > 1:
-        raise MisconfigurationError(f"train_dataloaders got {len(found)} loaders; pass one.")
     return found[0]
 
 
@@ -76,12 +83,29 @@ def eval_loaders(stage: str, given: Any, datamodule: Any, model: Module) -> tupl
     they came as one loader rather than a sequence (`trainer.val_dataloaders` gives them as they came)."""
     hook = LOADER_HOOKS[stage]
     raw, arg = stage_source(given, hook, datamodule, model, "dataloaders")
-    loaders = data_mod.as_loader_list(raw, arg)
+    loaders, single = eval_found(raw, arg, stage)
     if not loaders:
         raise MisconfigurationError(
             f"{stage}() has no data: pass dataloaders=, a datamodule=, or define {hook}()."
         )
-    return loaders, data_mod.is_single_loader(raw)
+    return loaders, single
+
+
+def eval_found(raw: Any, arg: str, stage: str) -> tuple[list[Iterable], bool]:
+    """An evaluation's loaders as given (`raw`, named `arg` in errors), as a list, and whether they
+    came as one. A CombinedLoader, or a dict of loaders (combined `sequential`, as Lightning
+    combines it), comes as one."""
+    if not isinstance(raw, CombinedLoader | Mapping):
+        return data_mod.as_loader_list(raw, arg), data_mod.is_single_loader(raw)
+    combined = as_combined(raw, "sequential")
+    assert combined is not None
+    if stage == "predict" and combined.mode != "sequential":
+        raise MisconfigurationError(
+            '`trainer.predict()` only supports the `CombinedLoader(mode="sequential")` mode.'
+        )
+    for loader in combined.flattened:
+        data_mod.as_loader_list(loader, arg)  # each one iterable
+    return [combined], True
 
 
 def check_step_defined(model: Any, hook: str, stage: str) -> None:
@@ -92,6 +116,16 @@ def check_step_defined(model: Any, hook: str, stage: str) -> None:
         raise MisconfigurationError(
             f"{stage}() needs {type(model).__name__}.{hook}(batch, batch_idx) to be defined."
         )
+
+
+@dataclass(frozen=True)
+class EvalRuns:
+    """An evaluation's loaders as prepared: what its loop runs, and what the Trainer shows."""
+
+    loaders: list[Iterable]  # each run as one loader (its own `dataloader_idx`)
+    limits: list[int | float]  # the batches each runs
+    given: Any  # the loaders in the shape they were given (`trainer.val_dataloaders`); None: none
+    reported: list[int | float]  # each loader's batch limit (`trainer.num_val_batches`)
 
 
 @dataclass(frozen=True)
@@ -115,6 +149,25 @@ class LoaderPreparation:
         """Worker seeding (after `seed_everything(workers=True)`), the workers' signal guard, pinning."""
         seeding = last_seeding()
         return prepare_loader(loader, self.pin_memory, bool(seeding and seeding.workers))
+
+    def evaluation(self, found: list[Iterable], single: bool, limit: int | float, arg: str,
+                   fitting: bool = False) -> EvalRuns:  # fmt: skip
+        """An evaluation's loaders (`single`: given as one) prepared, and their batch limits (`arg`:
+        `limit_val_batches`, ...); a CombinedLoader's loaders each prepared and limited."""
+        if len(found) == 1 and isinstance(found[0], CombinedLoader):
+            combined = prepared(found[0], lambda x: self.prepare(x, fitting=fitting))
+            runs, limits, per_loader = eval_runs(combined, limit, arg)
+            return EvalRuns(runs, limits, combined.iterables, per_loader)
+        runs = [self.prepare(x, fitting=fitting) for x in found]
+        limits = [data_mod.limit_batches(x, limit, arg) for x in runs]
+        return EvalRuns(runs, limits, (runs[0] if single else runs) if runs else None, limits)
+
+    def train(self, loader: Iterable, limit: int | float) -> Iterable:
+        """What fit's loop iterates for its train loader: `prepare`d, or for a CombinedLoader its
+        batches, each of its loaders prepared and limited by `limit` (`limit_train_batches`)."""
+        if isinstance(loader, CombinedLoader):
+            return train_batches(prepared(loader, lambda x: self.prepare(x, train=True)), limit)
+        return self.prepare(loader, train=True)
 
     def prepare(self, loader: Iterable, train: bool = False, fitting: bool = False) -> Iterable:
         """`adjust`, then this process's share: shuffled by the run's seed for training. Under

@@ -57,7 +57,15 @@ def is_torchdata_loader(loader: Any) -> bool:
 
 def check_train_loader(loader: Iterable, say: bool = True) -> Iterable:
     """`loader`, after refusing a dataset whose state its workers would hide, and saying (`say`) how
-    an IterableDataset without state resumes."""
+    an IterableDataset without state resumes (each of a CombinedLoader's loaders)."""
+    from .combined import inner_loaders
+
+    for inner in inner_loaders(loader):
+        _check_one(inner, say)
+    return loader
+
+
+def _check_one(loader: Iterable, say: bool) -> None:
     holder = state_holder(loader)
     dataset = getattr(loader, "dataset", None)
     name, workers = type(dataset).__name__, getattr(loader, "num_workers", 0)
@@ -76,7 +84,6 @@ def check_train_loader(loader: Iterable, say: bool = True) -> Iterable:
             "state_dict/load_state_dict, or use torchdata's StatefulDataLoader, to continue at the next "
             "sample."
         )
-    return loader
 
 
 def loader_position(loader: Any) -> Any | None:

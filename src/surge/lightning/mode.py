@@ -45,6 +45,7 @@ MODULES = {
     **{f"plugins.precision.{m}": "plugins.precision" for m in (
         "amp", "double", "half", "fsdp", "precision", "bitsandbytes", "deepspeed", "transformer_engine", "xla")},
     "fabric.plugins": "plugins", "fabric.plugins.environments": "plugins.environments",
+    "utilities.combined_loader": "utilities.combined_loader",
 }  # fmt: skip
 WHOLE = ("callbacks", "loggers", "profilers")  # `callbacks.early_stopping` and the like: the whole module
 DIFFERENCES = (

@@ -15,6 +15,7 @@ from torch.optim import Optimizer
 from torch.utils.data import DataLoader
 
 from ..data import loader_length
+from ..data.combined import CombinedLoader
 from ..errors import MisconfigurationError
 from ..module import Module
 from ..rank_zero import info
@@ -80,6 +81,8 @@ def tune_loaders(tuning: Tuning, model: Module, train: Iterable, given: bool = F
     """Apply a `BatchSizeFinder` callback, `effective_batch_size` (micro-batch and accumulation) and
     `num_workers` to the train loader; `given`: it was passed to fit(), not from a hook."""
     accumulate, auto = tuning.accumulate_grad_batches, None
+    if isinstance(train, CombinedLoader):
+        return Tuned(_tune_combined(tuning, train), accumulate)
     finder = _batch_size_finder(tuning.trainer)
     if finder is not None:
         train = finder.tune_train_loader(tuning.trainer, model, train, given)
@@ -93,6 +96,22 @@ def tune_loaders(tuning: Tuning, model: Module, train: Iterable, given: bool = F
             cast(DataLoader, train), tuning.num_workers, persistent_workers=tuning.num_workers > 0
         )
     return Tuned(train, accumulate, auto, vals_now=finder is not None)
+
+
+def _tune_combined(tuning: Tuning, train: CombinedLoader) -> CombinedLoader:
+    """A CombinedLoader's loaders with `num_workers=<int>` each; the tuners that choose one batch
+    size or worker count for the train loader are refused by name."""
+    found = "a BatchSizeFinder callback" if _batch_size_finder(tuning.trainer) is not None else None
+    if tuning.effective_batch_size is not None:
+        found = f"effective_batch_size={tuning.effective_batch_size}"
+    if tuning.num_workers == "auto":
+        found = 'num_workers="auto"'
+    if found is not None:
+        raise MisconfigurationError(
+            f"{found} tunes one train DataLoader, but the train data is a CombinedLoader of "
+            f"{len(train.flattened)} loaders: set batch_size and num_workers on each DataLoader instead."
+        )
+    return tune_val_loaders(tuning, [train])[0]  # type: ignore[return-value]
 
 
 def needs_train_first(tuning: Tuning, scale_lr: str | None) -> bool:
@@ -115,10 +134,13 @@ def tune_val_loaders(tuning: Tuning, vals: list[Iterable]) -> list[Iterable]:
     if not isinstance(count, int):
         return vals
     persistent = count > 0
-    return [
-        with_workers(v, count, persistent_workers=persistent) if isinstance(v, DataLoader) else v
-        for v in vals
-    ]
+
+    def tuned(v: Any) -> Any:
+        if isinstance(v, CombinedLoader):
+            return v.with_loaders([tuned(x) for x in v.flattened])
+        return with_workers(v, count, persistent_workers=persistent) if isinstance(v, DataLoader) else v
+
+    return [tuned(v) for v in vals]
 
 
 def _batch_size_finder(trainer: Trainer) -> BatchSizeFinder | None:

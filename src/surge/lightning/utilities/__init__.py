@@ -9,6 +9,7 @@ import torch
 from lightning_utilities.core.apply_func import apply_to_collection, apply_to_collections
 
 from ...data import move_to_device
+from ...data.combined import CombinedLoader
 from ...module.hparams import AttributeDict
 from ..refuse import module_getattr
 from .imports import _TORCHVISION_AVAILABLE
@@ -29,7 +30,6 @@ def move_data_to_device(batch: Any, device: torch.device | str | int) -> Any:
 __getattr__ = module_getattr(
     "lightning.pytorch.utilities",
     {
-        "CombinedLoader": "pass a list of loaders to fit/validate/test instead",
         "measure_flops": "surge has no FLOP counter; use torch.utils.flop_counter.FlopCounterMode",
         "grad_norm": "log torch.nn.utils.get_total_norm over the gradients instead",
     },
@@ -38,6 +38,7 @@ __getattr__ = module_getattr(
 __all__ = [
     "_TORCHVISION_AVAILABLE",
     "AttributeDict",
+    "CombinedLoader",
     "apply_to_collection",
     "apply_to_collections",
     "move_data_to_device",

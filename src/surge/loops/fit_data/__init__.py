@@ -25,9 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...callbacks.base import overrides
 from ...data import (
-    as_loader_list,
     data_wait_advice,
-    is_single_loader,
     iter_without_worker_seed_draw,
     limit_batches,
     loader_state,
@@ -35,8 +33,10 @@ from ...data import (
     starts_workers,
     stop_persistent_workers,
 )
+from ...data.combined import CombinedLoader, inner_loaders
+from ...data.combined_stage import CombinedBatches, combined_inexact_reason, eval_runs
 from ...data.loader_state import inexact_resume_reason
-from ...data.stage_data import NO_TRAIN_DATA, fit_train_loader, loaders_defined, stage_source
+from ...data.stage_data import NO_TRAIN_DATA, eval_found, fit_train_loader, loaders_defined, stage_source
 from ...data.stateful_loader import LoaderResume, check_train_loader, restore_loader
 from ...errors import CheckpointError, MisconfigurationError, bad_value
 from ...module import Module
@@ -95,6 +95,7 @@ class FitData:
         self.train: Iterable | None = None
         self.vals: list[Iterable] | None = None  # None: not asked for yet
         self.val_single = False  # one val loader was given, not a sequence (`trainer.val_dataloaders`)
+        self.val_combined: tuple[Any, list[int | float]] | None = None  # a CombinedLoader's: as given, limits
         self.val_enabled = False  # validation runs (a step, loaders and batches), once they are asked for
         self.plan = BatchPlan(0, [], 0)
         self.accumulate = cfg.accumulate_grad_batches  # a tuner or a callback may decide another
@@ -113,7 +114,7 @@ class FitData:
             src = self.sources
             found = fit_train_loader(src.given[0], src.datamodule, src.model)
             self.tuned = tuned = tune_loaders(src.tuning, src.model, found, src.given[0] is not None)
-            self.train = src.prep.prepare(tuned.train, train=True)
+            self.train = src.prep.train(tuned.train, src.cfg.limit_train_batches)
             self.accumulate = tuned.accumulate_grad_batches
             self.plan = replace(self._plan_of(self.train, []), val=self.plan.val)
             if tuned.vals_now:  # so `trainer.val_dataloaders` is set after a Tuner's search, too
@@ -131,8 +132,17 @@ class FitData:
     def _first_vals(self) -> list[Iterable]:
         src = self.sources
         raw, arg = stage_source(src.given[1], "val_dataloader", src.datamodule, src.model, "val_dataloaders")
-        self.val_single, found = is_single_loader(raw), as_loader_list(raw, arg)
-        return [src.prep.prepare(v, fitting=True) for v in tune_val_loaders(src.tuning, found)]
+        found, self.val_single = eval_found(raw, arg, "validate")
+        runs = src.prep.evaluation(
+            tune_val_loaders(src.tuning, found),
+            self.val_single,
+            src.cfg.limit_val_batches,
+            "limit_val_batches",
+            True,
+        )
+        combined = bool(found) and isinstance(found[0], CombinedLoader)
+        self.val_combined = (runs.given, runs.reported) if combined else None
+        return runs.loaders
 
     def start(self, epoch: int) -> Iterable:
         """When training starts: both asked for, the batch plan checked, the auto-workers tuning and
@@ -217,8 +227,14 @@ class FitData:
         """Before validation inside fit (not the sanity check): the val loaders, new ones when due."""
         if self.reload is not None and self.reload.vals_due(epoch):
             old = self.ask_vals()
-            current = old[0] if old else self._train()
+            current = inner_loaders(old[0] if old else self._train())[0]
             new = [self._new_loaders().ready(v, current, train=False) for v in self._new_loaders().vals()]
+            self.val_combined = None
+            if new and isinstance(combined := new[0], CombinedLoader):  # each of its loaders made ready
+                new, _, reported = eval_runs(
+                    combined, self.sources.cfg.limit_val_batches, "limit_val_batches"
+                )
+                self.val_combined = (combined.iterables, reported)
             stop_persistent_workers(old)
             self.vals, self.plan = new, replace(self.plan, val=self._val_limits(new))
         return self.ask_vals(), self.plan
@@ -240,13 +256,19 @@ class FitData:
         cfg = src.cfg
         batch = getattr(tuned.train, "batch_size", None) if cfg.effective_batch_size is not None else None
         return NewLoaders(
-            self.reload.every_n_epochs, src.model, src.datamodule, src.prep, batch, cfg.num_workers
-        )
+            self.reload.every_n_epochs, src.model, src.datamodule, src.prep, batch, cfg.num_workers,
+            cfg.limit_train_batches,
+        )  # fmt: skip
 
     # -- what the others read ----------------------------------------------------------------
     def set_accumulation(self, value: int) -> None:
         """`trainer.accumulate_grad_batches = value` (checked there), used from the next epoch's start."""
         self.accumulate = value
+
+    def train_as_given(self) -> Any:
+        """`trainer.train_dataloader`: the train loader, or a CombinedLoader's loaders in the shape given."""
+        train = self.train
+        return train.combined.iterables if isinstance(train, CombinedBatches) else train
 
     def loaders(self) -> list[Iterable]:
         """The fit's loaders as they stand (their persistent workers are stopped when it ends)."""
@@ -257,6 +279,8 @@ class FitData:
         the loader itself when one was given, else the list; None when there are none."""
         if not self.vals:
             return None
+        if self.val_combined is not None:
+            return self.val_combined[0]
         return self.vals[0] if self.val_single else self.vals
 
     def num_val_batches(self) -> list[int | float]:
@@ -264,7 +288,7 @@ class FitData:
         or limit_val_batches=0), as Lightning."""
         if self.vals is not None and not (self.has_val_step and self.sources.cfg.limit_val_batches != 0):
             return []
-        return self.plan.val
+        return self.val_combined[1] if self.val_combined is not None else self.plan.val
 
     def resume_limit(self) -> int | float:
         """The batches a resumed epoch may have done (checked later when its loader is requested again)."""
@@ -294,7 +318,11 @@ class FitData:
         """Once a fit: a checkpoint that cannot resume the data exactly says so when it is written."""
         if not self.inexact_said:
             self.inexact_said = True
-            reason = inexact_resume_reason(self._train())
+            train = self._train()
+            if isinstance(train, CombinedBatches):
+                reason = combined_inexact_reason(train)
+            else:
+                reason = inexact_resume_reason(train)
             if reason:
                 warn(f"this checkpoint will not resume exactly: {reason}")
 

@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 from torch.utils.data import DataLoader
 
-from ...data.stage_data import stage_loaders
+from ...data.combined import CombinedLoader, inner_loaders
+from ...data.combined_stage import prepared
+from ...data.stage_data import eval_found, fit_train_loader, stage_source
 from ...errors import MisconfigurationError
 from ...seed import rng_untouched, set_rng_state
 from ...tune.loaders import with_batch_size, with_workers
@@ -37,6 +39,7 @@ class NewLoaders:
     prep: LoaderPreparation
     batch_size: int | None  # the micro-batch effective_batch_size chose, for every new train loader
     num_workers: int | str | None  # Trainer(num_workers=): an int, or "auto" (keeps the count chosen)
+    limit_train_batches: int | float
 
     def train(self, epoch: int, resume_rng: dict[str, Any] | None) -> Iterable:
         """The module's or datamodule's train loader, requested for `epoch` without moving training's
@@ -44,26 +47,37 @@ class NewLoaders:
         with rng_untouched():
             if resume_rng is not None:
                 set_rng_state(resume_rng)
-            found = stage_loaders(None, "train_dataloader", self.datamodule, self.model, "train_dataloaders")
-        if len(found) != 1:
-            raise MisconfigurationError(
-                f"reload_dataloaders_every_n_epochs={self.every_n_epochs}: train_dataloader() "
-                f"returned {len(found)} loaders at epoch {epoch}; return one."
-            )
-        return found[0]
+            try:
+                return fit_train_loader(None, self.datamodule, self.model)
+            except MisconfigurationError as err:
+                raise MisconfigurationError(
+                    f"reload_dataloaders_every_n_epochs={self.every_n_epochs}: train_dataloader() at epoch {epoch}: {err}"
+                ) from err
 
     def vals(self) -> list[Iterable]:
+        """The val loaders requested again (a CombinedLoader, or a dict of loaders combined, as one)."""
         with rng_untouched():
-            return stage_loaders(None, "val_dataloader", self.datamodule, self.model, "val_dataloaders")
+            raw, arg = stage_source(None, "val_dataloader", self.datamodule, self.model, "val_dataloaders")
+            return eval_found(raw, arg, "validate")[0]
 
     def ready(self, loader: Any, current: Any, train: bool) -> Iterable:
-        """`loader` with the tuned settings of the one it replaces, prepared for this process."""
+        """`loader` with the tuned settings of the one it replaces, prepared for this process (a
+        CombinedLoader: each of its loaders; for training, its batches under `limit_train_batches`)."""
+        if isinstance(loader, CombinedLoader):
+            combined = loader.with_loaders([self._tuned(x, current, train) for x in loader.flattened])
+            if train:
+                return self.prep.train(combined, self.limit_train_batches)
+            return prepared(combined, lambda x: self.prep.prepare(x, fitting=True))
+        return self.prep.prepare(self._tuned(loader, current, train), train=train, fitting=True)
+
+    def _tuned(self, loader: Any, current: Any, train: bool) -> Any:
+        current = inner_loaders(current)[0]
         if train and self.batch_size is not None and getattr(loader, "batch_size", None) != self.batch_size:
             loader = with_batch_size(loader, self.batch_size)
         count = self._workers(current)
         if count is not None and isinstance(loader, DataLoader) and loader.num_workers != count:
             loader = with_workers(loader, count, persistent_workers=count > 0)
-        return self.prep.prepare(loader, train=train, fitting=True)
+        return loader
 
     def _workers(self, current: Any) -> int | None:
         """The worker count a new loader gets: the tuned one (None: the loader's own)."""

@@ -83,7 +83,7 @@ class FitDataViews:
 
     @property
     def train_dataloader(self) -> Any:
-        return self._fit_data.train if self._fit_data is not None and self._fn == "fit" else None
+        return self._fit_data.train_as_given() if self._fit_data is not None and self._fn == "fit" else None
 
     @property
     def val_dataloaders(self) -> Any:
