@@ -216,8 +216,9 @@ class Trainer(StageEntryPoints):
 
     def _loader_prep(self) -> LoaderPreparation:
         return LoaderPreparation.of(
-            self._cfg, self._accelerator.pin_memory, self.global_rank, self.world_size
-        )
+            self._cfg, self._accelerator.pin_memory, self.global_rank, self.world_size,
+            process_group=self._strategy.distributed_sampler_kwargs is not None,
+        )  # fmt: skip
 
     def _fit_stages(self, parts: RunParts, optim: Optimization, data: FitData, resume: Found | None) -> None:
         hooks, cfg = parts.hooks, self._cfg

@@ -106,10 +106,15 @@ class LoaderPreparation:
     unshuffle: bool = False  # overfit_batches: the train loader reads its dataset in order
 
     @classmethod
-    def of(cls, cfg: Any, pin_memory: bool, global_rank: int, world_size: int) -> LoaderPreparation:
-        """The preparation a Trainer's settings (`cfg`, a TrainerConfig) ask for on this process."""
+    def of(
+        cls, cfg: Any, pin_memory: bool, global_rank: int, world_size: int, process_group: bool = False
+    ) -> LoaderPreparation:
+        """The preparation a Trainer's settings (`cfg`, a TrainerConfig) ask for on this process.
+        Under a process-group strategy (DDP, FSDP) loaders are distributed even on one process, as
+        Lightning does (a DistributedSampler of one replica shuffles by the run's seed)."""
         overfit = bool(cfg.overfit_batches)
-        return cls(pin_memory, global_rank, world_size, cfg.use_distributed_sampler, overfit)
+        distribute = cfg.use_distributed_sampler and (world_size > 1 or process_group)
+        return cls(pin_memory, global_rank, world_size, distribute, overfit)
 
     def adjust(self, loader: Any) -> Any:
         """Worker seeding (after `seed_everything(workers=True)`), the workers' signal guard, pinning."""
@@ -122,7 +127,7 @@ class LoaderPreparation:
         loader = self.adjust(loader)
         if self.unshuffle and (train or fitting):
             loader = in_order(loader, "overfit_batches", "train" if train else "val")
-        if self.world_size == 1 or not self.distribute:
+        if not self.distribute:
             return loader
         if train:
             seeding = last_seeding()

@@ -38,6 +38,12 @@ MODULES = {
     "trainer.states": "states", "tuner": "tuner", "tuner.tuning": "tuner",
     "fabric": "fabric", "fabric.utilities": "fabric", "fabric.utilities.exceptions": "utilities.exceptions",
     "fabric.utilities.warnings": "utilities.warnings",
+    "strategies": "strategies", "strategies.ddp": "strategies", "strategies.fsdp": "strategies",
+    "strategies.single_device": "strategies", "strategies.strategy": "strategies",
+    "strategies.parallel": "strategies", "strategies.model_parallel": "strategies",
+    "strategies.deepspeed": "strategies", "strategies.xla": "strategies", "strategies.single_xla": "strategies",
+    "accelerators": "accelerators", "accelerators.accelerator": "accelerators", "accelerators.cpu": "accelerators",
+    "accelerators.cuda": "accelerators", "accelerators.mps": "accelerators", "accelerators.xla": "accelerators",
 }  # fmt: skip
 WHOLE = ("callbacks", "loggers", "profilers")  # `callbacks.early_stopping` and the like: the whole module
 DIFFERENCES = (
