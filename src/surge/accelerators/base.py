@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
+
+if TYPE_CHECKING:
+    from ..trainer import Trainer
 
 
 class Accelerator:
     """A device kind. Subclasses say whether it exists, how many there are, and how to set one up.
 
-    Also has Lightning's public members (`auto_device_count`, `get_parallel_devices`, `setup`,
-    `teardown`, `get_device_stats`), so `trainer.accelerator` answers scripts that use them.
+    Also has Lightning's public members (auto_device_count, get_parallel_devices, setup,
+    teardown, get_device_stats), so `trainer.accelerator` answers scripts that use them.
     """
 
     name = "cpu"
@@ -46,7 +49,7 @@ class Accelerator:
         """Memory statistics of `device` (torch's, where it keeps them; else none)."""
         return {}
 
-    def setup(self, trainer: Any) -> None:
+    def setup(self, trainer: Trainer) -> None:
         """Called as a stage sets up; nothing to do."""
 
     def teardown(self) -> None:

@@ -54,7 +54,7 @@ class Strategy:
     name = "single"
     syncs_late = True  # gradients skipped under no_sync can be averaged by average_gradients()
     inference_mode_safe = True  # evaluation may run under torch.inference_mode
-    layout: Layout | None = None  # what the Trainer asked for (`attach_layout`)
+    _layout: Layout | None = None  # what the Trainer asked for (attach_layout)
     wrapped: nn.Module | None = None  # the wrapper steps run through (DDP, FSDP), if any
     activation_checkpointing_policy: Any = None  # what to checkpoint, when the strategy decides it
     checkpoint_io: Any = None  # Lightning's checkpoint I/O plugin, when one was given
@@ -75,8 +75,8 @@ class Strategy:
         """Check (and plan for) the devices, nodes and environment; also run for a user's object."""
 
     def attach_layout(self, layout: Layout) -> None:
-        """Keep the checked layout: what `root_device`, `parallel_devices` and `num_nodes` report."""
-        self.layout = layout
+        """Keep the checked layout: what the root device, the parallel devices and the node count report."""
+        self._layout = layout
 
     # -- ranks -----------------------------------------------------------------------------
     global_rank = 0
@@ -92,7 +92,7 @@ class Strategy:
     @property
     def parallel_devices(self) -> list[torch.device]:
         """This node's devices, one per process (the same device repeated on the CPU)."""
-        return [self.device] if self.layout is None else layout_devices(self.layout)
+        return [self.device] if self._layout is None else layout_devices(self._layout)
 
     @property
     def root_device(self) -> torch.device:
@@ -107,16 +107,16 @@ class Strategy:
 
     @property
     def num_nodes(self) -> int:
-        return self.layout.num_nodes if self.layout is not None else 1
+        return self._layout.num_nodes if self._layout is not None else 1
 
     @property
     def num_processes(self) -> int:
         """Processes on this node."""
-        return self.layout.processes_per_node if self.layout is not None else 1
+        return self._layout.processes_per_node if self._layout is not None else 1
 
     @property
     def accelerator(self) -> Accelerator | None:
-        return self.layout.accelerator if self.layout is not None else None
+        return self._layout.accelerator if self._layout is not None else None
 
     @property
     def lightning_module(self) -> nn.Module | None:
@@ -130,7 +130,7 @@ class Strategy:
 
     @property
     def precision_plugin(self) -> Any:
-        """The precision the Trainer connected (`connect_precision`)."""
+        """The precision the Trainer connected."""
         return self._precision_plugin
 
     @precision_plugin.setter
@@ -138,11 +138,11 @@ class Strategy:
         self._precision_plugin = precision
 
     def reduce(self, tensor: Any, group: Any = None, reduce_op: Any = "mean") -> Any:
-        """Lightning's `reduce`: one process, so the value as it is."""
+        """Lightning's reduce: one process, so the value as it is."""
         return tensor
 
     def all_gather(self, tensor: Tensor, group: Any = None, sync_grads: bool = False) -> Tensor:
-        """Lightning's `all_gather`: one process, so the tensor as it is."""
+        """Lightning's all_gather: one process, so the tensor as it is."""
         return tensor
 
     def reduce_boolean_decision(self, decision: bool, all: bool = True) -> bool:
@@ -187,7 +187,7 @@ class Strategy:
 
     # -- collectives -----------------------------------------------------------------------
     def barrier(self, name: str | None = None) -> None:
-        """Wait for every process (`name` only labels it)."""
+        """Wait for every process (a name only labels it)."""
 
     def broadcast(self, obj: Any, src: int = 0) -> Any:
         return obj

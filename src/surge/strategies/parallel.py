@@ -94,7 +94,7 @@ class ProcessGroupStrategy(Strategy):
             )
 
     def configure(self, processes_per_node: int, num_nodes: int, env: ClusterEnvironment) -> None:
-        """Check the launch environment `env` agrees with `devices` and `num_nodes`; plan a launch
+        """Check the launch environment `env` agrees with the devices and nodes asked for; plan a launch
         if this process is alone."""
         expected = processes_per_node * num_nodes
         self.env, self.call_site = env, trainer_call_site()
@@ -204,7 +204,7 @@ class ProcessGroupStrategy(Strategy):
         return out
 
     def reduce(self, tensor: Any, group: Any = None, reduce_op: Any = "mean") -> Any:
-        """Lightning's `reduce`: a tensor all-reduced in place ("mean" by default, or "sum", "max",
+        """Lightning's reduce: a tensor all-reduced in place ("mean" by default, or "sum", "max",
         a ReduceOp); anything else, or before the group exists, as it is."""
         if not isinstance(tensor, Tensor) or not dist.is_initialized():
             return tensor
@@ -214,7 +214,7 @@ class ProcessGroupStrategy(Strategy):
         return out
 
     def all_gather(self, tensor: Tensor, group: Any = None, sync_grads: bool = False) -> Tensor:
-        """Lightning's `all_gather`: every process's tensor stacked on a new first dimension."""
+        """Lightning's all_gather: every process's tensor stacked on a new first dimension."""
         if not dist.is_initialized():
             return tensor
         self._enter("all_gather")
