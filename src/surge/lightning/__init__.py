@@ -21,6 +21,7 @@ from .refuse import refuse
 from .seeding import seed_everything
 
 SUBMODULES = ("callbacks", "cli", "core", "demos", "loggers", "profilers", "tuner", "utilities")
+SUBMODULES += ("strategies", "accelerators")  # type: ignore[assignment]
 SUBMODULES += ("strategies", "accelerators")
 REFUSED = {
     "Fabric": "surge has no Fabric; write a surge.Module and use surge.Trainer",

@@ -59,7 +59,7 @@ class DDPStrategy(ProcessGroupStrategy):
         broadcast_buffers: bool = True,
         comm_hook: Callable[..., Any] | None = None,
         comm_state: object = None,
-        timeout: datetime.timedelta | float = datetime.timedelta(minutes=30),
+        timeout: datetime.timedelta | float | None = datetime.timedelta(minutes=30),
         process_group_backend: str | None = None,
     ) -> None:
         super().__init__(timeout=timeout, process_group_backend=process_group_backend)
