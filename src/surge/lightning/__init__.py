@@ -22,7 +22,6 @@ from .seeding import seed_everything
 
 SUBMODULES = ("callbacks", "cli", "core", "demos", "loggers", "profilers", "tuner", "utilities")
 SUBMODULES += ("strategies", "accelerators")  # type: ignore[assignment]
-SUBMODULES += ("strategies", "accelerators")
 REFUSED = {
     "Fabric": "surge has no Fabric; write a surge.Module and use surge.Trainer",
     "LightningWork": "surge has no Lightning apps",
