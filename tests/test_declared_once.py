@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 import surge
+from surge.accelerators.base import Accelerator
 from surge.callbacks.base import CALLBACK_HOOKS, Callback, CallbackHooks
 from surge.config import TrainerConfig
 from surge.config.declared import ArgumentView, Resolves
@@ -43,7 +44,7 @@ def test_the_trainer_signature_is_the_config_fields_in_order_with_their_defaults
     assert [p.name for p in params] == [f.name for f in FIELDS]
     assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in params)
     hints = typing.get_type_hints(surge.Trainer.__init__)
-    named = {c.__name__: c for c in (Callback, Logger, Precision, Strategy, Resolves)}
+    named = {c.__name__: c for c in (Accelerator, Callback, Logger, Precision, Strategy, Resolves)}
     named |= {"CheckpointPolicy": CheckpointPolicy, "Policy": Policy}
     declared = typing.get_type_hints(TrainerConfig, localns=named)
     for p, f in zip(params, FIELDS, strict=True):

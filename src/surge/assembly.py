@@ -55,6 +55,12 @@ def build_strategy(
             strategy = "single" if layout.processes == 1 and env.world_size == 1 else "ddp"
         cls = cast("type[Strategy]", STRATEGIES.get(strategy))  # registered by register_strategy
         strategy = cls.from_layout(layout)
+    strategy.attach_layout(layout)
+    if cfg.activation_checkpointing is not None and strategy.activation_checkpointing_policy is not None:
+        raise MisconfigurationError(
+            f"activation_checkpointing={cfg.activation_checkpointing!r} and the strategy's own policy "
+            f"({strategy.activation_checkpointing_policy!r}) both choose what to checkpoint; give one of them."
+        )
     writer = cfg.plugins.checkpoint_writer  # a CheckpointIO plugin's, else as async_checkpoint says
     strategy.use_checkpoint_writer(
         writer or (AsyncCheckpointWriter() if cfg.async_checkpoint else CheckpointWriter())
@@ -242,9 +248,8 @@ def prepare_module(
     if cfg.sync_batchnorm:  # before the strategy wraps it, as Lightning does
         check_sync_batchnorm(True, strategy.device.type, strategy.world_size)
         torch.nn.SyncBatchNorm.convert_sync_batchnorm(model)
-    checkpointing = activation_checkpointing.apply(
-        model, cfg.activation_checkpointing
-    )  # before sharding, compile
+    policy = cfg.activation_checkpointing or strategy.activation_checkpointing_policy  # one, at most
+    checkpointing = activation_checkpointing.apply(model, policy)  # before sharding, compile
     strategy.setup_module(model)
     if cfg.channels_last:
         # nn.Module.to takes memory_format (documented), but torch's overloads leave it out

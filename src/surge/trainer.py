@@ -215,9 +215,7 @@ class Trainer(StageEntryPoints):
         ))  # fmt: skip
 
     def _loader_prep(self) -> LoaderPreparation:
-        return LoaderPreparation.of(
-            self._cfg, self._accelerator.pin_memory, self.global_rank, self.world_size
-        )
+        return LoaderPreparation.of(self._cfg, self._accelerator.pin_memory, self._strategy)
 
     def _fit_stages(self, parts: RunParts, optim: Optimization, data: FitData, resume: Found | None) -> None:
         hooks, cfg = parts.hooks, self._cfg

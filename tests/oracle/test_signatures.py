@@ -22,6 +22,7 @@ import surge.lightning as L
 from surge.errors import MisconfigurationError
 from surge.lightning import callbacks as surge_callbacks
 from surge.lightning import loggers as surge_loggers
+from surge.lightning import strategies as surge_strategies
 from surge.lightning.demos.boring_classes import BoringModel, RandomDataset
 from surge.lightning.refuse import LightningNameError
 from surge.lightning.tuner import Tuner
@@ -41,6 +42,8 @@ targets = {
     "CSVLogger": loggers.CSVLogger.__init__, "TensorBoardLogger": loggers.TensorBoardLogger.__init__,
     "Tuner.lr_find": pl.tuner.Tuner.lr_find, "Tuner.scale_batch_size": pl.tuner.Tuner.scale_batch_size,
 }
+from lightning.pytorch import strategies
+targets.update({f"strategies.{n}": getattr(strategies, n).__init__ for n in ("DDPStrategy", "FSDPStrategy", "SingleDeviceStrategy")})
 targets.update({f"callbacks.{name}": getattr(callbacks, name).__init__ for name in callbacks.__all__})
 out = {}
 for key, fn in targets.items():
@@ -93,6 +96,8 @@ def defaults_but(key: str, *given: str) -> dict[str, Any]:
 def surge_target(key: str) -> Any:
     if key.startswith("callbacks."):
         return getattr(surge_callbacks, key.split(".", 1)[1]).__init__
+    if key.startswith("strategies."):
+        return getattr(surge_strategies, key.split(".", 1)[1]).__init__
     objects = {
         "Trainer": L.Trainer.__init__, "fit": L.Trainer.fit, "validate": L.Trainer.validate,
         "test": L.Trainer.test, "predict": L.Trainer.predict, "log": L.LightningModule.log,
@@ -116,6 +121,8 @@ KEYS = [
     "Trainer", "fit", "validate", "test", "predict", "log", "log_dict", "save_hyperparameters", "from_datasets",
     "CSVLogger", "TensorBoardLogger", "Tuner.lr_find", "Tuner.scale_batch_size",
 ]  # fmt: skip
+STRATEGIES = ["strategies.DDPStrategy", "strategies.FSDPStrategy", "strategies.SingleDeviceStrategy"]
+KEYS += STRATEGIES
 CALLBACKS = sorted(
     [
         "callbacks." + name
@@ -140,6 +147,17 @@ def test_surge_takes_every_parameter_lightning_has(key):
         elif kind != "VAR_POSITIONAL" and name not in ours:
             missing.append(name)
     assert not missing, f"{key}: Lightning's parameters surge does not take: {missing}"
+
+
+@pytest.mark.parametrize("key", STRATEGIES)
+def test_strategies_have_lightnings_signature_exactly(key):
+    """Names, order, kinds and defaults (by repr: `default_pg_timeout` is torch's timedelta)."""
+    ours = [
+        [p.name, p.kind.name, NO_DEFAULT if p.default is inspect.Parameter.empty else repr(p.default)]
+        for p in inspect.signature(surge_target(key)).parameters.values()
+        if p.name != "self"
+    ]
+    assert ours == lightning_signatures()[key]
 
 
 def test_unprovided_callbacks_are_refused_by_name():

@@ -18,8 +18,16 @@ __all__ = [
 ]
 
 
-def resolve_accelerator(name: str) -> Accelerator:
-    """The accelerator for `accelerator=name`; "auto" picks cuda, then mps, then cpu."""
+def resolve_accelerator(name: str | Accelerator) -> Accelerator:
+    """The accelerator for `accelerator=name`; "auto" picks cuda, then mps, then cpu; an
+    Accelerator object is used as given, once it is known to be available."""
+    if isinstance(name, Accelerator):
+        if not name.is_available():
+            raise MisconfigurationError(
+                f"accelerator={type(name).__name__}() was given, but this machine has no {name.name} device; "
+                "use accelerator='auto' or 'cpu'."
+            )
+        return name
     if name == "auto":
         for cls in (CUDAAccelerator, MPSAccelerator):
             if cls.is_available():

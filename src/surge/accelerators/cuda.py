@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from .base import Accelerator
@@ -21,3 +23,10 @@ class CUDAAccelerator(Accelerator):
 
     def setup_device(self, device: torch.device) -> None:
         torch.cuda.set_device(device)
+
+    def get_device_stats(self, device: Any) -> dict[str, Any]:
+        """torch's CUDA memory statistics for `device` (`torch.cuda.memory_stats`)."""
+        return torch.cuda.memory_stats(device)
+
+    def teardown(self) -> None:
+        torch.cuda.empty_cache()

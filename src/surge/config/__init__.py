@@ -23,6 +23,7 @@ from .plugins import Plugins
 from .registry import PRECISIONS, STRATEGIES
 
 if TYPE_CHECKING:
+    from ..accelerators.base import Accelerator
     from ..callbacks.base import Callback
     from ..loggers.base import Logger
     from ..precision.base import Precision
@@ -33,6 +34,12 @@ ACCELERATORS = ("auto", "cpu", "cuda", "gpu", "mps")
 PROFILER_NAMES = ("simple", "advanced", "pytorch")
 NONFINITE_MODES = ("raise", "skip", "warn", "rollback")
 MATMUL_PRECISIONS = ("highest", "high", "medium")
+
+
+def _is_accelerator(value: Any) -> bool:
+    from ..accelerators.base import Accelerator
+
+    return isinstance(value, Accelerator)
 
 
 def _is_int(value: Any) -> TypeGuard[int]:
@@ -77,7 +84,7 @@ class TrainerConfig:
     gradient_clip_val: float | None = None
     gradient_clip_algorithm: str | None = None  # None: "norm" (kept None, as Lightning hands hooks None)
     precision: Resolves[str | int | Precision | None, str | Precision] = Resolves("32-true")  # a name
-    accelerator: str = "auto"
+    accelerator: str | Accelerator = "auto"  # a name, or an Accelerator object
     devices: int | str | list[int] = "auto"
     strategy: str | Strategy = "auto"
     num_nodes: int = 1
@@ -152,8 +159,10 @@ class TrainerConfig:
         )
         self._check_clipping()
         self.precision = self._normalise_precision(self.precision)
-        if self.accelerator not in ACCELERATORS:
-            raise bad_value("accelerator", self.accelerator, f"one of {ACCELERATORS}")
+        if not _is_accelerator(self.accelerator) and self.accelerator not in ACCELERATORS:
+            raise bad_value(
+                "accelerator", self.accelerator, f"one of {ACCELERATORS} or an Accelerator object"
+            )
         self._check_devices()
         self._check_strategy()
         _check_int("num_nodes", self.num_nodes, 1, "an int >= 1")

@@ -130,6 +130,7 @@ def _accepted(hint: Any) -> Any:
 def _annotation_names() -> dict[str, Any]:
     """The classes the config's annotations name, imported when the signature is built (after the
     config has loaded: the strategies and precision packages import `config.registry`)."""
+    from ..accelerators.base import Accelerator
     from ..callbacks.base import Callback
     from ..loggers.base import Logger
     from ..precision.base import Precision
@@ -137,6 +138,6 @@ def _annotation_names() -> dict[str, Any]:
     from ..strategies.base import Strategy
 
     return {
-        "Callback": Callback, "Logger": Logger, "Precision": Precision, "Strategy": Strategy,
+        "Accelerator": Accelerator, "Callback": Callback, "Logger": Logger, "Precision": Precision, "Strategy": Strategy,
         "CheckpointPolicy": CheckpointPolicy, "Policy": Policy, "Resolves": Resolves,
     }  # fmt: skip

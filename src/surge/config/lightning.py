@@ -63,9 +63,10 @@ def check_lightning_arguments(cfg: Any) -> None:
             "nobody overrides are never called). For a run without the extras set logger=False, "
             "enable_checkpointing=False, enable_progress_bar=False and enable_model_summary=False."
         )
-    cfg.plugins = plugins = resolve_plugins(
-        cfg.plugins, precision=cfg.precision, async_checkpoint=cfg.async_checkpoint
-    )
+    flags = {"precision": cfg.precision, "async_checkpoint": cfg.async_checkpoint}
+    plugins = resolve_plugins(cfg.plugins, **flags)
+    given = getattr(cfg.strategy, "plugin_objects", ())  # DDPStrategy(cluster_environment=...) and the like
+    cfg.plugins = plugins = plugins.combined(resolve_plugins(list(given), **flags)) if given else plugins
     if plugins.precision is not None:
         cfg.precision = plugins.precision
     cfg.sync_batchnorm = cfg.sync_batchnorm or plugins.sync_batchnorm

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import data as data_mod
 from ..callbacks.base import overrides
@@ -16,6 +16,9 @@ from ..seed import last_seeding
 from .combined import CombinedLoader
 from .combined_stage import as_combined, check_train_mode, eval_runs, prepared, train_batches
 from .loader_prep import in_order, prepare_loader
+
+if TYPE_CHECKING:
+    from ..strategies.base import Strategy
 
 LOADER_HOOKS = {
     "fit": "train_dataloader",
@@ -140,10 +143,14 @@ class LoaderPreparation:
     unshuffle: bool = False  # overfit_batches: the train loader reads its dataset in order
 
     @classmethod
-    def of(cls, cfg: Any, pin_memory: bool, global_rank: int, world_size: int) -> LoaderPreparation:
-        """The preparation a Trainer's settings (`cfg`, a TrainerConfig) ask for on this process."""
+    def of(cls, cfg: Any, pin_memory: bool, strategy: Strategy) -> LoaderPreparation:
+        """The preparation a Trainer's settings (`cfg`, a TrainerConfig) ask for on this process.
+        Under a strategy that shares the data (DDP, FSDP) loaders are distributed even on one
+        process, as Lightning does (a DistributedSampler of one replica shuffles by the run's seed)."""
         overfit = bool(cfg.overfit_batches)
-        return cls(pin_memory, global_rank, world_size, cfg.use_distributed_sampler, overfit)
+        shared = strategy.world_size > 1 or strategy.distributed_sampler_kwargs is not None
+        distribute = cfg.use_distributed_sampler and shared
+        return cls(pin_memory, strategy.global_rank, strategy.world_size, distribute, overfit)
 
     def adjust(self, loader: Any) -> Any:
         """Worker seeding (after `seed_everything(workers=True)`), the workers' signal guard, pinning."""
@@ -175,7 +182,7 @@ class LoaderPreparation:
         loader = self.adjust(loader)
         if self.unshuffle and (train or fitting):
             loader = in_order(loader, "overfit_batches", "train" if train else "val")
-        if self.world_size == 1 or not self.distribute:
+        if not self.distribute:
             return loader
         if train:
             seeding = last_seeding()

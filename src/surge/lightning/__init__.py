@@ -20,7 +20,10 @@ from ..version import __version__
 from .refuse import refuse
 from .seeding import seed_everything
 
-SUBMODULES = ("callbacks", "cli", "core", "demos", "loggers", "plugins", "profilers", "tuner", "utilities")
+SUBMODULES = (
+    "accelerators", "callbacks", "cli", "core", "demos", "loggers", "plugins", "profilers", "strategies", "tuner",
+    "utilities",
+)  # fmt: skip
 REFUSED = {
     "Fabric": "surge has no Fabric; write a surge.Module and use surge.Trainer",
     "LightningWork": "surge has no Lightning apps",

@@ -46,6 +46,12 @@ MODULES = {
         "amp", "double", "half", "fsdp", "precision", "bitsandbytes", "deepspeed", "transformer_engine", "xla")},
     "fabric.plugins": "plugins", "fabric.plugins.environments": "plugins.environments",
     "utilities.combined_loader": "utilities.combined_loader",
+    "strategies": "strategies", "strategies.ddp": "strategies", "strategies.fsdp": "strategies",
+    "strategies.single_device": "strategies", "strategies.strategy": "strategies",
+    "strategies.parallel": "strategies", "strategies.model_parallel": "strategies",
+    "strategies.deepspeed": "strategies", "strategies.xla": "strategies", "strategies.single_xla": "strategies",
+    "accelerators": "accelerators", "accelerators.accelerator": "accelerators", "accelerators.cpu": "accelerators",
+    "accelerators.cuda": "accelerators", "accelerators.mps": "accelerators", "accelerators.xla": "accelerators",
 }  # fmt: skip
 WHOLE = ("callbacks", "loggers", "profilers")  # `callbacks.early_stopping` and the like: the whole module
 DIFFERENCES = (

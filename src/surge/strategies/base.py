@@ -54,6 +54,11 @@ class Strategy:
     name = "single"
     syncs_late = True  # gradients skipped under no_sync can be averaged by average_gradients()
     inference_mode_safe = True  # evaluation may run under torch.inference_mode
+    _layout: Layout | None = None  # what the Trainer asked for (attach_layout)
+    wrapped: nn.Module | None = None  # the wrapper steps run through (DDP, FSDP), if any
+    activation_checkpointing_policy: Any = None  # what to checkpoint, when the strategy decides it
+    checkpoint_io: Any = None  # Lightning's checkpoint I/O plugin, when one was given
+    _precision_plugin: Any = None
 
     def __init__(self) -> None:
         self.device = torch.device("cpu")
@@ -69,6 +74,10 @@ class Strategy:
     def check_layout(self, layout: Layout) -> None:
         """Check (and plan for) the devices, nodes and environment; also run for a user's object."""
 
+    def attach_layout(self, layout: Layout) -> None:
+        """Keep the checked layout: what the root device, the parallel devices and the node count report."""
+        self._layout = layout
+
     # -- ranks -----------------------------------------------------------------------------
     global_rank = 0
     local_rank = 0
@@ -78,6 +87,67 @@ class Strategy:
     @property
     def is_global_zero(self) -> bool:
         return self.global_rank == 0
+
+    # -- Lightning's public members (surge's API has them too) -------------------------------
+    @property
+    def parallel_devices(self) -> list[torch.device]:
+        """This node's devices, one per process (the same device repeated on the CPU)."""
+        return [self.device] if self._layout is None else layout_devices(self._layout)
+
+    @property
+    def root_device(self) -> torch.device:
+        """This process's device (known from the Trainer's arguments, before any stage)."""
+        devices = self.parallel_devices
+        return devices[self.local_rank] if self.local_rank < len(devices) else self.device
+
+    @property
+    def distributed_sampler_kwargs(self) -> dict[str, int] | None:
+        """How loaders are shared among processes (`num_replicas`, `rank`); None: not shared."""
+        return None
+
+    @property
+    def num_nodes(self) -> int:
+        return self._layout.num_nodes if self._layout is not None else 1
+
+    @property
+    def num_processes(self) -> int:
+        """Processes on this node."""
+        return self._layout.processes_per_node if self._layout is not None else 1
+
+    @property
+    def accelerator(self) -> Accelerator | None:
+        return self._layout.accelerator if self._layout is not None else None
+
+    @property
+    def lightning_module(self) -> nn.Module | None:
+        """The user's module, unwrapped (once a stage has set it up)."""
+        return self.module
+
+    @property
+    def model(self) -> nn.Module | None:
+        """What the steps run through: the wrapper (DDP's, FSDP's) when there is one, else the module."""
+        return self.wrapped if self.wrapped is not None else self.module
+
+    @property
+    def precision_plugin(self) -> Any:
+        """The precision the Trainer connected."""
+        return self._precision_plugin
+
+    @precision_plugin.setter
+    def precision_plugin(self, precision: Any) -> None:
+        self._precision_plugin = precision
+
+    def reduce(self, tensor: Any, group: Any = None, reduce_op: Any = "mean") -> Any:
+        """Lightning's reduce: one process, so the value as it is."""
+        return tensor
+
+    def all_gather(self, tensor: Tensor, group: Any = None, sync_grads: bool = False) -> Tensor:
+        """Lightning's all_gather: one process, so the tensor as it is."""
+        return tensor
+
+    def reduce_boolean_decision(self, decision: bool, all: bool = True) -> bool:
+        """`all` (else `any`) of every process's `decision`; one process: the decision."""
+        return decision
 
     @property
     def reducer(self) -> Reducer | None:
@@ -91,6 +161,7 @@ class Strategy:
 
     def connect_precision(self, precision: Any) -> None:
         """Learn the precision plugin (a strategy that shards may need to adapt it)."""
+        self._precision_plugin = precision
 
     def setup_environment(self, device: torch.device) -> None:
         """Start or join the process group (nothing to do for one process)."""
@@ -115,8 +186,8 @@ class Strategy:
         """Before each `manual_backward` (a step may run several backwards); nothing to prepare here."""
 
     # -- collectives -----------------------------------------------------------------------
-    def barrier(self, name: str = "") -> None:
-        """Wait for every process."""
+    def barrier(self, name: str | None = None) -> None:
+        """Wait for every process (a name only labels it)."""
 
     def broadcast(self, obj: Any, src: int = 0) -> Any:
         return obj
@@ -264,6 +335,13 @@ class Strategy:
 
     def teardown(self, failed: bool = False) -> None:
         """Release processes and devices (`failed`: the run raised; don't wait for peers)."""
+
+
+def layout_devices(layout: Layout) -> list[torch.device]:
+    """A node's devices, one per process: the CPU repeated, or the accelerator's chosen indices."""
+    if layout.accelerator.name == "cpu":
+        return [torch.device("cpu")] * layout.processes_per_node
+    return [layout.accelerator.device(i) for i in layout.devices]
 
 
 def _spans_devices(module: nn.Module) -> bool:

@@ -15,6 +15,7 @@ import torch.distributed as dist
 from torch import Tensor, nn
 
 from ..config.registry import register_strategy
+from ..errors import bad_value
 from .base import _spans_devices
 from .parallel import ProcessGroupStrategy
 
@@ -36,9 +37,14 @@ class _TrainingStep(nn.Module):
         return self.module.training_step(*args)
 
 
-@register_strategy("ddp")
+@register_strategy("ddp", aliases=("ddp_find_unused_parameters_false",))
 class DDPStrategy(ProcessGroupStrategy):
-    """`torch.nn.parallel.DistributedDataParallel` over `world_size` processes."""
+    """`torch.nn.parallel.DistributedDataParallel` over `world_size` processes.
+
+    `comm_hook` (with its `comm_state`) replaces DDP's gradient all-reduce, as
+    `DistributedDataParallel.register_comm_hook(comm_state, comm_hook)` does (e.g. torch's
+    `fp16_compress_hook`); it is registered on each wrapper this strategy makes.
+    """
 
     name = "ddp"
     wrapped: nn.parallel.DistributedDataParallel | None
@@ -50,7 +56,10 @@ class DDPStrategy(ProcessGroupStrategy):
         static_graph: bool = False,
         gradient_as_bucket_view: bool = True,
         bucket_cap_mb: float | None = None,
-        timeout: datetime.timedelta | float = datetime.timedelta(minutes=30),
+        broadcast_buffers: bool = True,
+        comm_hook: Callable[..., Any] | None = None,
+        comm_state: object = None,
+        timeout: datetime.timedelta | float | None = datetime.timedelta(minutes=30),
         process_group_backend: str | None = None,
     ) -> None:
         super().__init__(timeout=timeout, process_group_backend=process_group_backend)
@@ -58,8 +67,15 @@ class DDPStrategy(ProcessGroupStrategy):
             "find_unused_parameters": find_unused_parameters, "static_graph": static_graph,
             "gradient_as_bucket_view": gradient_as_bucket_view,
         }  # fmt: skip
+        if not broadcast_buffers:  # torch warns about the argument itself: passed only to turn it off
+            self.ddp_kwargs["broadcast_buffers"] = False
         if bucket_cap_mb is not None:
             self.ddp_kwargs["bucket_cap_mb"] = bucket_cap_mb
+        if comm_hook is not None and not callable(comm_hook):
+            raise bad_value(
+                "comm_hook", comm_hook, "None or a DDP communication hook, (state, bucket) -> Future"
+            )
+        self.comm_hook, self.comm_state = comm_hook, comm_state
 
     def setup_module(self, module: nn.Module) -> nn.Module:
         self.module = module
@@ -71,6 +87,8 @@ class DDPStrategy(ProcessGroupStrategy):
         self.wrapped = nn.parallel.DistributedDataParallel(
             _TrainingStep(cast("Module", module)), device_ids=device_ids, **self.ddp_kwargs
         )
+        if self.comm_hook is not None:
+            self.wrapped.register_comm_hook(self.comm_state, self.comm_hook)
         return module
 
     def step_fn(self, module: nn.Module, hook: str) -> Callable[..., Any]:
@@ -94,7 +112,7 @@ class DDPStrategy(ProcessGroupStrategy):
         ddp.reducer.prepare_for_backward(outputs)
 
     def wrap_gradient_allreduce(self, wrap: Callable[[Callable[..., Any]], Callable[..., Any]]) -> bool:
-        if self.wrapped is None:
+        if self.wrapped is None or self.comm_hook is not None:  # DDP takes one hook: the user's
             return False
         from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
 

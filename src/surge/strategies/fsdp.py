@@ -109,6 +109,7 @@ class FSDPStrategy(ProcessGroupStrategy):
     def connect_precision(self, precision: Precision) -> None:
         """Mixed precision runs through FSDP's policy (16-bit gathers, fp32 gradient reduction);
         fp16's loss scaler must agree across shards on skipped steps."""
+        super().connect_precision(precision)
         self.precision = precision
         precision.shard_loss_scaling()
 
@@ -342,3 +343,11 @@ class SideGroup:
         import torch.distributed as dist
 
         dist.barrier(group=self.group)
+
+
+@register_strategy("fsdp_cpu_offload")
+class FSDPOffloadStrategy(FSDPStrategy):
+    """Lightning's `strategy="fsdp_cpu_offload"`: FSDP with the shards kept in host memory."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**{"cpu_offload": True, **kwargs})

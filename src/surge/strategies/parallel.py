@@ -25,6 +25,7 @@ from ..launch.subprocess_launcher import SubprocessLauncher
 from ..rank_zero import warn
 from ..seed import last_seeding, seed_everything
 from .base import Layout, Strategy
+from .collectives import gather_tensor, reduce_tensor
 from .hang_watch import HangWatch, group_store_address
 
 RERUN = (
@@ -93,7 +94,7 @@ class ProcessGroupStrategy(Strategy):
             )
 
     def configure(self, processes_per_node: int, num_nodes: int, env: ClusterEnvironment) -> None:
-        """Check the launch environment `env` agrees with `devices` and `num_nodes`; plan a launch
+        """Check the launch environment `env` agrees with the devices and nodes asked for; plan a launch
         if this process is alone."""
         expected = processes_per_node * num_nodes
         self.env, self.call_site = env, trainer_call_site()
@@ -177,13 +178,16 @@ class ProcessGroupStrategy(Strategy):
         if self.hangs is not None:
             self.hangs.leave()
 
-    def barrier(self, name: str = "") -> None:
+    def barrier(self, name: str | None = None) -> None:
         if dist.is_initialized():
             self._enter("barrier")
             dist.barrier()
             self._leave()
 
     def broadcast(self, obj: Any, src: int = 0) -> Any:
+        """Rank `src`'s `obj` on every process (before the group exists: `obj` as it is)."""
+        if not dist.is_initialized():
+            return obj
         box = [obj]
         self._enter("broadcast")
         dist.broadcast_object_list(box, src=src)
@@ -198,6 +202,39 @@ class ProcessGroupStrategy(Strategy):
         dist.all_reduce(out, op=_OPS[op])
         self._leave()
         return out
+
+    def reduce(self, tensor: Any, group: Any = None, reduce_op: Any = "mean") -> Any:
+        """Lightning's reduce: a tensor all-reduced in place ("mean" by default, or "sum", "max",
+        a ReduceOp); anything else, or before the group exists, as it is."""
+        if not isinstance(tensor, Tensor) or not dist.is_initialized():
+            return tensor
+        self._enter("reduce")
+        out = reduce_tensor(tensor, group, reduce_op)
+        self._leave()
+        return out
+
+    def all_gather(self, tensor: Tensor, group: Any = None, sync_grads: bool = False) -> Tensor:
+        """Lightning's all_gather: every process's tensor stacked on a new first dimension."""
+        if not dist.is_initialized():
+            return tensor
+        self._enter("all_gather")
+        out = gather_tensor(tensor, group, sync_grads)
+        self._leave()
+        return out
+
+    def reduce_boolean_decision(self, decision: bool, all: bool = True) -> bool:
+        """True when every process's `decision` is (with `all=False`: when any is)."""
+        count = self.reduce(torch.tensor(int(decision), device=self.root_device), reduce_op="sum")
+        return bool(count == self.world_size) if all else bool(count)
+
+    @property
+    def distributed_sampler_kwargs(self) -> dict[str, int]:
+        return {"num_replicas": self.num_nodes * self.num_processes, "rank": self.global_rank}
+
+    @property
+    def process_group_backend(self) -> str | None:
+        """The backend asked for (None: nccl on CUDA, else gloo), or the group's once it exists."""
+        return dist.get_backend() if dist.is_initialized() and self._owns_group else self.backend
 
     def mean(self, tensor: Tensor) -> Tensor:
         return self.all_reduce(tensor, "sum") / self.world_size
@@ -278,6 +315,8 @@ _COLLECTIVES = {
     "broadcast": "a broadcast",
     "barrier": "a barrier",
     "all_gather_object": "an all_gather",
+    "all_gather": "an all_gather",
+    "reduce": "a reduce",
     "all_reduce": "an all_reduce of logged metrics",
     "save_sharded": "the sharded checkpoint save",
     "_engine_run_backward": "the gradient allreduce during backward",

@@ -1,0 +1,269 @@
+"""Lightning's `lightning.pytorch.strategies` on surge's strategies: `DDPStrategy`, `FSDPStrategy`
+and `SingleDeviceStrategy` are surge's, built from Lightning's constructor arguments (each argument
+is mapped onto surge's own, or refused by name at construction); `Strategy` and `ParallelStrategy`
+are surge's bases. Strategies surge has no engine for are importable and refused when built.
+docs/lightning.md ("Strategies") lists what each argument maps to."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable
+from typing import Any, Literal
+
+import torch
+from torch.distributed.constants import default_pg_timeout
+
+from ..config.plugins import resolve_plugins
+from ..errors import MisconfigurationError, bad_value
+from ..strategies import ddp as _ddp
+from ..strategies import single as _single
+from ..strategies.base import Layout, Strategy, layout_devices
+from ..strategies.parallel import ProcessGroupStrategy as ParallelStrategy
+from .fsdp_arguments import FSDPArguments
+from .refuse import module_getattr
+
+START_METHODS = ("popen", "spawn", "fork", "forkserver")
+DDP_KWARGS = (
+    "find_unused_parameters",
+    "static_graph",
+    "gradient_as_bucket_view",
+    "bucket_cap_mb",
+    "broadcast_buffers",
+)
+
+
+def refuse_start_method(owner: str, start_method: str) -> None:
+    """`start_method`: "popen" (surge's launcher runs the script again per rank) is honoured; the
+    others are refused here until surge's DDP starts ranks by multiprocessing."""
+    if start_method not in START_METHODS:
+        raise bad_value(f"{owner}(start_method)", start_method, f"one of {START_METHODS}")
+    if start_method != "popen":
+        raise MisconfigurationError(
+            f"{owner}(start_method={start_method!r}) is not supported: surge starts ranks by running the "
+            "script again in each (start_method='popen', the default). Leave start_method out."
+        )
+
+
+def strategy_plugins(**plugins: Any) -> tuple[Any, ...]:
+    """`cluster_environment`, `checkpoint_io`, `precision_plugin` handed to a strategy: the ones
+    given, checked now (a wrong type fails here); the Trainer joins them with its own `plugins=`
+    (config/lightning.py), refusing a kind given to both, as Lightning does."""
+    given = tuple(value for value in plugins.values() if value is not None)
+    resolve_plugins(list(given))
+    return given
+
+
+class _LightningArguments:
+    """What Lightning's strategies share: the plugins kept as attributes (Lightning's public ones),
+    `accelerator`/`parallel_devices` checked against the Trainer's devices when it is built."""
+
+    cluster_environment: Any = None
+    plugin_objects: tuple[Any, ...] = ()  # the plugins given to the strategy (`Trainer(plugins=)`'s partners)
+    _given_accelerator: Any = None
+    _given_devices: list[torch.device] | None = None
+
+    def _take_lightning_arguments(self, accelerator: Any, parallel_devices: Any, **plugins: Any) -> None:
+        owner = type(self).__name__
+        self.plugin_objects = strategy_plugins(**plugins)
+        if accelerator is not None and not hasattr(accelerator, "device_count"):
+            raise bad_value(
+                f"{owner}(accelerator)", accelerator, "None or a lightning.pytorch.accelerators object"
+            )
+        if parallel_devices is not None:
+            parallel_devices = [torch.device(d) for d in parallel_devices]
+        self._given_accelerator, self._given_devices = accelerator, parallel_devices
+        self.cluster_environment = plugins.get("cluster_environment")
+        self.checkpoint_io = plugins.get("checkpoint_io")
+
+    def _check_given_devices(self, layout: Layout) -> None:
+        owner, acc = type(self).__name__, self._given_accelerator
+        if acc is not None and type(acc) is not type(layout.accelerator):
+            raise MisconfigurationError(
+                f"{owner}(accelerator={type(acc).__name__}()) but the Trainer runs on "
+                f"{layout.accelerator.name}: pass the accelerator to the Trainer, Trainer(accelerator=...)."
+            )
+        expected = layout_devices(layout)
+        if self._given_devices is not None and self._given_devices != expected:
+            raise MisconfigurationError(
+                f"{owner}(parallel_devices={self._given_devices}) but Trainer(accelerator=..., "
+                f"devices={layout.requested_devices!r}) runs on {expected}: choose the devices with the Trainer's "
+                "accelerator= and devices= and leave parallel_devices out."
+            )
+
+
+class SingleDeviceStrategy(_LightningArguments, _single.SingleDeviceStrategy):
+    """Lightning's one-device strategy: surge's, on `device` (which must be the Trainer's)."""
+
+    def __init__(
+        self,
+        device: str | torch.device | int = "cpu",
+        accelerator: Any = None,
+        checkpoint_io: Any = None,
+        precision_plugin: Any = None,
+    ) -> None:
+        super().__init__()
+        self._take_lightning_arguments(
+            accelerator, None, checkpoint_io=checkpoint_io, precision_plugin=precision_plugin
+        )
+        self._device = torch.device(device)
+
+    def check_layout(self, layout: Layout) -> None:
+        super().check_layout(layout)
+        self._check_given_devices(layout)
+        trainer_device = layout_devices(layout)[0]
+        if self._device != trainer_device and self._device != torch.device(trainer_device.type):
+            raise MisconfigurationError(
+                f"SingleDeviceStrategy(device={str(self._device)!r}) but Trainer(accelerator=..., devices=...) "
+                f"runs on {trainer_device}: pass the Trainer the device's kind and index, e.g. "
+                "Trainer(accelerator='cuda', devices=[1])."
+            )
+
+
+class DDPStrategy(_LightningArguments, _ddp.DDPStrategy):
+    """Lightning's `DDPStrategy`: surge's DDP (`**kwargs` go to torch's DistributedDataParallel)."""
+
+    def __init__(
+        self,
+        accelerator: Any = None,
+        parallel_devices: list[torch.device] | None = None,
+        cluster_environment: Any = None,
+        checkpoint_io: Any = None,
+        precision_plugin: Any = None,
+        ddp_comm_state: object | None = None,
+        ddp_comm_hook: Callable[..., Any] | None = None,
+        ddp_comm_wrapper: Callable[..., Any] | None = None,
+        model_averaging_period: int | None = None,
+        process_group_backend: str | None = None,
+        timeout: datetime.timedelta | None = default_pg_timeout,
+        start_method: Literal["popen", "spawn", "fork", "forkserver"] = "popen",
+        **kwargs: Any,
+    ) -> None:
+        refuse_start_method("DDPStrategy", start_method)
+        unknown = sorted(set(kwargs) - set(DDP_KWARGS))
+        if unknown:
+            raise MisconfigurationError(
+                f"DDPStrategy({', '.join(f'{k}=...' for k in unknown)}) is not supported: of torch's "
+                f"DistributedDataParallel arguments surge passes {DDP_KWARGS} (it decides device_ids, "
+                "process_group and the rest itself)."
+            )
+        hook = _comm_hook(ddp_comm_state, ddp_comm_hook, ddp_comm_wrapper, model_averaging_period)
+        super().__init__(
+            **kwargs, comm_hook=hook, comm_state=ddp_comm_state, timeout=timeout,
+            process_group_backend=process_group_backend,
+        )  # fmt: skip
+        self._take_lightning_arguments(
+            accelerator, parallel_devices, cluster_environment=cluster_environment,
+            checkpoint_io=checkpoint_io, precision_plugin=precision_plugin,
+        )  # fmt: skip
+
+    def check_layout(self, layout: Layout) -> None:
+        super().check_layout(layout)
+        self._check_given_devices(layout)
+
+
+def _comm_hook(state: object, hook: Any, wrapper: Any, averaging_period: int | None) -> Any:
+    """The hook DDP registers (the wrapper applied, as Lightning does); what surge cannot honour refused."""
+    if averaging_period is not None:
+        raise MisconfigurationError(
+            f"DDPStrategy(model_averaging_period={averaging_period}) is not supported: surge has no post-local-SGD "
+            "model averaging. Leave model_averaging_period (and a PostLocalSGDState) out."
+        )
+    from torch.distributed.algorithms.ddp_comm_hooks.post_localSGD_hook import PostLocalSGDState
+
+    if isinstance(state, PostLocalSGDState):
+        raise MisconfigurationError(
+            "DDPStrategy(ddp_comm_state=PostLocalSGDState(...)) is not supported: it asks for post-local-SGD "
+            "model averaging, which surge does not have."
+        )
+    if hook is None and (wrapper is not None or state is not None):
+        given = "ddp_comm_wrapper" if wrapper is not None else "ddp_comm_state"
+        raise MisconfigurationError(
+            f"DDPStrategy({given}=...) needs ddp_comm_hook=..., the hook it goes with."
+        )
+    return wrapper(hook) if wrapper is not None and hook is not None else hook
+
+
+class FSDPStrategy(_LightningArguments, FSDPArguments):
+    """Lightning's `FSDPStrategy`: surge's FSDP2 strategy (`surge.strategies.FSDPStrategy`)."""
+
+    def __init__(
+        self,
+        accelerator: Any = None,
+        parallel_devices: list[torch.device] | None = None,
+        cluster_environment: Any = None,
+        checkpoint_io: Any = None,
+        precision_plugin: Any = None,
+        process_group_backend: str | None = None,
+        timeout: datetime.timedelta | None = default_pg_timeout,
+        cpu_offload: Any = None,
+        mixed_precision: Any = None,
+        auto_wrap_policy: Any = None,
+        activation_checkpointing: Any = None,
+        activation_checkpointing_policy: Any = None,
+        sharding_strategy: Any = "FULL_SHARD",
+        state_dict_type: Literal["full", "sharded"] = "full",
+        device_mesh: Any = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(
+            process_group_backend=process_group_backend, timeout=timeout, cpu_offload=cpu_offload,
+            mixed_precision=mixed_precision, auto_wrap_policy=auto_wrap_policy,
+            activation_checkpointing=activation_checkpointing,
+            activation_checkpointing_policy=activation_checkpointing_policy,
+            sharding_strategy=sharding_strategy, state_dict_type=state_dict_type, device_mesh=device_mesh,
+            **kwargs,
+        )  # fmt: skip
+        self._take_lightning_arguments(
+            accelerator, parallel_devices, cluster_environment=cluster_environment,
+            checkpoint_io=checkpoint_io, precision_plugin=precision_plugin,
+        )  # fmt: skip
+
+    def check_layout(self, layout: Layout) -> None:
+        super().check_layout(layout)
+        self._check_given_devices(layout)
+
+
+class _Refused(Strategy):
+    """A Lightning strategy surge has no engine for: importable, refused when built."""
+
+    instead = ""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise MisconfigurationError(f"{type(self).__name__} is not supported by surge: {self.instead}")
+
+
+class ModelParallelStrategy(_Refused):
+    instead = (
+        "surge has no tensor-parallel engine yet. Shard the model with FSDPStrategy(...) "
+        "(or Trainer(strategy='fsdp')) meanwhile."
+    )
+
+
+class DeepSpeedStrategy(_Refused):
+    instead = "surge does not run DeepSpeed. FSDPStrategy(...) (or Trainer(strategy='fsdp')) shards parameters, gradients and optimizer state (ZeRO-3-like)."
+
+
+class XLAStrategy(_Refused):
+    instead = "surge does not run on TPUs (XLA). Use DDPStrategy or FSDPStrategy on GPUs or CPUs."
+
+
+class SingleDeviceXLAStrategy(XLAStrategy):
+    pass
+
+
+__getattr__ = module_getattr(
+    "lightning.pytorch.strategies",
+    {"StrategyRegistry": "surge's strategy names are registered with surge.strategies.register_strategy"},
+)
+
+__all__ = [
+    "DDPStrategy",
+    "DeepSpeedStrategy",
+    "FSDPStrategy",
+    "ModelParallelStrategy",
+    "ParallelStrategy",
+    "SingleDeviceStrategy",
+    "SingleDeviceXLAStrategy",
+    "Strategy",
+    "XLAStrategy",
+]
