@@ -64,6 +64,7 @@ from .seed import set_rng_state
 from .speed.compile_cache import CompileCache
 from .speed.compiled_calls import CompiledCalls
 from .speed.compiling import compile_watch, compiled_training_step
+from .trainer_launch import attribute
 from .trainer_stages import StageEntryPoints, check_weights_only
 from .tune import setup as tune_setup
 
@@ -95,7 +96,7 @@ class Trainer(StageEntryPoints):
         self._stop, self._sanity = StopRequest(), SanityFlag()  # `should_stop`, `sanity_checking`
         self.datamodule: DataModule | None = None
         self._publisher = MetricsPublisher(
-            self.loggers, lambda: self.is_global_zero, lambda: self.current_epoch
+            self.loggers, attribute(self, "is_global_zero"), attribute(self, "current_epoch")
         )
         self._module: Module | None = None  # the parts below exist once a stage has set up
         self._parts: RunParts | None = None
@@ -162,6 +163,13 @@ class Trainer(StageEntryPoints):
         if isinstance(train_dataloaders, DataModule):
             datamodule, train_dataloaders = train_dataloaders, None
         check_step_defined(model, "training_step", "fit")
+        loaders = (train_dataloaders, val_dataloaders)
+        self._launched("fit", model, "_fit", model, loaders, datamodule, ckpt_path)
+
+    def _fit(
+        self, model: Module, loaders: tuple[Any, Any], datamodule: DataModule | None, ckpt_path: Any
+    ) -> None:
+        """fit() after its argument checks: in this process, or in each rank a stage launcher starts."""
         self.datamodule = datamodule
         self._goodput.start()
         resume = self._connect(ckpt_path)
@@ -170,7 +178,7 @@ class Trainer(StageEntryPoints):
         if resume is not None:  # as Lightning: the module and the callbacks before the optimizers exist
             with self._goodput.timed("resume"):
                 restore_modules(self._run_objects(), resume)
-        data = self._new_fit_data(model, datamodule, (train_dataloaders, val_dataloaders))
+        data = self._new_fit_data(model, datamodule, loaders)
         self._optim = optim = self._fit_optimization(model, data)
         self._run_stage("fit", partial(self._fit_stages, parts, optim, data, resume), data.loaders)
 

@@ -13,7 +13,7 @@ from .datamodule import DataModule
 from .errors import bad_value
 from .metrics.table import print_results
 from .module import Module
-from .trainer_properties import TrainerProperties
+from .trainer_launch import StageLaunching
 
 
 def check_weights_only(where: str, weights_only: bool | None) -> None:
@@ -31,7 +31,7 @@ def _check_flag(where: str, name: str, value: Any, allowed: tuple[Any, ...]) -> 
         raise bad_value(f"{where}({name})", value, " or ".join(map(str, allowed)))
 
 
-class StageEntryPoints(TrainerProperties):
+class StageEntryPoints(StageLaunching):
     """`validate`, `test` and `predict`: argument checks, then the Trainer's stage."""
 
     def _evaluate(
@@ -85,7 +85,7 @@ class StageEntryPoints(TrainerProperties):
         `return_predictions=False`: they are not kept)."""
         _check_flag("predict", "return_predictions", return_predictions, (None, True, False))
         check_weights_only("predict", weights_only)
-        predictions = self._predict(model, dataloaders, ckpt_path, datamodule)
+        predictions = self._launched("predict", model, "_predict", model, dataloaders, ckpt_path, datamodule)
         return None if return_predictions is False else predictions
 
     def _checked_evaluation(
@@ -100,7 +100,9 @@ class StageEntryPoints(TrainerProperties):
     ) -> list[dict[str, float]]:
         _check_flag(stage, "verbose", verbose, (True, False))
         check_weights_only(stage, weights_only)
-        results = self._evaluate(stage, model, dataloaders, ckpt_path, datamodule)
+        results: list[dict[str, float]] = self._launched(
+            stage, model, "_evaluate", stage, model, dataloaders, ckpt_path, datamodule
+        )
         if results is None:  # ended by a tuner before any batch (stage_exit): no results, as Lightning
             return results
         if verbose and self.is_global_zero:

@@ -69,6 +69,12 @@ class Strategy:
     def check_layout(self, layout: Layout) -> None:
         """Check (and plan for) the devices, nodes and environment; also run for a user's object."""
 
+    @property
+    def stage_launcher(self) -> Any:
+        """What starts the ranks of each stage from inside it (spawn, fork), or None: this process
+        runs the stage itself."""
+        return None
+
     # -- ranks -----------------------------------------------------------------------------
     global_rank = 0
     local_rank = 0

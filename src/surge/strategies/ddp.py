@@ -15,6 +15,7 @@ import torch.distributed as dist
 from torch import Tensor, nn
 
 from ..config.registry import register_strategy
+from ..launch.multiprocessing_launcher import check_start_method
 from .base import _spans_devices
 from .parallel import ProcessGroupStrategy
 
@@ -38,7 +39,13 @@ class _TrainingStep(nn.Module):
 
 @register_strategy("ddp")
 class DDPStrategy(ProcessGroupStrategy):
-    """`torch.nn.parallel.DistributedDataParallel` over `world_size` processes."""
+    """`torch.nn.parallel.DistributedDataParallel` over `world_size` processes.
+
+    `start_method` says how a process alone starts the others: "popen" (the script runs again for
+    ranks 1..N-1; this process is rank 0), or "spawn", "fork", "forkserver" (each stage starts N
+    ranks from inside `fit()`/`validate()`/...; see docs/distributed.md). Under torchrun or SLURM the
+    processes exist already and it plays no part.
+    """
 
     name = "ddp"
     wrapped: nn.parallel.DistributedDataParallel | None
@@ -52,8 +59,12 @@ class DDPStrategy(ProcessGroupStrategy):
         bucket_cap_mb: float | None = None,
         timeout: datetime.timedelta | float = datetime.timedelta(minutes=30),
         process_group_backend: str | None = None,
+        start_method: str = "popen",
     ) -> None:
+        if start_method != "popen":
+            check_start_method(start_method, "DDPStrategy(start_method)")
         super().__init__(timeout=timeout, process_group_backend=process_group_backend)
+        self.start_method = start_method
         self.ddp_kwargs: dict[str, Any] = {
             "find_unused_parameters": find_unused_parameters, "static_graph": static_graph,
             "gradient_as_bucket_view": gradient_as_bucket_view,
