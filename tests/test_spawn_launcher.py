@@ -88,3 +88,23 @@ def test_unpicklable_names_the_deepest_failing_path():
     assert unpicklable({"a": [1, 2]}, "x") is None
     path, err = unpicklable({"a": [1, lambda: 0]}, "x")
     assert path == "x['a'][1]" and isinstance(err, Exception)
+
+
+def test_a_second_fit_is_refused_with_the_fix():
+    trainer = surge.Trainer(strategy="ddp_fork", max_epochs=1, **CPU2)
+    trainer._launched_fit = True  # as after a first fit()
+    loader = DataLoader(TensorDataset(torch.randn(4, 2)), batch_size=2)
+    with pytest.raises(NotImplementedError, match=r"create a new Trainer and pass fit\(ckpt_path=...\)"):
+        trainer.fit(Locked(), loader)
+
+
+def test_under_torchrun_every_start_method_joins_the_processes_there(monkeypatch):
+    for name, value in {
+        "RANK": "1",
+        "WORLD_SIZE": "2",
+        "LOCAL_RANK": "1",
+        "MASTER_ADDR": "127.0.0.1",
+    }.items():
+        monkeypatch.setenv(name, value)
+    strategy = surge.Trainer(strategy="ddp_spawn", **CPU2).strategy
+    assert strategy.launcher is None and strategy.stage_launcher is None and strategy.global_rank == 1

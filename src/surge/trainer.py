@@ -31,8 +31,6 @@ from .checkpoint.run_state import (
 )
 from .config import TrainerConfig
 from .config.declared import takes_arguments_of
-from .config.lightning import warn_default_max_epochs
-from .config.paths import writable_dir
 from .data.limit_messages import say_explicit_limits
 from .data.stage_data import LoaderPreparation, check_step_defined, eval_loaders
 from .datamodule import DataModule
@@ -64,8 +62,7 @@ from .seed import set_rng_state
 from .speed.compile_cache import CompileCache
 from .speed.compiled_calls import CompiledCalls
 from .speed.compiling import compile_watch, compiled_training_step
-from .trainer_launch import attribute
-from .trainer_stages import StageEntryPoints, check_weights_only
+from .trainer_stages import StageEntryPoints
 from .tune import setup as tune_setup
 
 
@@ -96,7 +93,7 @@ class Trainer(StageEntryPoints):
         self._stop, self._sanity = StopRequest(), SanityFlag()  # `should_stop`, `sanity_checking`
         self.datamodule: DataModule | None = None
         self._publisher = MetricsPublisher(
-            self.loggers, attribute(self, "is_global_zero"), attribute(self, "current_epoch")
+            self.loggers, partial(getattr, self, "is_global_zero"), partial(getattr, self, "current_epoch")
         )
         self._module: Module | None = None  # the parts below exist once a stage has set up
         self._parts: RunParts | None = None
@@ -145,27 +142,7 @@ class Trainer(StageEntryPoints):
         )
         return parts
 
-    # -- fit -------------------------------------------------------------------------------
-    def fit(
-        self,
-        model: Module,
-        train_dataloaders: Any = None,
-        val_dataloaders: Any = None,
-        datamodule: DataModule | None = None,
-        ckpt_path: str | Path | None = None,
-        weights_only: bool | None = None,
-    ) -> None:
-        """Train `model`; resume from `ckpt_path` (a path, "last", "best" or "auto") if given."""
-        check_weights_only("fit", weights_only)
-        warn_default_max_epochs(self._cfg)
-        if self._cfg.logger is True:  # the default logger writes there: fail now, not at a log point
-            writable_dir(self.default_root_dir, f"default_root_dir={str(self.default_root_dir)!r}")
-        if isinstance(train_dataloaders, DataModule):
-            datamodule, train_dataloaders = train_dataloaders, None
-        check_step_defined(model, "training_step", "fit")
-        loaders = (train_dataloaders, val_dataloaders)
-        self._launched("fit", model, "_fit", model, loaders, datamodule, ckpt_path)
-
+    # -- fit (its entry point, with the argument checks, is in trainer_stages.py) ---------------
     def _fit(
         self, model: Module, loaders: tuple[Any, Any], datamodule: DataModule | None, ckpt_path: Any
     ) -> None:

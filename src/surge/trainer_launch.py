@@ -10,8 +10,8 @@ callbacks' state stay as they were in the main process. A second `fit()` is refu
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 from typing import Any
 from weakref import WeakKeyDictionary
 
@@ -40,25 +40,28 @@ class StageOutcome:
 
 @dataclass(frozen=True)
 class StageJob:
-    """One stage, run as a rank in each started process (`MultiprocessingLauncher`'s job)."""
+    """One stage, run as a rank in each started process (`MultiprocessingLauncher`'s job). Bound
+    methods of the Trainer: they pickle with it."""
 
-    trainer: StageLaunching
-    method: str  # the Trainer's stage body: "_fit", "_evaluate", "_predict"
+    body: Callable[..., Any]  # the Trainer's stage body: `_fit`, `_evaluate`, `_predict`
     args: tuple[Any, ...]
+    as_rank: Callable[[ClusterEnvironment, Callable[..., Any], tuple[Any, ...]], StageOutcome | None]
+    taker: Callable[[StageOutcome], Any]
+    strategy: Any
 
     def parts(self) -> list[tuple[str, Any]]:
         """What is sent, by the names the user knows (the stage's arguments, then the Trainer)."""
-        names = inspect.signature(getattr(self.trainer, self.method)).parameters
-        return [*zip(names, self.args), ("the Trainer", self.trainer)]
+        names = inspect.signature(self.body).parameters
+        return [*zip(names, self.args), ("the Trainer", getattr(self.body, "__self__", None))]
 
     def run_rank(self, env: ClusterEnvironment) -> StageOutcome | None:
-        return self.trainer._run_as_rank(env, self.method, self.args)
+        return self.as_rank(env, self.body, self.args)
 
     def failure_time(self) -> float | None:
-        return getattr(self.trainer._strategy, "failed_at", None)
+        return getattr(self.strategy, "failed_at", None)
 
     def take(self, outcome: StageOutcome) -> Any:
-        return self.trainer._take_outcome(outcome)
+        return self.taker(outcome)
 
 
 class StageLaunching(TrainerProperties):
@@ -87,7 +90,8 @@ class StageLaunching(TrainerProperties):
         self._module = model if model is not None else self._module
         self._fn = self._run_status = stage
         try:
-            result = launcher.launch(StageJob(self, method, args), stage)
+            job = StageJob(getattr(self, method), args, self._run_as_rank, self._take_outcome, self._strategy)
+            result = launcher.launch(job, stage)
         except BaseException as err:
             self._run_status = "interrupted" if isinstance(err, KeyboardInterrupt) else "failed"
             raise
@@ -95,13 +99,12 @@ class StageLaunching(TrainerProperties):
         return result
 
     def _run_as_rank(
-        self, env: ClusterEnvironment, method: str, args: tuple[Any, ...]
+        self, env: ClusterEnvironment, body: Callable[..., Any], args: tuple[Any, ...]
     ) -> StageOutcome | None:
         """In a started process: run the stage as rank `env.global_rank`, end the process group."""
         strategy = self._strategy
         strategy.become_rank(env)  # type: ignore[attr-defined]
-        result = getattr(self, method)(*args)
-        outcome = self._stage_outcome(result)  # on every rank: a state dict may gather (torchmetrics)
+        outcome = self._stage_outcome(body(*args))  # on every rank: a state dict may gather (torchmetrics)
         strategy.teardown()
         return outcome if env.global_rank == 0 else None
 
@@ -129,8 +132,3 @@ class StageLaunching(TrainerProperties):
         ):
             callback.best_model_path = str(outcome.best_model_path)
         return outcome.result
-
-
-def attribute(owner: Any, name: str) -> partial[Any]:
-    """A picklable `lambda: getattr(owner, name)` (a Trainer goes to spawned ranks whole)."""
-    return partial(getattr, owner, name)
