@@ -24,6 +24,7 @@ from .config.registry import STRATEGIES
 from .datamodule import DataModule
 from .errors import MisconfigurationError, SurgeTypeError
 from .launch.environment import ClusterEnvironment
+from .launch.multiprocessing_launcher import is_interactive
 from .loggers.base import Logger
 from .loops.context import FitSettings
 from .loops.fit import FitLoop
@@ -51,8 +52,8 @@ def build_strategy(
     if isinstance(strategy, Strategy):
         strategy.check_layout(layout)
     else:
-        if strategy == "auto":
-            strategy = "single" if layout.processes == 1 and env.world_size == 1 else "ddp"
+        if strategy == "auto":  # in a notebook only a fork can start ranks (as Lightning)
+            strategy = "single" if layout.processes == 1 and env.world_size == 1 else auto_ddp(env)
         cls = cast("type[Strategy]", STRATEGIES.get(strategy))  # registered by register_strategy
         strategy = cls.from_layout(layout)
     strategy.attach_layout(layout)
@@ -66,6 +67,11 @@ def build_strategy(
         writer or (AsyncCheckpointWriter() if cfg.async_checkpoint else CheckpointWriter())
     )
     return strategy
+
+
+def auto_ddp(env: ClusterEnvironment) -> str:
+    """DDP for `strategy="auto"` on several processes: started by a fork in an interactive session."""
+    return "ddp_fork" if env.source == "local" and is_interactive() else "ddp"
 
 
 def strategy_layout(

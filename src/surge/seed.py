@@ -47,6 +47,13 @@ def last_seeding() -> Seeding | None:
     return _last
 
 
+def remember_seeding(seeding: Seeding | None) -> None:
+    """Take `seeding` as this process's last `seed_everything` (a rank started by spawn gets the main
+    process's)."""
+    global _last
+    _last = seeding
+
+
 def worker_init_fn(worker_id: int) -> None:
     """Seed python and numpy in a DataLoader worker from torch's seed for it (base seed + worker id)."""
     seed = torch.initial_seed() % 2**32

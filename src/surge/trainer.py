@@ -31,8 +31,6 @@ from .checkpoint.run_state import (
 )
 from .config import TrainerConfig
 from .config.declared import takes_arguments_of
-from .config.lightning import warn_default_max_epochs
-from .config.paths import writable_dir
 from .data.limit_messages import say_explicit_limits
 from .data.stage_data import LoaderPreparation, check_step_defined, eval_loaders
 from .datamodule import DataModule
@@ -64,7 +62,7 @@ from .seed import set_rng_state
 from .speed.compile_cache import CompileCache
 from .speed.compiled_calls import CompiledCalls
 from .speed.compiling import compile_watch, compiled_training_step
-from .trainer_stages import StageEntryPoints, check_weights_only
+from .trainer_stages import StageEntryPoints
 from .tune import setup as tune_setup
 
 
@@ -95,7 +93,7 @@ class Trainer(StageEntryPoints):
         self._stop, self._sanity = StopRequest(), SanityFlag()  # `should_stop`, `sanity_checking`
         self.datamodule: DataModule | None = None
         self._publisher = MetricsPublisher(
-            self.loggers, lambda: self.is_global_zero, lambda: self.current_epoch
+            self.loggers, partial(getattr, self, "is_global_zero"), partial(getattr, self, "current_epoch")
         )
         self._module: Module | None = None  # the parts below exist once a stage has set up
         self._parts: RunParts | None = None
@@ -143,24 +141,11 @@ class Trainer(StageEntryPoints):
         )
         return parts
 
-    # -- fit -------------------------------------------------------------------------------
-    def fit(
-        self,
-        model: Module,
-        train_dataloaders: Any = None,
-        val_dataloaders: Any = None,
-        datamodule: DataModule | None = None,
-        ckpt_path: str | Path | None = None,
-        weights_only: bool | None = None,
+    # -- fit (its entry point, with the argument checks, is in trainer_stages.py) ---------------
+    def _fit(
+        self, model: Module, loaders: tuple[Any, Any], datamodule: DataModule | None, ckpt_path: Any
     ) -> None:
-        """Train `model`; resume from `ckpt_path` (a path, "last", "best" or "auto") if given."""
-        check_weights_only("fit", weights_only)
-        warn_default_max_epochs(self._cfg)
-        if self._cfg.logger is True:  # the default logger writes there: fail now, not at a log point
-            writable_dir(self.default_root_dir, f"default_root_dir={str(self.default_root_dir)!r}")
-        if isinstance(train_dataloaders, DataModule):
-            datamodule, train_dataloaders = train_dataloaders, None
-        check_step_defined(model, "training_step", "fit")
+        """fit() after its argument checks: in this process, or in each rank a stage launcher starts."""
         self.datamodule = datamodule
         self._goodput.start()
         resume = self._connect(ckpt_path)
@@ -170,7 +155,7 @@ class Trainer(StageEntryPoints):
         if resume is not None:  # as Lightning: the module and the callbacks before the optimizers exist
             with self._goodput.timed("resume"):
                 restore_modules(self._run_objects(), resume)
-        data = self._new_fit_data(model, datamodule, (train_dataloaders, val_dataloaders))
+        data = self._new_fit_data(model, datamodule, loaders)
         self._optim = optim = self._fit_optimization(model, data)
         self._run_stage("fit", partial(self._fit_stages, parts, optim, data, resume), data.loaders)
 

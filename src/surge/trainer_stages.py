@@ -1,7 +1,8 @@
-"""The Trainer's evaluation entry points with Lightning's signatures: `validate`, `test`, `predict`.
+"""The Trainer's entry points with Lightning's signatures: `fit`, `validate`, `test`, `predict`.
 
 Their arguments are checked here, before any work (a value surge cannot honour is refused by name);
-the stages themselves run in `Trainer._evaluate` / `Trainer._predict`. `verbose=True` (Lightning's
+the stages themselves run in `Trainer._fit` / `_evaluate` / `_predict` (here, or in the ranks a
+stage launcher starts: trainer_launch.py). `verbose=True` (Lightning's
 default) prints the results table (`results_table.py`) on rank zero."""
 
 from __future__ import annotations
@@ -9,11 +10,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from .config.lightning import warn_default_max_epochs
+from .config.paths import writable_dir
+from .data.stage_data import check_step_defined
 from .datamodule import DataModule
 from .errors import bad_value
 from .metrics.table import print_results
 from .module import Module
-from .trainer_properties import TrainerProperties
+from .trainer_launch import StageLaunching
 
 
 def check_weights_only(where: str, weights_only: bool | None) -> None:
@@ -31,8 +35,28 @@ def _check_flag(where: str, name: str, value: Any, allowed: tuple[Any, ...]) -> 
         raise bad_value(f"{where}({name})", value, " or ".join(map(str, allowed)))
 
 
-class StageEntryPoints(TrainerProperties):
-    """`validate`, `test` and `predict`: argument checks, then the Trainer's stage."""
+class StageEntryPoints(StageLaunching):
+    """`fit`, `validate`, `test` and `predict`: argument checks, then the Trainer's stage."""
+
+    def fit(
+        self,
+        model: Module,
+        train_dataloaders: Any = None,
+        val_dataloaders: Any = None,
+        datamodule: DataModule | None = None,
+        ckpt_path: str | Path | None = None,
+        weights_only: bool | None = None,
+    ) -> None:
+        """Train `model`; resume from `ckpt_path` (a path, "last", "best" or "auto") if given."""
+        check_weights_only("fit", weights_only)
+        warn_default_max_epochs(self._cfg)
+        if self._cfg.logger is True:  # the default logger writes there: fail now, not at a log point
+            writable_dir(self.default_root_dir, f"default_root_dir={str(self.default_root_dir)!r}")
+        if isinstance(train_dataloaders, DataModule):
+            datamodule, train_dataloaders = train_dataloaders, None
+        check_step_defined(model, "training_step", "fit")
+        loaders = (train_dataloaders, val_dataloaders)
+        self._launched("fit", model, "_fit", model, loaders, datamodule, ckpt_path)
 
     def _evaluate(
         self, stage: str, model: Module | None, dataloaders: Any, ckpt_path: Any, datamodule: Any
@@ -85,7 +109,7 @@ class StageEntryPoints(TrainerProperties):
         `return_predictions=False`: they are not kept)."""
         _check_flag("predict", "return_predictions", return_predictions, (None, True, False))
         check_weights_only("predict", weights_only)
-        predictions = self._predict(model, dataloaders, ckpt_path, datamodule)
+        predictions = self._launched("predict", model, "_predict", model, dataloaders, ckpt_path, datamodule)
         return None if return_predictions is False else predictions
 
     def _checked_evaluation(
@@ -100,7 +124,9 @@ class StageEntryPoints(TrainerProperties):
     ) -> list[dict[str, float]]:
         _check_flag(stage, "verbose", verbose, (True, False))
         check_weights_only(stage, weights_only)
-        results = self._evaluate(stage, model, dataloaders, ckpt_path, datamodule)
+        results: list[dict[str, float]] = self._launched(
+            stage, model, "_evaluate", stage, model, dataloaders, ckpt_path, datamodule
+        )
         if results is None:  # ended by a tuner before any batch (stage_exit): no results, as Lightning
             return results
         if verbose and self.is_global_zero:

@@ -32,16 +32,11 @@ DDP_KWARGS = (
 )
 
 
-def refuse_start_method(owner: str, start_method: str) -> None:
-    """`start_method`: "popen" (surge's launcher runs the script again per rank) is honoured; the
-    others are refused here until surge's DDP starts ranks by multiprocessing."""
+def check_start_method(owner: str, start_method: str) -> None:
+    """`start_method`: "popen" (surge's launcher runs the script again per rank), "spawn", "fork" or
+    "forkserver" (each stage starts the ranks from inside it; docs/distributed.md)."""
     if start_method not in START_METHODS:
         raise bad_value(f"{owner}(start_method)", start_method, f"one of {START_METHODS}")
-    if start_method != "popen":
-        raise MisconfigurationError(
-            f"{owner}(start_method={start_method!r}) is not supported: surge starts ranks by running the "
-            "script again in each (start_method='popen', the default). Leave start_method out."
-        )
 
 
 def strategy_plugins(**plugins: Any) -> tuple[Any, ...]:
@@ -138,7 +133,7 @@ class DDPStrategy(_LightningArguments, _ddp.DDPStrategy):
         start_method: Literal["popen", "spawn", "fork", "forkserver"] = "popen",
         **kwargs: Any,
     ) -> None:
-        refuse_start_method("DDPStrategy", start_method)
+        check_start_method("DDPStrategy", start_method)
         unknown = sorted(set(kwargs) - set(DDP_KWARGS))
         if unknown:
             raise MisconfigurationError(
@@ -149,7 +144,7 @@ class DDPStrategy(_LightningArguments, _ddp.DDPStrategy):
         hook = _comm_hook(ddp_comm_state, ddp_comm_hook, ddp_comm_wrapper, model_averaging_period)
         super().__init__(
             **kwargs, comm_hook=hook, comm_state=ddp_comm_state, timeout=timeout,
-            process_group_backend=process_group_backend,
+            process_group_backend=process_group_backend, start_method=start_method,
         )  # fmt: skip
         self._take_lightning_arguments(
             accelerator, parallel_devices, cluster_environment=cluster_environment,

@@ -3,6 +3,7 @@
 from ..config.registry import register_strategy
 from .base import Layout, Strategy
 from .ddp import DDPStrategy
+from .ddp_names import PresetDDPStrategy
 from .dp import DataParallelStrategy
 from .fsdp import FSDPStrategy
 from .single import SingleDeviceStrategy
@@ -11,6 +12,7 @@ __all__ = [
     "DataParallelStrategy",
     "DDPStrategy",
     "FSDPStrategy",
+    "PresetDDPStrategy",
     "Layout",
     "SingleDeviceStrategy",
     "Strategy",

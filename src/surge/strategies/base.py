@@ -78,6 +78,12 @@ class Strategy:
         """Keep the checked layout: what the root device, the parallel devices and the node count report."""
         self._layout = layout
 
+    @property
+    def stage_launcher(self) -> Any:
+        """What starts the ranks of each stage from inside it (spawn, fork), or None: this process
+        runs the stage itself."""
+        return None
+
     # -- ranks -----------------------------------------------------------------------------
     global_rank = 0
     local_rank = 0

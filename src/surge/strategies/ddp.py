@@ -16,6 +16,7 @@ from torch import Tensor, nn
 
 from ..config.registry import register_strategy
 from ..errors import bad_value
+from ..launch.multiprocessing_launcher import check_start_method
 from .base import _spans_devices
 from .parallel import ProcessGroupStrategy
 
@@ -37,13 +38,18 @@ class _TrainingStep(nn.Module):
         return self.module.training_step(*args)
 
 
-@register_strategy("ddp", aliases=("ddp_find_unused_parameters_false",))
+@register_strategy("ddp")
 class DDPStrategy(ProcessGroupStrategy):
     """`torch.nn.parallel.DistributedDataParallel` over `world_size` processes.
 
     `comm_hook` (with its `comm_state`) replaces DDP's gradient all-reduce, as
     `DistributedDataParallel.register_comm_hook(comm_state, comm_hook)` does (e.g. torch's
     `fp16_compress_hook`); it is registered on each wrapper this strategy makes.
+
+    `start_method` says how a process alone starts the others: "popen" (the script runs again for
+    ranks 1..N-1; this process is rank 0), or "spawn", "fork", "forkserver" (each stage starts N
+    ranks from inside `fit()`/`validate()`/...; see docs/distributed.md). Under torchrun or SLURM the
+    processes exist already and it plays no part.
     """
 
     name = "ddp"
@@ -61,8 +67,12 @@ class DDPStrategy(ProcessGroupStrategy):
         comm_state: object = None,
         timeout: datetime.timedelta | float | None = datetime.timedelta(minutes=30),
         process_group_backend: str | None = None,
+        start_method: str = "popen",
     ) -> None:
+        if start_method != "popen":
+            check_start_method(start_method, "DDPStrategy(start_method)")
         super().__init__(timeout=timeout, process_group_backend=process_group_backend)
+        self.start_method = start_method
         self.ddp_kwargs: dict[str, Any] = {
             "find_unused_parameters": find_unused_parameters, "static_graph": static_graph,
             "gradient_as_bucket_view": gradient_as_bucket_view,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import atexit
 import datetime
 import gc
+import time
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,7 @@ from ..errors import MisconfigurationError, bad_value
 from ..launch.call_site import check_same_trainer, trainer_call_site
 from ..launch.environment import ClusterEnvironment
 from ..launch.host import cpu_count
+from ..launch.multiprocessing_launcher import MultiprocessingLauncher, is_interactive
 from ..launch.subprocess_launcher import SubprocessLauncher
 from ..rank_zero import warn
 from ..seed import last_seeding, seed_everything
@@ -38,7 +40,14 @@ _OPS = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp
 
 
 class ProcessGroupStrategy(Strategy):
-    """One process per device in a `torch.distributed` process group."""
+    """One process per device in a `torch.distributed` process group.
+
+    Alone (no torchrun, no SLURM), the processes are started as `start_method` says: "popen" runs
+    the script again for ranks 1..N-1 and this process is rank 0; "spawn", "fork" and "forkserver"
+    start N ranks from inside each stage (`MultiprocessingLauncher`) and this process takes none.
+    """
+
+    start_method = "popen"  # a subclass that takes the argument sets it per object
 
     def __init__(
         self,
@@ -50,13 +59,14 @@ class ProcessGroupStrategy(Strategy):
         self.timeout = _timeout(timeout)
         self.backend = process_group_backend
         self.env = ClusterEnvironment(source="local")  # until `configure` is given the detected one
-        self.launcher: SubprocessLauncher | None = None
+        self.launcher: SubprocessLauncher | MultiprocessingLauncher | None = None
         self.call_site: str | None = None  # the user's line that built this Trainer, compared across ranks
         self.wrapped: nn.Module | None = None
         self._owns_group = False
         self.hangs: HangWatch | None = None  # this rank's heartbeat, while the group lives
         self._hang_dir: Path | None = None
         self._hung = False  # a collective timed out: the peers' stacks are dumped, no grace at teardown
+        self.failed_at: float | None = None  # when a failure began this rank's teardown (time.monotonic())
 
     # -- ranks -----------------------------------------------------------------------------
     @property
@@ -104,7 +114,7 @@ class ProcessGroupStrategy(Strategy):
                     f"num_nodes={num_nodes} needs a launcher that starts processes on every node: run under "
                     "torchrun (`surge launch`) or SLURM (`srun`)."
                 )
-            self.launcher = SubprocessLauncher(processes_per_node)
+            self.launcher = self._local_launcher(processes_per_node)
             self.env = ClusterEnvironment(source="surge", world_size=expected, local_world_size=expected)
         elif self.env.world_size != expected:
             raise MisconfigurationError(
@@ -113,6 +123,28 @@ class ProcessGroupStrategy(Strategy):
                 f"{self.env.global_rank}, local rank {self.env.local_rank}, node {self.env.node_rank}); make them agree."
                 + (RERUN if self.env.source == "surge" else "")
             )
+
+    def _local_launcher(self, processes: int) -> SubprocessLauncher | MultiprocessingLauncher:
+        """The launcher `start_method` names; in an interactive session only a fork can start ranks
+        (there is no script to run again, and what a notebook defines does not unpickle elsewhere)."""
+        if is_interactive() and self.start_method != "fork":
+            raise MisconfigurationError(
+                f"Trainer(strategy=...) with start_method={self.start_method!r} cannot start {processes} processes in "
+                "an interactive session or notebook: run the code as a script, or choose a notebook-compatible "
+                "strategy: Trainer(strategy='ddp_notebook') (start_method='fork')."
+            )
+        if self.start_method == "popen":
+            return SubprocessLauncher(processes)
+        return MultiprocessingLauncher(processes, self.start_method)
+
+    @property
+    def stage_launcher(self) -> MultiprocessingLauncher | None:
+        """The launcher that starts the ranks of each stage from inside it (None: this process is a rank)."""
+        return self.launcher if isinstance(self.launcher, MultiprocessingLauncher) else None
+
+    def become_rank(self, env: ClusterEnvironment) -> None:
+        """In a process a `MultiprocessingLauncher` started: this process is the rank `env` describes."""
+        self.env, self.launcher = env, None
 
     # -- set-up ----------------------------------------------------------------------------
     def setup_environment(self, device: torch.device) -> None:
@@ -145,8 +177,9 @@ class ProcessGroupStrategy(Strategy):
             self.hangs = None
 
     def _start_group(self, device: torch.device) -> None:
-        if self.launcher is not None and not self.launcher.children and self.env.global_rank == 0:
-            self.env = self.launcher.launch()
+        launcher = self.launcher
+        if isinstance(launcher, SubprocessLauncher) and not launcher.children and self.env.global_rank == 0:
+            self.env = launcher.launch()
         backend = self.backend or ("nccl" if device.type == "cuda" else "gloo")
         # Ranks that start slowly (a busy host importing torch) must not fail a short `timeout=`,
         # which is meant for collectives: the rendezvous gets at least RENDEZVOUS, then the group
@@ -300,8 +333,10 @@ class ProcessGroupStrategy(Strategy):
             self._owns_group = False
 
     def teardown(self, failed: bool = False) -> None:
+        if failed and self.failed_at is None:  # before the group ends: a peer fails only after this
+            self.failed_at = time.monotonic()
         self._stop_watching()
-        if failed and self.launcher is not None:
+        if failed and isinstance(self.launcher, SubprocessLauncher):
             self.launcher.terminate(grace=HUNG_GRACE_S if self._hung else 10.0)
         if self._owns_group and dist.is_initialized():
             if not failed:
