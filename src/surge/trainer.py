@@ -104,7 +104,7 @@ class Trainer(StageEntryPoints):
         self._fit_data: FitData | None = None  # fit's loaders, plan and accumulation: their one owner
         self._stage_loaders: dict[str, Any] = {}  # validate/test/predict's: (as given, batch limits)
         self._train_results = Results("train", self._strategy.reducer)
-        self._log_dir: Path | None = None
+        self._log_dir: str | None = None
         self._compiled: weakref.WeakKeyDictionary[Module, CompiledCalls | None] = weakref.WeakKeyDictionary()
         self._goodput = GoodputLedger()  # where a fit's wall time goes (`trainer.goodput`)
         self._compile_cache = CompileCache(cfg.compile)  # compiled artifacts beside the checkpoints
@@ -120,8 +120,7 @@ class Trainer(StageEntryPoints):
         resume = self._find_checkpoint(ckpt_path)
         self._publisher.continue_runs(resume.state if resume is not None else {})
         if self.world_size > 1 and self._log_dir is None:  # rank zero picks version_N; all use it
-            shared = self._strategy.broadcast(str(self.log_dir) if self.is_global_zero else None)
-            self._log_dir = Path(shared) if shared is not None else None
+            self._log_dir = self._strategy.broadcast(self.log_dir if self.is_global_zero else None)
         return resume
 
     def _setup(self, model: Module, stage: str) -> RunParts:
@@ -158,7 +157,7 @@ class Trainer(StageEntryPoints):
         check_weights_only("fit", weights_only)
         warn_default_max_epochs(self._cfg)
         if self._cfg.logger is True:  # the default logger writes there: fail now, not at a log point
-            writable_dir(self.default_root_dir, f"default_root_dir={str(self.default_root_dir)!r}")
+            writable_dir(Path(self.default_root_dir), f"default_root_dir={self.default_root_dir!r}")
         if isinstance(train_dataloaders, DataModule):
             datamodule, train_dataloaders = train_dataloaders, None
         check_step_defined(model, "training_step", "fit")
@@ -328,7 +327,7 @@ class Trainer(StageEntryPoints):
 
     def _find_checkpoint(self, ckpt_path: str | Path | None) -> Found | None:
         self._strategy.finish_checkpoints()  # a file still being written is read whole
-        load, callback, root = self._strategy.load_checkpoint, self.checkpoint_callback, self.default_root_dir
+        load, callback, root = self._strategy.load_checkpoint, self.checkpoint_callback, Path(self.default_root_dir)
         with self._goodput.timed("resume"):
             found = ckpt_path is not None and find_checkpoint(ckpt_path, load, root, callback)
         self.ckpt_path = str(found.path) if found else None  # Lightning's trainer.ckpt_path

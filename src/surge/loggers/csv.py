@@ -57,12 +57,20 @@ class CSVLogger(Logger):
         return self._run.version
 
     @property
-    def log_dir(self) -> Path:
-        return self._run.path
+    def log_dir(self) -> str:
+        return self._run.log_dir
+
+    @property
+    def save_dir(self) -> str:
+        return self._run.save_dir
+
+    @property
+    def root_dir(self) -> str:
+        return self._run.root_dir
 
     @property
     def metrics_path(self) -> Path:
-        return self.log_dir / "metrics.csv"
+        return self._run.path / "metrics.csv"
 
     def run_state(self) -> dict[str, Any] | None:
         return self._run.run_state()
@@ -86,7 +94,7 @@ class CSVLogger(Logger):
         path = self._run.where
         try:
             if self._hparams is not None:
-                path = self.log_dir / "hparams.yaml"
+                path = self._run.path / "hparams.yaml"
                 write_atomic(path, self._hparams)
                 self._hparams = None
             path = self.metrics_path

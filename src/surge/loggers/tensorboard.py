@@ -77,8 +77,16 @@ class TensorBoardLogger(Logger):
         return self._run.name
 
     @property
-    def log_dir(self) -> Path:
-        return self._run.path
+    def log_dir(self) -> str:
+        return self._run.log_dir
+
+    @property
+    def save_dir(self) -> str:
+        return self._run.save_dir
+
+    @property
+    def root_dir(self) -> str:
+        return self._run.root_dir
 
     @property
     def version(self) -> int | str | None:
@@ -95,7 +103,7 @@ class TensorBoardLogger(Logger):
                     "TensorBoardLogger needs the tensorboard package: pip install tensorboard"
                 ) from err
             self._writer = SummaryWriter(
-                log_dir=str(self.log_dir),
+                log_dir=self.log_dir,
                 flush_secs=self._flush_secs,
                 purge_step=self._purge_step,
                 **self._writer_kwargs,
