@@ -17,7 +17,7 @@ import torch
 from ..data.stateful_loader import loader_states
 from ..datamodule import DATAMODULE_HPARAMS_KEY, saved_datamodule_state
 from ..errors import CheckpointError, MisconfigurationError
-from ..module.hparams import plain
+from ..module.hparams import OBJECTS_KEY, objects_entry, plain
 from ..rank_zero import info, warn
 from ..seed import rng_state
 from ..version import __version__
@@ -115,7 +115,7 @@ def checkpoint_state(run: RunObjects, weights_only: bool = False) -> dict[str, A
     state: dict[str, Any] = {"epoch": loop.epoch + int(loop.stopped_inside), "global_step": loop.global_step}
     for name in WEIGHTS_ONLY:
         parts[name].save(state)
-    state["surge"] = {"version": __version__, "torch_version": str(torch.__version__)}
+    state["surge"] = {**state.get("surge", {}), "version": __version__, "torch_version": str(torch.__version__)}
     if weights_only:
         check_state(state, _sources(run))
         return state
@@ -195,6 +195,9 @@ def _model_part(strategy: Strategy, module: Module) -> Part:
     def save(state: dict[str, Any]) -> None:
         state["state_dict"] = strategy.model_state_dict(module)
         state["hyper_parameters"] = plain(dict(module.hparams))
+        objects = objects_entry(module.hparams)  # classes and objects: for a load that trusts the file
+        if objects is not None:
+            state.setdefault("surge", {})[OBJECTS_KEY] = objects
 
     return Part(save, lambda ckpt, path: restore_model(strategy, module, ckpt, path))
 

@@ -39,6 +39,9 @@ class Logger:
     def log_hyperparams(self, params: Mapping[str, Any]) -> None:
         """Record the run's hyper-parameters."""
 
+    def log_graph(self, model: Any, input_array: Any = None) -> None:
+        """Record the model's graph (called at a fit's start; a logger that draws graphs does it)."""
+
     def save(self) -> None:
         """Flush what is buffered."""
 

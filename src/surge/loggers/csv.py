@@ -8,10 +8,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..module.hparams import plain
 from ..rank_zero import warn
 from .base import Logger, RunDir, no_prefix
-from .files import WriteFailures, append_whole, write_atomic
+from .files import WriteFailures, append_whole, hparams_yaml, write_atomic
 from .run_name import DEFAULT_NAME, run_name
 
 
@@ -85,9 +84,7 @@ class CSVLogger(Logger):
             self.save()
 
     def log_hyperparams(self, params: Mapping[str, Any]) -> None:
-        import yaml
-
-        self._hparams = yaml.safe_dump(plain(dict(params))).encode()  # keys sorted, as Lightning's
+        self._hparams = hparams_yaml(params)
         self.save()
 
     def save(self) -> None:

@@ -79,8 +79,11 @@ types("none", fit("none", logger=False))
 fit("dirpath", callbacks=[ModelCheckpoint(dirpath="dirpath/mine", save_last=True)])
 fit("steps", callbacks=[ModelCheckpoint(every_n_train_steps=2, save_top_k=-1)])
 # 6. a resume from the default run's checkpoint, in a folder of its own; 7. a run that logs nothing
-fit("resume", ckpt_path=trainer.checkpoint_callback.best_model_path, max_epochs=3)
-fit("silent", model=Silent())
+resumed = fit("resume", ckpt_path=trainer.checkpoint_callback.best_model_path, max_epochs=3)
+silent = fit("silent", model=Silent())
+record.put("silent/hparams.yaml", (Path(silent.log_dir) / "hparams.yaml").read_text())
+goodput = getattr(resumed, "goodput", None)  # surge's: the resume read the first run's heartbeat
+record.put("surge/resume_goodput", None if goodput is None else [goodput.runs, list(goodput.notes)])
 
 # fast_dev_run keeps the checkpoint callback, which saves nothing
 fast = pl.Trainer(default_root_dir="fast", fast_dev_run=True, enable_progress_bar=False, enable_model_summary=False)
@@ -88,6 +91,7 @@ fast.fit(Regressor(), loader(8, 0), loader(8, 1))
 callback = fast.checkpoint_callback
 record.put("fast/callback", [type(callback).__name__, getattr(callback, "best_model_path", None)])
 record.put("fast/files", listing("fast"))
+record.put("fast/log_dir", fast.log_dir)
 
 
 # save_hyperparameters in a parent and again in the subclass: merged
@@ -142,7 +146,7 @@ class Graphed(Regressor):
 
 board = TensorBoardLogger("graph", log_graph=True)
 fit("graph", model=Graphed(), logger=board)
-record.put("graph/flag", board._log_graph)
+record.put("graph/flag", bool(board._log_graph))
 events = next(Path(board.log_dir).glob("events.out.tfevents.*")).read_bytes()
 record.put("graph/in_events", b"Linear" in events)
 late = TensorBoardLogger("late")
