@@ -91,7 +91,6 @@ fast.fit(Regressor(), loader(8, 0), loader(8, 1))
 callback = fast.checkpoint_callback
 record.put("fast/callback", [type(callback).__name__, getattr(callback, "best_model_path", None)])
 record.put("fast/files", listing("fast"))
-record.put("fast/log_dir", fast.log_dir)
 
 
 # save_hyperparameters in a parent and again in the subclass: merged
