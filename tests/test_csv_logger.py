@@ -36,8 +36,8 @@ def test_two_runs_in_one_root_get_version_0_and_1(tmp_path):
     assert second.log_dir == tmp_path / "surge_logs" / "version_1"
     assert (first.version, second.version) == (0, 1)
     for lg in (first, second):
-        assert (lg.log_dir / "metrics.csv").is_file()
-        assert (lg.log_dir / "hparams.yaml").is_file()
+        assert (Path(lg.log_dir) / "metrics.csv").is_file()
+        assert (Path(lg.log_dir) / "hparams.yaml").is_file()
 
 
 def test_version_numbers_continue_after_the_highest(tmp_path):
@@ -132,7 +132,7 @@ def test_hparams_yaml_holds_save_hyperparameters(tmp_path):
     lg = CSVLogger(tmp_path)
     model = WithHparams(hidden=12, lr=0.02, name="abc")
     fit(lg, model=model)
-    saved = yaml.safe_load((lg.log_dir / "hparams.yaml").read_text())
+    saved = yaml.safe_load((Path(lg.log_dir) / "hparams.yaml").read_text())
     assert saved == {"hidden": 12, "lr": 0.02, "name": "abc", "layers": [8, 4]}
     assert saved == {k: list(v) if isinstance(v, tuple) else v for k, v in model.hparams.items()}
 
@@ -145,7 +145,7 @@ def test_no_hparams_yaml_without_hyperparameters(tmp_path):
 
     lg = CSVLogger(tmp_path)
     fit(lg, model=NoHparams())
-    assert not (lg.log_dir / "hparams.yaml").exists()
+    assert not (Path(lg.log_dir) / "hparams.yaml").exists()
     assert lg.metrics_path.is_file()
 
 
@@ -156,9 +156,9 @@ def test_logger_true_writes_under_default_root_dir(tmp_path):
     assert [type(lg) for lg in trainer.loggers] == [TensorBoardLogger, CSVLogger]
     assert trainer.log_dir == root / "surge_logs" / "version_0"
     assert all(lg.log_dir == trainer.log_dir for lg in trainer.loggers)
-    assert list(trainer.log_dir.glob("events.out.tfevents.*"))
-    assert (trainer.log_dir / "metrics.csv").is_file()
-    assert (trainer.log_dir / "hparams.yaml").is_file()
+    assert list(Path(trainer.log_dir).glob("events.out.tfevents.*"))
+    assert (Path(trainer.log_dir) / "metrics.csv").is_file()
+    assert (Path(trainer.log_dir) / "hparams.yaml").is_file()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["root"]
 
 
@@ -212,4 +212,4 @@ def test_a_second_logger_in_the_same_version_keeps_the_rows_and_columns_there(tm
     header, rows = read_csv(again.metrics_path)
     assert header == ["a", "b", "step"]
     assert rows == [{"a": "1.0", "b": "", "step": "1"}, {"a": "", "b": "2.0", "step": "2"}]
-    assert sorted(p.name for p in again.log_dir.iterdir()) == ["metrics.csv"]  # no temporary left
+    assert sorted(p.name for p in Path(again.log_dir).iterdir()) == ["metrics.csv"]  # no temporary left

@@ -114,5 +114,5 @@ def test_a_given_version_wins_over_the_checkpoints(reference, tmp_path, caplog):
         enable_progress_bar=False,
     )
     trainer.fit(rp.Net(), *rp.loaders(), ckpt_path=ckpt)
-    assert logger.log_dir.name == "version_7"
+    assert Path(logger.log_dir).name == "version_7"
     assert "logging to version 7, not the checkpoint's 0" in caplog.text
