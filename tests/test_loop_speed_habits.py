@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import gc
 import warnings
+from pathlib import Path
 
 import pytest
 import torch

@@ -89,7 +89,7 @@ class Trainer(StageEntryPoints):
         self._precision: Precision = precision_plugin(cfg.precision, self._accelerator.name)
         self._strategy.connect_precision(self._precision)
         self.profiler: Profiler | None = build_profiler(cfg.profiler)
-        self.loggers: list[Logger] = build_loggers(cfg.logger, self.default_root_dir)
+        self.loggers: list[Logger] = build_loggers(cfg.logger, Path(self.default_root_dir))
         self.callbacks: list[Callback] = build_callbacks(cfg)
         self.fit_loop = FitLoop()
         self._stop, self._sanity = StopRequest(), SanityFlag()  # `should_stop`, `sanity_checking`
@@ -327,7 +327,11 @@ class Trainer(StageEntryPoints):
 
     def _find_checkpoint(self, ckpt_path: str | Path | None) -> Found | None:
         self._strategy.finish_checkpoints()  # a file still being written is read whole
-        load, callback, root = self._strategy.load_checkpoint, self.checkpoint_callback, Path(self.default_root_dir)
+        load, callback, root = (
+            self._strategy.load_checkpoint,
+            self.checkpoint_callback,
+            Path(self.default_root_dir),
+        )
         with self._goodput.timed("resume"):
             found = ckpt_path is not None and find_checkpoint(ckpt_path, load, root, callback)
         self.ckpt_path = str(found.path) if found else None  # Lightning's trainer.ckpt_path

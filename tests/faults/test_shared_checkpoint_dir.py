@@ -46,7 +46,9 @@ class Listing(Callback):
         self.directory, self.seen = directory, []
 
     def on_train_epoch_end(self, trainer, module):
-        self.seen.append((sorted(p.name for p in self.directory.iterdir()), lock_file(self.directory).exists()))
+        self.seen.append(
+            (sorted(p.name for p in self.directory.iterdir()), lock_file(self.directory).exists())
+        )
 
 
 def fit_into(directory: Path) -> tuple[TinyModel, list[int], Listing]:

@@ -12,7 +12,20 @@ from __future__ import annotations
 import pytest
 from harness import run_both
 
-RUNS = ("default", "csv", "tensorboard", "none", "dirpath", "steps", "resume", "silent", "twice", "classes", "graph", "late")
+RUNS = (
+    "default",
+    "csv",
+    "tensorboard",
+    "none",
+    "dirpath",
+    "steps",
+    "resume",
+    "silent",
+    "twice",
+    "classes",
+    "graph",
+    "late",
+)
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +45,9 @@ def _same_but_events(a: list[str], b: list[str]) -> bool:
     """TensorBoard's event files are named after the time, host and pid."""
 
     def named(files: list[str]) -> list[str]:
-        return sorted("/".join("EVENTS" if s.startswith("events.out.") else s for s in f.split("/")) for f in files)
+        return sorted(
+            "/".join("EVENTS" if s.startswith("events.out.") else s for s in f.split("/")) for f in files
+        )
 
     return named(a) == named(b)
 
@@ -60,10 +75,15 @@ def test_the_scenarios_are_the_ones_meant(runs):
     """Lightning's behaviour the comparison relies on, so a changed script cannot pass vacuously."""
     record = runs[0].record
     assert record["default/types"]["trainer.log_dir"] == ["str", "default/lightning_logs/version_0"]
-    assert record["fast/callback"] == ["ModelCheckpoint", ""] and record["fast/files"] is None  # no folder made
+    assert (
+        record["fast/callback"] == ["ModelCheckpoint", ""] and record["fast/files"] is None
+    )  # no folder made
     assert record["twice/ckpt"] == {"depth": 5, "lr": 0.01, "width": 16}
     assert record["classes/default"] == "refused" and record["classes/trusted"] == [True, "Tanh"]
-    assert record["silent/hparams.yaml"] == "{}\n" and "lightning_logs/version_0/EVENTS" in record["silent/files"]
+    assert (
+        record["silent/hparams.yaml"] == "{}\n"
+        and "lightning_logs/version_0/EVENTS" in record["silent/files"]
+    )
     assert record["graph/in_events"] and record["late/in_events"]
 
 

@@ -115,7 +115,11 @@ def checkpoint_state(run: RunObjects, weights_only: bool = False) -> dict[str, A
     state: dict[str, Any] = {"epoch": loop.epoch + int(loop.stopped_inside), "global_step": loop.global_step}
     for name in WEIGHTS_ONLY:
         parts[name].save(state)
-    state["surge"] = {**state.get("surge", {}), "version": __version__, "torch_version": str(torch.__version__)}
+    state["surge"] = {
+        **state.get("surge", {}),
+        "version": __version__,
+        "torch_version": str(torch.__version__),
+    }
     if weights_only:
         check_state(state, _sources(run))
         return state

@@ -143,7 +143,9 @@ class TensorBoardLogger(Logger):
             return
         example = getattr(model, "example_input_array", None) if input_array is None else input_array
         if example is None or not isinstance(example, torch.Tensor | tuple):
-            what = "is not set" if example is None else f"is a {type(example).__name__}, not a tensor or a tuple"
+            what = (
+                "is not set" if example is None else f"is a {type(example).__name__}, not a tensor or a tuple"
+            )
             warn(
                 f"TensorBoardLogger(log_graph=True) could not record the graph: the module's example_input_array "
                 f"{what}; set it to the positional arguments of forward() (a tensor, or a tuple of them)."

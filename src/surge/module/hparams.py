@@ -59,7 +59,9 @@ class HyperparametersMixin:
                 values = {name: init_args[name] for name in args}
             else:
                 values = init_args
-        merged = self.hparams  # a second call (a subclass's after its parent's) adds to the first, as Lightning's
+        merged = (
+            self.hparams
+        )  # a second call (a subclass's after its parent's) adds to the first, as Lightning's
         merged.update(values)
         for name in ignored:  # ignoring a name drops it even if an earlier call saved it
             merged.pop(name, None)
@@ -145,7 +147,9 @@ def plain(value: Any, _open: tuple[int, ...] = ()) -> Any:
     return repr(value)
 
 
-OBJECTS_KEY = "hyper_parameters_objects"  # in the checkpoint's "surge" entry: {"keys": [...], "pickle": bytes}
+OBJECTS_KEY = (
+    "hyper_parameters_objects"  # in the checkpoint's "surge" entry: {"keys": [...], "pickle": bytes}
+)
 
 
 def objects_entry(hparams: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -170,7 +174,9 @@ def trusted_objects(entry: Any, where: str) -> dict[str, Any]:
     try:
         objects = pickle.loads(entry["pickle"])  # noqa: S301 - weights_only=False: a file the user trusts
     except Exception as err:
-        raise CheckpointError(f"{where}: the hyper-parameters {entry.get('keys')} cannot be made again ({err})") from err
+        raise CheckpointError(
+            f"{where}: the hyper-parameters {entry.get('keys')} cannot be made again ({err})"
+        ) from err
     return dict(objects) if isinstance(objects, dict) else {}
 
 
@@ -179,7 +185,11 @@ def _plain_data(value: Any) -> bool:
         return all(isinstance(k, str) and _plain_data(v) for k, v in value.items())
     if isinstance(value, list | tuple):
         return all(_plain_data(v) for v in value)
-    return value is None or isinstance(value, bool | int | float | str) or callable(getattr(value, "tolist", None))
+    return (
+        value is None
+        or isinstance(value, bool | int | float | str)
+        or callable(getattr(value, "tolist", None))
+    )
 
 
 def init_kwargs(cls: type[Any], saved: Any, overrides: Mapping[str, Any], source: str) -> dict[str, Any]:
@@ -220,13 +230,19 @@ def init_kwargs(cls: type[Any], saved: Any, overrides: Mapping[str, Any], source
 
 
 def build_from_checkpoint(
-    cls: type[Any], ckpt: Mapping[str, Any], source: str, weights_only: bool | None, overrides: Mapping[str, Any]
+    cls: type[Any],
+    ckpt: Mapping[str, Any],
+    source: str,
+    weights_only: bool | None,
+    overrides: Mapping[str, Any],
 ) -> Any:
     """`cls(**hyper-parameters)` from a loaded checkpoint (`overrides` on top). Its classes and
     objects are their repr unless `weights_only=False` makes them from the file's pickle; a model
     that cannot be built from a repr says which hyper-parameters and the remedy."""
     if weights_only not in (None, True, False):
-        raise bad_value(f"{cls.__name__}.load_from_checkpoint(weights_only)", weights_only, "None, True or False")
+        raise bad_value(
+            f"{cls.__name__}.load_from_checkpoint(weights_only)", weights_only, "None, True or False"
+        )
     where = f"{cls.__name__}.load_from_checkpoint({source!r})"
     saved = ckpt.get("hyper_parameters", {})
     own = ckpt.get("surge")

@@ -23,7 +23,9 @@ def listing(folder):
     if not root.is_dir():
         return None
     names = (p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
-    return sorted("/".join("EVENTS" if s.startswith("events.out.tfevents.") else s for s in n.split("/")) for n in names)
+    return sorted(
+        "/".join("EVENTS" if s.startswith("events.out.tfevents.") else s for s in n.split("/")) for n in names
+    )
 
 
 class Watch(Callback):
@@ -65,7 +67,9 @@ def types(name, trainer):
     }  # fmt: skip
     record.put(f"{name}/types", {k: [type(v).__name__, str(v)] for k, v in values.items()})
     try:
-        record.put(f"{name}/joined", [json.dumps({"dir": trainer.log_dir}) != "", trainer.log_dir + "/" != ""])
+        record.put(
+            f"{name}/joined", [json.dumps({"dir": trainer.log_dir}) != "", trainer.log_dir + "/" != ""]
+        )
     except TypeError as err:
         record.put(f"{name}/joined", str(err))
 
@@ -86,7 +90,9 @@ goodput = getattr(resumed, "goodput", None)  # surge's: the resume read the firs
 record.put("surge/resume_goodput", None if goodput is None else [goodput.runs, list(goodput.notes)])
 
 # fast_dev_run keeps the checkpoint callback, which saves nothing
-fast = pl.Trainer(default_root_dir="fast", fast_dev_run=True, enable_progress_bar=False, enable_model_summary=False)
+fast = pl.Trainer(
+    default_root_dir="fast", fast_dev_run=True, enable_progress_bar=False, enable_model_summary=False
+)
 fast.fit(Regressor(), loader(8, 0), loader(8, 1))
 callback = fast.checkpoint_callback
 record.put("fast/callback", [type(callback).__name__, getattr(callback, "best_model_path", None)])
