@@ -128,7 +128,9 @@ def test_loggers_write_lightning_logs_in_lightning_mode(tmp_path):
     mode.install()
     try:
         assert surge.loggers.CSVLogger(tmp_path).log_dir == str(tmp_path / "lightning_logs" / "version_0")
-        assert surge.loggers.TensorBoardLogger(tmp_path).log_dir == str(tmp_path / "lightning_logs" / "version_1")
+        assert surge.loggers.TensorBoardLogger(tmp_path).log_dir == str(
+            tmp_path / "lightning_logs" / "version_1"
+        )
         assert surge.loggers.CSVLogger(tmp_path, name=None).log_dir == str(tmp_path / "version_0")
     finally:
         mode.uninstall()

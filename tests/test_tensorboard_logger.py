@@ -59,4 +59,6 @@ def test_a_logger_that_never_logs_writes_an_event_file_and_hparams_yaml_as_light
     logger.finalize("success")
     run = Path(logger.log_dir)
     assert (run / "hparams.yaml").read_text() == "{}\n"
-    assert [p.name.startswith("events.out.tfevents.") for p in run.iterdir() if p.name != "hparams.yaml"] == [True]
+    assert [p.name.startswith("events.out.tfevents.") for p in run.iterdir() if p.name != "hparams.yaml"] == [
+        True
+    ]
