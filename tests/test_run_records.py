@@ -56,3 +56,15 @@ def test_surges_folder_is_one_per_directory_whatever_path_names_it(tmp_path):
     assert folder_of("a") != folder_of("b") and lock_file("a").parent == folder_of("a")
     assert folder_of("a").name.startswith("a-")  # readable: the directory's name, then the key
     assert surge_home() == Path(os.environ["SURGE_CACHE_DIR"])
+
+
+def test_a_home_that_cannot_be_written_moves_surges_folders_to_the_temporary_folder(tmp_path, monkeypatch):
+    blocked = tmp_path / "file"
+    blocked.write_text("")  # SURGE_CACHE_DIR under a file: no folder can be made there
+    monkeypatch.setenv("SURGE_CACHE_DIR", str(blocked / "cache"))
+    (tmp_path / "ckpts").mkdir()
+    folder = folder_of(tmp_path / "ckpts")
+    try:
+        assert folder.is_dir() and blocked not in folder.parents and folder.name.startswith("ckpts-")
+    finally:
+        folder.rmdir()  # this test's only trace in the machine's temporary folder

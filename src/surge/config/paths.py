@@ -74,13 +74,23 @@ class DirectoryClaim:
     process may claim again (fit after fit). Released when the run ends, or at the process's exit."""
 
     def __init__(self, path: Path, what: str) -> None:
-        self.lock = lock_file(path)
         self.what = what
         self._held = False
+        try:
+            self.lock = lock_file(path)
+        except OSError as err:  # raised by acquire(), where every rank hears of it
+            self.lock, self._error = path, err
+        else:
+            self._error = None
 
     def acquire(self) -> None:
         """Take the directory, or raise `MisconfigurationError` naming the live run that holds it."""
         me = f"{socket.gethostname()} {os.getpid()}"
+        if self._error is not None:
+            raise MisconfigurationError(
+                f"{self.what}: surge cannot make its folder for the directory's lock ({self._error}); "
+                "set SURGE_CACHE_DIR to a folder this user can write."
+            )
         for _ in range(3):  # a stale lock is removed, then created again exclusively (a racing run wins once)
             try:
                 fd = os.open(self.lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import tempfile
 from pathlib import Path
 
 HEARTBEAT_FILE = "goodput.json"
@@ -28,6 +29,11 @@ def surge_home() -> Path:
     return Path(os.environ.get("SURGE_CACHE_DIR") or Path.home() / ".cache" / "surge")
 
 
+def _fallback_home() -> Path:
+    """Where surge's folders go when `surge_home()` cannot be written (a read-only home)."""
+    return Path(tempfile.gettempdir()) / f"surge-{os.getuid() if hasattr(os, 'getuid') else 'user'}"
+
+
 def folder_of(directory: str | os.PathLike[str]) -> Path:
     """surge's folder for `directory` (made if missing): the same for the same directory, whatever
     path names it; another for another directory."""
@@ -37,8 +43,13 @@ def folder_of(directory: str | os.PathLike[str]) -> Path:
     except OSError:
         inode = 0  # not made yet: keyed by its path alone
     key = hashlib.sha256(f"{path}\0{inode}".encode()).hexdigest()[:16]
-    folder = surge_home() / "folders" / f"{path.name[:40] or 'root'}-{key}"
-    folder.mkdir(parents=True, exist_ok=True)
+    name = f"{path.name[:40] or 'root'}-{key}"
+    try:
+        folder = surge_home() / "folders" / name
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:  # a home this user cannot write: this machine's temporary folder, said in the docs
+        folder = _fallback_home() / "folders" / name
+        folder.mkdir(parents=True, exist_ok=True)
     return folder
 
 
