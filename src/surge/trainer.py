@@ -327,12 +327,8 @@ class Trainer(StageEntryPoints):
 
     def _find_checkpoint(self, ckpt_path: str | Path | None) -> Found | None:
         self._strategy.finish_checkpoints()  # a file still being written is read whole
-        load, callback, root = (
-            self._strategy.load_checkpoint,
-            self.checkpoint_callback,
-            Path(self.default_root_dir),
-        )
+        load, callback, root = self._strategy.load_checkpoint, self.checkpoint_callback, self.default_root_dir
         with self._goodput.timed("resume"):
-            found = ckpt_path is not None and find_checkpoint(ckpt_path, load, root, callback)
+            found = ckpt_path is not None and find_checkpoint(ckpt_path, load, Path(root), callback)
         self.ckpt_path = str(found.path) if found else None  # Lightning's trainer.ckpt_path
         return found or None

@@ -76,12 +76,11 @@ class DirectoryClaim:
     def __init__(self, path: Path, what: str) -> None:
         self.what = what
         self._held = False
+        self._error: OSError | None = None
         try:
             self.lock = lock_file(path)
         except OSError as err:  # raised by acquire(), where every rank hears of it
             self.lock, self._error = path, err
-        else:
-            self._error = None
 
     def acquire(self) -> None:
         """Take the directory, or raise `MisconfigurationError` naming the live run that holds it."""

@@ -167,6 +167,13 @@ def objects_entry(hparams: Mapping[str, Any]) -> dict[str, Any] | None:
     return {"keys": keys, "pickle": data}
 
 
+def put_objects(hparams: Mapping[str, Any], checkpoint: dict[str, Any]) -> None:
+    """`objects_entry` into the checkpoint's "surge" entry, when there is one."""
+    entry = objects_entry(hparams)
+    if entry is not None:
+        checkpoint.setdefault("surge", {})[OBJECTS_KEY] = entry
+
+
 def trusted_objects(entry: Any, where: str) -> dict[str, Any]:
     """The objects `objects_entry` saved, made again: runs code from the checkpoint (unpickling)."""
     if not isinstance(entry, Mapping) or not isinstance(entry.get("pickle"), bytes):
