@@ -42,8 +42,11 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 @pytest.fixture(autouse=True)
 def _run_in_tmp_path(tmp_path, monkeypatch):
-    """Every test runs in its own tmp_path, so default run directories (surge_logs/...) land there."""
+    """Every test runs in its own tmp_path, so default run directories (surge_logs/...) land there,
+    with surge's own folder of its own."""
     monkeypatch.chdir(tmp_path)
+    # surge's own folder (run records, locks: config/run_records.py) per test, beside its tmp_path
+    monkeypatch.setenv("SURGE_CACHE_DIR", str(tmp_path.with_name(tmp_path.name + "-surge")))
     torch.manual_seed(0)
     yield
     if torch.distributed.is_available() and torch.distributed.is_initialized():

@@ -218,7 +218,7 @@ def test_default_dirpath_is_under_the_log_dir():
     trainer.fit(TinyModel(), train, val)
     cb = trainer.checkpoint_callback
     assert isinstance(cb, ModelCheckpoint)
-    assert cb.dirpath == str(trainer.log_dir / "checkpoints")  # a str, as Lightning's
+    assert cb.dirpath == str(Path(trainer.log_dir) / "checkpoints")  # a str, as Lightning's
     assert ckpt_names(Path(cb.dirpath)) == {"epoch=0-step=4.ckpt"}
 
 

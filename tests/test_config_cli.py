@@ -39,7 +39,7 @@ def write_config(tmp_path: Path, **sections) -> str:
 def test_fit_from_a_config_trains_and_saves_the_merged_config(tmp_path):
     cli = SurgeCLI(args=["fit", "--config", write_config(tmp_path)])
     assert cli.trainer.global_step == 2 and isinstance(cli.model, DigitsCNN)
-    saved = yaml.safe_load((cli.trainer.log_dir / "config.yaml").read_text())
+    saved = yaml.safe_load((Path(cli.trainer.log_dir) / "config.yaml").read_text())
     assert saved["model"]["init_args"]["channels"] == 4 and saved["trainer"]["limit_train_batches"] == 2
 
 

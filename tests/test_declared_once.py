@@ -117,7 +117,7 @@ def test_the_trainers_argument_views_are_config_fields_and_give_the_validated_va
     trainer = surge.Trainer(max_time="00:00:01:00", limit_val_batches=None, fast_dev_run=False, logger=False)
     assert trainer.max_time.total_seconds() == 60 and trainer.limit_val_batches == 1.0
     assert (
-        trainer.max_epochs == -1 and trainer.fast_dev_run == 0 and isinstance(trainer.default_root_dir, Path)
+        trainer.max_epochs == -1 and trainer.fast_dev_run == 0 and isinstance(trainer.default_root_dir, str)
     )
     assert (
         surge.Trainer(logger=False).max_epochs == 1000 and surge.Trainer(fast_dev_run=True).fast_dev_run == 1

@@ -124,11 +124,13 @@ def test_the_tuner_sets_what_it_found(tmp_path):
 def test_loggers_write_lightning_logs_in_lightning_mode(tmp_path):
     from surge.lightning import mode
 
-    assert surge.loggers.CSVLogger(tmp_path).log_dir == tmp_path / "surge_logs" / "version_0"
+    assert surge.loggers.CSVLogger(tmp_path).log_dir == str(tmp_path / "surge_logs" / "version_0")
     mode.install()
     try:
-        assert surge.loggers.CSVLogger(tmp_path).log_dir == tmp_path / "lightning_logs" / "version_0"
-        assert surge.loggers.TensorBoardLogger(tmp_path).log_dir == tmp_path / "lightning_logs" / "version_1"
-        assert surge.loggers.CSVLogger(tmp_path, name=None).log_dir == tmp_path / "version_0"
+        assert surge.loggers.CSVLogger(tmp_path).log_dir == str(tmp_path / "lightning_logs" / "version_0")
+        assert surge.loggers.TensorBoardLogger(tmp_path).log_dir == str(
+            tmp_path / "lightning_logs" / "version_1"
+        )
+        assert surge.loggers.CSVLogger(tmp_path, name=None).log_dir == str(tmp_path / "version_0")
     finally:
         mode.uninstall()

@@ -129,8 +129,11 @@ def test_fast_dev_run_runs_n_batches_and_writes_nothing(tmp_path):
     trainer.fit(model, _data(n=40), _data(n=40))
     assert len(model.seen) == 2 and model.val_batches == 2  # 2 train + 2 val batches, no sanity check
     assert trainer.global_step == 2 and trainer.fast_dev_run == 2
-    assert trainer.logger is None and not trainer.checkpoint_callbacks
+    assert (
+        trainer.logger is None and trainer.checkpoint_callback.best_model_path == ""
+    )  # kept, as Lightning's
     assert not list(tmp_path.rglob("*.ckpt")) and not list(tmp_path.rglob("*.csv"))
+    assert not (tmp_path / "checkpoints").exists()  # its folder not even made
     assert trainer.test(model, _data(n=40)) and trainer.limit_test_batches == 2
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -66,7 +67,7 @@ def test_logging_every_step_reads_the_host_only_at_intervals(tmp_path, host_read
     # hooks read (the progress line's callback is one), then last step values, epoch values, the progress
     # line, the non-finite count) - never per step.
     assert counts["tolist"] <= 500 // 50 + 5 * 6
-    rows = (trainer.log_dir / "metrics.csv").read_text().splitlines()
+    rows = (Path(trainer.log_dir) / "metrics.csv").read_text().splitlines()
     assert rows[0].split(",") == sorted(rows[0].split(",")) and "step" in rows[0] and len(rows) > 10
 
 

@@ -88,9 +88,9 @@ def test_phases_add_up_and_the_report_is_written(tmp_path):
     assert summary["steps"] >= 20
     assert sum(summary["shares"].values()) == pytest.approx(1.0, abs=0.02)
     assert all(summary["phases"][p] > 0 for p in ("data", "forward", "backward", "optimizer"))
-    written = json.loads((trainer.log_dir / "doctor.json").read_text())
+    written = json.loads((Path(trainer.log_dir) / "doctor.json").read_text())
     assert written["bottleneck"] == trainer.profiler.report["bottleneck"]
-    assert (trainer.log_dir / "doctor.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (Path(trainer.log_dir) / "doctor.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_advanced_names_the_functions_of_each_phase(tmp_path):
@@ -101,7 +101,7 @@ def test_advanced_names_the_functions_of_each_phase(tmp_path):
 
 def test_pytorch_profiler_writes_a_trace(tmp_path):
     trainer = _fit(tmp_path, TinyModel(), _cheap(512), profiler="pytorch")
-    traces = list((trainer.log_dir / "profiler").glob("*.json"))
+    traces = list((Path(trainer.log_dir) / "profiler").glob("*.json"))
     assert traces and json.loads(traces[0].read_text())["traceEvents"]
 
 
@@ -157,7 +157,7 @@ def test_surge_plot_draws_the_curves(tmp_path):
         plot_run(tmp_path / "nothing")
     # the CSV file itself is as good as its folder; goodput's one value at the fit's end is no panel
     out.unlink()
-    assert plot_run(trainer.log_dir / "metrics.csv") == out and out.is_file()
+    assert plot_run(Path(trainer.log_dir) / "metrics.csv") == out and out.is_file()
     from surge.profiler.plotting import read_metrics
 
     assert any(n.startswith("goodput/") for n in read_metrics(trainer.log_dir)[1])

@@ -62,7 +62,7 @@ def reference(tmp_path_factory):
         rp.SaveAt(root / "hooks", batch_ends=[(0, 1), (1, 4), (1, 5), (1, n - 1)], validation_ends=[0]),
     ]
     trainer = _fit(root / "run", seed=11, callbacks=saves)
-    assert trainer.log_dir == root / "run" / "surge_logs" / "version_0"
+    assert trainer.log_dir == str(root / "run" / "surge_logs" / "version_0")
     return root
 
 
@@ -82,7 +82,7 @@ def test_a_resume_from_every_save_point_continues_the_run_without_a_duplicate(re
         copy = tmp_path / name.replace(":", "_")
         shutil.copytree(reference, copy)
         trainer = _fit(copy / "run", seed=999, ckpt=copy / ckpt.relative_to(reference))
-        assert trainer.log_dir == copy / run, name  # the same version, not version_1
+        assert trainer.log_dir == str(copy / run), name  # the same version, not version_1
         assert not (copy / "run" / "surge_logs" / "version_1").exists(), name
         got_csv = csv_values(copy / run)
         assert got_csv == want_csv, (
@@ -114,5 +114,5 @@ def test_a_given_version_wins_over_the_checkpoints(reference, tmp_path, caplog):
         enable_progress_bar=False,
     )
     trainer.fit(rp.Net(), *rp.loaders(), ckpt_path=ckpt)
-    assert logger.log_dir.name == "version_7"
+    assert Path(logger.log_dir).name == "version_7"
     assert "logging to version 7, not the checkpoint's 0" in caplog.text

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 from torch.utils.data import DataLoader, TensorDataset
@@ -47,11 +49,16 @@ def test_scalars_hparams_and_graph_are_read_back_at_their_steps(tmp_path):
     for step, value in points.items():
         assert value == pytest.approx(model.losses[step - 1], rel=1e-6)  # the step's own loss
     assert events.Graph() is not None
-    assert logger.log_dir == trainer.log_dir and logger.log_dir.name == "version_0"
+    assert logger.log_dir == trainer.log_dir and Path(logger.log_dir).name == "version_0"
 
 
-def test_a_logger_that_never_logs_writes_nothing(tmp_path):
+def test_a_logger_that_never_logs_writes_an_event_file_and_hparams_yaml_as_lightning(tmp_path):
     logger = surge.loggers.TensorBoardLogger(tmp_path)
+    assert list(tmp_path.iterdir()) == []  # made, never used: nothing
     logger.save()
     logger.finalize("success")
-    assert list(tmp_path.iterdir()) == []
+    run = Path(logger.log_dir)
+    assert (run / "hparams.yaml").read_text() == "{}\n"
+    assert [p.name.startswith("events.out.tfevents.") for p in run.iterdir() if p.name != "hparams.yaml"] == [
+        True
+    ]

@@ -104,7 +104,9 @@ def build_callbacks(cfg: TrainerConfig) -> list[Callback]:
             "Trainer was configured with `enable_checkpointing=False` but found `ModelCheckpoint` in callbacks "
             "list; drop one."
         )
-    if cfg.enable_checkpointing and not has(ModelCheckpoint) and not cfg.fast_dev_run:
+    if cfg.enable_checkpointing and not has(
+        ModelCheckpoint
+    ):  # kept under fast_dev_run (saving nothing), as Lightning
         callbacks.append(ModelCheckpoint())
     if has(ProgressBar) and not cfg.enable_progress_bar:
         raise MisconfigurationError(

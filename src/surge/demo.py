@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -168,7 +169,7 @@ def main(argv: Sequence[str] | None = None, prog: str | None = None) -> dict[str
             f"Test (held out):  accuracy {metrics['test_acc']:.2%}, loss {metrics['test_loss']:.4f}",
             f"Best checkpoint:  {_best(checkpoint)}",
             f"Last checkpoint:  {checkpoint.last_model_path}",
-            f"Metrics:          {trainer.log_dir / 'metrics.csv'}",
+            f"Metrics:          {Path(trainer.log_dir) / 'metrics.csv'}",
         ]
     )
     if trainer.is_global_zero:

@@ -87,7 +87,7 @@ class Trainer(StageEntryPoints):
         self._precision: Precision = precision_plugin(cfg.precision, self._accelerator.name)
         self._strategy.connect_precision(self._precision)
         self.profiler: Profiler | None = build_profiler(cfg.profiler)
-        self.loggers: list[Logger] = build_loggers(cfg.logger, self.default_root_dir)
+        self.loggers: list[Logger] = build_loggers(cfg.logger, Path(self.default_root_dir))
         self.callbacks: list[Callback] = build_callbacks(cfg)
         self.fit_loop = FitLoop()
         self._stop, self._sanity = StopRequest(), SanityFlag()  # `should_stop`, `sanity_checking`
@@ -102,7 +102,7 @@ class Trainer(StageEntryPoints):
         self._fit_data: FitData | None = None  # fit's loaders, plan and accumulation: their one owner
         self._stage_loaders: dict[str, Any] = {}  # validate/test/predict's: (as given, batch limits)
         self._train_results = Results("train", self._strategy.reducer)
-        self._log_dir: Path | None = None
+        self._log_dir: str | None = None
         self._compiled: weakref.WeakKeyDictionary[Module, CompiledCalls | None] = weakref.WeakKeyDictionary()
         self._goodput = GoodputLedger()  # where a fit's wall time goes (`trainer.goodput`)
         self._compile_cache = CompileCache(cfg.compile)  # compiled artifacts beside the checkpoints
@@ -118,8 +118,7 @@ class Trainer(StageEntryPoints):
         resume = self._find_checkpoint(ckpt_path)
         self._publisher.continue_runs(resume.state if resume is not None else {})
         if self.world_size > 1 and self._log_dir is None:  # rank zero picks version_N; all use it
-            shared = self._strategy.broadcast(str(self.log_dir) if self.is_global_zero else None)
-            self._log_dir = Path(shared) if shared is not None else None
+            self._log_dir = self._strategy.broadcast(self.log_dir if self.is_global_zero else None)
         return resume
 
     def _setup(self, model: Module, stage: str) -> RunParts:
@@ -314,6 +313,6 @@ class Trainer(StageEntryPoints):
         self._strategy.finish_checkpoints()  # a file still being written is read whole
         load, callback, root = self._strategy.load_checkpoint, self.checkpoint_callback, self.default_root_dir
         with self._goodput.timed("resume"):
-            found = ckpt_path is not None and find_checkpoint(ckpt_path, load, root, callback)
+            found = ckpt_path is not None and find_checkpoint(ckpt_path, load, Path(root), callback)
         self.ckpt_path = str(found.path) if found else None  # Lightning's trainer.ckpt_path
         return found or None

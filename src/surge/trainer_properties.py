@@ -44,7 +44,7 @@ class TrainerProperties(FitDataViews):
     _optim: Optimization | None
     _publisher: MetricsPublisher
     _train_results: Results
-    _log_dir: Path | None
+    _log_dir: str | None
     loggers: list[Logger]
     callbacks: list[Callback]
     _run_status: str = "initializing"  # a stage's name while it runs, then finished/interrupted/failed
@@ -131,13 +131,14 @@ class TrainerProperties(FitDataViews):
         return self.loggers[0] if self.loggers else None
 
     @property
-    def log_dir(self) -> Path:
-        """The run directory: the first logger's, else `default_root_dir` (the same on every rank)."""
+    def log_dir(self) -> str:
+        """The run directory: the first logger's, else `default_root_dir` (the same on every rank);
+        a str, as Lightning's (it joins with `+` and serialises to JSON as users expect)."""
         if self._log_dir is not None:
             return self._log_dir
         for lg in self.loggers:
             if lg.log_dir is not None:
-                return Path(lg.log_dir)
+                return str(lg.log_dir)
         return self.default_root_dir
 
     @property

@@ -51,7 +51,7 @@ class StageEntryPoints(StageLaunching):
         check_weights_only("fit", weights_only)
         warn_default_max_epochs(self._cfg)
         if self._cfg.logger is True:  # the default logger writes there: fail now, not at a log point
-            writable_dir(self.default_root_dir, f"default_root_dir={str(self.default_root_dir)!r}")
+            writable_dir(Path(self.default_root_dir), f"default_root_dir={self.default_root_dir!r}")
         if isinstance(train_dataloaders, DataModule):
             datamodule, train_dataloaders = train_dataloaders, None
         check_step_defined(model, "training_step", "fit")

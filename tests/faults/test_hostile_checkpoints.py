@@ -215,7 +215,7 @@ def test_find_checkpoint_skips_checkpoints_that_vanish_meanwhile(tmp_path):
     worker.start()
     try:
         for _ in range(150):
-            assert keep in newest_checkpoints(trainer.default_root_dir, trainer.checkpoint_callback)
+            assert keep in newest_checkpoints(Path(trainer.default_root_dir), trainer.checkpoint_callback)
     finally:
         stop.set()
         worker.join()

@@ -94,7 +94,7 @@ def test_a_full_disk_while_logging_warns_once_and_loses_no_row(tmp_path):
         assert all(r["late"] == "" for r in rows[: NEW_KEY_AT - 1])
         assert all(r["late"] for r in rows[NEW_KEY_AT:])
         # no temporary left (goodput.json: the fit's goodput heartbeat, docs/long_runs.md)
-        assert sorted(p.name for p in logger.log_dir.iterdir()) == ["goodput.json", "metrics.csv"]
+        assert sorted(p.name for p in Path(logger.log_dir).iterdir()) == ["goodput.json", "metrics.csv"]
 
 
 def test_rows_a_failed_run_could_not_write_are_named_in_a_last_warning(tmp_path):
@@ -190,7 +190,7 @@ def test_a_full_disk_under_tensorboard_warns_once_and_training_goes_on(tmp_path)
         ours = [w for w in caught if issubclass(w.category, SurgeWarning) and "TensorBoard" in str(w.message)]
         assert len(ours) == 1, [str(w.message) for w in ours]
         assert "No space left" in str(ours[0].message)
-        files = list(logger.log_dir.glob("events.out.tfevents.*"))
+        files = list(Path(logger.log_dir).glob("events.out.tfevents.*"))
         assert len(files) >= 2 and all(p.stat().st_size > 0 for p in files)  # a new file after the failure
         events = EventAccumulator(str(logger.log_dir))
         events.Reload()
@@ -218,7 +218,7 @@ def test_tensorboard_keeps_what_a_full_disk_refused_and_writes_it_later(tmp_path
             logger.log_metrics({"loss": 2.0, "epoch": 0}, step=2)
             logger.finalize("success")
         assert len([w for w in caught if issubclass(w.category, SurgeWarning)]) == 1
-        assert all(p.stat().st_size > 0 for p in logger.log_dir.iterdir())  # no empty event file left
+        assert all(p.stat().st_size > 0 for p in Path(logger.log_dir).iterdir())  # no empty event file left
         events = EventAccumulator(str(logger.log_dir))
         events.Reload()
         assert [(e.step, e.value) for e in events.Scalars("loss")] == [(1, 1.0), (2, 2.0)]

@@ -65,7 +65,7 @@ def test_tilde_in_run_directories_is_the_home_directory(tmp_path, monkeypatch):
         max_steps=2, default_root_dir="~/runs", callbacks=[ckpt], enable_progress_bar=False,
         enable_model_summary=False, num_sanity_val_steps=0,
     )  # fmt: skip
-    assert trainer.default_root_dir == home / "runs"
+    assert trainer.default_root_dir == str(home / "runs")
     trainer.fit(TinyModel(), make_loaders()[0])
     assert [p.name for p in (home / "ck").iterdir()] == ["epoch=0-step=2.ckpt"]
     assert (home / "runs" / "surge_logs" / "version_0" / "hparams.yaml").is_file()

@@ -1,6 +1,8 @@
 """Two runs given the same checkpoint directory: a fit started while another live run holds it is
 refused before any training (before: both wrote, and resumed from, one `last.ckpt`); a lock left by
-a process that is gone is taken over; the directory is given back when the fit ends."""
+a process that is gone is taken over; the directory is given back when the fit ends. The lock lives
+in surge's own folder for the directory (`surge.config.run_records`): the directory holds only
+checkpoints, during the fit as after it."""
 
 from __future__ import annotations
 
@@ -14,11 +16,11 @@ from pathlib import Path
 import pytest
 
 from helpers import TinyModel, fast_trainer, make_loaders
-from surge.callbacks import ModelCheckpoint
+from surge.callbacks import Callback, ModelCheckpoint
+from surge.config.run_records import lock_file
 from surge.errors import MisconfigurationError
 
 SRC = Path(__file__).resolve().parents[2] / "src"
-LOCK_NAME = ".surge-run.lock"  # surge.config.paths.LOCK_NAME
 HOLDER = """
 import sys, time
 from pathlib import Path
@@ -37,7 +39,19 @@ fast_trainer(max_epochs=1, enable_checkpointing=True, callbacks=[cb, Wait()]).fi
 """
 
 
-def fit_into(directory: Path) -> tuple[TinyModel, list[int]]:
+class Listing(Callback):
+    """The directory's files and whether its lock is held, while training."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory, self.seen = directory, []
+
+    def on_train_epoch_end(self, trainer, module):
+        self.seen.append(
+            (sorted(p.name for p in self.directory.iterdir()), lock_file(self.directory).exists())
+        )
+
+
+def fit_into(directory: Path) -> tuple[TinyModel, list[int], Listing]:
     batches: list[int] = []
 
     class Counting(TinyModel):
@@ -45,9 +59,9 @@ def fit_into(directory: Path) -> tuple[TinyModel, list[int]]:
             batches.append(batch_idx)
 
     model = Counting()
-    cb = ModelCheckpoint(dirpath=directory, save_last=True)
-    fast_trainer(max_epochs=1, enable_checkpointing=True, callbacks=[cb]).fit(model, *make_loaders())
-    return model, batches
+    cb, listing = ModelCheckpoint(dirpath=directory, save_last=True), Listing(Path(directory))
+    fast_trainer(max_epochs=1, enable_checkpointing=True, callbacks=[cb, listing]).fit(model, *make_loaders())
+    return model, batches, listing
 
 
 def test_a_directory_a_live_run_holds_is_refused_before_training(tmp_path):
@@ -73,8 +87,10 @@ def test_a_directory_a_live_run_holds_is_refused_before_training(tmp_path):
         "epoch=0-step=4.ckpt",
         "last.ckpt",
     ]  # lock given back
-    _, batches = fit_into(directory)  # free again: the next run goes ahead
+    _, batches, listing = fit_into(directory)  # free again: the next run goes ahead
     assert batches == [0, 1, 2, 3]
+    assert listing.seen == [(["epoch=0-step=4.ckpt", "last.ckpt"], True)]  # held, and not in the directory
+    assert not lock_file(directory).exists()
 
 
 def test_a_lock_of_a_process_that_is_gone_is_taken_over(tmp_path):
@@ -82,10 +98,10 @@ def test_a_lock_of_a_process_that_is_gone_is_taken_over(tmp_path):
     gone.wait()
     directory = tmp_path / "ckpts"
     directory.mkdir()
-    (directory / LOCK_NAME).write_text(f"{socket.gethostname()} {gone.pid}")
-    _, batches = fit_into(directory)
+    lock_file(directory).write_text(f"{socket.gethostname()} {gone.pid}")
+    _, batches, _ = fit_into(directory)
     assert batches == [0, 1, 2, 3]
-    assert not (directory / LOCK_NAME).exists()
+    assert not lock_file(directory).exists()
 
 
 def test_fits_one_after_another_in_one_process_share_the_directory(tmp_path):
@@ -94,7 +110,6 @@ def test_fits_one_after_another_in_one_process_share_the_directory(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "epoch=0-step=4-v1.ckpt",
         "epoch=0-step=4.ckpt",
-        "goodput.json",  # the fit's goodput heartbeat (docs/long_runs.md), rewritten by each fit
         "last-v1.ckpt",
         "last.ckpt",
     ]

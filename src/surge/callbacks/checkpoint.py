@@ -120,9 +120,10 @@ class ModelCheckpoint(Callback):
     def setup(self, trainer: "Trainer", module: Any, stage: str) -> None:
         if self.dirpath is None:
             self.dirpath = str(Path(trainer.log_dir) / "checkpoints")
-        self._claim = prepare_directory(
-            trainer, Path(self.dirpath), self._dirpath_given, self.save_top_k != 0, stage, self._claim
-        )
+        if not trainer.fast_dev_run:  # which saves nothing: its folder is not made, as in Lightning
+            self._claim = prepare_directory(
+                trainer, Path(self.dirpath), self._dirpath_given, self.save_top_k != 0, stage, self._claim
+            )
         self._val_has_run = self._defer = False
         if self._restored is not None:
             warn_if_moved(self._restored, self.dirpath)
@@ -294,12 +295,11 @@ class ModelCheckpoint(Callback):
         )
         previous, self.last_model_path = self.last_model_path, path
         same = self._last_saved and self._last_saved_step == trainer.global_step
-        # a hard link (symlink: save_last="link") once the source is durable; else (a CheckpointIO's) saved again
-        if not (
-            same
-            and trainer.strategy.link_checkpoint(Path(self._last_saved), Path(path), self.save_last == "link")
-        ):
-            self._save_checkpoint(trainer, path)
+        symbolic = self.save_last == "link"
+        if not (same and trainer.strategy.link_checkpoint(Path(self._last_saved), Path(path), symbolic)):
+            self._save_checkpoint(
+                trainer, path
+            )  # else a hard link (a symlink: "link") once the source is durable
         if previous:
             self._remove(trainer, previous, path)
 

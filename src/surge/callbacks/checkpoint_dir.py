@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..checkpoint import remove_stale_temporaries
 from ..checkpoint.shard_files import remove_orphan_shards
-from ..config.paths import LOCK_NAME, DirectoryClaim, writable_dir
+from ..config.paths import DirectoryClaim, writable_dir
 from ..errors import MisconfigurationError
 from ..rank_zero import warn
 from .trainer_views import CheckpointRun
@@ -51,4 +51,4 @@ def prepare_directory(
 
 
 def _has_files(path: Path) -> bool:
-    return path.is_dir() and any(p.name != LOCK_NAME for p in path.iterdir())
+    return path.is_dir() and any(path.iterdir())

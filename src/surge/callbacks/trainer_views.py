@@ -129,7 +129,7 @@ class CheckpointRun(Ranks, Protocol):
     """What readying ModelCheckpoint's directory reads."""
 
     @property
-    def default_root_dir(self) -> Path: ...
+    def default_root_dir(self) -> str: ...
 
 
 class ValidationCadence(Position, Protocol):
@@ -147,7 +147,7 @@ class ValidationCadence(Position, Protocol):
 
 class RunDirectory(Protocol):
     @property
-    def log_dir(self) -> Path: ...
+    def log_dir(self) -> str: ...
 
 
 class Checkpointing(Ranks, Writing, RunDirectory, Protocol):

@@ -17,7 +17,7 @@ import torch
 from ..data.stateful_loader import loader_states
 from ..datamodule import DATAMODULE_HPARAMS_KEY, saved_datamodule_state
 from ..errors import CheckpointError, MisconfigurationError
-from ..module.hparams import plain
+from ..module.hparams import plain, put_objects
 from ..rank_zero import info, warn
 from ..seed import rng_state
 from ..version import __version__
@@ -115,7 +115,7 @@ def checkpoint_state(run: RunObjects, weights_only: bool = False) -> dict[str, A
     state: dict[str, Any] = {"epoch": loop.epoch + int(loop.stopped_inside), "global_step": loop.global_step}
     for name in WEIGHTS_ONLY:
         parts[name].save(state)
-    state["surge"] = {"version": __version__, "torch_version": str(torch.__version__)}
+    state.setdefault("surge", {}).update(version=__version__, torch_version=str(torch.__version__))
     if weights_only:
         check_state(state, _sources(run))
         return state
@@ -195,6 +195,7 @@ def _model_part(strategy: Strategy, module: Module) -> Part:
     def save(state: dict[str, Any]) -> None:
         state["state_dict"] = strategy.model_state_dict(module)
         state["hyper_parameters"] = plain(dict(module.hparams))
+        put_objects(module.hparams, state)  # classes and objects, pickled for a load that trusts the file
 
     return Part(save, lambda ckpt, path: restore_model(strategy, module, ckpt, path))
 
@@ -331,7 +332,7 @@ def find_checkpoint(
     return None
 
 
-def newest_checkpoints(root_dir: Path, checkpoint_callback: Any = None) -> list[Path]:
+def newest_checkpoints(root_dir: str | Path, checkpoint_callback: Any = None) -> list[Path]:
     """Checkpoints under the checkpoint callback's folder and the root dir, newest first."""
     roots = {Path(root_dir)}
     cb = checkpoint_callback

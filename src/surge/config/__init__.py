@@ -90,7 +90,7 @@ class TrainerConfig:
     num_nodes: int = 1
     callbacks: Resolves[list[Callback] | Callback | None, list[Callback]] = Resolves(None)
     logger: Resolves[bool | Logger | list[Logger] | None, bool | Logger | list[Logger]] = Resolves(True)
-    default_root_dir: Resolves[str | Path | None, Path] = Resolves(None)
+    default_root_dir: Resolves[str | Path | None, str] = Resolves(None)  # a str, as Lightning's
     enable_progress_bar: Resolves[bool | None, bool] = Resolves(True)
     enable_checkpointing: Resolves[bool | None, bool] = Resolves(True)
     enable_model_summary: Resolves[bool | None, bool] = Resolves(True)
@@ -184,7 +184,7 @@ class TrainerConfig:
         root = self.default_root_dir
         if root is not None and not isinstance(root, str | os.PathLike):
             raise bad_value("default_root_dir", root, "None (the current directory), a str or a path")
-        self.default_root_dir = user_dir("default_root_dir", root) if root is not None else Path.cwd()
+        self.default_root_dir = str(user_dir("default_root_dir", root) if root is not None else Path.cwd())
         if not isinstance(self.async_checkpoint, bool):
             raise bad_value("async_checkpoint", self.async_checkpoint, "True or False")
 

@@ -1,6 +1,7 @@
 """Directories a run writes to: checked when given (a file or a dangling link is refused) and at
 fit start (created if missing, then written to once), so a bad path fails before any training;
-and claimed by one run at a time (`DirectoryClaim`)."""
+and claimed by one run at a time (`DirectoryClaim`, whose lock file lives in surge's own folder for
+the directory, `run_records.py`, not in the directory itself)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import MisconfigurationError, SurgeTypeError
+from .run_records import lock_file
 
 
 def user_dir(arg: str, value: Any) -> Path:
@@ -62,24 +64,32 @@ def _describe(err: OSError) -> str:
     return f"{code} {err.strerror or err}{where}".strip()
 
 
-LOCK_NAME = ".surge-run.lock"
-
-
 class DirectoryClaim:
-    """A run's hold on a directory it writes checkpoints to: a lock file naming the host and pid.
+    """A run's hold on a directory it writes checkpoints to: a lock file naming the host and pid,
+    kept in surge's folder for the directory (`run_records.lock_file`), so the directory holds only
+    checkpoints.
 
     Two live runs given the same directory would share (and overwrite, or resume from) each other's
     `last.ckpt`; the second is refused. A lock left by a process that is gone is taken over; the same
     process may claim again (fit after fit). Released when the run ends, or at the process's exit."""
 
     def __init__(self, path: Path, what: str) -> None:
-        self.lock = path / LOCK_NAME
         self.what = what
         self._held = False
+        self._error: OSError | None = None
+        try:
+            self.lock = lock_file(path)
+        except OSError as err:  # raised by acquire(), where every rank hears of it
+            self.lock, self._error = path, err
 
     def acquire(self) -> None:
         """Take the directory, or raise `MisconfigurationError` naming the live run that holds it."""
         me = f"{socket.gethostname()} {os.getpid()}"
+        if self._error is not None:
+            raise MisconfigurationError(
+                f"{self.what}: surge cannot make its folder for the directory's lock ({self._error}); "
+                "set SURGE_CACHE_DIR to a folder this user can write."
+            )
         for _ in range(3):  # a stale lock is removed, then created again exclusively (a racing run wins once)
             try:
                 fd = os.open(self.lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)

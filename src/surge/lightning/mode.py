@@ -58,8 +58,7 @@ DIFFERENCES = (
     "surge runs {script} in Lightning mode: `lightning`, `lightning.pytorch` and `pytorch_lightning` "
     "are surge's compatibility layer. Deliberate differences: checkpoints are loaded weights-only "
     "(tensors and plain containers, digest verified), a sequential sampler stays sequential on many "
-    "processes, the progress bar refreshes on a timer, and the default logger writes metrics.csv "
-    "beside TensorBoard's files; see docs/lightning.md."
+    "processes, and the progress bar refreshes on a timer; see docs/lightning.md."
 )
 
 

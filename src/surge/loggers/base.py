@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -23,8 +24,13 @@ class Logger:
         return None
 
     @property
-    def log_dir(self) -> Path | None:
+    def log_dir(self) -> str | None:
         """The run directory where this logger writes (checkpoints go under it by default)."""
+        return None
+
+    @property
+    def save_dir(self) -> str | None:
+        """The folder given to the logger, under which its runs are made."""
         return None
 
     def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
@@ -32,6 +38,9 @@ class Logger:
 
     def log_hyperparams(self, params: Mapping[str, Any]) -> None:
         """Record the run's hyper-parameters."""
+
+    def log_graph(self, model: Any, input_array: Any = None) -> None:
+        """Record the model's graph (called at a fit's start; a logger that draws graphs does it)."""
 
     def save(self) -> None:
         """Flush what is buffered."""
@@ -72,6 +81,7 @@ class RunDir:
 
     def __init__(self, save_dir: str | Path, name: str, version: int | str | None) -> None:
         self.root, self.name, self._requested = Path(save_dir), name, version
+        self.save_dir = os.fspath(save_dir)  # as given: Lightning's loggers return the strings
         self._path: Path | None = None
         self._version: int | str | None = None
 
@@ -92,6 +102,16 @@ class RunDir:
     @property
     def path(self) -> Path:
         return self._resolve()
+
+    @property
+    def root_dir(self) -> str:
+        """`save_dir/name` (`save_dir` when the name is empty), a str as Lightning's."""
+        return os.path.join(self.save_dir, self.name) if self.name else self.save_dir
+
+    @property
+    def log_dir(self) -> str:
+        """`root_dir/version_N` (or the version given as a str), made now if it was not."""
+        return os.path.join(self.root_dir, self._resolve().name)
 
     def run_state(self) -> dict[str, Any]:
         """`{"version": ...}` (a logger's `run_state`); the directory is made now if it was not: a

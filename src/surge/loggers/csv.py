@@ -8,10 +8,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..module.hparams import plain
 from ..rank_zero import warn
 from .base import Logger, RunDir, no_prefix
-from .files import WriteFailures, append_whole, write_atomic
+from .files import WriteFailures, append_whole, hparams_yaml, write_atomic
 from .run_name import DEFAULT_NAME, run_name
 
 
@@ -57,12 +56,20 @@ class CSVLogger(Logger):
         return self._run.version
 
     @property
-    def log_dir(self) -> Path:
-        return self._run.path
+    def log_dir(self) -> str:
+        return self._run.log_dir
+
+    @property
+    def save_dir(self) -> str:
+        return self._run.save_dir
+
+    @property
+    def root_dir(self) -> str:
+        return self._run.root_dir
 
     @property
     def metrics_path(self) -> Path:
-        return self.log_dir / "metrics.csv"
+        return self._run.path / "metrics.csv"
 
     def run_state(self) -> dict[str, Any] | None:
         return self._run.run_state()
@@ -77,16 +84,14 @@ class CSVLogger(Logger):
             self.save()
 
     def log_hyperparams(self, params: Mapping[str, Any]) -> None:
-        import yaml
-
-        self._hparams = yaml.safe_dump(plain(dict(params))).encode()  # keys sorted, as Lightning's
+        self._hparams = hparams_yaml(params)
         self.save()
 
     def save(self) -> None:
         path = self._run.where
         try:
             if self._hparams is not None:
-                path = self.log_dir / "hparams.yaml"
+                path = self._run.path / "hparams.yaml"
                 write_atomic(path, self._hparams)
                 self._hparams = None
             path = self.metrics_path

@@ -1,12 +1,14 @@
 """The loggers `logger=True` gives: TensorBoard's when tensorboard is installed (as Lightning's
 default, so `self.logger.experiment` is a `SummaryWriter`), with `metrics.csv` beside it in the
-same run directory (what `surge plot` and the doctor read); CSV alone otherwise."""
+same run directory (what `surge plot` and the doctor read); CSV alone otherwise. In the Lightning
+mode the run directory holds exactly Lightning's files: TensorBoard's alone (CSV without it)."""
 
 from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
 
+from ..config import semantics
 from .base import Logger
 from .csv import CSVLogger
 from .tensorboard import TensorBoardLogger
@@ -19,9 +21,11 @@ def tensorboard_available() -> bool:
 
 def default_loggers(root: Path) -> list[Logger]:
     """`[TensorBoardLogger, CSVLogger]` sharing `root/surge_logs/version_N`, or `[CSVLogger]`."""
-    csv = CSVLogger(root)
     if not tensorboard_available():
-        return [csv]
+        return [CSVLogger(root)]
     board = TensorBoardLogger(root)
+    if semantics.lightning():
+        return [board]
+    csv = CSVLogger(root)
     csv._run = board._run  # one run directory, claimed once, for both
     return [board, csv]

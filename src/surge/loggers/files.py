@@ -9,7 +9,9 @@ from __future__ import annotations
 import contextlib
 import os
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from ..rank_zero import info, warn
 
@@ -57,6 +59,15 @@ def append_whole(path: Path, data: bytes, size: int) -> int:
     finally:
         os.close(fd)
     return size + len(data)
+
+
+def hparams_yaml(params: Mapping[str, Any]) -> bytes:
+    """`hparams.yaml`'s bytes: the hyper-parameters as plain data, keys sorted, as Lightning's."""
+    import yaml
+
+    from ..module.hparams import plain
+
+    return yaml.safe_dump(plain(dict(params))).encode()
 
 
 def _fsync_dir(directory: Path) -> None:

@@ -14,11 +14,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from ..errors import SurgeRuntimeError, bad_value
 from ..module.hparams import plain
 from ..rank_zero import warn
 from .base import Logger, RunDir, no_prefix
-from .files import WriteFailures
+from .files import WriteFailures, hparams_yaml, write_atomic
 from .run_name import DEFAULT_NAME, run_name
 
 RETRY_EVERY = 100
@@ -31,7 +33,7 @@ WRITER_ARGS = {
 
 class TensorBoardLogger(Logger):
     """Writes to `save_dir/name/version_N/` (the same layout as `CSVLogger`), viewable with
-    `tensorboard --logdir save_dir`. `log_graph=True` records the module's graph once at fit start,
+    `tensorboard --logdir save_dir`, with Lightning's `hparams.yaml` beside them. `log_graph=True` records the module's graph once at fit start,
     traced from the module's `example_input_array`. Lightning's `default_hp_metric` is accepted
     (surge writes no `hp_metric` placeholder either way); `prefix` must be empty, `sub_dir` None;
     `**kwargs` go to `SummaryWriter` (`comment`, `max_queue`, `filename_suffix`)."""
@@ -64,10 +66,11 @@ class TensorBoardLogger(Logger):
         self._writer_kwargs = kwargs
         self._run = RunDir(save_dir, run_name(name), version)
         self._writer: Any = None
-        self.log_graph = log_graph
+        self._log_graph = log_graph  # Lightning's attribute: a script may set it after construction
         self._flush_secs = flush_secs
         self._pending: deque[tuple[str, float, int]] = deque()  # scalars not yet handed to a writer
         self._hparams: dict[str, Any] | None = None
+        self._hparams_file: dict[str, Any] = {}  # what hparams.yaml holds, written once as Lightning's
         self._retry_at = 0
         self._failures = WriteFailures("TensorBoardLogger")
         self._purge_step: int | None = None  # a resumed run: TensorBoard hides the old events from here
@@ -77,8 +80,16 @@ class TensorBoardLogger(Logger):
         return self._run.name
 
     @property
-    def log_dir(self) -> Path:
-        return self._run.path
+    def log_dir(self) -> str:
+        return self._run.log_dir
+
+    @property
+    def save_dir(self) -> str:
+        return self._run.save_dir
+
+    @property
+    def root_dir(self) -> str:
+        return self._run.root_dir
 
     @property
     def version(self) -> int | str | None:
@@ -95,7 +106,7 @@ class TensorBoardLogger(Logger):
                     "TensorBoardLogger needs the tensorboard package: pip install tensorboard"
                 ) from err
             self._writer = SummaryWriter(
-                log_dir=str(self.log_dir),
+                log_dir=self.log_dir,
                 flush_secs=self._flush_secs,
                 purge_step=self._purge_step,
                 **self._writer_kwargs,
@@ -118,11 +129,29 @@ class TensorBoardLogger(Logger):
             self._write()
 
     def log_hyperparams(self, params: Mapping[str, Any]) -> None:
+        self._hparams_file.update(params)
         self._hparams = {
             k: v if isinstance(v, int | float | str | bool) else str(v)
             for k, v in plain(dict(params)).items()
         }
         self._write()
+
+    def log_graph(self, model: Any, input_array: Any = None) -> None:
+        """With `log_graph=True` (or `_log_graph` set later): the model's graph, traced from
+        `input_array` (default: its `example_input_array`); without one, a warning, as Lightning's."""
+        if not self._log_graph:
+            return
+        example = getattr(model, "example_input_array", None) if input_array is None else input_array
+        if example is None or not isinstance(example, torch.Tensor | tuple):
+            what = (
+                "is not set" if example is None else f"is a {type(example).__name__}, not a tensor or a tuple"
+            )
+            warn(
+                f"TensorBoardLogger(log_graph=True) could not record the graph: the module's example_input_array "
+                f"{what}; set it to the positional arguments of forward() (a tensor, or a tuple of them)."
+            )
+            return
+        self.log_module_graph(model, example)
 
     def log_module_graph(self, module: Any, example: Any) -> None:
         """Record the module's graph from one example input (not kept if the disk refuses it)."""
@@ -132,10 +161,15 @@ class TensorBoardLogger(Logger):
             self._lost(err)
 
     def save(self) -> None:
-        if not self._write() or self._writer is None:
+        """Flush the event file (made now if it was not: a run that logs nothing has one, as in
+        Lightning) and write `hparams.yaml` once, with the hyper-parameters logged so far."""
+        if not self._write():
             return
         try:
-            self._writer.flush()
+            self.experiment.flush()
+            hparams = self._run.path / "hparams.yaml"
+            if not hparams.exists():
+                write_atomic(hparams, hparams_yaml(self._hparams_file))
         except OSError as err:
             self._lost(err)
             return

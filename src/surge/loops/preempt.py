@@ -31,7 +31,9 @@ def preempt(loop: FitLoop) -> None:
     sig = ctx.signals.received or signal.SIGTERM
     cb = trainer.checkpoint_callback
     folder = (
-        Path(cb.dirpath) if cb is not None and cb.dirpath is not None else trainer.log_dir / "checkpoints"
+        Path(cb.dirpath)
+        if cb is not None and cb.dirpath is not None
+        else Path(trainer.log_dir) / "checkpoints"
     )
     path = folder / "last.ckpt"
     trainer.save_checkpoint(path)

@@ -185,9 +185,8 @@ class MetricsPublisher:
         for lg in self.loggers:
             if module.hparams and hparams and module.hparams_logged:
                 lg.log_hyperparams(module.hparams)
-            if getattr(lg, "log_graph", False) and example is not None:
-                graph_logger: Any = lg  # one that has log_graph (TensorBoardLogger) has log_module_graph
-                graph_logger.log_module_graph(module, move_to_device(example, module.device))
+            lg.log_graph(module, None if example is None else move_to_device(example, module.device))
+            lg.save()  # as Lightning: a TensorBoard run has its event file and hparams.yaml from the start
 
     def runs_state(self) -> dict[str, Any]:
         """The checkpoint's "loggers" entry: each logger's run, and what they were given at the

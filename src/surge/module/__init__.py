@@ -13,7 +13,7 @@ from ..errors import SurgeRuntimeError
 from ..metrics.log_options import check_log_name, check_log_value, reduction, refuse_log_options
 from ..rank_zero import warn
 from .hooks import LoopHooks
-from .hparams import HyperparametersMixin, init_kwargs
+from .hparams import HyperparametersMixin, build_from_checkpoint
 from .model_hooks import ModelHooks
 from .optimizers import ModuleOptimizers
 
@@ -202,6 +202,7 @@ class Module(LoopHooks, ModelHooks, ModuleOptimizers, nn.Module, Hyperparameters
         checkpoint_path: str | Path,
         map_location: str | torch.device | None = None,
         strict: bool | None = None,
+        weights_only: bool | None = None,
         **hparams: Any,
     ) -> Module:
         """A new module built from the checkpoint's saved hyper-parameters (`hparams` override them)
@@ -211,6 +212,10 @@ class Module(LoopHooks, ModelHooks, ModuleOptimizers, nn.Module, Hyperparameters
         weights load), then `on_load_checkpoint(checkpoint)`, which may still change the
         checkpoint's `"state_dict"`; then the weights load. `strict=False` loads the keys that match
         and warns with what it left out.
+
+        The file is read weights-only either way. Hyper-parameters that are not plain data (a class,
+        an object) are in it as their repr, and pickled beside; `weights_only=False` makes them again
+        from that pickle, which runs code from the file: pass it only for a file you trust.
         """
         from ..checkpoint import load_checkpoint
         from ..checkpoint.model_state import apply_model_state
@@ -219,8 +224,7 @@ class Module(LoopHooks, ModelHooks, ModuleOptimizers, nn.Module, Hyperparameters
 
         ckpt = load_checkpoint(checkpoint_path)
         check_layout(ckpt, checkpoint_path)
-        kwargs = init_kwargs(cls, ckpt.get("hyper_parameters", {}), hparams, str(checkpoint_path))
-        model = cls(**kwargs)
+        model = build_from_checkpoint(cls, ckpt, str(checkpoint_path), weights_only, hparams)
         if callable(model.configure_model) and type(model).configure_model is not Module.configure_model:
             model.configure_model()  # layers created late exist before the weights load (as Lightning)
         if type(model).on_load_checkpoint is not Module.on_load_checkpoint:

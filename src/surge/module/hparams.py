@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import inspect
+import pickle
 from collections.abc import Iterable, Mapping
 from types import FrameType
 from typing import Any
 
-from ..errors import CheckpointError, SurgeTypeError
+from ..errors import CheckpointError, SurgeTypeError, bad_value
 
 
 class AttributeDict(dict):
@@ -33,7 +34,8 @@ class HyperparametersMixin:
         frame: FrameType | None = None,
         logger: bool = True,
     ) -> None:
-        """Save `__init__`'s arguments (all, the named ones, or one dict) into `self.hparams`.
+        """Save `__init__`'s arguments (all, the named ones, or one dict) into `self.hparams`, added
+        to what an earlier call saved.
         `frame` is the `__init__` frame to read them from (default: the caller's); `logger=False`
         keeps them from the loggers (they are still saved in checkpoints)."""
         if not isinstance(logger, bool):
@@ -57,7 +59,12 @@ class HyperparametersMixin:
                 values = {name: init_args[name] for name in args}
             else:
                 values = init_args
-        self._hparams = AttributeDict({k: v for k, v in values.items() if k not in ignored})
+        merged = (
+            self.hparams
+        )  # a second call (a subclass's after its parent's) adds to the first, as Lightning's
+        merged.update(values)
+        for name in ignored:  # ignoring a name drops it even if an earlier call saved it
+            merged.pop(name, None)
 
     @property
     def hparams_logged(self) -> bool:
@@ -140,6 +147,58 @@ def plain(value: Any, _open: tuple[int, ...] = ()) -> Any:
     return repr(value)
 
 
+OBJECTS_KEY = (
+    "hyper_parameters_objects"  # in the checkpoint's "surge" entry: {"keys": [...], "pickle": bytes}
+)
+
+
+def objects_entry(hparams: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The hyper-parameters `plain` stores as their repr (a class, an object), pickled by reference
+    for a load the user trusts (`load_from_checkpoint(..., weights_only=False)`): bytes, which a
+    weights-only load reads without running anything. None when all are plain data or they do not
+    pickle (a lambda, a class defined inside a function)."""
+    keys = sorted(k for k, v in hparams.items() if not _plain_data(v))
+    if not keys:
+        return None
+    try:
+        data = pickle.dumps({k: hparams[k] for k in keys})
+    except (pickle.PicklingError, AttributeError, TypeError):
+        return None
+    return {"keys": keys, "pickle": data}
+
+
+def put_objects(hparams: Mapping[str, Any], checkpoint: dict[str, Any]) -> None:
+    """`objects_entry` into the checkpoint's "surge" entry, when there is one."""
+    entry = objects_entry(hparams)
+    if entry is not None:
+        checkpoint.setdefault("surge", {})[OBJECTS_KEY] = entry
+
+
+def trusted_objects(entry: Any, where: str) -> dict[str, Any]:
+    """The objects `objects_entry` saved, made again: runs code from the checkpoint (unpickling)."""
+    if not isinstance(entry, Mapping) or not isinstance(entry.get("pickle"), bytes):
+        return {}
+    try:
+        objects = pickle.loads(entry["pickle"])  # noqa: S301 - weights_only=False: a file the user trusts
+    except Exception as err:
+        raise CheckpointError(
+            f"{where}: the hyper-parameters {entry.get('keys')} cannot be made again ({err})"
+        ) from err
+    return dict(objects) if isinstance(objects, dict) else {}
+
+
+def _plain_data(value: Any) -> bool:
+    if isinstance(value, Mapping):
+        return all(isinstance(k, str) and _plain_data(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return all(_plain_data(v) for v in value)
+    return (
+        value is None
+        or isinstance(value, bool | int | float | str)
+        or callable(getattr(value, "tolist", None))
+    )
+
+
 def init_kwargs(cls: type[Any], saved: Any, overrides: Mapping[str, Any], source: str) -> dict[str, Any]:
     """The saved hyper-parameters with `overrides` on top, checked against `cls.__init__`: a
     checkpoint of another class or version is refused with what differs, not a bare TypeError."""
@@ -175,3 +234,39 @@ def init_kwargs(cls: type[Any], saved: Any, overrides: Mapping[str, Any], source
             "'state_dict'."
         )
     return kwargs
+
+
+def build_from_checkpoint(
+    cls: type[Any],
+    ckpt: Mapping[str, Any],
+    source: str,
+    weights_only: bool | None,
+    overrides: Mapping[str, Any],
+) -> Any:
+    """`cls(**hyper-parameters)` from a loaded checkpoint (`overrides` on top). Its classes and
+    objects are their repr unless `weights_only=False` makes them from the file's pickle; a model
+    that cannot be built from a repr says which hyper-parameters and the remedy."""
+    if weights_only not in (None, True, False):
+        raise bad_value(
+            f"{cls.__name__}.load_from_checkpoint(weights_only)", weights_only, "None, True or False"
+        )
+    where = f"{cls.__name__}.load_from_checkpoint({source!r})"
+    saved = ckpt.get("hyper_parameters", {})
+    own = ckpt.get("surge")
+    entry = own.get(OBJECTS_KEY) if isinstance(own, Mapping) else None
+    if weights_only is False and isinstance(saved, Mapping):
+        saved = {**saved, **trusted_objects(entry, where)}
+    kwargs = init_kwargs(cls, saved, overrides, source)
+    as_repr = [] if weights_only is False or not isinstance(entry, Mapping) else list(entry.get("keys", []))
+    as_repr = [k for k in as_repr if k in kwargs and k not in overrides]
+    try:
+        return cls(**kwargs)
+    except Exception as err:
+        if not as_repr:
+            raise
+        raise CheckpointError(
+            f"{where}: {cls.__name__}(...) failed ({type(err).__name__}: {err}); the hyper-parameters {as_repr} "
+            "are classes or objects, which a weights-only load reads as their repr. Pass weights_only=False "
+            "to make them from the file (it runs code from the file: only for a file you trust), or pass "
+            "them as keyword arguments."
+        ) from err

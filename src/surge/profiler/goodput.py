@@ -6,8 +6,8 @@ fit's hooks, checkpoint saves, compile events and the loop's data wait (the loop
 around `next()`). Nothing adds a device sync.
 
 Its totals travel in every checkpoint (`checkpoint["surge"]["goodput"]`, versioned), so a resumed
-run adds to the job's accounting; and a heartbeat file (`goodput.json` in the run directory,
-rewritten every second by a background thread) says how long the run lived after its last
+run adds to the job's accounting; and a heartbeat file (`goodput.json`, where config/run_records.py
+says, rewritten every second by a background thread) says how long the run lived after its last
 checkpoint, which is the work a resumed run does again (`redone`). See docs/long_runs.md.
 """
 

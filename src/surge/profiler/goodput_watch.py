@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..callbacks.base import Callback
 from ..config import semantics
+from ..config.run_records import heartbeat_file
 from ..speed.compiling import compile_events
 from .goodput import GoodputLedger, say
 
@@ -27,7 +28,6 @@ if TYPE_CHECKING:
     from ..module import Module
     from ..trainer import Trainer
 
-HEARTBEAT_FILE = "goodput.json"
 HEARTBEAT_S = 1.0  # how often the run's sign of life is rewritten (its redone work is known to this)
 
 
@@ -102,11 +102,10 @@ class GoodputWatch(Callback):
     def on_train_start(self, trainer: Trainer, pl_module: Module) -> None:
         loop = trainer.fit_loop
         self.ledger.watch_data(lambda: loop.data_wait_s)
-        writes_files = bool(trainer.loggers) or trainer.checkpoint_callback is not None
-        if trainer.is_global_zero and writes_files:  # (a run that writes no files gets none of its own)
-            path = Path(trainer.log_dir) / HEARTBEAT_FILE
-            with contextlib.suppress(OSError):
-                path.parent.mkdir(parents=True, exist_ok=True)
+        saves = trainer.checkpoint_callback is not None and not trainer.fast_dev_run
+        writes_files = bool(trainer.loggers) or saves
+        path = _heartbeat_path(trainer) if trainer.is_global_zero and writes_files else None
+        if path is not None:  # (a run that writes no files gets none of its own)
             self.heartbeat = Heartbeat(path, self.ledger)
             self.ledger.beats_into(path)
             self.heartbeat.start()
@@ -140,3 +139,15 @@ class GoodputWatch(Callback):
         if self._unwatch is not None:
             self._unwatch()
             self._unwatch = None
+
+
+def _heartbeat_path(trainer: Trainer) -> Path | None:
+    """In the run's log folder in surge's own API with a logger; else in surge's folder for it
+    (config/run_records.py): the Lightning mode's folders hold exactly Lightning's files."""
+    own = bool(trainer.loggers) and not semantics.lightning()
+    try:
+        path = heartbeat_file(trainer.log_dir, own)
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError:  # no heartbeat then (a resumed run says so); nothing else is lost
+        return None
+    return path
