@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import torch
@@ -19,6 +20,16 @@ from .rank_zero import (
     rank_zero_only,
     rank_zero_warn,
 )
+from .warnings import PossibleUserWarning
+
+FLOAT16_EPSILON = torch.finfo(torch.float16).eps
+FLOAT32_EPSILON = torch.finfo(torch.float32).eps
+FLOAT64_EPSILON = torch.finfo(torch.float64).eps
+
+
+def disable_possible_user_warnings(module: str = "") -> None:
+    """Ignore `PossibleUserWarning`s (surge's warnings about a likely mistake), from `module` or all."""
+    warnings.filterwarnings("ignore", category=PossibleUserWarning, module=module)
 
 
 def move_data_to_device(batch: Any, device: torch.device | str | int) -> Any:
@@ -37,9 +48,13 @@ __getattr__ = module_getattr(
 
 __all__ = [
     "_TORCHVISION_AVAILABLE",
+    "FLOAT16_EPSILON",
+    "FLOAT32_EPSILON",
+    "FLOAT64_EPSILON",
     "AttributeDict",
     "apply_to_collection",
     "apply_to_collections",
+    "disable_possible_user_warnings",
     "move_data_to_device",
     "rank_zero_debug",
     "rank_zero_deprecation",
