@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
+from warnings import filterwarnings  # `warnings` here is the submodule below, as in Lightning
 
 import torch
 from lightning_utilities.core.apply_func import apply_to_collection, apply_to_collections
@@ -29,7 +29,7 @@ FLOAT64_EPSILON = torch.finfo(torch.float64).eps
 
 def disable_possible_user_warnings(module: str = "") -> None:
     """Ignore `PossibleUserWarning`s (surge's warnings about a likely mistake), from `module` or all."""
-    warnings.filterwarnings("ignore", category=PossibleUserWarning, module=module)
+    filterwarnings("ignore", category=PossibleUserWarning, module=module)
 
 
 def move_data_to_device(batch: Any, device: torch.device | str | int) -> Any:
