@@ -178,6 +178,14 @@ def test_lightning_names_are_surge_objects(mode):
         ("import lightning.fabric.strategies", "lightning.fabric.strategies"),
         ("from lightning.pytorch.demos import MNIST", "lightning.pytorch.demos.MNIST"),
         ("import pytorch_lightning.loops", "pytorch_lightning.loops "),
+        # A subpackage by `from`, or through an alias, is refused as its import is (not a bare ImportError).
+        ("from pytorch_lightning import loops", "lightning.pytorch.loops "),
+        ("import lightning as L; L.pytorch.serve", "lightning.pytorch.serve "),
+        ("from lightning_fabric import Fabric", "lightning.fabric.Fabric"),  # the standalone package
+        (
+            "from lightning.pytorch.utilities.model_helpers import get_torchvision_model",
+            "get_torchvision_model",
+        ),
     ],
 )
 def test_names_surge_lacks_are_refused_by_name(mode, statement, named):
@@ -186,6 +194,31 @@ def test_names_surge_lacks_are_refused_by_name(mode, statement, named):
     with pytest.raises(LightningNameError, match=re.escape(named)) as err:
         exec(statement, {})
     assert isinstance(err.value, ImportError) and "docs/lightning.md" in str(err.value)
+
+
+def test_small_names_projects_import(mode):
+    """Names the census of public projects (tests/oracle/census.py) found imported."""
+    import logging
+    import warnings
+
+    import pytorch_lightning as pl
+    from lightning.pytorch.cli import LRSchedulerTypeTuple, instantiate_class
+    from lightning.pytorch.utilities import FLOAT32_EPSILON, disable_possible_user_warnings
+    from lightning_fabric.utilities.exceptions import MisconfigurationException
+
+    assert pl._logger is logging.getLogger("lightning.pytorch")
+    assert torch.finfo(torch.float32).eps == FLOAT32_EPSILON
+    assert MisconfigurationException is MisconfigurationError
+    opt = instantiate_class(
+        [torch.nn.Parameter(torch.zeros(1))], {"class_path": "torch.optim.SGD", "init_args": {"lr": 0.5}}
+    )
+    assert isinstance(opt, torch.optim.SGD) and opt.defaults["lr"] == 0.5
+    assert issubclass(torch.optim.lr_scheduler.StepLR, LRSchedulerTypeTuple)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        disable_possible_user_warnings()
+        warnings.warn("likely a mistake", pl.utilities.warnings.PossibleUserWarning, stacklevel=1)
+    assert not caught
 
 
 def test_without_the_mode_nothing_is_mapped():

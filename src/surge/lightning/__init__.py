@@ -24,6 +24,10 @@ SUBMODULES = (
     "accelerators", "callbacks", "cli", "core", "demos", "loggers", "plugins", "profilers", "strategies", "tuner",
     "utilities",
 )  # fmt: skip
+# Lightning's other subpackages: surge's module where the finder maps one, else refused by name.
+LIGHTNING_PACKAGES = {name: f"lightning.pytorch.{name}" for name in ("loops", "overrides", "serve")} | {
+    "fabric": "lightning.fabric"
+}
 REFUSED = {
     "Fabric": "surge has no Fabric; write a surge.Module and use surge.Trainer",
     "LightningWork": "surge has no Lightning apps",
@@ -39,10 +43,18 @@ def cli_lightning_logo() -> None:
 def __getattr__(name: str) -> Any:
     if name in SUBMODULES:
         return importlib.import_module(f"{__name__}.{name}")
+    if name == "_logger":  # Lightning's "lightning.pytorch" logger, set up as Lightning sets it up
+        from .utilities.rank_zero import _logger
+
+        return _logger
     if name == "pytorch":  # `import lightning as L; L.pytorch.Trainer`
         return importlib.import_module(__name__)
     if name in REFUSED:
         raise refuse("lightning", name, REFUSED[name])
+    if name in LIGHTNING_PACKAGES:
+        from .mode import lightning_submodule
+
+        return lightning_submodule(LIGHTNING_PACKAGES[name])
     raise AttributeError(f"module 'lightning.pytorch' has no attribute {name!r}")
 
 

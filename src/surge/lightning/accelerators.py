@@ -55,7 +55,11 @@ def find_usable_cuda_devices(num_devices: int = -1) -> list[int]:
 
 __getattr__ = module_getattr(
     "lightning.pytorch.accelerators",
-    {"AcceleratorRegistry": "surge chooses accelerators by name: 'cpu', 'cuda'/'gpu', 'mps', 'auto'"},
+    {
+        "AcceleratorRegistry": "surge chooses accelerators by name: 'cpu', 'cuda'/'gpu', 'mps', 'auto'",
+        "TPUAccelerator": "surge does not run on TPUs; use accelerator='cuda' or 'cpu'",
+        "HPUAccelerator": "surge does not run on Gaudi HPUs; use accelerator='cuda' or 'cpu'",
+    },
 )
 
 __all__ = [

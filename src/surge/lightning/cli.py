@@ -45,7 +45,12 @@ SUBCOMMAND_SKIP = {
     "test": {"model", "dataloaders", "datamodule"},
     "predict": {"model", "dataloaders", "datamodule"},
 }
-LAZY = {"LightningArgumentParser", "ReduceLROnPlateau"}  # from cli_parser, on first use
+LAZY = {
+    "LightningArgumentParser",
+    "ReduceLROnPlateau",
+    "ArgsType",
+    "LRSchedulerTypeTuple",
+}  # from cli_parser, on first use
 
 
 class LightningCLI(SurgeCLI):
@@ -254,4 +259,8 @@ def __getattr__(name: str) -> Any:
         from . import cli_parser
 
         return getattr(cli_parser, name)
+    if name == "instantiate_class":
+        from .cli_optimizers import instantiate_class
+
+        return instantiate_class
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

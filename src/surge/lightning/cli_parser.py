@@ -36,6 +36,8 @@ class ReduceLROnPlateau(torch.optim.lr_scheduler.ReduceLROnPlateau):
 
 
 SCHEDULER_BASES: tuple[type, ...] = (LRScheduler, ReduceLROnPlateau)
+LRSchedulerTypeTuple = SCHEDULER_BASES  # Lightning's name for it
+ArgsType = list[str] | dict[str, Any] | Namespace | None  # what LightningCLI(args=...) takes
 LIGHTNING_BASES = (Trainer, Module, DataModule, Callback)
 
 

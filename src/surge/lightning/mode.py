@@ -22,7 +22,7 @@ from ..errors import MisconfigurationError
 from ..rank_zero import global_rank
 from .refuse import DOCS, LightningNameError
 
-ROOTS = ("lightning.pytorch", "pytorch_lightning", "lightning")  # longest first
+ROOTS = ("lightning.pytorch", "pytorch_lightning", "lightning_fabric", "lightning")  # longest first
 TARGET = "surge.lightning"
 SCRIPT_VARIABLE = "SURGE_LIGHTNING_SCRIPT"  # the script's path, for processes multiprocessing spawns
 # Lightning's module (relative to lightning.pytorch) -> this namespace's (relative to TARGET).
@@ -68,6 +68,8 @@ def surge_name(fullname: str) -> str | None:
     for root in ROOTS:
         if fullname == root or fullname.startswith(root + "."):
             rel = fullname[len(root) + 1 :]
+            if root == "lightning_fabric":  # the standalone package is lightning.fabric
+                root, rel = "lightning", "fabric" + (f".{rel}" if rel else "")
             break
     else:
         return None
@@ -80,6 +82,12 @@ def surge_name(fullname: str) -> str | None:
     if mapped is None:
         raise LightningNameError(f"{fullname} is not provided by surge's Lightning mode; {DOCS}.")
     return f"{TARGET}.{mapped}" if mapped else TARGET
+
+
+def lightning_submodule(fullname: str) -> ModuleType:
+    """`from lightning.pytorch import strategies` as `import lightning.pytorch.strategies`: surge's
+    module where the map has one, else refused by name, never a bare ImportError."""
+    return importlib.import_module(surge_name(fullname) or fullname)
 
 
 class _Alias(importlib.abc.Loader):

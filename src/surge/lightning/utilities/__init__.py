@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from typing import Any
+from warnings import filterwarnings  # `warnings` here is the submodule below, as in Lightning
 
 import torch
 from lightning_utilities.core.apply_func import apply_to_collection, apply_to_collections
@@ -20,6 +21,16 @@ from .rank_zero import (
     rank_zero_only,
     rank_zero_warn,
 )
+from .warnings import PossibleUserWarning
+
+FLOAT16_EPSILON = torch.finfo(torch.float16).eps
+FLOAT32_EPSILON = torch.finfo(torch.float32).eps
+FLOAT64_EPSILON = torch.finfo(torch.float64).eps
+
+
+def disable_possible_user_warnings(module: str = "") -> None:
+    """Ignore `PossibleUserWarning`s (surge's warnings about a likely mistake), from `module` or all."""
+    filterwarnings("ignore", category=PossibleUserWarning, module=module)
 
 
 def move_data_to_device(batch: Any, device: torch.device | str | int) -> Any:
@@ -37,10 +48,14 @@ __getattr__ = module_getattr(
 
 __all__ = [
     "_TORCHVISION_AVAILABLE",
+    "FLOAT16_EPSILON",
+    "FLOAT32_EPSILON",
+    "FLOAT64_EPSILON",
     "AttributeDict",
     "CombinedLoader",
     "apply_to_collection",
     "apply_to_collections",
+    "disable_possible_user_warnings",
     "move_data_to_device",
     "rank_zero_debug",
     "rank_zero_deprecation",

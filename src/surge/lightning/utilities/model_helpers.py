@@ -8,6 +8,12 @@ from lightning_utilities.core.overrides import is_overridden as _overridden
 from ...callbacks import Callback
 from ...datamodule import DataModule
 from ...module import Module
+from ..refuse import module_getattr
+
+__getattr__ = module_getattr(
+    "lightning.pytorch.utilities.model_helpers",
+    {"get_torchvision_model": "build it with torchvision.models.get_model(name, **kwargs)"},
+)
 
 
 def is_overridden(method_name: str, instance: object | None = None, parent: type | None = None) -> bool:
