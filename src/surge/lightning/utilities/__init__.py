@@ -1,5 +1,6 @@
 """`lightning.pytorch.utilities`: the rank-zero helpers, `apply_to_collection` (from the
-`lightning-utilities` package), `AttributeDict`, moving data to a device, availability flags."""
+`lightning-utilities` package), `AttributeDict`, moving data to a device, availability flags,
+`grad_norm` and `measure_flops` (surge's own, `surge.utilities`)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,11 @@ from typing import Any
 
 import torch
 from lightning_utilities.core.apply_func import apply_to_collection, apply_to_collections
+from lightning_utilities.core.enums import StrEnum as LightningEnum
 
 from ...data import move_to_device
 from ...module.hparams import AttributeDict
+from ...utilities import grad_norm, measure_flops
 from ..refuse import module_getattr
 from .imports import _TORCHVISION_AVAILABLE
 from .rank_zero import (
@@ -30,16 +33,17 @@ __getattr__ = module_getattr(
     "lightning.pytorch.utilities",
     {
         "CombinedLoader": "pass a list of loaders to fit/validate/test instead",
-        "measure_flops": "surge has no FLOP counter; use torch.utils.flop_counter.FlopCounterMode",
-        "grad_norm": "log torch.nn.utils.get_total_norm over the gradients instead",
     },
 )
 
 __all__ = [
     "_TORCHVISION_AVAILABLE",
     "AttributeDict",
+    "LightningEnum",
     "apply_to_collection",
     "apply_to_collections",
+    "grad_norm",
+    "measure_flops",
     "move_data_to_device",
     "rank_zero_debug",
     "rank_zero_deprecation",
