@@ -20,6 +20,7 @@ from .assembly import (
     prepare_module,
 )
 from .callbacks.base import Callback
+from .callbacks.prediction_writer import BasePredictionWriter
 from .checkpoint.run_state import (
     Found,
     RunObjects,
@@ -47,6 +48,7 @@ from .loops.fit import FitLoop
 from .loops.fit_data import FitData
 from .loops.hooks import Hooks
 from .loops.predict import run_prediction
+from .loops.predict_state import PredictLoop
 from .loops.rollback import Rollback
 from .loops.stage_exit import until_exit
 from .loops.stage_hooks import enter_stage, leave_stage
@@ -92,6 +94,7 @@ class Trainer(StageEntryPoints):
         self.loggers: list[Logger] = build_loggers(cfg.logger, self.default_root_dir)
         self.callbacks: list[Callback] = build_callbacks(cfg)
         self.fit_loop = FitLoop()
+        self.predict_loop = PredictLoop()
         self._stop, self._sanity = StopRequest(), SanityFlag()  # `should_stop`, `sanity_checking`
         self.datamodule: DataModule | None = None
         self._publisher = MetricsPublisher(
@@ -270,9 +273,16 @@ class Trainer(StageEntryPoints):
             data_mod.stop_persistent_workers(loaders() if callable(loaders) else loaders)
 
     # -- evaluate and predict --------------------------------------------------------------
-    def _predict(self, model: Module | None, dataloaders: Any, ckpt_path: Any, datamodule: Any) -> list[Any]:
+    def _predict(
+        self, model: Module | None, dataloaders: Any, ckpt_path: Any, datamodule: Any, returned: bool = True
+    ) -> list[Any]:
         parts, loaders, limits = self._eval_setup("predict", model, dataloaders, ckpt_path, datamodule)
-        return self._run_stage("predict", lambda: run_prediction(parts, loaders, limits), loaders)
+        state = self.predict_loop
+        state.return_predictions = returned
+        writers = [cb.interval for cb in self.callbacks if isinstance(cb, BasePredictionWriter)]
+        on_epoch = any(w.on_epoch for w in writers)
+        iterated = state.begin(loaders, returned or on_epoch, any(w.on_batch for w in writers), on_epoch)
+        return self._run_stage("predict", lambda: run_prediction(parts, iterated, limits, state), loaders)
 
     def _evaluate(
         self, stage: str, model: Module | None, dataloaders: Any, ckpt_path: Any, datamodule: Any

@@ -39,7 +39,9 @@ class StageEntryPoints(TrainerProperties):
     ) -> list[dict[str, float]]:
         raise NotImplementedError  # the Trainer's
 
-    def _predict(self, model: Module | None, dataloaders: Any, ckpt_path: Any, datamodule: Any) -> list[Any]:
+    def _predict(
+        self, model: Module | None, dataloaders: Any, ckpt_path: Any, datamodule: Any, returned: bool = True
+    ) -> list[Any]:
         raise NotImplementedError  # the Trainer's
 
     def validate(
@@ -85,7 +87,9 @@ class StageEntryPoints(TrainerProperties):
         `return_predictions=False`: they are not kept)."""
         _check_flag("predict", "return_predictions", return_predictions, (None, True, False))
         check_weights_only("predict", weights_only)
-        predictions = self._predict(model, dataloaders, ckpt_path, datamodule)
+        predictions = self._predict(
+            model, dataloaders, ckpt_path, datamodule, return_predictions is not False
+        )
         return None if return_predictions is False else predictions
 
     def _checked_evaluation(

@@ -5,7 +5,11 @@ from __future__ import annotations
 
 from collections import deque
 
+import torch
+
+from ..accelerators.peak_flops import peak_flops
 from ..errors import bad_value
+from ..rank_zero import warn
 
 
 class _Rising(list):
@@ -124,3 +128,22 @@ class Throughput:
         """Forget every update."""
         for window in (self._time, self._batches, self._samples, self._lengths, self._flops):
             window.clear()
+
+
+_PEAK_DTYPES = (torch.bfloat16, torch.float16)
+
+
+def get_available_flops(device: torch.device, dtype: torch.dtype | str) -> int | None:
+    """The device's theoretical FLOP/s for `dtype`: on CUDA, the dense 16-bit peak of surge's table
+    (`PEAK_DENSE_FLOPS`) for bfloat16/float16; None elsewhere (the CPU, other
+    dtypes, a GPU not in the table: with a warning for the last two, as Lightning warns)."""
+    if device.type != "cuda":
+        return None
+    name, peak = peak_flops(device)
+    if peak is None:
+        warn(f"FLOPs not found for {name!r}")
+        return None
+    if dtype not in _PEAK_DTYPES:
+        warn(f"{name!r}: surge knows the 16-bit peak only, not the one of {dtype}")
+        return None
+    return int(peak)
