@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from harness import assert_same_weights, run_both
+from harness import assert_same_weights, run, run_both
 
 MODES = ("single", "ddp")
 
@@ -73,3 +73,25 @@ def test_prediction_writer_calls_as_lightning(runs):
         assert epoch[3] == [[[1, 3, 5, 7], [9]], [[1, 3, 5]]]
     else:
         assert epoch[3] == [[[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]], [[0, 1, 2], [3, 4, 5]]]
+
+
+def test_every_public_fabric_utility_name_resolves_or_is_refused_at_use(tmp_path):
+    """Each public name of `lightning.fabric.utilities` and its submodules that scripts import
+    (listed under Lightning) imports under surge too: provided, or refused when called; and
+    `lightning.fabric.Fabric` imports and is refused when constructed."""
+    lightning = run("lightning", "fabric_utilities_names.py", tmp_path)
+    surge = run("surge", "fabric_utilities_names.py", tmp_path, str(lightning.cwd / "record.json"))
+    names = {m: v for m, v in lightning.record.items() if m.startswith("lightning.")}
+    assert len(names) == 12 and "_load" in names["lightning.fabric.utilities.cloud_io"]
+    assert all(set(v.values()) == {"ok"} for v in names.values())
+    assert surge.record.keys() == lightning.record.keys()
+    refused = {(m, n) for m, v in surge.record.items() if m in names for n, how in v.items() if how != "ok"}
+    assert {surge.record[m][n] for m, n in refused} == {"refused at use: LightningNameError"}
+    assert refused == {
+        ("lightning.fabric.utilities", "ThroughputMonitor"),
+        ("lightning.fabric.utilities.throughput", "ThroughputMonitor"),
+        ("lightning.fabric.utilities", "is_shared_filesystem"),
+        ("lightning.fabric.utilities.distributed", "is_shared_filesystem"),
+        ("lightning.fabric.utilities.distributed", "DistributedSamplerWrapper"),
+    }
+    assert (lightning.record["Fabric()"], surge.record["Fabric()"]) == ("ok", "LightningNameError")
