@@ -12,7 +12,7 @@ import torch
 
 def get_filesystem(path: str | Path, **kwargs: Any) -> Any:
     """The fsspec filesystem that serves `path` (local, `s3://`, `memory://`, ...)."""
-    from fsspec.core import url_to_fs
+    from fsspec.core import url_to_fs  # type: ignore[import-untyped]
 
     return url_to_fs(str(path), **kwargs)[0]
 

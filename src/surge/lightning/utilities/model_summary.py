@@ -274,7 +274,7 @@ class ModelSummary:
         return str(self)
 
 
-def _transferred(model: nn.Module, batch: Any) -> Any:
+def _transferred(model: Any, batch: Any) -> Any:
     """`batch` through the module's batch-transfer hooks to its device, as a training batch goes."""
     if hasattr(model, "on_before_batch_transfer"):
         batch = model.on_before_batch_transfer(batch, 0)
