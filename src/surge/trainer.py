@@ -20,7 +20,6 @@ from .assembly import (
     prepare_module,
 )
 from .callbacks.base import Callback
-from .callbacks.prediction_writer import BasePredictionWriter
 from .checkpoint.run_state import (
     Found,
     RunObjects,
@@ -47,7 +46,6 @@ from .loops.evaluate import run_evaluation
 from .loops.fit import FitLoop
 from .loops.fit_data import FitData
 from .loops.hooks import Hooks
-from .loops.predict import run_prediction
 from .loops.predict_state import PredictLoop
 from .loops.rollback import Rollback
 from .loops.stage_exit import until_exit
@@ -93,8 +91,7 @@ class Trainer(StageEntryPoints):
         self.profiler: Profiler | None = build_profiler(cfg.profiler)
         self.loggers: list[Logger] = build_loggers(cfg.logger, self.default_root_dir)
         self.callbacks: list[Callback] = build_callbacks(cfg)
-        self.fit_loop = FitLoop()
-        self.predict_loop = PredictLoop()
+        self.fit_loop, self.predict_loop = FitLoop(), PredictLoop()
         self._stop, self._sanity = StopRequest(), SanityFlag()  # `should_stop`, `sanity_checking`
         self.datamodule: DataModule | None = None
         self._publisher = MetricsPublisher(
@@ -273,16 +270,9 @@ class Trainer(StageEntryPoints):
             data_mod.stop_persistent_workers(loaders() if callable(loaders) else loaders)
 
     # -- evaluate and predict --------------------------------------------------------------
-    def _predict(
-        self, model: Module | None, dataloaders: Any, ckpt_path: Any, datamodule: Any, returned: bool = True
-    ) -> list[Any]:
-        parts, loaders, limits = self._eval_setup("predict", model, dataloaders, ckpt_path, datamodule)
-        state = self.predict_loop
-        state.return_predictions = returned
-        writers = [cb.interval for cb in self.callbacks if isinstance(cb, BasePredictionWriter)]
-        on_epoch = any(w.on_epoch for w in writers)
-        iterated = state.begin(loaders, returned or on_epoch, any(w.on_batch for w in writers), on_epoch)
-        return self._run_stage("predict", lambda: run_prediction(parts, iterated, limits, state), loaders)
+    def _predict(self, model: Module | None, loaders: Any, ckpt: Any, datamodule: Any, keep: bool) -> Any:
+        got = self._eval_setup("predict", model, loaders, ckpt, datamodule)  # (parts, loaders, limits)
+        return self._run_stage("predict", partial(self.predict_loop.run, *got, self.callbacks, keep), got[1])
 
     def _evaluate(
         self, stage: str, model: Module | None, dataloaders: Any, ckpt_path: Any, datamodule: Any

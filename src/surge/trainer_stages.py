@@ -40,8 +40,8 @@ class StageEntryPoints(TrainerProperties):
         raise NotImplementedError  # the Trainer's
 
     def _predict(
-        self, model: Module | None, dataloaders: Any, ckpt_path: Any, datamodule: Any, returned: bool = True
-    ) -> list[Any]:
+        self, model: Module | None, dataloaders: Any, ckpt_path: Any, datamodule: Any, returned: bool
+    ) -> Any:
         raise NotImplementedError  # the Trainer's
 
     def validate(

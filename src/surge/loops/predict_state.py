@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch.utils.data import DataLoader
 
 from ..data import apply_to_tensors
 from ..rank_zero import warn
+from .predict import run_prediction
+
+if TYPE_CHECKING:
+    from .context import RunParts
 
 
 class IndexRecorder:
@@ -62,16 +66,32 @@ class PredictLoop:
         self._batch_indices = self._epoch_indices = False
         self._warned = False
 
+    def run(
+        self,
+        parts: RunParts,
+        loaders: Sequence[Iterable],
+        limits: Sequence[int | float],
+        callbacks: Sequence[object],
+        returned: bool,
+    ) -> list[Any]:
+        """The predict stage over `loaders` (see `run_prediction`), with `begin`'s loaders."""
+        return run_prediction(parts, self.begin(loaders, callbacks, returned), limits, self)
+
     def begin(
-        self, loaders: Sequence[Iterable], keep: bool, batch_indices: bool, epoch_indices: bool
+        self, loaders: Sequence[Iterable], callbacks: Sequence[object], returned: bool
     ) -> list[Iterable]:
-        """A run over `loaders`: the loaders to iterate (recording copies when `batch_indices` or
-        `epoch_indices` are asked for); `keep`: whether predictions are kept."""
-        self._keep, self._warned = keep, False
-        self._batch_indices, self._epoch_indices = batch_indices, epoch_indices
+        """A run over `loaders` (`returned`: `predict`'s `return_predictions` is not False); the
+        loaders to iterate: recording copies when one of `callbacks` is a prediction writer."""
+        from ..callbacks.prediction_writer import BasePredictionWriter
+
+        writers = [cb.interval for cb in callbacks if isinstance(cb, BasePredictionWriter)]
+        self.return_predictions, self._warned = returned, False
+        self._batch_indices = any(w.on_batch for w in writers)
+        self._epoch_indices = any(w.on_epoch for w in writers)
+        self._keep = returned or self._epoch_indices  # an epoch writer gets them anyway
         self.epoch_batch_indices = [[] for _ in loaders]
         self._predictions = [[] for _ in loaders]
-        if not (batch_indices or epoch_indices):
+        if not writers:
             self._recorders = [None for _ in loaders]
             return list(loaders)
         pairs = [recording(loader) for loader in loaders]

@@ -220,8 +220,11 @@ class ModelSummary:
                 else:
                     model(batch)
         finally:
-            for m, training in modes:
-                m.training = training
+            for (
+                m,
+                training,
+            ) in modes:  # parents first: each call fixes its own subtree, children then their own
+                m.train(training)
 
     def _columns(self) -> list[tuple[str, list[str]]]:
         """The table's columns (header, cells), with a row for parameters outside every layer."""

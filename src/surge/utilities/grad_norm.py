@@ -1,15 +1,11 @@
-"""Small tools about a model: its gradients' norms (`grad_norm`) and the FLOPs of a call (`measure_flops`)."""
+"""`grad_norm`: each parameter's gradient norm and the total, as tensors on the device."""
 
 from __future__ import annotations
-
-from collections.abc import Callable
 
 import torch
 from torch import nn
 
-from .errors import bad_value
-
-__all__ = ["grad_norm", "measure_flops"]
+from ..errors import bad_value
 
 
 def grad_norm(
@@ -35,22 +31,3 @@ def grad_norm(
         device = values[0].device
         norms[f"grad_{p}_norm_total"] = torch.stack([v.to(device) for v in values]).norm(p)
     return norms
-
-
-def measure_flops(
-    model: nn.Module,
-    forward_fn: Callable[[], torch.Tensor],
-    loss_fn: Callable[[torch.Tensor], torch.Tensor] | None = None,
-) -> int:
-    """The FLOPs `forward_fn()` runs (with `loss_fn`, also the loss and its backward), counted by
-    `torch.utils.flop_counter.FlopCounterMode`. Build the model and inputs under
-    `torch.device("meta")` to count without allocating or computing anything. `model` is the
-    module `forward_fn` calls (kept for Lightning's signature)."""
-    from torch.utils.flop_counter import FlopCounterMode
-
-    counter = FlopCounterMode(display=False)
-    with counter:
-        out = forward_fn()
-        if loss_fn is not None:
-            loss_fn(out).backward()
-    return int(counter.get_total_flops())
