@@ -34,7 +34,7 @@ def test_grad_norm_logs_and_trains_as_lightning(runs):
     assert_same_weights(lightning.weights("grad_norm"), surge.weights("grad_norm"))
     logged = theirs[0]["grad_norm/logged"]
     assert "grad_2.0_norm_total" in logged and "grad_2.0_norm/head.weight" in logged
-    assert theirs[0]["grad_norm/none"] == {} and (theirs[0]["grad_norm/direct/inf"] or len(theirs) == 2)
+    assert theirs[0]["grad_norm/none"] == {} and theirs[0]["grad_norm/direct/inf"]
     assert {theirs[0][f"grad_norm/error/{v}"] for v in ("0", "-1", "-inf")} == {"ValueError"}
 
 
@@ -52,10 +52,20 @@ def test_model_summary_and_measure_flops_as_lightning(runs):
 def test_throughput_monitor_logs_lightnings_rows(runs):
     """Rank zero's logged rows: the step, the keys and the counts (batches, samples, lengths, epoch)."""
     _, _, (theirs, ours) = runs
-    assert ours[0]["throughput/rows"] == theirs[0]["throughput/rows"]
-    keys = {k for row in theirs[0]["throughput/rows"] for k in row[1]}
-    assert {"train/device/samples_per_sec", "train/device/flops_per_sec", "validate/time"} <= keys
-    assert ("test/lengths" in keys) == (len(theirs) == 1)  # test and predict run on one process
+    rows, expected = ours[0]["throughput/rows"], theirs[0]["throughput/rows"]
+    assert sorted(map(json.dumps, rows)) == sorted(map(json.dumps, expected))  # the rows, each once
+    # In order: the monitor's rows (surge writes a step's `self.log` row before the callbacks' at that step).
+    assert [r for r in rows if any("/batches" in k for k in r[1])] == [
+        r for r in expected if any("/batches" in k for k in r[1])
+    ]
+    keys = {k for row in expected for k in row[1]}
+    assert {
+        "train/device/samples_per_sec",
+        "train/device/flops_per_sec",
+        "validate/time",
+        "test/lengths",
+    } <= keys
+    assert "predict/samples" in keys
     assert ("train/samples_per_sec" in keys) == (len(theirs) == 2)  # all devices' rates under DDP only
 
 
@@ -67,7 +77,8 @@ def test_prediction_writer_calls_as_lightning(runs):
         for key in their:
             if key.startswith("writer/") and key != "writer/bad_interval":
                 assert mine[key] == their[key], key
-        assert mine["writer/bad_interval"][1] == their["writer/bad_interval"][1]
+        if "writer/bad_interval" in their:  # Lightning's exception is surge's MisconfigurationError
+            assert mine["writer/bad_interval"][1] == their["writer/bad_interval"][1]
     epoch = [c for c in theirs[-1]["writer/batch_and_epoch/calls"] if c[0] == "epoch"][0]
     if len(theirs) == 2:  # rank 1 writes its own share: the odd samples
         assert epoch[3] == [[[1, 3, 5, 7], [9]], [[1, 3, 5]]]

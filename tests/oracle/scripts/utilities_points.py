@@ -1,8 +1,7 @@
 """The Lightning helpers scripts import beyond the Trainer, recorded the same way under both
 frameworks: `grad_norm` logged in `on_before_optimizer_step`, `model_summary`, `measure_flops`,
-`ThroughputMonitor`'s logged rows, `BasePredictionWriter`'s calls. `--ddp`: those that run a
-Trainer, on two CPU processes (gloo), fewer stages; every rank records its own file
-(record-rank{N}.json)."""
+`ThroughputMonitor`'s logged rows, `BasePredictionWriter`'s calls. `--ddp`: the Trainer's fit,
+tests and predict on two CPU processes (gloo); every rank records its own file (record-rank{N}.json)."""
 
 from __future__ import annotations
 
@@ -71,14 +70,21 @@ def trainer(name, **kwargs):
     return L.Trainer(default_root_dir=name, **settings)
 
 
-def grad_norm_run():
-    L.seed_everything(3)
+def fit_test_predict():
+    """One Trainer (one set of processes under DDP): a fit logging `grad_norm` with a
+    `ThroughputMonitor` and accumulation, two test runs, a predict with a writer on two loaders."""
+    L.seed_everything(3)  # windows of 2 that divide the epoch: surge's partial window differs (docs)
+    monitor = ThroughputMonitor(batch_size_fn=lambda b: b[0].shape[0], length_fn=lambda b: 3 * b[0].shape[0],
+                                window_size=2)  # fmt: skip
     model = GradNorms()
-    t = trainer("grad_norm", max_steps=4, logger=CSVLogger("grad_norm"))
-    t.fit(model, DataLoader(data(64, 0), batch_size=8, shuffle=True), DataLoader(data(16, 1), batch_size=8))
+    model.flops_per_batch = 1000
+    t = trainer("fit", max_epochs=2, log_every_n_steps=2, accumulate_grad_batches=2, logger=Rows("fit"),
+                callbacks=[monitor, Writer("batch_and_epoch")], num_sanity_val_steps=1)  # fmt: skip
+    t.fit(model, DataLoader(data(64, 0), batch_size=4, shuffle=True), DataLoader(data(24, 1), batch_size=8))
     record.put("grad_norm/logged", {k: v for k, v in t.logged_metrics.items() if k.startswith("grad_")})
     record.put("grad_norm/callback", {k: v for k, v in t.callback_metrics.items() if k.startswith("grad_")})
     record.weights("grad_norm", model)
+    model(torch.linspace(-1, 1, 24).reshape(4, 6)).sum().backward()  # gradients of one's own
     for norm in ("inf", 1, 2.0, "3"):
         record.put(f"grad_norm/direct/{norm}", grad_norm(model, norm, group_separator="|"))
     for bad in (0, -1, "-inf"):
@@ -87,6 +93,17 @@ def grad_norm_run():
             record.put(f"grad_norm/error/{bad}", "no error")
         except ValueError:
             record.put(f"grad_norm/error/{bad}", "ValueError")
+    for _ in range(2):  # the second run's rows count on from the first's
+        t.test(model, DataLoader(data(24, 2), batch_size=8), verbose=False)
+    Writer.calls = []
+    out = t.predict(model, [DataLoader(data(10, 4), batch_size=4), DataLoader(data(6, 5), batch_size=3)],
+                    return_predictions=False)  # fmt: skip
+    record.put("writer/batch_and_epoch/calls", Writer.calls)
+    record.put("writer/batch_and_epoch/returned", out)
+    record.put(
+        "writer/batch_and_epoch/loop_after", [t.predict_loop.predictions, t.predict_loop.epoch_batch_indices]
+    )
+    record.put("throughput/rows", Rows.rows)
     record.put("grad_norm/none", grad_norm(nn.Linear(2, 2), 2))
 
 
@@ -120,22 +137,6 @@ class Rows(CSVLogger):
         super().log_metrics(metrics, step)
 
 
-def throughput_run():
-    L.seed_everything(3)
-    monitor = ThroughputMonitor(batch_size_fn=lambda b: b[0].shape[0], length_fn=lambda b: 3 * b[0].shape[0],
-                                window_size=2)  # fmt: skip
-    model = Net()
-    model.flops_per_batch = 1000
-    t = trainer("throughput", max_epochs=2, log_every_n_steps=2, accumulate_grad_batches=2, callbacks=[monitor],
-                logger=Rows("throughput"), num_sanity_val_steps=1)  # fmt: skip
-    t.fit(model, DataLoader(data(56, 0), batch_size=8), DataLoader(data(24, 1), batch_size=8))
-    for _ in range(0 if DDP else 2):  # the second run's rows count on from the first's
-        t.test(model, DataLoader(data(24, 2), batch_size=8), verbose=False)
-    if not DDP:
-        t.predict(model, DataLoader(data(24, 2), batch_size=8), return_predictions=False)
-    record.put("throughput/rows", Rows.rows)
-
-
 class Writer(BasePredictionWriter):
     calls = []
 
@@ -151,11 +152,10 @@ class Writer(BasePredictionWriter):
 
 
 def writer_run():
-    L.seed_everything(3)
+    """The other intervals, one loader each, `return_predictions` None and True (one process)."""
     model = Net()
     loaders = [DataLoader(data(10, 4), batch_size=4), DataLoader(data(6, 5), batch_size=3)]
-    runs = [("batch_and_epoch", False, loaders), ("epoch", None, loaders[0]), ("batch", True, loaders[1])]
-    for interval, returned, given in runs[: 1 if DDP else 3]:  # under DDP the first: both kinds of call
+    for interval, returned, given in (("epoch", None, loaders[0]), ("batch", True, loaders[1])):
         Writer.calls = []
         t = trainer("writer", callbacks=[Writer(interval)], logger=False)
         out = t.predict(model, given, return_predictions=returned)
@@ -173,8 +173,7 @@ def writer_run():
 
 if __name__ == "__main__":
     record.PER_RANK = DDP
-    grad_norm_run()
+    fit_test_predict()
     if not DDP:
         summary_and_flops()
-    throughput_run()
-    writer_run()
+        writer_run()
