@@ -1,14 +1,14 @@
-"""Every public name of `lightning.fabric.utilities` and the submodules scripts import from it.
-Under Lightning (no argument) it lists them: what each module defines or exports, its flags, and
-the underscore names scripts use. Given that list's record (a path), it imports each name and
-records "ok", or "refused at use" for a name that imports but refuses when called."""
+"""Every public name of `lightning.fabric.utilities` and the submodules scripts import from it
+(used by utilities_points.py). Under Lightning `record_names()` lists them: what each module
+defines or exports, its flags, and the underscore names scripts use. Given the record of that run
+(a path), it imports each name of its list and records "ok", or "refused at use" for a name that
+imports but refuses when called."""
 
 from __future__ import annotations
 
 import importlib
 import inspect
 import json
-import sys
 from pathlib import Path
 from typing import TypeVar
 
@@ -42,15 +42,17 @@ def check(value):
     return "not refused"
 
 
-if __name__ == "__main__":
-    if len(sys.argv) == 1:
+def record_names(listed_in: Path | None) -> None:
+    """Record each name's import ("ok", "refused at use: ...", "missing") under its module, the names
+    listed here (`listed_in` None: under Lightning) or in the record at `listed_in`."""
+    if listed_in is None:
         listed = {}
         for short in MODULES:
             name = "lightning.fabric.utilities" + (f".{short}" if short else "")
             listed[name] = public(short, importlib.import_module(name))
     else:
         listed = {
-            k: v for k, v in json.loads(Path(sys.argv[1]).read_text()).items() if k.startswith("lightning.")
+            k: v for k, v in json.loads(listed_in.read_text()).items() if k.startswith("lightning.fabric.")
         }
     for name, names in listed.items():
         module = importlib.import_module(name)

@@ -1,12 +1,14 @@
 """The Lightning helpers scripts import beyond the Trainer, recorded the same way under both
 frameworks: `grad_norm` logged in `on_before_optimizer_step`, `model_summary`, `measure_flops`,
-`ThroughputMonitor`'s logged rows, `BasePredictionWriter`'s calls. `--ddp`: the Trainer's fit,
+`ThroughputMonitor`'s logged rows, `BasePredictionWriter`'s calls, every public name of
+`lightning.fabric.utilities` (fabric_utilities_names.py). `--ddp`: the Trainer's fit,
 tests and predict on two CPU processes (gloo); every rank records its own file (record-rank{N}.json)."""
 
 from __future__ import annotations
 
 import sys
 
+import fabric_utilities_names
 import lightning.pytorch as L
 import record
 import torch
@@ -177,3 +179,6 @@ if __name__ == "__main__":
     if not DDP:
         summary_and_flops()
         writer_run()
+        # Lightning's run (first) lists the names; surge's imports each name of that list.
+        theirs = record.DIR.parent / "lightning" / "record.json"
+        fabric_utilities_names.record_names(None if record.FRAMEWORK == "lightning" else theirs)
