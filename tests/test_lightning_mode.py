@@ -174,7 +174,7 @@ def test_lightning_names_are_surge_objects(mode):
     [
         ("from lightning.pytorch.loggers import CometLogger", "lightning.pytorch.loggers.CometLogger"),
         ("from lightning import Fabric", "lightning.Fabric"),
-        ("from lightning.fabric import Fabric; Fabric()", "lightning.fabric.Fabric"),  # imports; refused in use
+        ("from lightning.fabric import Fabric; Fabric()", "lightning.fabric.Fabric"),
         ("import lightning.fabric.strategies", "lightning.fabric.strategies"),
         ("from lightning.pytorch.demos import MNIST", "lightning.pytorch.demos.MNIST"),
         ("import pytorch_lightning.loops", "pytorch_lightning.loops "),
