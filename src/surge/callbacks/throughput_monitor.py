@@ -64,7 +64,7 @@ class ThroughputMonitor(Callback):
             "test": ["test"],
             "predict": ["predict"],
         }
-        for name in names[stage]:
+        for name in names.get(stage, []):
             self._throughputs[name] = Throughput(self.available_flops, trainer.world_size, **self.kwargs)
 
     def _start(self, trainer: Trainer, stage: str) -> None:
