@@ -174,14 +174,17 @@ def test_lightning_names_are_surge_objects(mode):
     [
         ("from lightning.pytorch.loggers import CometLogger", "lightning.pytorch.loggers.CometLogger"),
         ("from lightning import Fabric", "lightning.Fabric"),
-        ("from lightning.fabric import Fabric", "lightning.fabric.Fabric"),
+        ("from lightning.fabric import Fabric; Fabric()", "lightning.fabric.Fabric"),
         ("import lightning.fabric.strategies", "lightning.fabric.strategies"),
         ("from lightning.pytorch.demos import MNIST", "lightning.pytorch.demos.MNIST"),
         ("import pytorch_lightning.loops", "pytorch_lightning.loops "),
         # A subpackage by `from`, or through an alias, is refused as its import is (not a bare ImportError).
         ("from pytorch_lightning import loops", "lightning.pytorch.loops "),
         ("import lightning as L; L.pytorch.serve", "lightning.pytorch.serve "),
-        ("from lightning_fabric import Fabric", "lightning.fabric.Fabric"),  # the standalone package
+        (
+            "from lightning_fabric import Fabric; Fabric()",
+            "lightning.fabric.Fabric",
+        ),  # the standalone package
         (
             "from lightning.pytorch.utilities.model_helpers import get_torchvision_model",
             "get_torchvision_model",

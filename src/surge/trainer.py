@@ -44,7 +44,7 @@ from .loops.evaluate import run_evaluation
 from .loops.fit import FitLoop
 from .loops.fit_data import FitData
 from .loops.hooks import Hooks
-from .loops.predict import run_prediction
+from .loops.predict_state import PredictLoop
 from .loops.rollback import Rollback
 from .loops.stage_exit import until_exit
 from .loops.stage_hooks import enter_stage, leave_stage
@@ -89,7 +89,7 @@ class Trainer(StageEntryPoints):
         self.profiler: Profiler | None = build_profiler(cfg.profiler)
         self.loggers: list[Logger] = build_loggers(cfg.logger, Path(self.default_root_dir))
         self.callbacks: list[Callback] = build_callbacks(cfg)
-        self.fit_loop = FitLoop()
+        self.fit_loop, self.predict_loop = FitLoop(), PredictLoop()
         self._stop, self._sanity = StopRequest(), SanityFlag()  # `should_stop`, `sanity_checking`
         self.datamodule: DataModule | None = None
         self._publisher = MetricsPublisher(
@@ -252,9 +252,9 @@ class Trainer(StageEntryPoints):
             data_mod.stop_persistent_workers(loaders() if callable(loaders) else loaders)
 
     # -- evaluate and predict --------------------------------------------------------------
-    def _predict(self, model: Module | None, dataloaders: Any, ckpt_path: Any, datamodule: Any) -> list[Any]:
-        parts, loaders, limits = self._eval_setup("predict", model, dataloaders, ckpt_path, datamodule)
-        return self._run_stage("predict", lambda: run_prediction(parts, loaders, limits), loaders)
+    def _predict(self, model: Module | None, loaders: Any, ckpt: Any, datamodule: Any, keep: bool) -> Any:
+        got = self._eval_setup("predict", model, loaders, ckpt, datamodule)  # (parts, loaders, limits)
+        return self._run_stage("predict", partial(self.predict_loop.run, *got, self.callbacks, keep), got[1])
 
     def _evaluate(
         self, stage: str, model: Module | None, dataloaders: Any, ckpt_path: Any, datamodule: Any

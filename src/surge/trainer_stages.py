@@ -63,7 +63,9 @@ class StageEntryPoints(StageLaunching):
     ) -> list[dict[str, float]]:
         raise NotImplementedError  # the Trainer's
 
-    def _predict(self, model: Module | None, dataloaders: Any, ckpt_path: Any, datamodule: Any) -> list[Any]:
+    def _predict(
+        self, model: Module | None, dataloaders: Any, ckpt_path: Any, datamodule: Any, returned: bool
+    ) -> Any:
         raise NotImplementedError  # the Trainer's
 
     def validate(
@@ -109,7 +111,16 @@ class StageEntryPoints(StageLaunching):
         `return_predictions=False`: they are not kept)."""
         _check_flag("predict", "return_predictions", return_predictions, (None, True, False))
         check_weights_only("predict", weights_only)
-        predictions = self._launched("predict", model, "_predict", model, dataloaders, ckpt_path, datamodule)
+        predictions = self._launched(
+            "predict",
+            model,
+            "_predict",
+            model,
+            dataloaders,
+            ckpt_path,
+            datamodule,
+            return_predictions is not False,
+        )
         return None if return_predictions is False else predictions
 
     def _checked_evaluation(

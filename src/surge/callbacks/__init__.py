@@ -11,16 +11,20 @@ from .exception_checkpoint import OnExceptionCheckpoint
 from .finetuning import BackboneFinetuning, BaseFinetuning
 from .lr_finder import LearningRateFinder
 from .lr_monitor import LearningRateMonitor
+from .prediction_writer import BasePredictionWriter
 from .progress import ProgressBar
 from .rich_progress import RichProgressBar
 from .spike_guard import SpikeError, SpikeGuard
 from .summary import ModelSummary
 from .swa import StochasticWeightAveraging
+from .throughput import Throughput
+from .throughput_monitor import ThroughputMonitor
 from .timer import Timer
 
 __all__ = [
     "BackboneFinetuning",
     "BaseFinetuning",
+    "BasePredictionWriter",
     "BatchSizeFinder",
     "Callback",
     "DeviceStatsMonitor",
@@ -37,5 +41,7 @@ __all__ = [
     "SpikeError",
     "SpikeGuard",
     "StochasticWeightAveraging",
+    "Throughput",
+    "ThroughputMonitor",
     "Timer",
 ]

@@ -25,6 +25,18 @@ from .refuse import DOCS, LightningNameError
 ROOTS = ("lightning.pytorch", "pytorch_lightning", "lightning_fabric", "lightning")  # longest first
 TARGET = "surge.lightning"
 SCRIPT_VARIABLE = "SURGE_LIGHTNING_SCRIPT"  # the script's path, for processes multiprocessing spawns
+FABRIC_UTILITIES = (
+    "",
+    ".seed",
+    ".rank_zero",
+    ".apply_func",
+    ".cloud_io",
+    ".types",
+    ".distributed",
+    ".data",
+    ".throughput",
+    ".warnings",
+)  # lightning.fabric.utilities and these submodules
 # Lightning's module (relative to lightning.pytorch) -> this namespace's (relative to TARGET).
 MODULES = {
     "": "", "trainer": "", "trainer.trainer": "", "seed": "seeding",
@@ -37,8 +49,6 @@ MODULES = {
     "utilities.warnings": "utilities.warnings", "utilities.model_helpers": "utilities.model_helpers",
     "utilities.enums": "utilities.enums",
     "trainer.states": "states", "tuner": "tuner", "tuner.tuning": "tuner",
-    "fabric": "fabric", "fabric.utilities": "fabric", "fabric.utilities.exceptions": "utilities.exceptions",
-    "fabric.utilities.warnings": "utilities.warnings",
     "plugins": "plugins", "plugins.environments": "plugins.environments", "plugins.io": "plugins.io",
     "plugins.precision": "plugins.precision", "plugins.layer_sync": "plugins.layer_sync",
     **{f"plugins.io.{m}": "plugins.io" for m in ("async_plugin", "checkpoint_plugin", "torch_plugin", "wrapper")},
@@ -52,6 +62,11 @@ MODULES = {
     "strategies.deepspeed": "strategies", "strategies.xla": "strategies", "strategies.single_xla": "strategies",
     "accelerators": "accelerators", "accelerators.accelerator": "accelerators", "accelerators.cpu": "accelerators",
     "accelerators.cuda": "accelerators", "accelerators.mps": "accelerators", "accelerators.xla": "accelerators",
+    "fabric": "fabric", "fabric.utilities.exceptions": "utilities.exceptions",
+    "utilities.grads": "utilities", "utilities.model_summary": "utilities.model_summary",
+    "utilities.model_summary.model_summary": "utilities.model_summary",
+    **{f"fabric.utilities{sub}": f"fabric_utilities{sub}" for sub in FABRIC_UTILITIES},
+    "fabric.utilities.imports": "utilities.imports", "fabric.utilities.enums": "fabric_utilities",
 }  # fmt: skip
 WHOLE = ("callbacks", "loggers", "profilers")  # `callbacks.early_stopping` and the like: the whole module
 DIFFERENCES = (
@@ -75,7 +90,7 @@ def surge_name(fullname: str) -> str | None:
         return None
     if rel.split(".")[0] == "fabric" and (root != "lightning" or rel not in MODULES):
         raise LightningNameError(
-            f"{fullname}: surge has no Fabric (only lightning.fabric.utilities.exceptions and .warnings); {DOCS}."
+            f"{fullname}: surge has no Fabric (only lightning.fabric.utilities and some of its modules); {DOCS}."
         )
     head = rel.split(".")[0]
     mapped = MODULES.get(rel, head if head in WHOLE else None)

@@ -28,3 +28,13 @@ def module_getattr(module: str, refused: dict[str, str]) -> Callable[[str], obje
         raise AttributeError(f"module {module!r} has no attribute {name!r}")
 
     return __getattr__
+
+
+def refused_at_use(module: str, name: str, reason: str) -> type:
+    """A stand-in for Lightning's `module.name` that imports (a script may import it and never use
+    it) but refuses, naming it, when called or constructed; `isinstance(x, it)` is always False."""
+
+    def __new__(cls: type, *args: object, **kwargs: object) -> None:
+        raise refuse(module, name, reason)
+
+    return type(name, (), {"__new__": __new__, "__module__": module, "__doc__": f"Refused: {reason}."})

@@ -14,10 +14,14 @@ from .module_mode import ModuleMode
 if TYPE_CHECKING:
     from ..strategies import Strategy
     from .context import RunParts
+    from .predict_state import PredictLoop
 
 
-def run_prediction(parts: RunParts, loaders: Sequence[Iterable], limits: Sequence[int | float]) -> list[Any]:
-    """`predict_step` over each loader; a list of outputs (a list of lists with several loaders)."""
+def run_prediction(
+    parts: RunParts, loaders: Sequence[Iterable], limits: Sequence[int | float], state: PredictLoop
+) -> list[Any]:
+    """`predict_step` over each loader; a list of outputs (a list of lists with several loaders).
+    `state` (begun by the Trainer) notes each batch's indices and keeps the predictions."""
     if sum(limits) == 0:
         return [] if len(loaders) == 1 else [[] for _ in loaders]  # as Lightning: no hook is called
     model, hooks, precision, strategy = parts.module, parts.hooks, parts.precision, parts.strategy
@@ -25,31 +29,30 @@ def run_prediction(parts: RunParts, loaders: Sequence[Iterable], limits: Sequenc
     pass_idx = len(loaders) > 1 and takes_dataloader_idx(model.predict_step)
     modes = ModuleMode(model)
     move = parts.move
-    outputs: list[list[Any]] = []
     try:
         with parts.evaluation_mode():
             modes.to_eval(hooks, "on_predict_model_eval")
             hooks.call("on_predict_start")
             hooks.call("on_predict_epoch_start")
             for dl_idx, (loader, limit) in enumerate(zip(loaders, limits)):
-                preds: list[Any] = []
                 for batch_idx, batch in enumerate(loader):
                     if batch_idx >= limit:
                         break
                     if move is not None:
                         batch = move(batch, dl_idx)
                     extra = (dl_idx,) if pass_idx else ()
+                    state.at_batch(dl_idx, batch_idx)
                     hooks.call("on_predict_batch_start", batch, batch_idx, *extra)
                     with precision.forward_context():
                         out = step(batch, batch_idx, *extra)
                     hooks.call("on_predict_batch_end", out, batch, batch_idx, *extra)
-                    preds.append(out)
-                outputs.append(preds)
+                    state.keep(out, dl_idx)
             hooks.call("on_predict_epoch_end")
+            outputs = state.end()
             hooks.call("on_predict_end")
     finally:
         modes.restore()  # Lightning calls no `on_predict_model_train`
-    if strategy.world_size > 1:
+    if strategy.world_size > 1 and state.return_predictions:
         outputs = [_gather_in_order(strategy, preds, loader) for preds, loader in zip(outputs, loaders)]
     return outputs[0] if len(outputs) == 1 else outputs
 

@@ -1,5 +1,6 @@
 """`lightning.pytorch.utilities`: the rank-zero helpers, `apply_to_collection` (from the
-`lightning-utilities` package), `AttributeDict`, moving data to a device, availability flags."""
+`lightning-utilities` package), `AttributeDict`, moving data to a device, availability flags,
+`grad_norm` and `measure_flops` (surge's own, `surge.utilities`)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,13 @@ from warnings import filterwarnings  # `warnings` here is the submodule below, a
 
 import torch
 from lightning_utilities.core.apply_func import apply_to_collection, apply_to_collections
+from lightning_utilities.core.enums import StrEnum as LightningEnum
 
+from ...config.clip_algorithm import GradClipAlgorithmType
 from ...data import move_to_device
 from ...data.combined import CombinedLoader
 from ...module.hparams import AttributeDict
+from ...utilities import grad_norm, measure_flops
 from ..refuse import module_getattr
 from .imports import _TORCHVISION_AVAILABLE
 from .rank_zero import (
@@ -38,13 +42,7 @@ def move_data_to_device(batch: Any, device: torch.device | str | int) -> Any:
     return move_to_device(batch, torch.device(device))
 
 
-__getattr__ = module_getattr(
-    "lightning.pytorch.utilities",
-    {
-        "measure_flops": "surge has no FLOP counter; use torch.utils.flop_counter.FlopCounterMode",
-        "grad_norm": "log torch.nn.utils.get_total_norm over the gradients instead",
-    },
-)
+__getattr__ = module_getattr("lightning.pytorch.utilities", {})
 
 __all__ = [
     "_TORCHVISION_AVAILABLE",
@@ -52,10 +50,14 @@ __all__ = [
     "FLOAT32_EPSILON",
     "FLOAT64_EPSILON",
     "AttributeDict",
+    "GradClipAlgorithmType",
     "CombinedLoader",
+    "LightningEnum",
     "apply_to_collection",
     "apply_to_collections",
     "disable_possible_user_warnings",
+    "grad_norm",
+    "measure_flops",
     "move_data_to_device",
     "rank_zero_debug",
     "rank_zero_deprecation",

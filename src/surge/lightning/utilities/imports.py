@@ -3,6 +3,7 @@ the true answer for this environment."""
 
 from __future__ import annotations
 
+import operator
 import platform
 import sys
 
@@ -18,6 +19,13 @@ _TORCH_GREATER_EQUAL_2_1 = _TORCH_VERSION >= (2, 1)
 _TORCH_GREATER_EQUAL_2_2 = _TORCH_VERSION >= (2, 2)
 _TORCH_GREATER_EQUAL_2_3 = _TORCH_VERSION >= (2, 3)
 _TORCH_GREATER_EQUAL_2_4 = _TORCH_VERSION >= (2, 4)
+_TORCH_EQUAL_2_4_0 = compare_version("torch", operator.eq, "2.4.0")
+_TORCH_GREATER_EQUAL_2_4_1 = compare_version("torch", operator.ge, "2.4.1")
+_TORCH_GREATER_EQUAL_2_5 = compare_version("torch", operator.ge, "2.5.0")
+_TORCH_GREATER_EQUAL_2_6 = compare_version("torch", operator.ge, "2.6.0")
+_TORCH_LESS_EQUAL_2_6 = compare_version("torch", operator.le, "2.6.0")
+_TORCHMETRICS_GREATER_EQUAL_1_0_0 = compare_version("torchmetrics", operator.ge, "1.0.0")
+_NUMPY_AVAILABLE = RequirementCache("numpy")
 _TORCHVISION_AVAILABLE = RequirementCache("torchvision")
 _TORCHMETRICS_AVAILABLE = RequirementCache("torchmetrics")
 _TENSORBOARD_AVAILABLE = RequirementCache("tensorboard")
@@ -33,6 +41,13 @@ __all__ = [
     "_GYM_AVAILABLE",
     "_IS_INTERACTIVE",
     "_IS_WINDOWS",
+    "_NUMPY_AVAILABLE",
+    "_TORCHMETRICS_GREATER_EQUAL_1_0_0",
+    "_TORCH_EQUAL_2_4_0",
+    "_TORCH_GREATER_EQUAL_2_4_1",
+    "_TORCH_GREATER_EQUAL_2_5",
+    "_TORCH_GREATER_EQUAL_2_6",
+    "_TORCH_LESS_EQUAL_2_6",
     "_JSONARGPARSE_AVAILABLE",
     "_OMEGACONF_AVAILABLE",
     "_PYTHON_GREATER_EQUAL_3_10_0",
