@@ -14,6 +14,7 @@ from ..metrics.log_options import check_log_name, check_log_value, reduction, re
 from ..rank_zero import warn
 from .hooks import LoopHooks
 from .hparams import HyperparametersMixin, init_kwargs
+from .instantiated import cli_recorded, rebuilt_arguments
 from .model_hooks import ModelHooks
 from .optimizers import ModuleOptimizers
 
@@ -219,7 +220,10 @@ class Module(LoopHooks, ModelHooks, ModuleOptimizers, nn.Module, Hyperparameters
 
         ckpt = load_checkpoint(checkpoint_path)
         check_layout(ckpt, checkpoint_path)
-        kwargs = init_kwargs(cls, ckpt.get("hyper_parameters", {}), hparams, str(checkpoint_path))
+        saved = ckpt.get("hyper_parameters", {})
+        if cli_recorded(saved):  # recorded by LightningCLI: its keys out, class paths built
+            saved = rebuilt_arguments(cls, saved, str(checkpoint_path))
+        kwargs = init_kwargs(cls, saved, hparams, str(checkpoint_path))
         model = cls(**kwargs)
         if callable(model.configure_model) and type(model).configure_model is not Module.configure_model:
             model.configure_model()  # layers created late exist before the weights load (as Lightning)
