@@ -30,14 +30,16 @@ from ...data import (
     is_single_loader,
     iter_without_worker_seed_draw,
     limit_batches,
+    loader_length,
     loader_state,
     resume_iterator,
     starts_workers,
     stop_persistent_workers,
 )
 from ...data.loader_state import inexact_resume_reason
+from ...data.look_ahead import one_ahead
 from ...data.stage_data import NO_TRAIN_DATA, fit_train_loader, loaders_defined, stage_source
-from ...data.stateful_loader import LoaderResume, check_train_loader, restore_loader
+from ...data.stateful_loader import LoaderResume, check_train_loader, restore_loader, state_holder
 from ...errors import CheckpointError, MisconfigurationError, bad_value
 from ...module import Module
 from ...rank_zero import info, warn
@@ -182,6 +184,10 @@ class FitData:
         if self.auto is not None:
             it = self.auto.watch(it, batches_done, epoch_start_rng)
             self.advised = True  # the advice to load in workers is what auto acts on
+        if loader_length(loader) is None and state_holder(loader) is None:
+            it = one_ahead(
+                it
+            )  # as Lightning reads a loader without a length (a stateful one keeps its exact position)
         return it
 
     def pace_mark(self, batch_idx: int, measured: bool) -> int:
