@@ -206,10 +206,11 @@ def run(command, *args, **kwargs):
 
 def test_checkpoint_hparams_are_the_model_defaults_and_the_command_line_wins(checkpoint):
     cli = run("validate", f"--ckpt_path={checkpoint}")
-    assert dict(cli.model.hparams) == {"hidden": 6, "scale": 0.5}  # a default Net would not load the weights
+    built_by = {"_instantiator": "lightning.pytorch.cli.instantiate_module"}  # as Lightning's CLI records it
+    assert dict(cli.model.hparams) == {"hidden": 6, "scale": 0.5, **built_by}  # a default Net would not load
     assert cli.config.model.hidden == 6
     overridden = run("validate", f"--ckpt_path={checkpoint}", "--model.scale=2.0")
-    assert dict(overridden.model.hparams) == {"hidden": 6, "scale": 2.0}
+    assert dict(overridden.model.hparams) == {"hidden": 6, "scale": 2.0, **built_by}
 
 
 def test_fit_resumes_with_the_checkpoints_hparams(checkpoint):
@@ -244,7 +245,9 @@ def test_adapt_checkpoint_hparams_can_drop_or_change_them(checkpoint):
 
     args = ["validate", f"--ckpt_path={checkpoint}"]
     cli = Adapting(Net, BoringDataModule, args=args, trainer_defaults=QUIET, save_config_callback=None)
-    assert dict(cli.model.hparams) == {"hidden": 6, "scale": 3.0}
+    assert dict(cli.model.hparams) == {
+        "hidden": 6, "scale": 3.0, "_instantiator": "lightning.pytorch.cli.instantiate_module"
+    }  # fmt: skip
 
 
 class Injected(Net):

@@ -100,8 +100,9 @@ def test_none_is_lightnings_default_and_a_mode_none_stands_for_is_refused():
 def test_the_tuner_sets_what_it_found(tmp_path):
     model = Stages(lr=0.5)
     before = {k: v.clone() for k, v in model.state_dict().items()}
-    result = Tuner(trainer(logger=False, default_root_dir=tmp_path)).lr_find(model, num_training=20)
-    assert model.lr == result.suggestion() and len(result.results["lr"]) == len(result.results["loss"])
+    tuned = trainer(logger=False, default_root_dir=tmp_path, limit_train_batches=20)
+    result = Tuner(tuned).lr_find(model, num_training=20, early_stop_threshold=None)
+    assert model.lr == result.suggestion() != 0.5 and len(result.results["lr"]) == len(result.results["loss"])
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())  # the trial is undone
 
     class Sized(BoringModel):

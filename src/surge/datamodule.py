@@ -110,6 +110,7 @@ class DataModule(HyperparametersMixin):
         from .checkpoint import load_checkpoint
         from .errors import bad_value
         from .module.hparams import init_kwargs
+        from .module.instantiated import cli_recorded, rebuilt_arguments
 
         where = f"{cls.__name__}.load_from_checkpoint"
         if hparams_file is not None:
@@ -120,6 +121,8 @@ class DataModule(HyperparametersMixin):
             raise bad_value(f"{where}(weights_only)", weights_only, "None or True (surge loads weights-only)")
         ckpt = load_checkpoint(checkpoint_path)
         saved = ckpt.get(DATAMODULE_HPARAMS_KEY, {})
+        if cli_recorded(saved):  # recorded by LightningCLI: its keys out, class paths built
+            saved = rebuilt_arguments(cls, saved, str(checkpoint_path))
         datamodule = cls(**init_kwargs(cls, saved, kwargs, str(checkpoint_path)))
         saved_state = saved_datamodule_state(ckpt, datamodule)
         if saved_state is not None:

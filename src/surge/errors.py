@@ -25,6 +25,10 @@ class CheckpointError(SurgeRuntimeError):
     """A checkpoint cannot be written, read or applied."""
 
 
+class UntrustedCheckpointError(CheckpointError, ValueError):
+    """A checkpoint asks for code to be imported or run on loading (a ValueError, as Lightning's)."""
+
+
 def bad_value(arg: str, value: object, allowed: str) -> MisconfigurationError:
     """The standard message: the argument, the value it got and what is allowed."""
     return MisconfigurationError(f"{arg}={value!r} is not valid: {allowed}.")

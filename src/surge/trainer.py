@@ -206,7 +206,7 @@ class Trainer(StageEntryPoints):
         signals = SignalFlag(getattr(self._strategy, "launcher", None), cfg.plugins.requeue)
         with signals.installed(), anomaly_mode(cfg.detect_anomaly):  # preemption: a flag
             hooks.call("on_fit_start")
-            self._publisher.log_run_start(parts.module, cfg.enable_autolog_hparams)
+            self._publisher.log_run_start(parts.module, cfg.enable_autolog_hparams, self.datamodule)
             validation = Validation(parts, data, cfg.check_val_every_n_epoch, self.fit_loop.logger_step)
             self._validation = validation  # its `training_rng` is what a checkpoint during it records
             steps = cfg.num_sanity_val_steps if resume is None else 0  # none when resuming, as Lightning

@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import MisconfigurationError, bad_value
 from ..rank_zero import info
-from ..tune.lr_finder import MODES, LRFinderResult, lr_find
+from ..tune.lr_finder import MODES, LRFinderResult, RangeTest, check_arguments, run_range_test
+from ..tune.trial import trial_target
 from .base import Callback
 from .tuned_attr import TunedAttributeError, has_tuned_attr, set_tuned_attr
 
@@ -21,7 +22,8 @@ class LearningRateFinder(Callback):
     """In `on_fit_start`, run `surge.tune.lr_find` (the model, optimizers and RNG are restored
     afterwards); with `update_attr`, set the suggested rate on the module's `attr_name` (default:
     `lr` or `learning_rate`, on the module, its hparams or the datamodule) and in every param
-    group of the fit's optimizers. The result is `optimal_lr` (`.suggestion()`, `.lrs`, `.losses`)."""
+    group of the fit's optimizers. The result is `optimal_lr` (`.suggestion()`, `.lrs`, `.losses`;
+    in the Lightning mode Lightning's result, `surge.lightning.lr_finder.LRFinder`)."""
 
     SUPPORTED_MODES = MODES
 
@@ -38,10 +40,11 @@ class LearningRateFinder(Callback):
         mode = mode.lower() if isinstance(mode, str) else mode
         if mode not in MODES:
             raise bad_value("LearningRateFinder(mode)", mode, f"one of {MODES}")
+        check_arguments(min_lr, max_lr, num_training_steps, mode, early_stop_threshold)
         self._min_lr, self._max_lr, self._num_training_steps = min_lr, max_lr, num_training_steps
         self._mode, self._early_stop_threshold = mode, early_stop_threshold
         self._update_attr, self._attr_name = update_attr, attr_name
-        self.optimal_lr: LRFinderResult | None = None
+        self.optimal_lr: RangeTest | None = None
 
     def _attr(self, datamodule: DataModule | None, module: Any) -> str:
         """The attribute the suggestion goes to; Lightning's AttributeError when there is none."""
@@ -76,17 +79,10 @@ class LearningRateFinder(Callback):
             loader = _Epochs(loader, per_epoch)
             if trainer.max_epochs >= 0:
                 steps = min(steps, per_epoch * trainer.max_epochs)
-        self.optimal_lr = lr_find(
-            module,
-            loader,
-            trainer=trainer,
-            min_lr=self._min_lr,
-            max_lr=self._max_lr,
-            num_training=steps,
-            mode=self._mode,
-            early_stop_threshold=self._early_stop_threshold,
-        )
-        lr = self.optimal_lr.suggestion()
+        test = self._range_test(trainer, steps)
+        run_range_test(module, loader, trial_target(trainer), test, steps)
+        self.optimal_lr = test
+        lr = test.suggestion()
         if not attr or lr is None:
             return
         set_tuned_attr(module, trainer.datamodule, attr, lr)
@@ -94,6 +90,14 @@ class LearningRateFinder(Callback):
             for group in opt.param_groups:
                 group["lr"] = lr
         info(f"LearningRateFinder: learning rate set to {lr:.4g}")
+
+    def _range_test(self, trainer: Trainer, steps: int) -> RangeTest:
+        """The range test to run for `steps` steps: surge's (`LRFinderResult`), its rate spanning them."""
+        del trainer
+        return LRFinderResult(
+            min_lr=self._min_lr, max_lr=self._max_lr, num_training=steps, mode=self._mode,
+            early_stop_threshold=self._early_stop_threshold,
+        )  # fmt: skip
 
     def on_fit_start(self, trainer: Trainer, module: Any) -> None:
         self.lr_find(trainer, module)

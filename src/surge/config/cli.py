@@ -231,9 +231,10 @@ class SurgeCLI:
         parser = self._parsers[self.subcommand]
         cfg = self.config
         self._apply_seed(cfg)
-        instantiate = getattr(parser, "instantiate", None) or parser.instantiate_classes
         try:
-            built = self.config_init = instantiate(self._for_instantiation(cfg))
+            built = self.config_init = _instantiate(
+                parser, self._for_instantiation(cfg), self._instantiators()
+            )
             self._after_instantiation(built)
         except (SurgeError, TypeError, ValueError) as err:
             _fail(self.parser.prog, self.subcommand, f"{type(err).__name__}: {err}", CONFIG_ERROR)
@@ -249,6 +250,11 @@ class SurgeCLI:
     def _for_instantiation(self, cfg: Any) -> Any:
         """The config the classes are built from (a subclass may add objects; the saved one is `cfg`)."""
         return cfg
+
+    def _instantiators(self) -> list[tuple[Any, type, bool]]:
+        """jsonargparse instantiators `(function, class, subclasses)` for this build (LightningCLI:
+        the model's and the datamodule's, which record the config as their hyper-parameters)."""
+        return []
 
     def _after_instantiation(self, built: Any) -> None:
         """A subclass's changes to the built objects (LightningCLI: --optimizer, its hook)."""
@@ -351,6 +357,15 @@ def _seed(value: int, prog: str | None, command: str) -> None:
         err = bad_value("seed_everything", value, "an int in [0, 2**32), or null to leave the seed alone")
         _fail(prog, command, str(err), CONFIG_ERROR)
     seed_everything(value)
+
+
+def _instantiate(parser: Any, cfg: Any, instantiators: list[tuple[Any, type, bool]]) -> Any:
+    """The objects `cfg` describes, built with `instantiators` first."""
+    if hasattr(parser, "instantiate"):  # jsonargparse >= 4.50: instantiators for this call only
+        return parser.instantiate(cfg, instantiators=instantiators)
+    for function, class_type, subclasses in instantiators:
+        parser.add_instantiator(function, class_type, subclasses=subclasses)
+    return parser.instantiate_classes(cfg)
 
 
 def _dump(parser: Any, cfg: Any) -> str:

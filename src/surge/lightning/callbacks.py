@@ -14,6 +14,7 @@ from ..callbacks import Callback, EarlyStopping, LearningRateMonitor, ModelCheck
 from ..callbacks.progress import ProgressBar
 from ..callbacks.summary import summarize
 from ..errors import bad_value
+from .lr_finder import LearningRateFinder
 from .refuse import refuse
 
 if TYPE_CHECKING:
@@ -98,6 +99,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "Callback",
     "EarlyStopping",
+    "LearningRateFinder",
     "LearningRateMonitor",
     "ModelCheckpoint",
     "ModelSummary",

@@ -199,6 +199,21 @@ class LightningCLI(SurgeCLI):
         cfg.trainer.callbacks = given + keyed + extra
         return cfg
 
+    def _instantiators(self) -> list[tuple[Any, type, bool]]:
+        """Lightning's: the model and the datamodule record the config that built them as their
+        hyper-parameters, with `_instantiator` (`cli_hparams.py`)."""
+        from .cli_hparams import ConfigRecorder
+
+        parser = self._parsers[self.subcommand or "fit"]
+        return [
+            (ConfigRecorder(parser, self.config, "model"), self._model_class or Module, self._model_subclass),
+            (
+                ConfigRecorder(parser, self.config, "data"),
+                self._data_class or DataModule,
+                self._data_subclass,
+            ),
+        ]
+
     def _after_instantiation(self, built: Any) -> None:
         from . import cli_optimizers
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..callbacks.base import Callback
 from ..callbacks.batch_size_finder import BatchSizeFinder, check_margin
-from ..callbacks.lr_finder import LearningRateFinder
+from ..callbacks.lr_finder import LearningRateFinder as SurgeLearningRateFinder
 from ..callbacks.tuned_attr import TunedAttributeError
 from ..datamodule import DataModule
 from ..errors import MisconfigurationError, bad_value
@@ -22,7 +22,7 @@ from ..module import Module
 from ..rank_zero import warn
 from ..seed import rng_state, set_rng_state
 from ..trainer import Trainer
-from ..tune.lr_finder import LRFinderResult
+from .lr_finder import LearningRateFinder, LRFinder
 
 METHODS = ("fit", "validate", "test", "predict")
 
@@ -50,7 +50,7 @@ class Tuner:
         early_stop_threshold: float | None = 4.0,
         update_attr: bool = True,
         attr_name: str = "",
-    ) -> LRFinderResult | None:
+    ) -> LRFinder | None:
         """The learning-rate range test; with `update_attr`, the suggested rate is set on `attr_name`
         (default: the module's `lr` or `learning_rate`). Skipped (None) under fast_dev_run, as in Lightning."""
         if method != "fit":
@@ -58,7 +58,7 @@ class Tuner:
                 f"Tuner.lr_find(method={method!r}): method='fit' is the only valid configuration to run lr finder."
             )
         _check_loaders(train_dataloaders, val_dataloaders, dataloaders, method)
-        _refuse_configured(self._trainer, LearningRateFinder)
+        _refuse_configured(self._trainer, SurgeLearningRateFinder)
         if _skipped(self._trainer, "learning rate finder"):
             return None
         finder = LearningRateFinder(
@@ -66,7 +66,7 @@ class Tuner:
             early_stop_threshold=early_stop_threshold, update_attr=update_attr, attr_name=attr_name,
         )  # fmt: skip
         self._run_with(finder, "fit", model, (train_dataloaders, val_dataloaders), datamodule)
-        return finder.optimal_lr
+        return finder.optimal_lr  # type: ignore[return-value]  # Lightning's finder makes an LRFinder
 
     def scale_batch_size(
         self,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -11,7 +11,11 @@ from ..config import semantics
 from ..data import move_to_device
 from ..loggers.base import Logger
 from ..module import Module
+from ..module.hparams import logged_hparams
 from .results import Results, to_floats
+
+if TYPE_CHECKING:
+    from ..datamodule import DataModule
 
 Flags = Mapping[str, tuple[bool, bool, str]]  # key -> (prog_bar, logger, name without its _step/_epoch)
 
@@ -175,16 +179,19 @@ class MetricsPublisher:
         for lg in self.loggers:
             lg.log_metrics(row, step)
 
-    def log_run_start(self, module: Module, hparams: bool = True) -> None:
-        """The module's hyper-parameters (unless `hparams` is False, Lightning's
-        `enable_autolog_hparams`, or the module saved them with `logger=False`), and its graph
-        where a logger asks for it (rank zero)."""
+    def log_run_start(
+        self, module: Module, hparams: bool = True, datamodule: DataModule | None = None
+    ) -> None:
+        """The module's and the datamodule's hyper-parameters, merged (`logged_hparams`; unless
+        `hparams` is False, Lightning's `enable_autolog_hparams`, or they were saved with
+        `logger=False`), and the module's graph where a logger asks for it (rank zero)."""
         if not (self.loggers and self.is_global_zero()):
             return
         example = getattr(module, "example_input_array", None)
+        values = logged_hparams(module, datamodule) if hparams else {}
         for lg in self.loggers:
-            if module.hparams and hparams and module.hparams_logged:
-                lg.log_hyperparams(module.hparams)
+            if values:
+                lg.log_hyperparams(values)
             lg.log_graph(module, None if example is None else move_to_device(example, module.device))
             lg.save()  # as Lightning: a TensorBoard run has its event file and hparams.yaml from the start
 

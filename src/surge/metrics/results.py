@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 import torch
@@ -21,10 +20,9 @@ from torch import Tensor
 
 from ..config import semantics
 from ..errors import MisconfigurationError, bad_value
+from .slot import Slot, Value
 
 REDUCE_FX = ("mean", "sum", "max", "min")
-Number = int | float
-Value = Tensor | Number
 
 
 class Reducer(Protocol):
@@ -33,69 +31,6 @@ class Reducer(Protocol):
     def all_reduce(self, tensor: Tensor, op: str) -> Tensor: ...
 
     def mean(self, tensor: Tensor) -> Tensor: ...
-
-
-@dataclass(slots=True)
-class Slot:
-    """One logged name: its options, its latest value and its running epoch aggregate."""
-
-    name: str
-    on_step: bool
-    on_epoch: bool
-    prog_bar: bool
-    logger: bool
-    reduce_fx: str
-    sync_dist: bool
-    add_dataloader_idx: bool = True
-    last: Value | None = None
-    total: Value | None = None
-    weight: float = 0.0
-    metric: Any = None  # a torchmetrics.Metric: it aggregates the epoch itself
-    product: Tensor | None = None  # a mean's `value * batch_size`, reused across steps
-
-    def accumulate(self, value: Value, batch_size: int) -> None:
-        """Fold one step into the epoch aggregate, in place on the device (no host read)."""
-        total = self.total
-        fx = self.reduce_fx
-        if fx == "mean":
-            if total is None:
-                self.total = value.float() * batch_size if isinstance(value, Tensor) else value * batch_size
-            elif isinstance(total, Tensor) and isinstance(value, Tensor):
-                # The product rounded, then added, as Lightning sums: add_(alpha=) rounds once, and the
-                # epoch mean would differ in its last bits.
-                product = self.product
-                if product is None or product.dtype != total.dtype or product.device != total.device:
-                    product = self.product = torch.empty_like(total)
-                total.add_(torch.mul(value, batch_size, out=product))
-            elif isinstance(total, Tensor):
-                total.add_(value * batch_size)
-            else:
-                self.total = total + value * batch_size
-            self.weight += batch_size
-        elif total is None:
-            self.total = value.float().clone() if isinstance(value, Tensor) else value
-        elif fx == "sum":
-            if isinstance(total, Tensor):
-                total.add_(value)
-            else:
-                self.total = total + value
-        elif isinstance(total, Tensor) or isinstance(value, Tensor):
-            pick = torch.maximum if fx == "max" else torch.minimum
-            self.total = pick(torch.as_tensor(total), torch.as_tensor(value, device=_device_of(total)))
-        else:
-            self.total = max(total, value) if fx == "max" else min(total, value)
-
-    def epoch_value(self) -> Value | None:
-        """The epoch aggregate (still on the device)."""
-        if self.total is None:
-            return None
-        if self.reduce_fx == "mean":
-            return self.total / self.weight if self.weight else self.total
-        return self.total
-
-
-def _device_of(value: Value) -> torch.device | None:
-    return value.device if isinstance(value, Tensor) else None
 
 
 def infer_batch_size(batch: Any) -> int:

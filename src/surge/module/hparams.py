@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import pickle
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextvars import ContextVar
 from types import FrameType
 from typing import Any
 
-from ..errors import CheckpointError, SurgeTypeError, bad_value
+import torch
+
+from ..errors import CheckpointError, SurgeRuntimeError, SurgeTypeError, bad_value
+from .instantiated import cli_recorded, rebuilt_arguments
 
 
 class AttributeDict(dict):
@@ -22,6 +27,23 @@ class AttributeDict(dict):
 
     def __setattr__(self, key: str, value: Any) -> None:
         self[key] = value
+
+
+# What the builder of an object (a config CLI) gives `save_hyperparameters()` in place of the
+# `__init__` frame's arguments, while it builds it.
+_GIVEN: ContextVar[dict[str, Any] | None] = ContextVar("surge_given_hyperparameters", default=None)
+
+
+@contextlib.contextmanager
+def given_hyperparameters(values: Mapping[str, Any]) -> Iterator[None]:
+    """While the body builds an object, its `save_hyperparameters()` records `values` (a copy)
+    instead of its `__init__`'s arguments: a CLI records the config that built it (Lightning's
+    `LightningCLI` does so, adding `_instantiator`)."""
+    token = _GIVEN.set(dict(values))
+    try:
+        yield
+    finally:
+        _GIVEN.reset(token)
 
 
 class HyperparametersMixin:
@@ -45,10 +67,11 @@ class HyperparametersMixin:
         if len(args) == 1 and isinstance(args[0], Mapping):
             values = dict(args[0])
         else:
-            if frame is None:
+            given = _GIVEN.get()
+            if frame is None and given is None:
                 here = inspect.currentframe()
                 frame = here.f_back if here is not None else None
-            init_args = _collect_init_args(frame, self)
+            init_args = dict(given) if given is not None else _collect_init_args(frame, self)
             if args:
                 missing = [name for name in args if name not in init_args]
                 if missing:
@@ -77,6 +100,34 @@ class HyperparametersMixin:
         if "_hparams" not in self.__dict__:
             object.__setattr__(self, "_hparams", AttributeDict())
         return self.__dict__["_hparams"]
+
+
+def logged_hparams(module: HyperparametersMixin, datamodule: HyperparametersMixin | None) -> dict[str, Any]:
+    """What the loggers receive when a run starts: the module's hyper-parameters and the datamodule's
+    (each unless saved with `logger=False`), merged as Lightning merges them; a key both hold with
+    different values is refused. A CLI's `_class_path` is left out."""
+    own = dict(module.hparams) if module.hparams_logged else {}
+    data = dict(datamodule.hparams) if datamodule is not None and datamodule.hparams_logged else {}
+    clashing = sorted(
+        key for key in own.keys() & data.keys()
+        if key != "_class_path" and (type(own[key]) is not type(data[key]) or _differ(own[key], data[key]))
+    )  # fmt: skip
+    if clashing:
+        raise SurgeRuntimeError(
+            f"Error while merging hparams: the keys {clashing} are present in both the module's "
+            f"({type(module).__name__}) and the datamodule's ({type(datamodule).__name__}) hparams but have "
+            "different values; rename one, or save one with save_hyperparameters(logger=False)."
+        )
+    return {k: v for k, v in {**own, **data}.items() if k != "_class_path"}
+
+
+def _differ(a: Any, b: Any) -> bool:
+    if isinstance(a, torch.Tensor):
+        return a is not b
+    try:
+        return bool(a != b)
+    except (TypeError, ValueError, RuntimeError):  # no single truth value (an array): the same object only
+        return a is not b
 
 
 def _collect_init_args(frame: FrameType | None, obj: object) -> dict[str, Any]:
@@ -256,6 +307,8 @@ def build_from_checkpoint(
     entry = own.get(OBJECTS_KEY) if isinstance(own, Mapping) else None
     if weights_only is False and isinstance(saved, Mapping):
         saved = {**saved, **trusted_objects(entry, where)}
+    if cli_recorded(saved):  # recorded by LightningCLI: its keys out, class paths built (nothing imported)
+        saved = rebuilt_arguments(cls, saved, source)
     kwargs = init_kwargs(cls, saved, overrides, source)
     as_repr = [] if weights_only is False or not isinstance(entry, Mapping) else list(entry.get("keys", []))
     as_repr = [k for k in as_repr if k in kwargs and k not in overrides]

@@ -5,14 +5,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from torch.utils.data import DataLoader
 
 from ..errors import MisconfigurationError, bad_value, install_hint
 from ..module import Module
 from ..rank_zero import info
-from .trial import TrialSteps, preserved, train_loader, trial_target
+from .trial import TrialSteps, TrialTarget, preserved, train_loader, trial_target
 
 if TYPE_CHECKING:
     from ..trainer import Trainer
@@ -20,13 +20,58 @@ if TYPE_CHECKING:
 MODES = ("exponential", "linear")
 
 
+class RangeTest(Protocol):
+    """What a range test follows and records: the rate of each step, and each step's loss (its
+    smoothing, when to stop and which rate to suggest are the test's own)."""
+
+    def rate(self, step: int) -> float:
+        """The learning rate of step `step` (0-based)."""
+        ...
+
+    def add(self, lr: float, loss: float) -> bool:
+        """Record a step's rate and loss; True stops the test."""
+        ...
+
+    def suggestion(self) -> float | None:
+        """The rate to train with; None when too few steps were recorded."""
+        ...
+
+
 @dataclass
 class LRFinderResult:
-    """The rates tried and the loss at each; `suggestion()` picks one."""
+    """surge's range test: the rates tried and the loss at each; `suggestion()` picks one.
+
+    The rate goes from `min_lr` to `max_lr` over `num_training` steps (`mode="exponential"`: evenly
+    spaced in log scale; `"linear"`); the test stops at a non-finite loss or once the smoothed loss
+    exceeds `early_stop_threshold` times the best so far (None: never)."""
 
     lrs: list[float] = field(default_factory=list)
     losses: list[float] = field(default_factory=list)  # raw losses, one per step
     smoothing: float = 0.9
+    min_lr: float = 1e-7
+    max_lr: float = 1.0
+    num_training: int = 100
+    mode: str = "exponential"
+    early_stop_threshold: float | None = 4.0
+    _best: float = field(default=math.inf, repr=False)
+
+    def rate(self, step: int) -> float:
+        frac = step / max(self.num_training - 1, 1)
+        if self.mode == "linear":
+            return self.min_lr + frac * (self.max_lr - self.min_lr)
+        return self.min_lr * (self.max_lr / self.min_lr) ** frac
+
+    def add(self, lr: float, loss: float) -> bool:
+        self.lrs.append(lr)
+        self.losses.append(loss)
+        smooth = self.smoothed[-1]
+        threshold = self.early_stop_threshold
+        if not math.isfinite(loss) or (
+            threshold is not None and len(self.lrs) > 1 and smooth > threshold * self._best
+        ):
+            return True
+        self._best = min(self._best, smooth)
+        return False
 
     @property
     def smoothed(self) -> list[float]:
@@ -109,25 +154,14 @@ def lr_find(
     The loss is read to the host every step, which is fine for a tuner. The model, the optimizer
     state, the precision state and every RNG are restored afterwards.
     """
-    _check(min_lr, max_lr, num_training, mode, early_stop_threshold)
-    target = trial_target(trainer)
-    loader = train_loader(model, train_dataloaders, "lr_find")
-    result = LRFinderResult()
-    with preserved(model, target.precision), TrialSteps(model, target) as runner:
-        batches = _cycle(loader)
-        best = math.inf
-        for i in range(num_training):
-            lr = _rate(min_lr, max_lr, i, num_training, mode)
-            runner.set_lr(lr)
-            loss = float(runner.step(next(batches), i))  # host read: the tuner records every loss
-            result.lrs.append(lr)
-            result.losses.append(loss)
-            smooth = result.smoothed[-1]
-            if not math.isfinite(loss) or (
-                early_stop_threshold is not None and i > 0 and smooth > early_stop_threshold * best
-            ):
-                break
-            best = min(best, smooth)
+    check_arguments(min_lr, max_lr, num_training, mode, early_stop_threshold)
+    result = LRFinderResult(
+        min_lr=min_lr, max_lr=max_lr, num_training=num_training, mode=mode,
+        early_stop_threshold=early_stop_threshold,
+    )  # fmt: skip
+    run_range_test(
+        model, train_loader(model, train_dataloaders, "lr_find"), trial_target(trainer), result, num_training
+    )
     if verbose:
         suggestion = result.suggestion()
         shown = f"{suggestion:.3g}" if suggestion is not None else "none (too few steps)"
@@ -137,24 +171,30 @@ def lr_find(
     return result
 
 
-def _rate(low: float, high: float, i: int, n: int, mode: str) -> float:
-    frac = i / max(n - 1, 1)
-    if mode == "linear":
-        return low + frac * (high - low)
-    return low * (high / low) ** frac
+def run_range_test(model: Module, loader: Any, target: TrialTarget, test: RangeTest, steps: int) -> None:
+    """At most `steps` training steps on `loader` (passed over again as often as needed; `batch_idx`
+    is the batch's index in its pass), each at `test.rate(step)`, until `test.add` says stop."""
+    with preserved(model, target.precision), TrialSteps(model, target) as runner:
+        for step, (batch_idx, batch) in zip(range(steps), _cycle(loader)):
+            lr = test.rate(step)
+            runner.set_lr(lr)
+            loss = float(runner.step(batch, batch_idx))  # host read: the test records every loss
+            if test.add(lr, loss):
+                break
 
 
 def _cycle(loader: Any) -> Any:
     while True:
         empty = True
-        for batch in loader:
+        for batch_idx, batch in enumerate(loader):
             empty = False
-            yield batch
+            yield batch_idx, batch
         if empty:
             raise MisconfigurationError("lr_find: the train dataloader is empty (0 batches).")
 
 
-def _check(min_lr: Any, max_lr: Any, num_training: Any, mode: Any, threshold: Any) -> None:
+def check_arguments(min_lr: Any, max_lr: Any, num_training: Any, mode: Any, threshold: Any) -> None:
+    """Refuse, by name, a rate that is not > 0, a step count below 1, an unknown mode or a threshold <= 1."""
     for name, value in (("min_lr", min_lr), ("max_lr", max_lr)):
         if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
             raise bad_value(name, value, "a number > 0")

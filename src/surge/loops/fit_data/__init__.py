@@ -28,6 +28,7 @@ from ...data import (
     data_wait_advice,
     iter_without_worker_seed_draw,
     limit_batches,
+    loader_length,
     loader_state,
     resume_iterator,
     starts_workers,
@@ -36,8 +37,9 @@ from ...data import (
 from ...data.combined import CombinedLoader, inner_loaders
 from ...data.combined_stage import CombinedBatches, combined_inexact_reason, eval_runs
 from ...data.loader_state import inexact_resume_reason
+from ...data.look_ahead import one_ahead
 from ...data.stage_data import NO_TRAIN_DATA, eval_found, fit_train_loader, loaders_defined, stage_source
-from ...data.stateful_loader import LoaderResume, check_train_loader, restore_loader
+from ...data.stateful_loader import LoaderResume, check_train_loader, restore_loader, state_holder
 from ...errors import CheckpointError, MisconfigurationError, bad_value
 from ...module import Module
 from ...rank_zero import info, warn
@@ -192,6 +194,9 @@ class FitData:
         if self.auto is not None:
             it = self.auto.watch(it, batches_done, epoch_start_rng)
             self.advised = True  # the advice to load in workers is what auto acts on
+        if loader_length(loader) is None and state_holder(loader) is None:
+            # as Lightning reads a loader without a length (a stateful one keeps its exact position)
+            it = one_ahead(it)
         return it
 
     def pace_mark(self, batch_idx: int, measured: bool) -> int:
