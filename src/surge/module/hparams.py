@@ -213,7 +213,7 @@ def objects_entry(hparams: Mapping[str, Any]) -> dict[str, Any] | None:
         return None
     try:
         data = pickle.dumps({k: hparams[k] for k in keys})
-    except (pickle.PicklingError, AttributeError, TypeError):
+    except (pickle.PicklingError, AttributeError, TypeError, RecursionError):
         return None
     return {"keys": keys, "pickle": data}
 
@@ -238,11 +238,16 @@ def trusted_objects(entry: Any, where: str) -> dict[str, Any]:
     return dict(objects) if isinstance(objects, dict) else {}
 
 
-def _plain_data(value: Any) -> bool:
-    if isinstance(value, Mapping):
-        return all(isinstance(k, str) and _plain_data(v) for k, v in value.items())
-    if isinstance(value, list | tuple):
-        return all(_plain_data(v) for v in value)
+def _plain_data(value: Any, _open: tuple[int, ...] = ()) -> bool:
+    """Whether `value` is data a weights-only load keeps as it is (a container that holds itself, or
+    nests deeper than `plain` follows, is not)."""
+    if isinstance(value, Mapping | list | tuple):
+        if id(value) in _open or len(_open) >= PLAIN_DEPTH:
+            return False
+        inner = (*_open, id(value))
+        if isinstance(value, Mapping):
+            return all(isinstance(k, str) and _plain_data(v, inner) for k, v in value.items())
+        return all(_plain_data(v, inner) for v in value)
     return (
         value is None
         or isinstance(value, bool | int | float | str)
