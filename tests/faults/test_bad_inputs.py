@@ -446,9 +446,9 @@ ROWS = [
     # checkpoints that do not fit the run
     (
         "ckpt-hparams-mismatch",
-        _load_edited(lambda s: s["hyper_parameters"].update(dropout=0.1), "hp.ckpt"),
+        _load_edited(lambda s: s.update(hyper_parameters=[0.1]), "hp.ckpt"),  # (an extra value is left out)
         CheckpointError,
-        ["hp.ckpt", "hyper_parameters", "unknown arguments ['dropout']", "hidden"],
+        ["hp.ckpt", "'hyper_parameters' is a list, not a dict"],
     ),
     (
         "ckpt-no-state-dict",

@@ -160,6 +160,12 @@ def restore_modules(run: RunObjects, found: Found) -> None:
     """Before the optimizers exist (as Lightning): the module's `on_load_checkpoint` and weights, the
     datamodule's state, then the callbacks' `on_load_checkpoint` and states."""
     path, ckpt = found.path, found.state
+    if "loop" not in ckpt and "pytorch-lightning_version" in ckpt:
+        raise CheckpointError(
+            f"{path} was written by Lightning {ckpt['pytorch-lightning_version']}: surge resumes a fit only from "
+            "its own checkpoints (their loop, loader and RNG state). To start from its weights, "
+            "Model.load_from_checkpoint(path) and fit() without ckpt_path."
+        )
     if "loop" not in ckpt:
         raise CheckpointError(f"{path} holds weights only (no training state); it cannot resume a fit")
     run.hooks.module("on_load_checkpoint", ckpt)  # before anything loads: it may change the checkpoint

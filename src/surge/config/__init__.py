@@ -327,7 +327,11 @@ class TrainerConfig:
     def _check_strategy(self) -> None:
         from ..strategies.base import Strategy
 
-        if isinstance(self.strategy, Strategy) or self.strategy == "auto":
+        if isinstance(self.strategy, Strategy):
+            return
+        if isinstance(self.strategy, str):  # any case, as Lightning: "DDP" is "ddp"
+            self.strategy = self.strategy.lower()
+        if self.strategy == "auto":
             return
         name = STRATEGIES.name_of(self.strategy)
         if name is None:

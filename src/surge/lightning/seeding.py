@@ -20,6 +20,8 @@ def seed_everything(seed: int | None = None, workers: bool = False, verbose: boo
             warn("seed_everything(): no seed given and PL_GLOBAL_SEED is not set; seed set to 0")
         else:
             seed = int(env)
+    elif not isinstance(seed, int):  # "12" or 12.0, as Lightning takes them
+        seed = int(seed)
     _seed.seed_everything(seed, workers=workers)
     os.environ["PL_GLOBAL_SEED"] = str(seed)
     os.environ["PL_SEED_WORKERS"] = str(int(workers))

@@ -44,7 +44,7 @@ class Slot:
         if fx == "mean":
             self._add_weighted(value, batch_size)
         elif total is None:
-            self.total = value.float().clone() if isinstance(value, Tensor) else value
+            self.total = _floating(value).clone() if isinstance(value, Tensor) else value
         elif fx == "sum":
             if isinstance(total, Tensor):
                 total.add_(value)
@@ -63,7 +63,7 @@ class Slot:
         total = self.total
         if total is None:
             self.total = (
-                value.float() * batch_size
+                _floating(value) * batch_size
                 if isinstance(value, Tensor)
                 else as_default_float(value * batch_size)
             )
@@ -93,6 +93,12 @@ class Slot:
 
 
 _SINGLE = struct.Struct("f")
+
+
+def _floating(value: Tensor) -> Tensor:
+    """A logged tensor as its aggregate holds it: float32 and float64 as they are (a 64-bit run's
+    means stay 64-bit), any other dtype as the default one, as Lightning."""
+    return value if value.dtype in (torch.float32, torch.float64) else value.to(torch.get_default_dtype())
 
 
 def as_default_float(value: Number) -> float:

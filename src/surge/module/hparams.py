@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import inspect
 import pickle
+from argparse import Namespace
 from collections.abc import Iterable, Iterator, Mapping
 from contextvars import ContextVar
 from types import FrameType
@@ -64,8 +66,8 @@ class HyperparametersMixin:
             raise SurgeTypeError(f"save_hyperparameters(logger={logger!r}): pass True or False")
         object.__setattr__(self, "_hparams_logged", logger)
         ignored = {ignore} if isinstance(ignore, str) else set(ignore or ())
-        if len(args) == 1 and isinstance(args[0], Mapping):
-            values = dict(args[0])
+        if len(args) == 1 and isinstance(args[0], Mapping | Namespace):
+            values = dict(vars(args[0]) if isinstance(args[0], Namespace) else args[0])
         else:
             given = _GIVEN.get()
             if frame is None and given is None:
@@ -88,6 +90,13 @@ class HyperparametersMixin:
         merged.update(values)
         for name in ignored:  # ignoring a name drops it even if an earlier call saved it
             merged.pop(name, None)
+        object.__setattr__(self, "_hparams_initial", copy.deepcopy(merged))
+
+    @property
+    def hparams_initial(self) -> AttributeDict:
+        """A copy of what `save_hyperparameters()` saved, as it saved it (later changes to
+        `hparams` are not in it), as Lightning's."""
+        return copy.deepcopy(self.__dict__.get("_hparams_initial", AttributeDict()))
 
     @property
     def hparams_logged(self) -> bool:
@@ -271,6 +280,10 @@ def init_kwargs(cls: type[Any], saved: Any, overrides: Mapping[str, Any], source
     kwargs = {**saved, **overrides}
     takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params)
     named = {p.name for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    if (
+        not takes_any
+    ):  # saved values __init__ does not take (save_hyperparameters({...})) are left out, as Lightning
+        kwargs = {k: v for k, v in kwargs.items() if k in named or k in overrides}
     unknown = [] if takes_any else sorted(set(kwargs) - named)
     missing = [
         p.name
