@@ -225,3 +225,32 @@ def test_a_curriculum_datamodule_reloaded_every_two_epochs(tmp_path):
     assert (got["train_requests"], got["val_requests"]) == ([0, 2], [0, 2])
     assert got["batches_per_epoch"] == [2, 2, 4, 4] and got["seen"] == [20, 20, 40, 40]
     assert got["global_step"] == 12
+
+
+def test_a_requeued_slurm_job_goes_on_from_its_hpc_checkpoint(tmp_path):
+    """As Lightning under SLURM: the requeue signal writes hpc_ckpt_<N+1>.ckpt in default_root_dir and
+    requeues the job (scontrol requeue); the requeued run's fit(), given no ckpt_path, resumes from the
+    newest hpc checkpoint. Outside SLURM (an interactive job), nothing is resumed."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    scontrol = bin_dir / "scontrol"
+    scontrol.write_text(f'#!/bin/sh\necho "$@" >> {tmp_path}/scontrol.log\n')
+    scontrol.chmod(0o755)
+    slurm = {"SLURM_JOB_ID": "4242", "SLURM_NTASKS": "1", "SLURM_JOB_NAME": "train", "SLURM_PROCID": "0",
+             "SLURM_LOCALID": "0", "SLURM_NODEID": "0", "SLURM_NODELIST": "localhost"}  # fmt: skip
+
+    def run(*args: str, **extra: str) -> dict:
+        env = {**os.environ, **slurm, **extra, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+        env.update(PYTHONPATH=str(SRC), OMP_NUM_THREADS="1")
+        argv = ["-m", "surge", "run", str(SCRIPTS / "slurm_requeue.py"), *args]
+        proc = script_server.run(sys.executable, argv, cwd=tmp_path, env=env, preload=PRELOAD, timeout=120)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+
+    first = run("first")
+    assert first["hpc"] == ["hpc_ckpt_1.ckpt"] and first["global_step"] < 16
+    assert (tmp_path / "scontrol.log").read_text().split() == ["requeue", "4242"]
+    again = run()
+    assert again["started_at"] == first["global_step"] > 0 and again["global_step"] == 16
+    interactive = run(SLURM_JOB_NAME="interactive")
+    assert interactive["started_at"] == 0  # not SLURM's process: a new run, as Lightning

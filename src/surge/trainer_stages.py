@@ -56,6 +56,9 @@ class StageEntryPoints(StageLaunching):
             datamodule, train_dataloaders = train_dataloaders, None
         check_step_defined(model, "training_step", "fit")
         loaders = (train_dataloaders, val_dataloaders)
+        ckpt_path = self._cfg.plugins.requeue.resume_path(
+            ckpt_path, self.default_root_dir
+        )  # a requeued job's
         self._launched("fit", model, "_fit", model, loaders, datamodule, ckpt_path)
 
     def _evaluate(

@@ -149,6 +149,9 @@ class RunDirectory(Protocol):
     @property
     def log_dir(self) -> str: ...
 
+    @property
+    def default_root_dir(self) -> str: ...
+
 
 class Checkpointing(Ranks, Writing, RunDirectory, Protocol):
     """What a preemption's checkpoint needs (the fit loop's typed view of the Trainer)."""

@@ -3,10 +3,12 @@ refused here, by name, before any work (never accepted and ignored)."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from ..errors import MisconfigurationError, bad_value
 from ..rank_zero import warn
+from . import semantics
 from .plugins import resolve_plugins
 
 # Lightning's Trainer arguments whose default is None, and the value None stands for (Lightning's default).
@@ -67,6 +69,10 @@ def check_lightning_arguments(cfg: Any) -> None:
     plugins = resolve_plugins(cfg.plugins, **flags)
     given = getattr(cfg.strategy, "plugin_objects", ())  # DDPStrategy(cluster_environment=...) and the like
     cfg.plugins = plugins = plugins.combined(resolve_plugins(list(given), **flags)) if given else plugins
+    if semantics.lightning():  # as Lightning: hpc_ckpt_<N>.ckpt on requeue, which fit() resumes under SLURM
+        cfg.plugins = plugins = dataclasses.replace(
+            plugins, requeue=dataclasses.replace(plugins.requeue, hpc=True)
+        )
     if plugins.precision is not None:
         cfg.precision = plugins.precision
     cfg.sync_batchnorm = cfg.sync_batchnorm or plugins.sync_batchnorm

@@ -16,12 +16,14 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import re
 import select
 import signal
 import subprocess
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from types import FrameType
 from typing import Any
 
@@ -39,6 +41,24 @@ class RequeuePolicy:
     SIGTERM and SIGINT still checkpoint and exit."""
 
     signal: int | None = signal.SIGUSR1
+    # Lightning's way (the Lightning mode's): the requeue checkpoint is `hpc_ckpt_<N+1>.ckpt` in
+    # default_root_dir, and under SLURM fit() without ckpt_path resumes from the newest of them.
+    hpc: bool = False
+
+    def save_path(self, sig: int, default_root_dir: str | Path, folder: Path) -> Path:
+        """Where the checkpoint of signal `sig` goes: `folder/last.ckpt`, or Lightning's HPC name."""
+        if not (self.hpc and sig == self.signal):
+            return folder / "last.ckpt"
+        latest = _latest_hpc(Path(default_root_dir))
+        return Path(default_root_dir) / f"hpc_ckpt_{(latest or 0) + 1}.ckpt"
+
+    def resume_path(self, ckpt_path: Any, default_root_dir: str | Path) -> Any:
+        """`ckpt_path` as given, or, with `hpc` under SLURM (srun, not an interactive job) and no path
+        given, the newest `hpc_ckpt_<N>.ckpt` in default_root_dir (a requeued job goes on)."""
+        if ckpt_path is not None or not self.hpc or not _srun_used():
+            return ckpt_path
+        latest = _latest_hpc(Path(default_root_dir))
+        return None if latest is None else str(Path(default_root_dir) / f"hpc_ckpt_{latest}.ckpt")
 
     def signals(self) -> tuple[int, ...]:
         """The signals a fit handles."""
@@ -47,6 +67,24 @@ class RequeuePolicy:
 
     def exit_code(self, sig: int) -> int:
         return 0 if sig == self.signal else EXIT_CODES.get(sig, 143)
+
+
+def _latest_hpc(folder: Path) -> int | None:
+    """The largest N of the `hpc_ckpt_<N>.ckpt` files in `folder`, or None."""
+    numbers = [int(m.group(1)) for f in _listing(folder) if (m := re.fullmatch(r"hpc_ckpt_(\d+)\.ckpt", f))]
+    return max(numbers) if numbers else None
+
+
+def _listing(folder: Path) -> list[str]:
+    try:
+        return [entry.name for entry in os.scandir(folder)]
+    except OSError:
+        return []
+
+
+def _srun_used() -> bool:
+    """SLURM started this process (its job is not an interactive one), as Lightning detects it."""
+    return "SLURM_NTASKS" in os.environ and os.environ.get("SLURM_JOB_NAME") not in ("bash", "interactive")
 
 
 class Preempted(SystemExit):

@@ -35,7 +35,9 @@ def preempt(loop: FitLoop) -> None:
         if cb is not None and cb.dirpath is not None
         else Path(trainer.log_dir) / "checkpoints"
     )
-    path = folder / "last.ckpt"
+    path = ctx.signals.requeue.save_path(
+        sig, trainer.default_root_dir, folder
+    )  # last.ckpt, or Lightning's name
     trainer.save_checkpoint(path)
     info(f"{signal.Signals(sig).name}: saved {path} at step {global_step}; stopping")
     if sig == ctx.signals.requeue.signal and trainer.is_global_zero:
