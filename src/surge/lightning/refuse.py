@@ -19,12 +19,15 @@ def refuse(module: str, name: str, reason: str = "surge has no counterpart") -> 
 
 
 def module_getattr(module: str, refused: dict[str, str]) -> Callable[[str], object]:
-    """A module-level `__getattr__` that refuses Lightning's names in `refused` (name -> reason)
-    and reports any other missing name as an AttributeError."""
+    """A module-level `__getattr__` that refuses Lightning's names in `refused` (name -> reason) and
+    its private ones (`_load_from_checkpoint`: surge's insides are other), and reports any other
+    missing name as an AttributeError."""
 
     def __getattr__(name: str) -> object:
         if name in refused:
             raise refuse(module, name, refused[name])
+        if name.startswith("_") and not name.startswith("__"):
+            raise refuse(module, name, "a private name of Lightning's; surge's insides are its own")
         raise AttributeError(f"module {module!r} has no attribute {name!r}")
 
     return __getattr__
