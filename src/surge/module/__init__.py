@@ -218,8 +218,8 @@ class Module(LoopHooks, ModelHooks, ModuleOptimizers, nn.Module, Hyperparameters
         from that pickle, which runs code from the file: pass it only for a file you trust.
         """
         from ..checkpoint import load_checkpoint
+        from ..checkpoint.layout import check_layout
         from ..checkpoint.model_state import apply_model_state
-        from ..checkpoint.run_state import check_layout
         from ..checkpoint.sharded import model_weights
 
         ckpt = load_checkpoint(checkpoint_path)

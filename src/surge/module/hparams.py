@@ -90,13 +90,13 @@ class HyperparametersMixin:
         merged.update(values)
         for name in ignored:  # ignoring a name drops it even if an earlier call saved it
             merged.pop(name, None)
-        object.__setattr__(self, "_hparams_initial", copy.deepcopy(merged))
+        object.__setattr__(self, "_hparams_initial", _frozen_copy(merged))
 
     @property
     def hparams_initial(self) -> AttributeDict:
         """A copy of what `save_hyperparameters()` saved, as it saved it (later changes to
         `hparams` are not in it), as Lightning's."""
-        return copy.deepcopy(self.__dict__.get("_hparams_initial", AttributeDict()))
+        return _frozen_copy(self.__dict__.get("_hparams_initial", AttributeDict()))
 
     @property
     def hparams_logged(self) -> bool:
@@ -109,6 +109,15 @@ class HyperparametersMixin:
         if "_hparams" not in self.__dict__:
             object.__setattr__(self, "_hparams", AttributeDict())
         return self.__dict__["_hparams"]
+
+
+def _frozen_copy(values: AttributeDict) -> AttributeDict:
+    """A deep copy, or, for values that cannot be copied (a process, a lock, a list nested past the
+    recursion limit), a copy of the dict holding them as they are."""
+    try:
+        return copy.deepcopy(values)
+    except (RecursionError, TypeError, copy.Error, AttributeError):
+        return AttributeDict(values)
 
 
 def logged_hparams(module: HyperparametersMixin, datamodule: HyperparametersMixin | None) -> dict[str, Any]:

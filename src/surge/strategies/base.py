@@ -13,8 +13,8 @@ from torch import Tensor, nn
 from torch.optim import Optimizer
 
 from ..checkpoint import link_atomic
+from ..checkpoint.layout import check_layout
 from ..checkpoint.model_state import apply_model_state, bare_state_dict
-from ..checkpoint.run_state import check_layout
 from ..checkpoint.shard_files import is_sharded
 from ..checkpoint.writer import CheckpointWriter
 from ..errors import CheckpointError
