@@ -9,6 +9,7 @@ import json
 import os
 from pathlib import Path
 
+import pytest
 import torch
 
 from helpers import TinyModel, fast_trainer, make_loaders
@@ -63,7 +64,10 @@ def test_a_home_that_cannot_be_written_moves_surges_folders_to_the_temporary_fol
     blocked.write_text("")  # SURGE_CACHE_DIR under a file: no folder can be made there
     monkeypatch.setenv("SURGE_CACHE_DIR", str(blocked / "cache"))
     (tmp_path / "ckpts").mkdir()
-    folder = folder_of(tmp_path / "ckpts")
+    with pytest.warns(UserWarning, match="SURGE_CACHE_DIR") as said:  # never silently: said once
+        folder = folder_of(tmp_path / "ckpts")
+        folder_of(tmp_path / "ckpts")
+    assert len([w for w in said if "SURGE_CACHE_DIR" in str(w.message)]) == 1
     try:
         assert folder.is_dir() and blocked not in folder.parents and folder.name.startswith("ckpts-")
     finally:

@@ -20,6 +20,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from ..rank_zero import warn
+
 HEARTBEAT_FILE = "goodput.json"
 LOCK_FILE = "run.lock"
 
@@ -47,10 +49,24 @@ def folder_of(directory: str | os.PathLike[str]) -> Path:
     try:
         folder = surge_home() / "folders" / name
         folder.mkdir(parents=True, exist_ok=True)
-    except OSError:  # a home this user cannot write: this machine's temporary folder, said in the docs
+    except OSError as err:  # a home this user cannot write: this machine's temporary folder, said once
         folder = _fallback_home() / "folders" / name
         folder.mkdir(parents=True, exist_ok=True)
+        _say_fallback(surge_home(), err)
     return folder
+
+
+_SAID: set[Path] = set()  # the unwritable homes a fallback was said for (once a process each)
+
+
+def _say_fallback(home: Path, err: OSError) -> None:
+    if home not in _SAID:
+        _SAID.add(home)
+        warn(
+            f"surge's folder {str(home)!r} (SURGE_CACHE_DIR, else ~/.cache/surge) cannot be written ({err}): its run "
+            f"locks and heartbeats go to {str(_fallback_home())!r} instead, which only this machine sees (two machines "
+            "sharing a checkpoint folder are not refused). Set SURGE_CACHE_DIR to a writable folder they share."
+        )
 
 
 def lock_file(directory: str | os.PathLike[str]) -> Path:
