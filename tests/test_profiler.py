@@ -30,6 +30,12 @@ class SlowSamples(Dataset):
 
 
 class Syncing(TinyModel):
+    """30 host reads per step, on a step wide enough that fetching a ready batch can't reach the
+    data-bound share even when a busy machine stalls it (the sync rule is a count, not a clock)."""
+
+    def __init__(self) -> None:
+        super().__init__(hidden=1024)
+
     def training_step(self, batch, batch_idx):
         loss = super().training_step(batch, batch_idx)
         for _ in range(30):
