@@ -91,7 +91,7 @@ ALLOWED: dict[str, set[str]] = {
     "a value built in the same function, filled in before it is returned or used": {
         "checkpoint/sharded.py: metadata.storage_meta",
         "checkpoint/sharded.py: metadata.storage_meta.load_id",
-        "cli.py: args.script_args",
+        "cli/main.py: args.script_args",
         "lightning/cli.py: cfg.seed_everything",
         "lightning/cli.py: cfg.trainer.callbacks",
         "lightning/cli.py: parser.default_config_files",

@@ -15,7 +15,8 @@ from types import ModuleType
 
 MOVED = {  # the paths the docs gave before surge's modules became packages
     "surge.cache": "surge.data.cached",
-    "surge.config_cli": "surge.config.cli",
+    "surge.config_cli": "surge.cli.config",
+    "surge.config.cli": "surge.cli.config",
     "surge.plotting": "surge.profiler.plotting",
     "surge.sharded": "surge.checkpoint.sharded",
     "surge.signals": "surge.launch.signals",

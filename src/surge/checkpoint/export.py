@@ -12,9 +12,7 @@ own `state_dict()` names them, so a Hugging Face model kept as `self.model` load
 
 from __future__ import annotations
 
-import argparse
 import os
-import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -127,32 +125,3 @@ def _safetensors_save_file() -> Any:
             f"exporting to safetensors needs the safetensors package: {install_hint('export')}"
         ) from None
     return save_file
-
-
-def add_export_command(sub: Any) -> None:
-    """Register `surge export CKPT --to FILE` on the `surge` command's subparsers."""
-    cmd = sub.add_parser("export", help="write a checkpoint's bare model weights to a .safetensors file")
-    cmd.add_argument("ckpt", help="a surge checkpoint (.ckpt)")
-    cmd.add_argument("--to", required=True, metavar="FILE", help="the .safetensors file to write")
-    cmd.add_argument(
-        "--module",
-        metavar="NAME",
-        help="export only this submodule (a dotted attribute name, e.g. model), its keys without the prefix: "
-        "a Hugging Face model kept as self.model then loads with from_pretrained",
-    )
-    cmd.set_defaults(fn=_export_command)
-
-
-def _export_command(args: argparse.Namespace) -> int:
-    from ..errors import SurgeError
-    from ..rank_zero import info
-
-    try:
-        path = export_safetensors(args.ckpt, args.to, module=args.module)
-    except (SurgeError, ImportError, OSError) as err:
-        sys.stderr.write(
-            f"surge export: error: {err}\n"
-        )  # a command's error goes to stderr, as argparse's do
-        return 1
-    info(f"wrote {path}")
-    return 0

@@ -22,7 +22,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ..callbacks.base import Callback
-from ..config.cli import CONFIG_ERROR, RUN_ERROR, SaveConfig, SurgeCLI, _fail
+from ..cli.config import CONFIG_ERROR, RUN_ERROR, SaveConfig, SurgeCLI, _fail
 from ..datamodule import DataModule
 from ..errors import CheckpointError, SurgeError, bad_value, install_hint
 from ..module import Module

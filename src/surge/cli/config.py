@@ -23,20 +23,15 @@ from pathlib import Path
 from typing import Any
 
 from ..callbacks.base import Callback
+from ..config import guard as config_guard
+from ..config import targets as config_targets
 from ..datamodule import DataModule
 from ..errors import MisconfigurationError, SurgeError, bad_value, install_hint
 from ..module import Module
 from ..rank_zero import info
 from ..trainer import Trainer
-from . import guard as config_guard
-from . import targets as config_targets
+from .commands import COMMANDS
 
-COMMANDS = {
-    "fit": "train the model (resume with --ckpt_path)",
-    "validate": "run validation_step over the validation data (weights from --ckpt_path)",
-    "test": "run test_step over the test data (weights from --ckpt_path)",
-    "predict": "run predict_step over the predict data (weights from --ckpt_path)",
-}
 CONFIG_ERROR, RUN_ERROR = 2, 1  # exit codes: the config was refused / the run failed
 ALLOW_FLAG = "--allow_class_paths"
 CONFIG_IS_CODE = (

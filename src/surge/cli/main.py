@@ -1,5 +1,5 @@
-"""The `surge` command: `fit`/`validate`/`test`/`predict` (config_cli.py), `run` (a Lightning
-script, unmodified), `demo`, `launch`, `slurm`, `export` (also `python -m surge`)."""
+"""The `surge` command's top level: its subcommands and their arguments. Nothing here imports torch,
+so `surge --help` answers at once; each command imports what it runs."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import os
 import sys
 from collections.abc import Sequence
 
-from .rank_zero import info
+from ..rank_zero import info
+from .commands import COMMANDS, add_export_command
 
 _OWN_PARSER = ("demo", "fit", "validate", "test", "predict")
 
@@ -32,7 +33,7 @@ def _launch(args: argparse.Namespace) -> int:
 
 
 def _slurm(args: argparse.Namespace) -> int:
-    from .launch.sbatch import SbatchJob, submit
+    from ..launch.sbatch import SbatchJob, submit
 
     job = SbatchJob(
         script=args.script, args=args.script_args, nodes=args.nodes, gpus_per_node=args.gpus_per_node,
@@ -47,7 +48,7 @@ def _slurm(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from .demo import main
+    from ..demo import main
 
     main(args.rest, prog="surge demo")
     return 0
@@ -56,7 +57,7 @@ def _demo(args: argparse.Namespace) -> int:
 def _doctor(args: argparse.Namespace) -> int:
     import subprocess
 
-    from .profiler.doctor import DoctorRun
+    from ..profiler.doctor import DoctorRun
 
     # The script runs as itself (its own __main__, its own launcher for devices=N), so the request
     # crosses a process boundary as a variable; the doctor module reads it once in that process,
@@ -98,14 +99,14 @@ def doctor_argv(argv: Sequence[str]) -> tuple[list[str], list[str]]:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from .lightning.__main__ import main
+    from ..lightning.__main__ import main
 
     return main([args.script, *args.script_args])
 
 
 def _plot(args: argparse.Namespace) -> int:
-    from .errors import SurgeError
-    from .profiler.plotting import plot_run
+    from ..errors import SurgeError
+    from ..profiler.plotting import plot_run
 
     try:
         path = plot_run(args.run_dir, args.out)
@@ -117,7 +118,7 @@ def _plot(args: argparse.Namespace) -> int:
 
 
 def _config_command(args: argparse.Namespace) -> int:
-    from .config.cli import run_cli
+    from .config import run_cli
 
     return run_cli([args.command, *args.rest], prog="surge")
 
@@ -200,10 +201,7 @@ def build_parser() -> argparse.ArgumentParser:
     plot.add_argument("--out", default=None, help="the PNG to write (default RUN_DIR/curves.png)")
     plot.set_defaults(fn=_plot)
 
-    from .checkpoint.export import add_export_command
-    from .config.cli import COMMANDS
-
-    for name, help_text in COMMANDS.items():  # parsed by jsonargparse in config_cli.py
+    for name, help_text in COMMANDS.items():  # parsed by jsonargparse in cli/config.py
         cmd = sub.add_parser(name, help=help_text, add_help=False)
         cmd.add_argument("rest", nargs=argparse.REMAINDER)
         cmd.set_defaults(fn=_config_command)
