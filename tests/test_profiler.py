@@ -146,10 +146,24 @@ def test_the_doctor_reaches_a_trainer_only_through_its_documented_channel(tmp_pa
     assert plain.profiler is None and plain.max_steps == 50
     with doctor_run(DoctorRun(steps=7)):
         doctored = surge.Trainer(max_steps=50, default_root_dir=tmp_path, logger=False)
-    assert isinstance(doctored.profiler, SimpleProfiler) and doctored.max_steps == 7
+    assert isinstance(doctored.profiler, SimpleProfiler) and doctored.max_steps == 50  # ends as an early stop
     assert surge.Trainer(default_root_dir=tmp_path, logger=False).profiler is None  # only inside the block
     assert DoctorRun.from_variables(DoctorRun(40).variables()) == DoctorRun(40)
     assert DoctorRun.from_variables({}) is None
+
+
+def test_the_doctors_fit_ends_as_an_early_stop_so_the_script_reads_its_validation(tmp_path):
+    from surge.profiler.doctor import DoctorRun, doctor_run
+
+    with doctor_run(DoctorRun(steps=5)):  # 32 batches an epoch, 3 epochs, at least 2: the doctor ends at 5
+        trainer = surge.Trainer(
+            max_epochs=3, min_epochs=2, default_root_dir=tmp_path, enable_progress_bar=False
+        )
+    trainer.fit(TinyModel(), _cheap(), _cheap(256))
+    assert trainer.global_step == 5
+    assert {"val_loss", "val_acc"} <= set(trainer.callback_metrics)  # validation ran, on 5 batches
+    assert trainer.profiler.report["summary"]["steps"] == 3  # 5 steps, 2 warm-up skipped
+    assert trainer.checkpoint_callback.best_model_path.endswith("epoch=0-step=5.ckpt")
 
 
 def test_surge_plot_draws_the_curves(tmp_path):

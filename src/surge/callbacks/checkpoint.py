@@ -120,9 +120,11 @@ class ModelCheckpoint(Callback):
     def setup(self, trainer: "Trainer", module: Any, stage: str) -> None:
         if self.dirpath is None:
             self.dirpath = str(Path(trainer.log_dir) / "checkpoints")
-        if not trainer.fast_dev_run:  # which saves nothing: its folder is not made, as in Lightning
+        if (
+            stage == "fit" and not trainer.fast_dev_run
+        ):  # only a fit saves: no folder for the others, as in Lightning
             self._claim = prepare_directory(
-                trainer, Path(self.dirpath), self._dirpath_given, self.save_top_k != 0, stage, self._claim
+                trainer, Path(self.dirpath), self._dirpath_given, self.save_top_k != 0, self._claim
             )
         self._val_has_run = self._defer = False
         if self._restored is not None:

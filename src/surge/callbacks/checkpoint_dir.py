@@ -19,31 +19,29 @@ def prepare_directory(
     folder: Path,
     given: bool,
     warn_if_full: bool,
-    stage: str,
     claim: DirectoryClaim | None,
 ) -> DirectoryClaim | None:
-    """Ready `folder` for the stage; returns this run's claim on it (made for a fit, rank zero)."""
+    """Ready `folder` for a fit (no other stage writes there); returns this run's claim on it (rank zero)."""
     # Before the cleanup below, whose own EROFS/EACCES would hide the cause, and before any training.
     where = (
         f"ModelCheckpoint(dirpath={str(folder)!r})"
         if given
         else f"the checkpoint directory {str(folder)!r} (under default_root_dir={str(trainer.default_root_dir)!r})"
     )
-    if stage == "fit" and trainer.is_global_zero and warn_if_full and _has_files(folder):
+    if trainer.is_global_zero and warn_if_full and _has_files(folder):
         warn(f"Checkpoint directory {folder} exists and is not empty.")
     writable_dir(folder, where)
-    if stage == "fit":
-        error = None
-        if trainer.is_global_zero:
-            claim = claim or DirectoryClaim(folder, where)
-            try:
-                claim.acquire()
-            except MisconfigurationError as err:
-                error = str(err)
-        if trainer.world_size > 1:
-            error = trainer.strategy.broadcast(error)  # every process raises, none waits on the others
-        if error is not None:
-            raise MisconfigurationError(error)
+    error = None
+    if trainer.is_global_zero:
+        claim = claim or DirectoryClaim(folder, where)
+        try:
+            claim.acquire()
+        except MisconfigurationError as err:
+            error = str(err)
+    if trainer.world_size > 1:
+        error = trainer.strategy.broadcast(error)  # every process raises, none waits on the others
+    if error is not None:
+        raise MisconfigurationError(error)
     if trainer.is_global_zero:
         remove_stale_temporaries(folder)
         remove_orphan_shards(folder)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from ..callbacks.base import Callback
 from ..rank_zero import info
 
 if TYPE_CHECKING:
@@ -31,8 +32,9 @@ REPORT_SHARE, REPORT_MIN_S, REPORT_MAX_S = 0.1, 1.0, 10.0  # what measuring work
 
 @dataclass(frozen=True)
 class DoctorRun:
-    """What `surge doctor` asks of every Trainer in the script it runs: profile, and keep the fit
-    short (`steps` optimizer steps) with little validation, so the diagnosis comes in about a minute."""
+    """What `surge doctor` asks of every Trainer in the script it runs: profile, and end the fit after
+    `steps` optimizer steps as an early stop does (so validation runs once, on 5 batches, and the
+    script goes on to its end with the metrics it reads), so the diagnosis comes in about a minute."""
 
     steps: int = 100
 
@@ -41,8 +43,10 @@ class DoctorRun:
         args = dict(args)
         if args.get("profiler") is None:
             args["profiler"] = "simple"
-        if args.get("max_steps", -1) < 0 or args["max_steps"] > self.steps:
-            args["max_steps"] = self.steps
+        given = args.get("callbacks")
+        given = [] if given is None else list(given) if isinstance(given, list | tuple) else [given]
+        args["callbacks"] = [*given, StopAfterSteps(self.steps)]
+        args["min_steps"] = args["min_epochs"] = None  # the stop is not held back by a minimum
         args["num_sanity_val_steps"] = 0
         if args.get("limit_val_batches") in (None, 1.0):  # None: Lightning's default, all of them
             args["limit_val_batches"] = 5
@@ -58,6 +62,18 @@ class DoctorRun:
         if not value:
             return None
         return cls(int(value) if value.isdigit() and int(value) > 1 else 100)
+
+
+class StopAfterSteps(Callback):
+    """Asks the fit to stop once `steps` optimizer steps are done: the stop an early-stopping callback
+    makes, after which the fit validates (when it has validation) and ends as usual."""
+
+    def __init__(self, steps: int) -> None:
+        self.steps = steps
+
+    def on_train_batch_end(self, trainer: Any, *args: Any) -> None:
+        if trainer.global_step >= self.steps:
+            trainer.should_stop = True
 
 
 # The doctor run this process is part of: read once, when surge is first imported in a process that
