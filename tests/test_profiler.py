@@ -225,3 +225,13 @@ def test_the_loops_advice_says_what_the_doctor_says(tmp_path, recwarn):
     (advice,) = [str(w.message) for w in recwarn if "waited for data" in str(w.message)]
     assert 'Trainer(num_workers="auto") measures' in advice and "surge.data.cache(dataset, path)" in advice
     assert "num_workers=2" not in advice and "num_workers=4" not in advice  # no count it did not measure
+
+
+def test_surge_plot_panels_do_not_depend_on_the_column_order():
+    from surge.profiler.plotting import panels
+
+    names = ["val_loss", "train_loss_step", "lr", "val_acc", "test_acc", "train_acc", "loss_epoch"]
+    expected = {"acc": ["train_acc", "val_acc", "test_acc"], "loss": ["train_loss_step", "val_loss", "loss_epoch"],
+                "lr": ["lr"]}  # fmt: skip
+    assert panels(names) == expected and list(panels(names)) == ["acc", "loss", "lr"]
+    assert panels(list(reversed(names))) == expected and list(panels(list(reversed(names)))) == ["acc", "loss", "lr"]

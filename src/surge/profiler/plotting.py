@@ -42,18 +42,33 @@ def read_metrics(run_dir: str | Path) -> tuple[list[dict[str, float]], list[str]
     return rows, names
 
 
+_STAGES = ("train_", "val_", "test_")
+
+
+def panels(names: Sequence[str]) -> dict[str, list[str]]:
+    """The panels of `surge plot`: one per quantity (`train_loss`, `val_loss` and `loss_epoch` are
+    `loss`), by its name, each listing train, then validation, then test, then the rest, so two
+    runs that log the same names draw the same picture whatever the order of their columns."""
+    groups: dict[str, list[str]] = {}
+    for name in names:
+        base = name.removesuffix("_step").removesuffix("_epoch")
+        for prefix in _STAGES:
+            base = base.removeprefix(prefix)
+        groups.setdefault(base, []).append(name)
+
+    def stage(name: str) -> tuple[int, str]:
+        return next((i for i, p in enumerate(_STAGES) if name.startswith(p)), len(_STAGES)), name
+
+    return {base: sorted(groups[base], key=stage) for base in sorted(groups)}
+
+
 def plot_run(run_dir: str | Path, out: str | Path | None = None) -> Path:
     """Every logged metric of a run against the step (and epoch-level ones against the epoch),
     one panel each, train and validation of a quantity side by side; returns the PNG's path."""
     rows, names = read_metrics(run_dir)
     names = [n for n in names if not n.startswith("goodput/")] or names  # one value at the end: the table
     plt = _pyplot()
-    groups: dict[str, list[str]] = {}
-    for name in names:
-        base = name.removesuffix("_step").removesuffix("_epoch")
-        for prefix in ("train_", "val_", "test_"):
-            base = base.removeprefix(prefix)
-        groups.setdefault(base, []).append(name)
+    groups = panels(names)
     cols = min(3, len(groups))
     nrows = math.ceil(len(groups) / cols)
     fig, axes = plt.subplots(nrows, cols, figsize=(5 * cols, 3.4 * nrows), squeeze=False)
