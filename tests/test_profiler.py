@@ -234,4 +234,8 @@ def test_surge_plot_panels_do_not_depend_on_the_column_order():
     expected = {"acc": ["train_acc", "val_acc", "test_acc"], "loss": ["train_loss_step", "val_loss", "loss_epoch"],
                 "lr": ["lr"]}  # fmt: skip
     assert panels(names) == expected and list(panels(names)) == ["acc", "loss", "lr"]
-    assert panels(list(reversed(names))) == expected and list(panels(list(reversed(names)))) == ["acc", "loss", "lr"]
+    assert panels(list(reversed(names))) == expected and list(panels(list(reversed(names)))) == [
+        "acc",
+        "loss",
+        "lr",
+    ]

@@ -1,12 +1,14 @@
 """`ProgressBar`: epoch, step/total, it/s, ETA, loss and `prog_bar` metrics, on rank zero.
 
 It refreshes on a timer (reading metrics from the device then, never per step), so it costs a
-clock read per step. When the output is not a terminal, it prints one plain line per epoch.
+clock read per step. When the output is not a terminal, or a terminal that reports no width (a pseudo-terminal nobody
+sized: some containers and CI runners), it prints one plain line per epoch.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import sys
 from time import perf_counter
 from typing import TYPE_CHECKING, Any, TextIO
@@ -16,6 +18,17 @@ from .base import Callback
 
 if TYPE_CHECKING:
     from ..trainer import Trainer
+
+
+MIN_BAR_WIDTH = 20  # columns below which a bar has no room: plain lines instead
+
+
+def _width(stream: Any) -> int:
+    """The width of the terminal `stream` writes to, 0 where it reports none."""
+    try:
+        return os.get_terminal_size(stream.fileno()).columns
+    except (AttributeError, OSError, ValueError):
+        return 0
 
 
 class ProgressBar(Callback):
@@ -74,7 +87,7 @@ class ProgressBar(Callback):
         if self.mode != "auto":
             return self.mode == "bar"
         isatty = getattr(self.stream, "isatty", None)
-        return bool(isatty and isatty())
+        return bool(isatty and isatty()) and _width(self.stream) >= MIN_BAR_WIDTH
 
     def get_metrics(self, trainer: Trainer, pl_module: Any) -> dict[str, Any]:
         """What the bar shows, as in Lightning: the first logger's version (`v_num`) and the
