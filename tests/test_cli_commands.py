@@ -163,3 +163,16 @@ def test_predict_runs_from_the_example_config(tmp_path):
     assert run.returncode == 0, run.stderr[-3000:]
     predictions = torch.cat(torch.load(tmp_path / "p.pt"))
     assert predictions.shape == (269,) and predictions.min() >= 0 and predictions.max() <= 9
+
+
+def test_a_config_command_without_its_extra_says_so_in_one_line(tmp_path):
+    code = "import sys; sys.modules['jsonargparse'] = None\nfrom surge.cli import main\nraise SystemExit(main(['fit', '--help']))"
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    run = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=120
+    )
+    assert run.returncode == 1 and run.stdout == ""
+    assert (
+        run.stderr.count("\n") == 1
+        and "surge fit: error: this command needs jsonargparse: pip install" in run.stderr
+    )

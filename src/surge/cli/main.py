@@ -118,6 +118,15 @@ def _plot(args: argparse.Namespace) -> int:
 
 
 def _config_command(args: argparse.Namespace) -> int:
+    import importlib.util
+
+    if importlib.util.find_spec("jsonargparse") is None:  # one line, before torch is imported
+        from ..errors import install_hint
+
+        sys.stderr.write(
+            f"surge {args.command}: error: this command needs jsonargparse: {install_hint('cli')}\n"
+        )
+        return 1
     from .config import run_cli
 
     return run_cli([args.command, *args.rest], prog="surge")
