@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import logging
 import os
@@ -11,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader, TensorDataset
@@ -58,8 +60,9 @@ def _data(n: int = 32, d_in: int = 8, d_out: int = 4, slow: bool = True) -> Tens
 
 def test_the_categories_sum_to_the_measured_wall_and_each_holds_its_known_time(tmp_path, caplog):
     trainer = surge.Trainer(
-        max_epochs=2, default_root_dir=tmp_path, enable_progress_bar=False, enable_model_summary=False
-    )
+        max_epochs=2, default_root_dir=tmp_path, enable_progress_bar=False, enable_model_summary=False,
+        goodput_report="table",
+    )  # fmt: skip
     began = time.perf_counter()
     with caplog.at_level(logging.INFO, logger="surge"):
         trainer.fit(
@@ -76,10 +79,33 @@ def test_the_categories_sum_to_the_measured_wall_and_each_holds_its_known_time(t
     val_batches = 2 + 2 * 2  # the sanity check's 2, then 2 per epoch
     assert s["validation"] >= val_batches * SLEEP_VAL * 0.95
     assert s["checkpoint"] > 0 and s["train"] > 0 and s["redone"] == s["downtime"] == 0
+    assert s["setup"] > 0 and s["teardown"] > 0 and s["other"] == 0  # fit() before and after training
     assert goodput.runs == 1 and 0 < goodput.train_fraction < 1
     assert "Goodput" in caplog.text and "wall (1 run)" in caplog.text
     metrics = (Path(trainer.log_dir) / "metrics.csv").read_text()
     assert "goodput/train_fraction" in metrics and "goodput/data_s" in metrics
+
+
+def test_the_fit_ends_with_one_line_and_logs_only_the_categories_that_took_time(tmp_path, caplog):
+    kw = dict(max_epochs=1, default_root_dir=tmp_path, enable_progress_bar=False, enable_model_summary=False)
+    data = DataLoader(_data(8, slow=False), batch_size=4)
+    with caplog.at_level(logging.INFO, logger="surge"):
+        trainer = surge.Trainer(**kw)
+        trainer.fit(Linear(), data)
+    said = [r.getMessage() for r in caplog.records if "Goodput" in r.getMessage()]
+    assert len(said) == 1 and said[0].count("\n") == 0 and said[0].startswith("Goodput: ")
+    assert "trainer.goodput.table()" in said[0] and "wall (1 run)" in trainer.goodput.table()
+    rows = csv.DictReader((Path(trainer.log_dir) / "metrics.csv").read_text().splitlines())
+    logged = next(r for r in rows if r.get("goodput/wall_s"))
+    named = {k for k, v in logged.items() if k.startswith("goodput/") and v != ""}
+    assert {"goodput/train_fraction", "goodput/wall_s", "goodput/train_s", "goodput/setup_s"} <= named
+    assert "goodput/redone_s" not in named and "goodput/downtime_s" not in named  # nothing to say: no column
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="surge"):
+        surge.Trainer(**kw, goodput_report="off").fit(Linear(), data)
+    assert "Goodput" not in caplog.text
+    with pytest.raises(surge.MisconfigurationError, match="goodput_report"):
+        surge.Trainer(goodput_report="full")
 
 
 def test_the_flops_counted_for_a_linear_model_equal_the_formula(tmp_path):
@@ -127,6 +153,7 @@ def test_a_first_step_that_fails_before_its_backward_leaves_no_flop_counter_behi
 JOB = """
 import json, sys, time
 from pathlib import Path
+import pytest
 import torch
 sys.path.insert(0, {tests!r})
 import surge

@@ -254,3 +254,42 @@ def test_a_requeued_slurm_job_goes_on_from_its_hpc_checkpoint(tmp_path):
     assert again["started_at"] == first["global_step"] > 0 and again["global_step"] == 16
     interactive = run(SLURM_JOB_NAME="interactive")
     assert interactive["started_at"] == 0  # not SLURM's process: a new run, as Lightning
+
+
+TINY_FIT = """
+import torch
+import lightning.pytorch as pl
+from torch.utils.data import DataLoader, TensorDataset
+
+class Regression(pl.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.layer = torch.nn.Linear(4, 1)
+
+    def training_step(self, batch, batch_idx):
+        return torch.nn.functional.mse_loss(self.layer(batch[0]), batch[1])
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+data = DataLoader(TensorDataset(torch.randn(16, 4), torch.randn(16, 1)), batch_size=8)
+pl.Trainer(max_epochs=1, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+           enable_model_summary=False).fit(Regression(), data)
+"""
+
+
+def test_the_goodput_report_is_silent_under_surge_run_unless_asked(tmp_path):
+    script = tmp_path / "tiny.py"
+    script.write_text(TINY_FIT)
+    said = {}
+    for asked in (None, "line", "table"):
+        env = {**os.environ, "PYTHONPATH": str(SRC), "OMP_NUM_THREADS": "1"}
+        env.pop("SURGE_GOODPUT", None)
+        env.update({"SURGE_GOODPUT": asked} if asked else {})
+        proc = script_server.run(sys.executable, ["-m", "surge", "run", str(script)], cwd=tmp_path, env=env,
+                                 preload=PRELOAD, timeout=120)  # fmt: skip
+        assert proc.returncode == 0, proc.stderr
+        said[asked] = proc.stdout + proc.stderr
+    assert "Goodput" not in said[None]
+    assert said["line"].count("Goodput: ") == 1 and "wall (1 run)" not in said["line"]
+    assert "wall (1 run)" in said["table"]

@@ -131,7 +131,7 @@ class Trainer(StageEntryPoints):
             compiled = self._compiled[model] = CompiledCalls.of(model, cfg.compile)
         for_stage = prepare_module(model, cfg, self._strategy, self._precision, compiled)
         extra = [*(self.profiler.callbacks() if self.profiler else ()), *compile_watch(cfg.compile, stage)]
-        extra += [GoodputWatch(self._goodput)] if stage == "fit" else []
+        extra += [GoodputWatch(self._goodput, cfg.goodput_report)] if stage == "fit" else []
         self._hooks = hooks = Hooks(self, model, [*self.callbacks, *extra, *for_stage])
         move = batch_mover(model, self.datamodule, self._precision, cfg.channels_last)
         no_grad = self._strategy.evaluation_mode(cfg.inference_mode)

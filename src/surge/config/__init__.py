@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 ACCELERATORS = ("auto", "cpu", "cuda", "gpu", "mps")
 PROFILER_NAMES = ("simple", "advanced", "pytorch")
 NONFINITE_MODES = ("raise", "skip", "warn", "rollback")
+GOODPUT_REPORTS = ("line", "table", "off")  # what the fit's end says of the goodput ledger
 MATMUL_PRECISIONS = ("highest", "high", "medium")
 
 
@@ -121,6 +122,7 @@ class TrainerConfig:
     async_checkpoint: bool = False
     activation_checkpointing: Resolves[CheckpointPolicy | None, Policy | None] = Resolves(None)
     enable_autolog_hparams: bool = True
+    goodput_report: str | None = None  # None: "line"; under `surge run` "off" unless SURGE_GOODPUT says
     max_epochs_defaulted: bool = field(
         default=False, init=False
     )  # None and no other limit: 1000, said at fit
@@ -242,6 +244,10 @@ class TrainerConfig:
         ):
             raise bad_value(
                 "profiler", self.profiler, f"None, one of {PROFILER_NAMES} or a surge.profiler.Profiler"
+            )
+        if self.goodput_report is not None and self.goodput_report not in GOODPUT_REPORTS:
+            raise bad_value(
+                "goodput_report", self.goodput_report, f"one of {GOODPUT_REPORTS}, or None for one line"
             )
         if self.on_nonfinite is not None and self.on_nonfinite not in NONFINITE_MODES:
             raise bad_value("on_nonfinite", self.on_nonfinite, f"one of {NONFINITE_MODES} or None")

@@ -16,7 +16,7 @@ from .run_name import DEFAULT_NAME, run_name
 
 class CSVLogger(Logger):
     """Writes one row per `log_metrics` call to `save_dir/name/version_N/metrics.csv`, Lightning's
-    layout: the columns sorted by name (`step` among them), a cell left empty where a row has no
+    layout: the columns sorted by name (`step` among them; surge's own `goodput/` values last), a cell left empty where a row has no
     value, so the step values and the epoch values logged at one step are two rows.
 
     Rows are buffered and appended on `save()` (at most every `flush_every` rows); when a new metric
@@ -129,7 +129,7 @@ class CSVLogger(Logger):
         if self._drop_from is not None:  # the resumed run writes these steps again
             old = [row for row in old if _step(row) < self._drop_from]
             self._drop_from = None
-        columns = sorted({*header, *self._columns, *(k for r in self._rows for k in r)})
+        columns = sorted({*header, *self._columns, *(k for r in self._rows for k in r)}, key=_column_order)
         data = _encode(columns, old + self._rows, header=True)
         write_atomic(path, data)
         self._columns, self._size = columns, len(data)
@@ -150,6 +150,11 @@ def _step(row: Mapping[str, Any]) -> float:
         return float(row.get("step") or 0)
     except ValueError:
         return 0.0
+
+
+def _column_order(name: str) -> tuple[bool, str]:
+    """By name, as Lightning's; surge's own `goodput/` values after the user's columns."""
+    return name.startswith("goodput/"), name
 
 
 def _encode(columns: list[str], rows: list[dict[str, Any]], header: bool) -> bytes:

@@ -41,7 +41,9 @@ CATEGORIES = (
     "redone",  # a dead run's time after its last checkpoint: trained again by the resumed run
     "downtime",  # from a dead run's last sign of life to the resumed process's start
     "startup",  # the resumed process's start: interpreter, imports, building the model
-    "other",  # the rest: setup, hooks, loggers, teardown
+    "setup",  # fit() up to the first training batch: moving the model, the loaders, first imports
+    "teardown",  # after the last training batch: the final hooks, loggers and files
+    "other",  # what no category above claims (and the "other" of a checkpoint that had no setup)
 )
 LOST_TO_RESTARTS = ("redone", "downtime", "startup", "resume")
 
@@ -78,15 +80,30 @@ class Goodput:
         return sum(self.seconds.get(c, 0.0) for c in LOST_TO_RESTARTS)
 
     def metrics(self) -> dict[str, float]:
-        """What the loggers receive at fit end: `goodput/train_fraction`, `goodput/<category>_s`, ..."""
+        """What the loggers receive at fit end: `goodput/train_fraction`, `goodput/wall_s`,
+        `goodput/<category>_s` of each category that took time, `goodput/runs`, ..."""
         out = {"goodput/train_fraction": self.train_fraction, "goodput/wall_s": self.wall_s}
-        out.update({f"goodput/{c}_s": float(self.seconds.get(c, 0.0)) for c in CATEGORIES})
+        out.update(
+            {f"goodput/{c}_s": float(s) for c in CATEGORIES if (s := self.seconds.get(c, 0.0)) >= 0.005}
+        )
         out["goodput/runs"] = float(self.runs)
         if self.flops_per_s is not None:
             out["goodput/flops_per_s"] = self.flops_per_s
         if self.mfu is not None:
             out["goodput/mfu"] = self.mfu
         return out
+
+    def line(self) -> str:
+        """One line: the share that trained, and where most of the rest went."""
+        wall = self.wall_s or 1.0
+        rest = sorted(((s, c) for c, s in self.seconds.items() if c != "train" and s >= 0.005), reverse=True)
+        where = ", ".join(f"{c} {s / wall:.0%}" for s, c in rest[:3])
+        runs = f" over {self.runs} runs" if self.runs != 1 else ""
+        return (
+            f"Goodput: {self.train_fraction:.0%} of {self.wall_s:.1f} s trained{runs}"
+            + (f" ({where})" if where else "")
+            + '; the table: trainer.goodput.table(), or Trainer(goodput_report="table")'
+        )
 
     def table(self) -> str:
         """One compact table: each category's seconds and share, then throughput."""
@@ -121,7 +138,7 @@ class GoodputLedger:
         self.runs = 1
         self.heartbeat_path = ""
         self.notes: list[str] = []
-        self._current, self._stack, self._mark = "other", list[str](), time.perf_counter()
+        self._current, self._stack, self._mark = "setup", list[str](), time.perf_counter()
         self._waited = 0.0  # the loop's data wait booked so far
         self._data_wait: Callable[[], float] = _no_wait  # the loop's data-wait counter, read at snapshots
         self.started_unix = time.time()
@@ -157,6 +174,14 @@ class GoodputLedger:
         now = time.perf_counter()
         self.seconds[self._current] += now - self._mark
         self._current, self._mark = self._stack.pop(), now
+
+    def move(self, category: str) -> None:
+        """From now on the time is `category`'s (the phase the fit is in changes: setup, train, teardown)."""
+        if not self.running:
+            return
+        now = time.perf_counter()
+        self.seconds[self._current] += now - self._mark
+        self._current, self._mark = category, now
 
     @contextmanager
     def timed(self, category: str) -> Iterator[None]:
@@ -329,5 +354,10 @@ def _no_wait() -> float:
     return 0.0
 
 
-def say(goodput: Goodput) -> None:
-    info(goodput.table())
+REPORTS = ("line", "table", "off")  # Trainer(goodput_report=...)
+
+
+def say(goodput: Goodput, report: str) -> None:
+    """The fit's end: one line, the table, or nothing."""
+    if report != "off":
+        info(goodput.line() if report == "line" else goodput.table())

@@ -1,6 +1,6 @@
-"""The goodput ledger's view of a fit: its hooks mark validation and training, torch's compile
-events mark compilation, a heartbeat file records how long the run lived, and the fit's end
-prints the table and logs it.
+"""The goodput ledger's view of a fit: its hooks mark set-up, validation, training and teardown,
+torch's compile events mark compilation, a heartbeat file records how long the run lived, and the
+fit's end says it in one line (or the table, or nothing: `Trainer(goodput_report=)`) and logs it.
 
 Only fit-level hooks are overridden here (none per batch): the loop calls nothing more per step.
 """
@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING, Any
 from ..callbacks.base import Callback
 from ..config import semantics
 from ..config.run_records import heartbeat_file
+from ..rank_zero import warn
 from ..speed.compiling import compile_events
-from .goodput import GoodputLedger, say
+from .goodput import REPORTS, GoodputLedger, say
 
 __all__ = ["GoodputLedger", "GoodputWatch"]
 
@@ -67,10 +68,11 @@ class Heartbeat:
 
 class GoodputWatch(Callback):
     """Marks the fit's phases in `ledger`; at fit end waits for background checkpoint writes (as a
-    checkpoint stall), then prints the table and logs it to every logger."""
+    checkpoint stall), then reports it (`report`: "line", "table" or "off") and logs it to every logger."""
 
-    def __init__(self, ledger: GoodputLedger) -> None:
+    def __init__(self, ledger: GoodputLedger, report: str | None = None) -> None:
         self.ledger = ledger
+        self.report = report_at_fit_end(report)
         self.heartbeat: Heartbeat | None = None
         self._compiling = False
         self._unwatch: Callable[[], None] | None = None
@@ -109,10 +111,10 @@ class GoodputWatch(Callback):
             self.heartbeat = Heartbeat(path, self.ledger)
             self.ledger.beats_into(path)
             self.heartbeat.start()
-        self.ledger.enter("train")
+        self.ledger.move("train")
 
     def on_train_end(self, trainer: Trainer, pl_module: Module) -> None:
-        self.ledger.leave()
+        self.ledger.move("teardown")
 
     def on_fit_end(self, trainer: Trainer, pl_module: Module) -> None:
         with self.ledger.timed("checkpoint_async"):
@@ -121,7 +123,7 @@ class GoodputWatch(Callback):
         goodput = trainer.goodput
         if goodput is None or not trainer.is_global_zero:
             return
-        say(goodput)
+        say(goodput, self.report)
         if not semantics.lightning():  # Lightning mode: the loggers' files stay as Lightning writes them
             for logger in trainer.loggers:
                 logger.log_metrics(goodput.metrics(), trainer.global_step)
@@ -139,6 +141,20 @@ class GoodputWatch(Callback):
         if self._unwatch is not None:
             self._unwatch()
             self._unwatch = None
+
+
+def report_at_fit_end(given: str | None) -> str:
+    """`Trainer(goodput_report=)`: None is one line in surge's API; under `surge run` nothing (Lightning
+    prints no such thing) unless `SURGE_GOODPUT=line|table` asks for it."""
+    if given is not None:
+        return given
+    if not semantics.lightning():
+        return "line"
+    asked = os.environ.get("SURGE_GOODPUT", "off")
+    if asked not in REPORTS:
+        warn(f"SURGE_GOODPUT={asked!r} is not one of {REPORTS}: the goodput report stays off")
+        return "off"
+    return asked
 
 
 def _heartbeat_path(trainer: Trainer) -> Path | None:
