@@ -20,6 +20,7 @@ from cpu_durations import (  # noqa: E402, F401 - hooks: --cpu-durations
     pytest_runtest_setup,
     pytest_terminal_summary,
 )
+from deadlines import pytest_runtest_makereport  # noqa: E402, F401 - a failed deadline names the load
 from helpers import fast_trainer, make_loaders, make_model  # noqa: E402
 from parallel import (  # noqa: E402, F401 - hooks and fixtures of the parallel run: see parallel.py
     _share_the_cores,
