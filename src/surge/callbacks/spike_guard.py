@@ -30,12 +30,13 @@ from torch import Tensor
 
 from ..errors import MisconfigurationError, SurgeRuntimeError, bad_value
 from .base import Callback
+from .spike_guard_state import checked_state
 
 if TYPE_CHECKING:
     from ..module import Module
     from ..trainer import Trainer
 
-NONFINITE, SPIKE = 2.0, 1.0  # what a check finds (the larger one wins)
+NONFINITE, NONFINITE_WEIGHTS, SPIKE = 2.0, 1.5, 1.0  # what a check finds (the larger one wins)
 
 
 class SpikeError(SurgeRuntimeError):
@@ -85,6 +86,7 @@ class SpikeGuard(Callback):
         self.stats: Tensor | None = None  # [mean, variance, count] on the loss's device
         self.pending: list[Tensor] = []  # the losses since the last check (detached)
         self.snapshot: dict[str, Any] | None = None  # the last good state (`surge.loops.rollback`)
+        self.snapshot_due = False  # a check found the state good: kept once its batch is over
 
     @property
     def state_key(self) -> str:
@@ -106,26 +108,33 @@ class SpikeGuard(Callback):
         self.pending.append(loss.detach())  # (a scalar or shape (1,), checked at the first batch)
 
     # -- at a check (a host read point) -----------------------------------------------------------
-    def judge(self) -> float:
+    def judge(self, weights_bad: Tensor | None = None) -> float:
         """The losses since the last check against the statistics as they stood there: 0.0 (all
-        good, then folded into the statistics), `SPIKE` or `NONFINITE`. One host read."""
-        if not self.pending:
+        good, then folded into the statistics), `SPIKE`, `NONFINITE`, or `NONFINITE_WEIGHTS` when
+        `weights_bad` (a flag on the device) says the parameters hold inf/NaN after the last update
+        (a finite loss with a non-finite gradient). One host read."""
+        if not self.pending and weights_bad is None:
             return 0.0
-        values = torch.stack(self.pending).reshape(-1).float()
-        self.pending = []
-        if self.stats is None:
-            self.stats = torch.zeros(3, device=values.device)  # mean, variance, count (capped at window)
-        mean, var, count = self.stats.unbind()
-        finite = values.isfinite()
-        limit = (
-            mean + self.threshold * var.sqrt()
-            if math.isfinite(self.threshold)
-            else torch.full_like(mean, math.inf)
-        )
-        spike = finite & (count >= self.warmup) & (values > limit)
-        codes = torch.where(finite, spike.float() * SPIKE, torch.full_like(values, NONFINITE))
-        flag = float(codes.max().item())  # host read: the check
-        if flag == 0.0:
+        flags, values = [], None
+        if self.pending:
+            values = torch.stack(self.pending).reshape(-1).float()
+            self.pending = []
+            if self.stats is None:
+                self.stats = torch.zeros(3, device=values.device)  # mean, variance, count (capped at window)
+            mean, var, count = self.stats.unbind()
+            finite = values.isfinite()
+            limit = (
+                mean + self.threshold * var.sqrt()
+                if math.isfinite(self.threshold)
+                else torch.full_like(mean, math.inf)
+            )
+            spike = finite & (count >= self.warmup) & (values > limit)
+            flags.append(torch.where(finite, spike.float() * SPIKE, torch.full_like(values, NONFINITE)).max())
+        if weights_bad is not None:
+            device = values.device if values is not None else weights_bad.device
+            flags.append(weights_bad.to(device).float() * NONFINITE_WEIGHTS)
+        flag = float(torch.stack(flags).max().item())  # host read: the check
+        if flag == 0.0 and values is not None:
             self._fold(values, mean, var, count)
         return flag
 
@@ -147,6 +156,7 @@ class SpikeGuard(Callback):
         (a resumed fit loads its checkpoint's after this)."""
         if stage == "fit":
             self.rollbacks, self.stats, self.pending, self.snapshot = 0, None, [], None
+            self.snapshot_due = False
 
     # -- what the loop's rollbacks (`surge.loops.rollback`) change ---------------------------------
     def keep(self, snapshot: dict[str, Any]) -> None:
@@ -166,11 +176,16 @@ class SpikeGuard(Callback):
             "stats": self.stats,
             "pending": pending,
             "snapshot": self.snapshot,
+            "snapshot_due": self.snapshot_due,
         }
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
-        self.rollbacks = int(state_dict.get("rollbacks", 0))
-        self.stats = state_dict.get("stats")
-        self.snapshot = state_dict.get("snapshot")
-        pending = state_dict.get("pending")
+        """A checkpoint's state, checked entry by entry before any is kept (a CheckpointError names
+        the entry; the snapshot is checked against the model when training starts)."""
+        state = checked_state(state_dict)
+        self.rollbacks = state["rollbacks"]
+        self.stats = state["stats"]
+        self.snapshot = state["snapshot"]
+        self.snapshot_due = state["snapshot_due"]
+        pending = state["pending"]
         self.pending = list(pending.unbind()) if pending is not None else []  # (stacked: one a row)

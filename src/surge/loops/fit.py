@@ -187,6 +187,8 @@ class FitLoop(FitProgress):
         k = data.start_windows()  # once per epoch, after its start hooks: a callback may set
         ctx.optim.refresh_schedulers()  # accumulate_grad_batches or change the schedulers (SWA)
         it = data.batches(self.epoch, self.batches_done, start.rng, self.epoch_start_rng)
+        if ctx.rollback is not None and self.batches_done == 0:
+            ctx.rollback.epoch_start(self)  # a snapshot of the judged state the epoch starts from
         exhausted, cut = self._train_batches(it, epoch, k, start.keep_grads)
         data.end_epoch()  # num_workers="auto" decided: the loaders for later epochs
         stopped = ctx.stop.requested and self._minimums_met(ctx.settings)  # (Lightning counts the epoch done)
@@ -278,6 +280,7 @@ class FitLoop(FitProgress):
         zero_grad = None if optim.free_after_step else optim.zero_grad_window
         before_backward, after_backward = hooks.any("on_before_backward"), hooks.any("on_after_backward")
         pending = 0  # micro-batches since the last optimizer step
+        rolled_back = snapshot_due = False  # set by a rollback's check (its batch end and the next batch)
         window: int | float = k  # the current divisor (n - start is a float when n is math.inf)
         clock, batch_idx = perf_counter, self.batches_done
         pace_at = data.pace_mark(batch_idx, measured=ctx.profiler is None)  # the data-wait advice
@@ -300,6 +303,8 @@ class FitLoop(FitProgress):
             for fn in start_callbacks:
                 fn(t, model, batch, batch_idx)
             if start_module is not None and start_module(batch, batch_idx) == -1:  # the epoch ends here
+                if rollback is not None:
+                    self.global_step = rollback.settle(self, batch_idx)  # host read: judged before its end
                 self.batches_done, cut = batch_idx + 1, True
                 optim.step_schedulers_at_cut(batch_idx, self.epoch)
                 break
@@ -343,8 +348,15 @@ class FitLoop(FitProgress):
                     optimizer_step(None, reported)  # host read inside with fp16: the scaler's inf check
                     self.global_step += 1
                     optim.step_schedulers("step", batch_idx + 1 if by_batch else self.global_step, False)
-                    if rollback is not None and self.global_step % rollback.every == 0:
-                        self.global_step = rollback.check(self, batch_idx + 1)  # host read: a log point
+                    if rollback is not None and (
+                        self.global_step % rollback.every == 0
+                        or batch_idx + 1 == n
+                        or self.global_step >= max_steps
+                    ):  # host read: a log point, or the epoch's or the fit's end (judged before they act)
+                        back = rollback.check(self, batch_idx + 1, epoch_end=batch_idx + 1 == n)
+                        if back is not None:  # rolled back: this batch's end hooks are skipped, as its window
+                            self.global_step, rolled_back = back, True
+                        snapshot_due = rollback.guard.snapshot_due
                     if batch_idx + 1 == n:  # the epoch's last batch: epoch schedulers step before validation
                         optim.step_schedulers("epoch", self.epoch + 1, plateau=False)
                     if log_every and self.global_step % log_every == 0:
@@ -352,7 +364,7 @@ class FitLoop(FitProgress):
                             optim.guard.report(self.global_step)  # host read: a fused optimizer's skips
                         publish(results.read_step(), results.flags(), step=self.logger_step())  # host read
             self.batches_done = batch_idx = batch_idx + 1
-            if wants_outputs:
+            if wants_outputs and not rolled_back:
                 detached = detach_outputs(out, reported)
                 self.stage = BATCH_END
                 for fn in end_callbacks:
@@ -377,7 +389,13 @@ class FitLoop(FitProgress):
                 model._attach(results=results)
             if window_end and plateaus:  # a step-interval ReduceLROnPlateau: after validation, as Lightning
                 optim.step_schedulers("step", batch_idx if by_batch else self.global_step, plateau=True)
+            if snapshot_due or rolled_back:  # after a check: the state between this batch and the next
+                assert rollback is not None
+                rollback.take_due(self)
+                snapshot_due = rolled_back = False
             if self.global_step >= max_steps or (stop.requested and self._minimums_met(settings)):
+                if rollback is not None:  # host read: the fit stops on a judged state
+                    self.global_step = rollback.settle(self, batch_idx)
                 break  # (a stop inside a window leaves its gradients unstepped, as Lightning)
         if batch is not _END and batch_idx == n == loader_length(loader):
             # Let the sampler finish its epoch as a plain `for` loop would: RandomSampler with a
@@ -390,6 +408,8 @@ class FitLoop(FitProgress):
             optim.step(grad_scale=window / pending, loss=reported)
             self.global_step += 1
             optim.step_schedulers("step", batch_idx if by_batch else self.global_step)
+        if rollback is not None and batch is _END:  # (known lengths were judged at their last batch)
+            self.global_step = rollback.settle(self, batch_idx)  # host read: the epoch's end
         if batch is _END and n == math.inf:  # no length: the last batch is known only now
             optim.step_schedulers("epoch", self.epoch + 1, plateau=False)
         return batch is _END, cut

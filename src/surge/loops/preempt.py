@@ -26,8 +26,10 @@ def signalled(loop: FitLoop, single: bool) -> bool:
 
 def preempt(loop: FitLoop) -> None:
     """Checkpoint at this step boundary, requeue under SLURM on the requeue signal, and exit."""
-    ctx, global_step = loop.context(), loop.global_step
-    trainer = ctx.checkpointing
+    ctx = loop.context()
+    if ctx.rollback is not None:  # the checkpoint holds a judged state (one host read, a collective)
+        loop.global_step = ctx.rollback.settle(loop, loop.batches_done)
+    global_step, trainer = loop.global_step, ctx.checkpointing
     sig = ctx.signals.received or signal.SIGTERM
     cb = trainer.checkpoint_callback
     folder = (

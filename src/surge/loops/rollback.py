@@ -1,27 +1,35 @@
-"""The fit loop's side of `SpikeGuard`: checks at the log points, in-memory snapshots, rollbacks.
+"""The fit loop's side of `SpikeGuard`: judgments, snapshots of judged states, rollbacks.
 
-The loop hands each loss to `watch` (no device op), calls `check` every `every` optimizer steps
-(where it reads its logged values anyway) and starts with `start`. A snapshot is the state a
-checkpoint resumes from, less what the loop keeps going (the loader's position, the epoch, the
-logged metrics): the module's state, the optimizers' and schedulers' (`Optimization.state_dict`),
-the precision's (a GradScaler's scale), the RNG, the step and the guard's statistics. Tensors are
-cloned where they live (no host copy, no sync on an accelerator).
+The loop hands each loss to `watch` (no device op). A judgment reads one flag (under several
+processes agreed by one small collective): the losses since the last judgment against the guard's
+statistics, and whether the parameters are finite after the last update (a finite loss with a
+non-finite gradient ruins the weights too). The loop asks for one (`check`) every `every`
+optimizer steps, where it reads its logged values anyway, and after an epoch's last step, before
+its schedulers, validation and end hooks; before the fit stops anywhere else (max_steps, a stop
+request, an epoch cut short, a preemption's checkpoint, a loader without a length running out) it
+asks `settle`, which reads nothing when nothing is left to judge.
+
+A snapshot is taken only of a judged state: at a check every `snapshot_every` steps and at each
+epoch's start (after its start hooks and its loader's iterator). So no rollback crosses an epoch's
+end: what happens there (epoch schedulers, ReduceLROnPlateau, validation, SWA, checkpoints) happens
+once, on judged weights, as in the run that never saw the skipped batches. What a snapshot holds
+and how it is put back: `surge.loops.snapshot`.
 """
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Callable, Mapping, Sequence
+import math
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
-from torch.optim import Optimizer
 
-from ..callbacks.spike_guard import NONFINITE, SpikeError, SpikeGuard
+from ..callbacks.spike_guard import NONFINITE, NONFINITE_WEIGHTS, SpikeError, SpikeGuard
 from ..errors import MisconfigurationError
 from ..rank_zero import info
-from ..seed import rng_state, set_rng_state
+from .optimizer_restore import restore_optimizer
+from .snapshot import Snapshots
 
 if TYPE_CHECKING:
     from ..optim import Optimization
@@ -29,14 +37,21 @@ if TYPE_CHECKING:
     from .context import FitSettings, RunParts
     from .fit import FitLoop
 
+__all__ = ["Rollback", "loss_watch", "restore_optimizer", "scale_learning_rates"]
+
 
 class Rollback:
-    """One fit's rollbacks for `guard` (built by `Rollback.of`)."""
+    """One fit's judgments and rollbacks for `guard` (built by `Rollback.of`)."""
 
-    def __init__(self, guard: SpikeGuard, parts: RunParts, optim: Optimization, every: int) -> None:
+    def __init__(
+        self, guard: SpikeGuard, parts: RunParts, optim: Optimization, every: int, callbacks: Sequence[Any]
+    ) -> None:
         self.guard, self.parts, self.optim, self.every = guard, parts, optim, every
         self.snapshot_every = guard.snapshot_every or every
         self.watch = guard.watch
+        self.snapshots = Snapshots(parts, optim, [cb for cb in callbacks if cb is not guard])
+        self.params = [p for p in parts.module.parameters() if p.numel()]
+        self.judged_at = -1  # the step of the last judgment (-1: not known, e.g. resumed with losses pending)
 
     @classmethod
     def of(
@@ -55,66 +70,93 @@ class Rollback:
                 "SpikeGuard (or on_nonfinite='rollback') needs automatic optimization: under manual "
                 "optimization the loop does not see the loss. Set automatic_optimization = True or drop it."
             )
-        return cls(guards[0], parts, optim, guards[0].check_interval(max(1, settings.log_every_n_steps)))
+        every = guards[0].check_interval(max(1, settings.log_every_n_steps))
+        return cls(guards[0], parts, optim, every, callbacks)
 
     def start(self, loop: FitLoop) -> None:
-        """When training starts: the state as it stands is the first good one (unless a checkpoint
-        brought the snapshot it had)."""
-        if self.guard.snapshot is None:
+        """When training starts: a snapshot a checkpoint brought is checked against this run before
+        anything uses it; resumed inside an epoch without one, the state as it stands is the first
+        good one (at an epoch's start `epoch_start` takes it)."""
+        snap = self.guard.snapshot
+        if snap is not None:
+            self.snapshots.check_loaded(snap)
+        if self.guard.snapshot_due or (snap is None and loop.batches_done):
             self._take(loop.global_step, loop.epoch, loop.batches_done)
+        if not self.guard.pending:
+            self.judged_at = loop.global_step
 
-    def check(self, loop: FitLoop, batches_done: int) -> int:
-        """At a check point (`step % every == 0`, after the optimizer step of `batches_done`): judge
-        the losses since the last one (a host read and, under several processes, one small
-        collective); on a spike roll back. Returns the step training stands at afterwards (the
-        snapshot's after a rollback)."""
+    def epoch_start(self, loop: FitLoop) -> None:
+        """At an epoch's start, after its start hooks and its loader's iterator: the state was judged
+        at the last epoch's end (or is the fit's first), so it is the snapshot a rollback in this
+        epoch goes back to; a rollback never undoes an epoch's end."""
+        if not self.guard.pending or self.guard.snapshot is None:
+            self._take(loop.global_step, loop.epoch, 0)
+
+    def check(self, loop: FitLoop, batches_done: int, epoch_end: bool = False) -> int | None:
+        """Judge what happened since the last judgment (after the optimizer step of `batches_done`;
+        a host read and, under several processes, one small collective). On a spike, an inf/NaN
+        loss or non-finite weights roll back and return the snapshot's step; else None, with a
+        snapshot due every `snapshot_every` steps (not at an epoch's end: `epoch_start` takes it),
+        taken when the batch is over (`take_due`: after its end hooks, validation and schedulers,
+        the state the next batch starts from)."""
         step, epoch = loop.global_step, loop.epoch
-        found = self.guard.judge()  # host read: a log point
+        since = self.judged_at if self.judged_at >= 0 else max(0, step - self.every)
+        found = self.guard.judge(self._params_bad())  # host read: a log point, an epoch's end or a stop
         strategy = self.parts.strategy
         bad = strategy.reduce_bool(found != 0.0) if strategy.world_size > 1 else found != 0.0
         if not bad:
-            if step % self.snapshot_every == 0:
-                self._take(step, epoch, batches_done)
-            return step
-        return self._roll_back(found, step, epoch, batches_done)
+            self.guard.snapshot_due = self.guard.snapshot_due or (
+                not epoch_end and step % self.snapshot_every == 0
+            )
+            self.judged_at = step
+            return None
+        self.judged_at = self._roll_back(found, since, step, epoch, batches_done)
+        return self.judged_at
+
+    def take_due(self, loop: FitLoop) -> None:
+        """Between two batches, after a check: the snapshot it found due (the judged state)."""
+        if self.guard.snapshot_due:
+            self._take(loop.global_step, loop.epoch, loop.batches_done)
+
+    def settle(self, loop: FitLoop, batches_done: int) -> int:
+        """Before the fit stops or an epoch ends anywhere but at a check: judge what is left (nothing
+        read when nothing is) and roll back on a spike. Returns the step training stands at."""
+        self.take_due(loop)
+        if not self.guard.pending and self.judged_at == loop.global_step:
+            return loop.global_step
+        back = self.check(loop, batches_done, epoch_end=True)
+        self.guard.snapshot_due = False  # (the fit stops here)
+        return loop.global_step if back is None else back
+
+    def _params_bad(self) -> Tensor | None:
+        """On the device, no read: set when a parameter holds inf/NaN (one fused max-abs pass)."""
+        if not self.params:
+            return None
+        local = [p.detach() for p in self.params]
+        local = [t._local_tensor if hasattr(t, "_local_tensor") else t for t in local]  # DTensor shards
+        norms = torch._foreach_norm(local, math.inf)
+        device = norms[0].device
+        return torch.stack([n.to(device) for n in norms]).isfinite().all().logical_not()
 
     def _take(self, step: int, epoch: int, batches_done: int) -> None:
-        stats = self.guard.stats
-        self.guard.keep({
-            "model": {k: v.detach().clone() for k, v in self.parts.module.state_dict().items()},
-            "optim": copy.deepcopy(self.optim.state_dict()),
-            "precision": copy.deepcopy(self.parts.precision.state_dict()),
-            "rng": rng_state(),
-            "stats": stats.clone() if stats is not None else None,
-            "global_step": step,
-            "epoch": epoch,
-            "batches_done": batches_done,
-        })  # fmt: skip
+        self.guard.snapshot_due = False
+        self.guard.keep(self.snapshots.take(self.guard.stats, step, epoch, batches_done))
 
-    def _restore(self, snap: dict[str, Any]) -> None:
-        """Model, optimizers, schedulers, precision and RNG as `snap` holds them."""
-        with torch.no_grad():
-            self.parts.module.load_state_dict(snap["model"])
-        for opt, saved in zip(self.optim.optimizers, snap["optim"]["optimizer_states"]):
-            restore_optimizer(opt, saved)
-        for config, saved in zip(self.optim.schedulers, snap["optim"]["lr_schedulers"]):
-            config.scheduler.load_state_dict(copy.deepcopy(saved))
-        self.parts.precision.load_state_dict(copy.deepcopy(snap["precision"]))
-        set_rng_state(snap["rng"])
-        self.optim.guard.forget()  # the non-finite losses rolled back are not warned about
-
-    def _roll_back(self, found: float, step: int, epoch: int, batches_done: int) -> int:
+    def _roll_back(self, found: float, since: int, step: int, epoch: int, batches_done: int) -> int:
         guard, snap = self.guard, self.guard.snapshot
-        assert snap is not None, "start() took the first snapshot"
+        assert snap is not None, "start() or epoch_start() took the first snapshot"
         what = (
             "a non-finite loss"
             if found >= NONFINITE
+            else "non-finite weights after a step (a non-finite gradient)"
+            if found >= NONFINITE_WEIGHTS
             else ("a loss spike" if found else "another rank's spike")
         )
-        self._restore(snap)
+        self.snapshots.restore(snap)
+        self.optim.guard.forget()  # the non-finite losses rolled back are not warned about
         if guard.rollbacks >= guard.max_rollbacks:  # the fit ends on the last good state, not the failing one
             raise SpikeError(
-                f"SpikeGuard: {what} between step {step - self.every} and {step} (epoch {epoch}, batch "
+                f"SpikeGuard: {what} between step {since} and {step} (epoch {epoch}, batch "
                 f"{batches_done}) after {guard.rollbacks} rollback(s), max_rollbacks={guard.max_rollbacks}. The "
                 f"model and optimizers are back to the last good state, of step {snap['global_step']}. Lower the learning "
                 "rate, clip gradients, check the data there, or raise max_rollbacks/threshold."
@@ -124,58 +166,17 @@ class Rollback:
         guard.rolled_back(snap["stats"].clone() if snap["stats"] is not None else None)
         back = snap["global_step"]
         info(
-            f"SpikeGuard: {what} between step {step - self.every} and {step}; restored the state of step {back} "
+            f"SpikeGuard: {what} between step {since} and {step}; restored the state of step {back} "
             f"and skipped the batches from epoch {snap['epoch']} batch {snap['batches_done']} to epoch {epoch} "
             f"batch {batches_done}"
             + (f", learning rates x{guard.lr_scale:g}" if guard.lr_scale != 1.0 else "")
             + f" (rollback {guard.rollbacks} of at most {guard.max_rollbacks})"
         )
         self.parts.publisher.publish({"rollbacks": float(guard.rollbacks)}, {}, step=back)
-        self._take(back, epoch, batches_done)  # the restored (rescaled) state: the next rollback's
+        guard.snapshot_due = (
+            True  # the restored (rescaled) state, once the batch is over: the next rollback's
+        )
         return back
-
-
-def restore_optimizer(opt: Optimizer, saved: dict[str, Any]) -> None:
-    """`opt` back to `saved` (its `state_dict()` then, copied): in place where the state has the
-    same entries, so its tensors stay the ones a compiled step or a CUDA graph holds; else through
-    `load_state_dict` (e.g. state created after the snapshot)."""
-    params = [p for group in opt.param_groups for p in group["params"]]
-    states = saved["state"]
-    same = len(states) == len(opt.state) and all(
-        i < len(params) and params[i] in opt.state and _same_entries(opt.state[params[i]], s)
-        for i, s in states.items()
-    )
-    if not same:
-        opt.load_state_dict(copy.deepcopy(saved))
-        return
-    with torch.no_grad():
-        for i, entries in states.items():
-            current = opt.state[params[i]]
-            for key, value in entries.items():
-                if isinstance(value, Tensor):
-                    current[key].copy_(value)
-                else:
-                    current[key] = copy.deepcopy(value)
-        for group, saved_group in zip(opt.param_groups, saved["param_groups"]):
-            for key, value in saved_group.items():
-                if key == "params":
-                    continue
-                if isinstance(group.get(key), Tensor) and isinstance(value, Tensor):
-                    group[key].copy_(value)
-                else:
-                    group[key] = copy.deepcopy(value)
-
-
-def _same_entries(current: Mapping[str, Any], saved: Mapping[str, Any]) -> bool:
-    if current.keys() != saved.keys():
-        return False
-    for key, value in saved.items():
-        now = current[key]
-        if isinstance(value, Tensor) != isinstance(now, Tensor):
-            return False
-        if isinstance(value, Tensor) and (value.shape != now.shape or value.dtype != now.dtype):
-            return False
-    return True
 
 
 def scale_learning_rates(optim: Optimization, scale: float) -> None:

@@ -6,7 +6,8 @@
   counted and reported.
 - "raise": training stops with the step, epoch and batch index, before the step is applied.
 - "rollback": the state of the last good check is restored (`surge.callbacks.SpikeGuard`, which
-  the Trainer adds with `threshold=math.inf` when none is given); this guard then stays out.
+  the Trainer adds with `threshold=math.inf` when none is given); this guard keeps the per-step
+  check of "warn" (what is rolled back is not warned about).
 - None: no checks.
 
 For "skip" and "raise" the decision must be known before the step. A fused optimizer
@@ -62,7 +63,8 @@ class NonFiniteGuard:
     """Watches losses and gradients for one fit; the decisions above live here and nowhere else."""
 
     def __init__(self, mode: str | None, optimizers: list[Optimizer], scaler_skips: bool) -> None:
-        self.mode = None if scaler_skips or mode == "rollback" else mode
+        # "rollback": the loss is still checked per step, as under "warn" (SpikeGuard rolls back)
+        self.mode = None if scaler_skips else "warn" if mode == "rollback" else mode
         self.optimizers = optimizers
         self.device_skip = self.mode in ("raise", "skip") and all(
             getattr(opt, "_step_supports_amp_scaling", False) for opt in optimizers
