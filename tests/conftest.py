@@ -13,6 +13,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 # The sources beside these tests, whatever checkout an editable install points at.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+import deadlines  # noqa: E402 - a failed deadline names the machine's load (a plugin of its own)
 from cpu_durations import (  # noqa: E402, F401 - hooks: --cpu-durations
     pytest_addoption,
     pytest_runtest_logreport,
@@ -20,7 +21,6 @@ from cpu_durations import (  # noqa: E402, F401 - hooks: --cpu-durations
     pytest_runtest_setup,
     pytest_terminal_summary,
 )
-from deadlines import pytest_runtest_makereport  # noqa: E402, F401 - a failed deadline names the load
 from helpers import fast_trainer, make_loaders, make_model  # noqa: E402
 from parallel import (  # noqa: E402, F401 - hooks and fixtures of the parallel run: see parallel.py
     _share_the_cores,
@@ -33,6 +33,7 @@ from script_server import share_servers, unshare_servers  # noqa: E402
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(deadlines, "surge-deadlines")  # beside cpu_durations' report hook
     configure_workers(config)
     share_servers()  # the runs' servers of this session, shared by its workers: see script_server.py
 

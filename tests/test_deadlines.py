@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-PROBE = '''
+PROBE = """
 import subprocess, sys
 import pytest
 
@@ -19,14 +19,15 @@ def test_timeout():
 
 def test_plain():
     assert 1 == 2
-'''
+"""
 
 
 def test_a_failed_deadline_says_the_load_and_a_plain_failure_does_not(tmp_path):
     (tmp_path / "conftest.py").write_text(
         f"import sys\nsys.path.insert(0, {str(Path(__file__).parent)!r})\n"
-        "from deadlines import pytest_runtest_makereport  # noqa: F401\n"
-        "def pytest_configure(config):\n    config.addinivalue_line('markers', 'timed: a deadline')\n"
+        "import deadlines\n"
+        "def pytest_configure(config):\n    config.pluginmanager.register(deadlines, 'surge-deadlines')\n"
+        "    config.addinivalue_line('markers', 'timed: a deadline')\n"
     )
     (tmp_path / "test_probe.py").write_text(PROBE)
     run = subprocess.run(

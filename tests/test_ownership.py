@@ -54,8 +54,14 @@ ALLOWED: dict[str, set[str]] = {
         "callbacks/accumulation.py: trainer.accumulate_grad_batches",
         "callbacks/early_stopping.py: trainer.should_stop",
         "callbacks/timer.py: trainer.should_stop",
+        "profiler/doctor.py: trainer.should_stop",  # surge doctor's fit ends as an early stop does
         "lightning/tuner.py: trainer.callbacks",
         "loops/stage_hooks.py: datamodule.trainer",  # LightningDataModule.trainer, set as Lightning does
+    },
+    "a rollback drives its SpikeGuard (the guard's snapshot flag) and, before a preemption's checkpoint, settles the step the loop hands it": {
+        "loops/rollback.py: guard.snapshot_due",
+        "loops/rollback.py: self.guard.snapshot_due",
+        "loops/preempt.py: loop.global_step",
     },
     "what the feature is: switching parameters, norms and modes of the user's model, as Lightning does": {
         "callbacks/finetuning.py: p.requires_grad",

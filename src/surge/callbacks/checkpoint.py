@@ -120,9 +120,7 @@ class ModelCheckpoint(Callback):
     def setup(self, trainer: "Trainer", module: Any, stage: str) -> None:
         if self.dirpath is None:
             self.dirpath = str(Path(trainer.log_dir) / "checkpoints")
-        if (
-            stage == "fit" and not trainer.fast_dev_run
-        ):  # only a fit saves: no folder for the others, as in Lightning
+        if stage == "fit" and not trainer.fast_dev_run:  # only a fit saves: no folder for others
             self._claim = prepare_directory(
                 trainer, Path(self.dirpath), self._dirpath_given, self.save_top_k != 0, self._claim
             )

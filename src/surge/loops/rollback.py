@@ -133,7 +133,7 @@ class Rollback:
         if not self.params:
             return None
         local = [p.detach() for p in self.params]
-        local = [t._local_tensor if hasattr(t, "_local_tensor") else t for t in local]  # DTensor shards
+        local = [t.to_local() if hasattr(t, "to_local") else t for t in local]  # DTensor: this rank's shard
         norms = torch._foreach_norm(local, math.inf)
         device = norms[0].device
         return torch.stack([n.to(device) for n in norms]).isfinite().all().logical_not()

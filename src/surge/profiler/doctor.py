@@ -22,6 +22,7 @@ from ..rank_zero import info
 
 if TYPE_CHECKING:
     from ..callbacks.trainer_views import ProfiledFit
+    from ..trainer import Trainer
 
 DOCTOR_ENV = "SURGE_DOCTOR"  # how `surge doctor` tells the script it runs (a separate process)
 DATA_BOUND = 0.30  # share of the step spent waiting for data
@@ -71,7 +72,7 @@ class StopAfterSteps(Callback):
     def __init__(self, steps: int) -> None:
         self.steps = steps
 
-    def on_train_batch_end(self, trainer: Any, *args: Any) -> None:
+    def on_train_batch_end(self, trainer: Trainer, *args: Any) -> None:
         if trainer.global_step >= self.steps:
             trainer.should_stop = True
 
