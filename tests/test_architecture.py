@@ -60,7 +60,9 @@ def test_no_function_is_over_its_size():
                 lines = node.end_lineno - node.lineno + 1
                 if lines > LONGER_FUNCTIONS.get(name, (MAX_FUNCTION_LINES, ""))[0]:
                     too_long[name] = lines
-    assert not too_long, f"functions over {MAX_FUNCTION_LINES} lines (or over their named allowance): {too_long}"
+    assert not too_long, (
+        f"functions over {MAX_FUNCTION_LINES} lines (or over their named allowance): {too_long}"
+    )
 
 
 def trainer_any(tree: ast.AST) -> list[int]:

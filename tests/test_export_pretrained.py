@@ -12,7 +12,7 @@ from helpers import fast_trainer
 from surge.cli import main
 
 transformers = pytest.importorskip(
-    "transformers", reason="the Hugging Face case needs transformers (test extra)"
+    "transformers", reason='the Hugging Face case needs transformers: pip install -e ".[test-services]"'
 )
 
 

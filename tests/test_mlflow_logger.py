@@ -13,7 +13,9 @@ import resume_points as rp
 import surge
 from servers import mlflow_server
 
-mlflow = pytest.importorskip("mlflow")
+mlflow = pytest.importorskip(
+    "mlflow", reason='the MLflow server tests need mlflow: pip install -e ".[test-services]"'
+)
 from mlflow.tracking import MlflowClient  # noqa: E402
 
 from surge.loggers import MLFlowLogger  # noqa: E402

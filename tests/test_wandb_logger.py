@@ -18,7 +18,7 @@ import torch
 import resume_points as rp
 import surge
 
-wandb = pytest.importorskip("wandb")
+wandb = pytest.importorskip("wandb", reason='the W&B tests need wandb: pip install -e ".[test-services]"')
 
 from surge.loggers import WandbLogger  # noqa: E402
 from surge.loggers.wandb_history import STEP_KEY, finished, history_rows, records, segments  # noqa: E402

@@ -157,7 +157,9 @@ def test_a_hook_value_is_refused_naming_its_key_or_resumes(tmp_path, async_check
 
 @pytest.mark.slow
 def test_a_kept_file_sent_again_after_a_failed_send_makes_no_second_run(tmp_path, monkeypatch, capsys):
-    pytest.importorskip("mlflow")
+    pytest.importorskip(
+        "mlflow", reason='the MLflow server tests need mlflow: pip install -e ".[test-services]"'
+    )
     from mlflow.tracking import MlflowClient
 
     from servers import RestartableMlflowServer
@@ -289,7 +291,9 @@ class LogNet(TinyModel):
 
 @pytest.mark.slow
 def test_points_of_a_resume_whose_run_was_deleted_are_sent_or_kept(tmp_path, monkeypatch):
-    pytest.importorskip("mlflow")
+    pytest.importorskip(
+        "mlflow", reason='the MLflow server tests need mlflow: pip install -e ".[test-services]"'
+    )
     from mlflow.tracking import MlflowClient
 
     from servers import RestartableMlflowServer
@@ -339,7 +343,9 @@ def test_points_of_a_resume_whose_run_was_deleted_are_sent_or_kept(tmp_path, mon
 
 @pytest.mark.slow
 def test_a_kept_file_continues_a_run_only_in_its_own_experiment(tmp_path, monkeypatch):
-    pytest.importorskip("mlflow")
+    pytest.importorskip(
+        "mlflow", reason='the MLflow server tests need mlflow: pip install -e ".[test-services]"'
+    )
     from mlflow.tracking import MlflowClient
 
     from servers import RestartableMlflowServer

@@ -74,7 +74,9 @@ def resigned(ckpt: Path, out: Path, **run: str) -> Path:
 
 # -- uploads follow the durable file ------------------------------------------------------------
 def test_mlflow_log_model_all_with_background_writes_uploads_every_checkpoint_as_written(tmp_path):
-    pytest.importorskip("mlflow")
+    pytest.importorskip(
+        "mlflow", reason='the MLflow server tests need mlflow: pip install -e ".[test-services]"'
+    )
     from mlflow.tracking import MlflowClient
 
     from surge.loggers import MLFlowLogger
@@ -92,7 +94,9 @@ def test_mlflow_log_model_all_with_background_writes_uploads_every_checkpoint_as
 
 
 def test_mlflow_log_model_true_uploads_the_kept_checkpoints_at_the_end(tmp_path):
-    pytest.importorskip("mlflow")
+    pytest.importorskip(
+        "mlflow", reason='the MLflow server tests need mlflow: pip install -e ".[test-services]"'
+    )
     from mlflow.tracking import MlflowClient
 
     from surge.loggers import MLFlowLogger
@@ -108,7 +112,7 @@ def test_mlflow_log_model_true_uploads_the_kept_checkpoints_at_the_end(tmp_path)
 
 
 def test_wandb_log_model_all_with_background_writes_uploads_every_checkpoint_as_written(tmp_path):
-    pytest.importorskip("wandb")
+    pytest.importorskip("wandb", reason='the W&B tests need wandb: pip install -e ".[test-services]"')
     from surge.loggers import WandbLogger
     from surge.loggers.wandb_history import records, segments
 
@@ -133,7 +137,9 @@ def test_wandb_log_model_all_with_background_writes_uploads_every_checkpoint_as_
 
 # -- a resume writes only into its own experiment's run -------------------------------------------
 def test_an_mlflow_resume_in_another_experiment_starts_a_new_run_and_leaves_the_original_alone(tmp_path):
-    pytest.importorskip("mlflow")
+    pytest.importorskip(
+        "mlflow", reason='the MLflow server tests need mlflow: pip install -e ".[test-services]"'
+    )
     from mlflow.tracking import MlflowClient
 
     from surge.loggers import MLFlowLogger
@@ -168,7 +174,7 @@ def test_an_mlflow_resume_in_another_experiment_starts_a_new_run_and_leaves_the_
 
 
 def test_a_wandb_resume_from_a_checkpoint_naming_no_run_id_starts_a_new_run(tmp_path):
-    wandb = pytest.importorskip("wandb")
+    wandb = pytest.importorskip("wandb", reason='the W&B tests need wandb: pip install -e ".[test-services]"')
     from surge.loggers import WandbLogger
 
     fit(tmp_path, WandbLogger(save_dir=tmp_path, offline=True), callbacks=[every_step(tmp_path / "ckpts")])

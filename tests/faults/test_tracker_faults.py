@@ -23,7 +23,9 @@ from servers import RestartableMlflowServer, free_port
 from surge.loggers.base import Logger
 from surge.rank_zero import SurgeWarning
 
-mlflow = pytest.importorskip("mlflow")
+mlflow = pytest.importorskip(
+    "mlflow", reason='the MLflow server tests need mlflow: pip install -e ".[test-services]"'
+)
 from mlflow.tracking import MlflowClient  # noqa: E402
 
 from surge.loggers import MLFlowLogger, mlflow_outbox  # noqa: E402
