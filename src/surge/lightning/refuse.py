@@ -20,14 +20,12 @@ def refuse(module: str, name: str, reason: str = "surge has no counterpart") -> 
 
 def module_getattr(module: str, refused: dict[str, str]) -> Callable[[str], object]:
     """A module-level `__getattr__` that refuses Lightning's names in `refused` (name -> reason) and
-    its private ones (`_load_from_checkpoint`: surge's insides are other), and reports any other
-    missing name as an AttributeError."""
+    reports any other missing name as an AttributeError. In the Lightning mode a name Lightning has
+    imports as a stand-in that refuses with this reason when used (`standins.with_fallback`)."""
 
     def __getattr__(name: str) -> object:
         if name in refused:
             raise refuse(module, name, refused[name])
-        if name.startswith("_") and not name.startswith("__"):
-            raise refuse(module, name, "a private name of Lightning's; surge's insides are its own")
         raise AttributeError(f"module {module!r} has no attribute {name!r}")
 
     return __getattr__
@@ -36,8 +34,6 @@ def module_getattr(module: str, refused: dict[str, str]) -> Callable[[str], obje
 def refused_at_use(module: str, name: str, reason: str) -> type:
     """A stand-in for Lightning's `module.name` that imports (a script may import it and never use
     it) but refuses, naming it, when called or constructed; `isinstance(x, it)` is always False."""
+    from .standins import refused_class
 
-    def __new__(cls: type, *args: object, **kwargs: object) -> None:
-        raise refuse(module, name, reason)
-
-    return type(name, (), {"__new__": __new__, "__module__": module, "__doc__": f"Refused: {reason}."})
+    return refused_class(module, name, str(refuse(module, name, reason)))
