@@ -71,6 +71,11 @@ MODULES = {
     "utilities.model_summary.model_summary": "utilities.model_summary",
     **{f"fabric.utilities{sub}": f"fabric_utilities{sub}" for sub in FABRIC_UTILITIES},
     "fabric.utilities.imports": "utilities.imports", "fabric.utilities.enums": "fabric_utilities",
+    "utilities.signature_utils": "utilities.signature_utils", "fabric.accelerators.cuda": "fabric_accelerators",
+    **{f"fabric.plugins.io{m}": "plugins.io" for m in ("", ".checkpoint_io", ".torch_io")},
+    **{f"fabric.plugins.precision{m}": "plugins.precision" for m in (
+        "", ".amp", ".double", ".half", ".fsdp", ".precision", ".bitsandbytes", ".deepspeed",
+        ".transformer_engine", ".xla")},
 }  # fmt: skip
 WHOLE = ("callbacks", "loggers", "profilers")  # `callbacks.early_stopping` and the like: the whole module
 DIFFERENCES = (
