@@ -125,9 +125,11 @@ def lightning_submodule(fullname: str) -> ModuleType:
     Lightning's own `ModuleNotFoundError`."""
     target = surge_name(fullname)
     if target is not None:
-        return standins.with_fallback(importlib.import_module(target), functools.partial(_behind, target))
+        return standins.with_fallback(
+            importlib.import_module(target), functools.partial(_behind, target), lightning_submodule
+        )
     if is_lightning(fullname) and names.is_module(fullname):
-        return standins.standin_module(fullname)
+        return standins.standin_module(fullname, lightning_submodule)
     raise ModuleNotFoundError(f"No module named {fullname!r}", name=fullname)
 
 

@@ -7,14 +7,13 @@ Which names exist comes from `names.py`; a name Lightning does not have fails as
 
 from __future__ import annotations
 
-import abc
 import functools
 import types
 from collections.abc import Callable
 from typing import Any, NoReturn
 
 from . import names
-from .refuse import LightningNameError, refuse
+from .refuse import LightningNameError, RefusedMeta, refuse, refused_class
 
 _INTERNAL = "one of Lightning's internals; surge's are its own: use the Trainer's public API"
 _NO_FABRIC = "surge has no Fabric; write a LightningModule and use the Trainer"
@@ -44,29 +43,6 @@ def reason(module: str, name: str) -> str:
     if given:
         return given
     return _PRIVATE if name.startswith("_") else _DEFAULT
-
-
-class _RefusedMeta(abc.ABCMeta):
-    """The stand-in classes' type: asking one (or a subclass) for a public attribute it lacks refuses."""
-
-    _refusal: str
-
-    def __getattr__(cls, attr: str) -> Any:
-        if attr.startswith("_"):  # the interpreter's and libraries' probes: a plain miss
-            raise AttributeError(attr)
-        raise LightningNameError(cls._refusal)
-
-
-def refused_class(module: str, name: str, message: str) -> type:
-    """A class standing for Lightning's `module.name`: importable and subclassable; constructing it
-    (or a subclass) raises `message`; `isinstance(x, it)` is False for anything surge makes."""
-
-    def __new__(cls: type, *args: object, **kwargs: object) -> NoReturn:
-        raise LightningNameError(message)
-
-    doc = f"Refused: {message}"
-    body = {"__new__": __new__, "__module__": module, "__doc__": doc, "_refusal": message}
-    return _RefusedMeta(name, (), body)
 
 
 def refused_function(module: str, name: str, message: str) -> Callable[..., NoReturn]:
@@ -103,18 +79,19 @@ class RefusedValue:
     __lt__ = __le__ = __gt__ = __ge__ = __int__ = __float__ = __index__ = _refuse
 
 
+Submodule = Callable[[str], types.ModuleType]  # Lightning's module name -> what the mode gives for it
+
+
 @functools.cache
-def standin(module: str, name: str, message: str | None = None) -> object:
+def standin(module: str, name: str, submodule: Submodule, message: str | None = None) -> object:
     """The stand-in for Lightning's `module.name` (one object per name, whatever its spelling); a
-    submodule is the module itself (surge's, or a stand-in module). `message` overrides the refusal."""
+    submodule is what `submodule` gives (surge's module, or a stand-in one). `message` overrides the refusal."""
     module = names.canonical(module)
     which = names.kind(module, name)
     if which is None:
         raise AttributeError(f"module {module!r} has no attribute {name!r}")
     if which == "m":
-        from .mode import lightning_submodule
-
-        return lightning_submodule(f"{module}.{name}")
+        return submodule(f"{module}.{name}")
     message = message or str(refuse(module, name, reason(module, name)))
     make = {"c": refused_class, "f": refused_function}.get(which)
     return make(module, name, message) if make else RefusedValue(message)
@@ -126,7 +103,7 @@ def refusal(obj: object) -> str | None:
         return str(object.__getattribute__(obj, "_message"))
     if isinstance(obj, StandInModule):
         return obj.__doc__
-    if isinstance(obj, _RefusedMeta):
+    if isinstance(obj, RefusedMeta):
         return obj.__dict__.get("_refusal")  # a subclass of a stand-in is the user's own class
     found = getattr(obj, "refusal", None) if isinstance(obj, types.FunctionType) else None
     return found if isinstance(found, str) else None
@@ -135,22 +112,28 @@ def refusal(obj: object) -> str | None:
 class StandInModule(types.ModuleType):
     """A Lightning module surge has none of: importable; its names are stand-ins; others are misses."""
 
+    submodule: Submodule
+
     def __getattr__(self, name: str) -> object:
         if name.startswith("__") and name.endswith("__"):
             raise AttributeError(name)
-        return standin(self.__name__, name)
+        return standin(self.__name__, name, self.submodule)
 
 
 @functools.cache
-def standin_module(fullname: str) -> StandInModule:
-    """The stand-in for Lightning's module `fullname` (one per module, whatever its spelling)."""
+def standin_module(fullname: str, submodule: Submodule) -> StandInModule:
+    """The stand-in for Lightning's module `fullname` (one per module, whatever its spelling);
+    `submodule` gives its submodules."""
     module = names.canonical(fullname)
     made = StandInModule(module, f"Lightning's `{module}`: surge has none of it ({reason(module, '')}).")
     made.__path__ = []  # a package, so its submodules import through the finder
+    made.submodule = submodule
     return made
 
 
-def with_fallback(module: types.ModuleType, behind: Callable[[], tuple[str, ...]]) -> types.ModuleType:
+def with_fallback(
+    module: types.ModuleType, behind: Callable[[], tuple[str, ...]], submodule: Submodule
+) -> types.ModuleType:
     """Give surge's `module`, which stands for the Lightning modules `behind()` (asked on a miss only),
     Lightning's other names:
     a name its own `__getattr__` lacks or refuses is a stand-in when Lightning has it (keeping the
@@ -171,7 +154,7 @@ def with_fallback(module: types.ModuleType, behind: Callable[[], tuple[str, ...]
         if not (name.startswith("__") and name.endswith("__")):
             for lightning_module in behind():
                 if names.kind(lightning_module, name):
-                    return standin(lightning_module, name, message)
+                    return standin(lightning_module, name, submodule, message)
         if message:
             raise LightningNameError(message)
         raise AttributeError(f"module {module.__name__!r} has no attribute {name!r}")
