@@ -170,32 +170,46 @@ def test_lightning_names_are_surge_objects(mode):
 
 
 @pytest.mark.parametrize(
-    "statement, named",
+    "statement, use, named",
     [
-        ("from lightning.pytorch.loggers import CometLogger", "lightning.pytorch.loggers.CometLogger"),
-        ("from lightning import Fabric", "lightning.Fabric"),
-        ("from lightning.fabric import Fabric; Fabric()", "lightning.fabric.Fabric"),
-        ("import lightning.fabric.strategies", "lightning.fabric.strategies"),
-        ("from lightning.pytorch.demos import MNIST", "lightning.pytorch.demos.MNIST"),
-        ("import pytorch_lightning.loops", "pytorch_lightning.loops "),
-        # A subpackage by `from`, or through an alias, is refused as its import is (not a bare ImportError).
-        ("from pytorch_lightning import loops", "lightning.pytorch.loops "),
-        ("import lightning as L; L.pytorch.serve", "lightning.pytorch.serve "),
         (
-            "from lightning_fabric import Fabric; Fabric()",
+            "from lightning.pytorch.loggers import CometLogger as x",
+            "x()",
+            "lightning.pytorch.loggers.CometLogger",
+        ),
+        ("from lightning import Fabric as x", "x()", "lightning.fabric.Fabric"),
+        (
+            "import lightning.fabric.strategies as m",
+            "m.DDPStrategy()",
+            "lightning.fabric.strategies.DDPStrategy",
+        ),
+        ("import pytorch_lightning.loops as m", "m._FitLoop()", "lightning.pytorch.loops._FitLoop"),
+        # A subpackage by `from`, or through an alias, is the same stand-in module.
+        ("from pytorch_lightning import loops as m", "m._Loop()", "lightning.pytorch.loops._Loop"),
+        (
+            "import lightning as L; m = L.pytorch.serve",
+            "m.ServableModule()",
+            "lightning.pytorch.serve.ServableModule",
+        ),
+        (
+            "from lightning_fabric import Fabric as x",
+            "x()",
             "lightning.fabric.Fabric",
         ),  # the standalone package
         (
-            "from lightning.pytorch.utilities.model_helpers import get_torchvision_model",
+            "from lightning.pytorch.utilities.model_helpers import get_torchvision_model as x",
+            "x('resnet18')",
             "get_torchvision_model",
         ),
     ],
 )
-def test_names_surge_lacks_are_refused_by_name(mode, statement, named):
+def test_names_surge_lacks_import_and_are_refused_by_name_when_used(mode, statement, use, named):
     from surge.lightning.refuse import LightningNameError
 
+    scope: dict = {}
+    exec(statement, scope)  # Lightning 2.6.6 has the name: it imports
     with pytest.raises(LightningNameError, match=re.escape(named)) as err:
-        exec(statement, {})
+        exec(use, scope)
     assert isinstance(err.value, ImportError) and "docs/lightning.md" in str(err.value)
 
 

@@ -148,11 +148,10 @@ def test_strategies_without_an_engine_are_refused_when_built(cls):
             cls(stage=3)
 
 
-def test_registries_are_refused_by_name():
-    with pytest.raises(ImportError, match="StrategyRegistry"):
-        S.StrategyRegistry  # noqa: B018
-    with pytest.raises(ImportError, match="AcceleratorRegistry"):
-        A.AcceleratorRegistry  # noqa: B018
+def test_registries_list_surges_names():
+    assert {"ddp", "fsdp", "single_device"} <= set(S.StrategyRegistry.available_strategies())
+    assert A.AcceleratorRegistry.available_accelerators() >= {"cpu", "cuda", "mps"}
+    assert isinstance(A.AcceleratorRegistry.get("cpu"), A.CPUAccelerator)
 
 
 def test_single_device_strategy_is_the_trainers_object_with_lightnings_members():

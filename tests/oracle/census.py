@@ -14,8 +14,9 @@ first capitalised name. An import inside `try: ... except ImportError` (or `Exce
 The names (facts, no project code) go into `census_projects.json` with the repository and commit.
 
 Each name is then imported in a subprocess under surge's Lightning mode and under real Lightning 2.6.6
-(the oracle's environment), and classified: `resolves`; `refused` (surge's `LightningNameError`, its
-message); `missing` (any other failure under surge of a name Lightning has: a bug); `not in 2.6.6`
+(the oracle's environment), and classified: `provided`; `refused at use` (it imports as a stand-in that
+raises surge's `LightningNameError`, with its reason, when used); `fails at import` (any failure to import
+under surge of a name Lightning has, or a module where Lightning has another kind: a bug); `not in 2.6.6`
 (Lightning itself lacks it: an old 1.x name, which counts against neither). Lightning's verdicts are kept
 in the JSON so the test re-checks only surge's side.
 """
@@ -215,9 +216,11 @@ import importlib, json, sys, types
 if sys.argv[1] == "surge":
     from surge.lightning.mode import install
     from surge.lightning.refuse import LightningNameError
+    from surge.lightning.standins import refusal
     install()
 else:
     LightningNameError = ()
+    refusal = lambda obj: None
 
 def kind(obj):
     return "module" if isinstance(obj, types.ModuleType) else "class" if isinstance(obj, type) else "other"
@@ -239,12 +242,14 @@ def resolve(name):
                 raise
             obj = importlib.import_module(f"{path}.{part}")  # what the project's own import would do
         path = f"{path}.{part}"
-    return kind(obj)
+    return obj
 
 verdicts = {}
 for name in json.load(sys.stdin):
     try:
-        verdicts[name] = ["ok", resolve(name)]
+        found = resolve(name)
+        why = refusal(found)
+        verdicts[name] = ["standin", why.split("; docs/")[0]] if why else ["ok", kind(found)]
     except LightningNameError as err:
         verdicts[name] = ["refused", str(err).split("; docs/")[0]]
     except BaseException as err:
@@ -274,20 +279,20 @@ def check(names: list[str], framework: str) -> dict[str, list[str]]:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-RESOLVES, REFUSED, MISSING, ABSENT = "resolves", "refused", "missing", "not in 2.6.6"
+PROVIDED, AT_USE, AT_IMPORT, ABSENT = "provided", "refused at use", "fails at import", "not in 2.6.6"
 
 
 def classify(name: str, surge: list[str], lightning: list[str]) -> tuple[str, str]:
-    """A name's class and the message that explains it (empty when it resolves)."""
+    """A name's class and the message that explains it (empty when it is provided)."""
     if lightning[0] != "ok":
         return ABSENT, lightning[1]
-    if surge[0] == "refused":
-        return REFUSED, surge[1]
+    if surge[0] == "standin":
+        return AT_USE, surge[1]
     if surge[0] != "ok":
-        return MISSING, surge[1]
+        return AT_IMPORT, surge[1]
     if surge[1] == "module" and lightning[1] != "module":
-        return MISSING, f"a module under surge, a {lightning[1]} in Lightning"
-    return RESOLVES, ""
+        return AT_IMPORT, f"a module under surge, a {lightning[1]} in Lightning"
+    return PROVIDED, ""
 
 
 @dataclass
@@ -307,15 +312,19 @@ class Census:
         return classify(name, self.surge[name], self.data["lightning_2_6_6"][name])
 
     def passes(self, project: dict) -> bool:
-        """Whether every name the project needs imports under surge (as the same kind of object)."""
-        return all(self.verdict(n)[0] in (RESOLVES,) for n in project["names"])
+        """Whether the project gets past its imports: every name it needs is provided or refused at use."""
+        return all(self.verdict(n)[0] in (PROVIDED, AT_USE) for n in project["names"])
+
+    def provided(self, project: dict) -> bool:
+        """Whether every name the project needs is provided (none is refused at use)."""
+        return all(self.verdict(n)[0] == PROVIDED for n in project["names"])
 
     def current(self, project: dict) -> bool:
         """Whether every name the project needs exists in Lightning 2.6.6."""
         return all(self.verdict(n)[0] != ABSENT for n in project["names"])
 
-    def shares(self) -> tuple[int, int, int, int]:
-        """(passing, projects, passing among current, current projects)."""
+    def shares(self) -> tuple[int, int, int, int, int]:
+        """(passing, projects, passing among current, current projects, all provided among current)."""
         projects = self.data["projects"]
         current = [p for p in projects if self.current(p)]
         return (
@@ -323,6 +332,7 @@ class Census:
             len(projects),
             sum(map(self.passes, current)),
             len(current),
+            sum(map(self.provided, current)),
         )
 
     def by_class(self, which: str, field: str = "names") -> Counter[str]:
@@ -372,12 +382,13 @@ def short(name: str) -> str:
 
 
 def report(census: Census, failures: bool) -> str:
-    passing, total, current_passing, current = census.shares()
+    passing, total, current_passing, current, provided = census.shares()
     lines = [
-        f"projects whose every import resolves under surge: {passing} of {total}",
+        f"projects that get past all their imports under surge: {passing} of {total}",
         f"  of those whose imports all exist in Lightning 2.6.6: {current_passing} of {current}",
+        f"  ... with every name provided (none refused at use): {provided} of {current}",
     ]
-    for which in (MISSING, REFUSED, ABSENT):
+    for which in (AT_IMPORT, AT_USE, ABSENT):
         counted = census.by_class(which)
         lines.append(f"\n{which} ({len(counted)} names), by number of projects:")
         for name, n in counted.most_common(None if failures else 25):
@@ -389,19 +400,19 @@ TOP = 30  # refused names listed in docs
 
 
 def listed(census: Census, names: list[str], most: int = 6) -> str:
-    """The refused (or missing) names among `names`, one spelling each, the first `most` of them."""
+    """The names among `names` refused at use (or failing at import), one spelling each, the first `most`."""
     bad = sorted(
-        {short(n): census.verdict(n)[0] for n in names if census.verdict(n)[0] in (REFUSED, MISSING)}.items()
+        {short(n): census.verdict(n)[0] for n in names if census.verdict(n)[0] in (AT_USE, AT_IMPORT)}.items()
     )
-    marks = [f"`{n}`" + (" (missing)" if which == MISSING else "") for n, which in bad]
+    marks = [f"`{n}`" + (" (fails at import)" if which == AT_IMPORT else "") for n, which in bad]
     return ", ".join(marks[:most]) + (f" and {len(marks) - most} more" if len(marks) > most else "")
 
 
 def markdown(census: Census) -> str:
     """The census section's table and lists, for docs/lightning.md."""
-    passing, total, current_passing, current = census.shares()
+    passing, total, current_passing, current, provided = census.shares()
     rows = [
-        "| project | kind | names imported | all resolve? | refused | refused in its configs |",
+        "| project | kind | names imported | gets past its imports? | refused at use | refused at use in its configs |",
         "|---|---|---|---|---|---|",
     ]
     for p in census.data["projects"]:
@@ -415,8 +426,8 @@ def markdown(census: Census) -> str:
         rows.append(
             f"| {link} | {p['kind']} | {len(p['names'])} | {ok} | {marks} | {listed(census, p['configs'])} |"
         )
-    refused = census.by_class(REFUSED) + census.by_class(REFUSED, "configs")
-    reasons = [f"- `{n}` ({k}): {census.why(n, REFUSED)}" for n, k in refused.most_common(TOP)]
+    refused = census.by_class(AT_USE) + census.by_class(AT_USE, "configs")
+    reasons = [f"- `{n}` ({k}): {census.why(n, AT_USE)}" for n, k in refused.most_common(TOP)]
     if len(refused) > TOP:
         reasons.append(
             f"- and {len(refused) - TOP} more, each in one project (`census.py --check --failures`)."
@@ -425,12 +436,14 @@ def markdown(census: Census) -> str:
     old = ", ".join(f"`{n}` ({k})" for n, k in absent.most_common(12))
     return "\n".join(
         [
-            f"Every import resolves in **{passing} of {total}** projects; of the {current} whose imports all exist "
-            f"in Lightning 2.6.6, in **{current_passing} of {current}**.",
+            f"Every import gets past in **{passing} of {total}** projects; of the {current} whose imports all exist "
+            f"in Lightning 2.6.6, in **{current_passing} of {current}**, and every name they import is provided "
+            f"(none refused at use) in **{provided} of {current}**.",
             "",
             *rows,
             "",
-            "Names still refused, by the number of projects that import them (in code or configs), with surge's reason:",
+            "Names that import and are refused when used, by the number of projects that import them (in code or "
+            "configs), with surge's reason:",
             "",
             *reasons,
             "",

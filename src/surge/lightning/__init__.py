@@ -3,8 +3,8 @@
 
 `LightningModule` is `surge.Module`, `LightningDataModule` is `surge.DataModule`, `Trainer` is
 `surge.Trainer`: a layer of names, not a second trainer. Submodules: `callbacks`, `loggers`,
-`cli`, `utilities`, `demos`, `core`. A Lightning name surge has no counterpart for is refused by
-name when imported (docs/lightning.md lists what is provided).
+`cli`, `utilities`, `demos`, `core`. A Lightning name surge has no counterpart for imports
+and is refused by name when used (docs/lightning.md lists what is provided).
 """
 
 from __future__ import annotations
@@ -24,12 +24,7 @@ SUBMODULES = (
     "accelerators", "callbacks", "cli", "core", "demos", "loggers", "plugins", "profilers", "strategies", "tuner",
     "utilities",
 )  # fmt: skip
-# Lightning's other subpackages: surge's module where the finder maps one, else refused by name.
-LIGHTNING_PACKAGES = {name: f"lightning.pytorch.{name}" for name in ("loops", "overrides", "serve")} | {
-    "fabric": "lightning.fabric"
-}
-REFUSED = {
-    "Fabric": "surge has no Fabric; write a surge.Module and use surge.Trainer",
+REFUSED = {  # Lightning's other names (its other subpackages, ...) are stand-ins in the mode: standins.py
     "LightningWork": "surge has no Lightning apps",
     "LightningFlow": "surge has no Lightning apps",
     "LightningApp": "surge has no Lightning apps",
@@ -49,12 +44,12 @@ def __getattr__(name: str) -> Any:
         return _logger
     if name == "pytorch":  # `import lightning as L; L.pytorch.Trainer`
         return importlib.import_module(__name__)
+    if name == "Fabric":  # `lightning.Fabric` is `lightning.fabric.Fabric`
+        from .fabric import Fabric
+
+        return Fabric
     if name in REFUSED:
         raise refuse("lightning", name, REFUSED[name])
-    if name in LIGHTNING_PACKAGES:
-        from .mode import lightning_submodule
-
-        return lightning_submodule(LIGHTNING_PACKAGES[name])
     raise AttributeError(f"module 'lightning.pytorch' has no attribute {name!r}")
 
 

@@ -53,14 +53,22 @@ def find_usable_cuda_devices(num_devices: int = -1) -> list[int]:
     )
 
 
-__getattr__ = module_getattr(
+_refused = module_getattr(
     "lightning.pytorch.accelerators",
     {
-        "AcceleratorRegistry": "surge chooses accelerators by name: 'cpu', 'cuda'/'gpu', 'mps', 'auto'",
         "TPUAccelerator": "surge does not run on TPUs; use accelerator='cuda' or 'cpu'",
         "HPUAccelerator": "surge does not run on Gaudi HPUs; use accelerator='cuda' or 'cpu'",
     },
 )
+
+
+def __getattr__(name: str) -> Any:
+    if name == "AcceleratorRegistry":  # built on first use: it lists surge's accelerators
+        from .registries import accelerators
+
+        return accelerators()
+    return _refused(name)
+
 
 __all__ = [
     "Accelerator",

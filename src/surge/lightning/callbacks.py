@@ -87,12 +87,10 @@ def __getattr__(name: str) -> Any:
         return found
     if name in LIGHTNING_CALLBACKS:
         raise refuse("lightning.pytorch.callbacks", name, "surge has no such callback yet")
-    if name == "Tqdm":  # the tqdm subclass inside Lightning's progress bar
-        raise refuse(
-            "lightning.pytorch.callbacks.progress.tqdm_progress",
-            name,
-            "surge's bar is its own; subclass TQDMProgressBar",
-        )
+    if name == "Tqdm":  # the tqdm class inside Lightning's progress bar
+        from .tqdm_bar import Tqdm
+
+        return Tqdm
     raise AttributeError(f"module 'lightning.pytorch.callbacks' has no attribute {name!r}")
 
 

@@ -7,6 +7,7 @@ script runs as `__main__`. Outside the mode nothing is installed: `import surge 
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.abc
 import importlib.machinery
@@ -20,7 +21,7 @@ from types import FrameType, ModuleType
 
 from ..errors import MisconfigurationError
 from ..rank_zero import global_rank
-from .refuse import DOCS, LightningNameError
+from . import names, standins
 
 ROOTS = ("lightning.pytorch", "pytorch_lightning", "lightning_fabric", "lightning")  # longest first
 TARGET = "surge.lightning"
@@ -70,6 +71,11 @@ MODULES = {
     "utilities.model_summary.model_summary": "utilities.model_summary",
     **{f"fabric.utilities{sub}": f"fabric_utilities{sub}" for sub in FABRIC_UTILITIES},
     "fabric.utilities.imports": "utilities.imports", "fabric.utilities.enums": "fabric_utilities",
+    "utilities.signature_utils": "utilities.signature_utils", "fabric.accelerators.cuda": "fabric_accelerators",
+    **{f"fabric.plugins.io{m}": "plugins.io" for m in ("", ".checkpoint_io", ".torch_io")},
+    **{f"fabric.plugins.precision{m}": "plugins.precision" for m in (
+        "", ".amp", ".double", ".half", ".fsdp", ".precision", ".bitsandbytes", ".deepspeed",
+        ".transformer_engine", ".xla")},
 }  # fmt: skip
 WHOLE = ("callbacks", "loggers", "profilers")  # `callbacks.early_stopping` and the like: the whole module
 DIFFERENCES = (
@@ -81,8 +87,8 @@ DIFFERENCES = (
 
 
 def surge_name(fullname: str) -> str | None:
-    """The surge module behind a Lightning module name; None when `fullname` is not Lightning's.
-    A Lightning module this namespace does not cover raises `LightningNameError`."""
+    """The surge module behind a Lightning module name; None when `fullname` is not Lightning's or
+    surge has no module for it (then `lightning_submodule` gives a stand-in, if Lightning has it)."""
     for root in ROOTS:
         if fullname == root or fullname.startswith(root + "."):
             rel = fullname[len(root) + 1 :]
@@ -91,31 +97,47 @@ def surge_name(fullname: str) -> str | None:
             break
     else:
         return None
-    if rel.split(".")[0] == "fabric" and (root != "lightning" or rel not in MODULES):
-        raise LightningNameError(
-            f"{fullname}: surge has no Fabric (only lightning.fabric.utilities and some of its modules); {DOCS}."
-        )
     head = rel.split(".")[0]
-    mapped = MODULES.get(rel, head if head in WHOLE else None)
+    if head == "fabric" and root != "lightning":
+        return None
+    mapped = MODULES.get(rel)
+    if mapped is None and head in WHOLE and names.is_module(fullname):
+        mapped = head
     if mapped is None:
-        raise LightningNameError(f"{fullname} is not provided by surge's Lightning mode; {DOCS}.")
+        return None
     return f"{TARGET}.{mapped}" if mapped else TARGET
 
 
+def is_lightning(fullname: str) -> bool:
+    """Whether `fullname` is under one of Lightning's package names."""
+    return any(fullname == r or fullname.startswith(r + ".") for r in ROOTS)
+
+
+@functools.cache
+def _behind(target: str) -> tuple[str, ...]:
+    """The Lightning modules (their `lightning.` names) that surge's module `target` stands for."""
+    return tuple(m for m in names.modules() if surge_name(m) == target)
+
+
 def lightning_submodule(fullname: str) -> ModuleType:
-    """`from lightning.pytorch import strategies` as `import lightning.pytorch.strategies`: surge's
-    module where the map has one, else refused by name, never a bare ImportError."""
-    return importlib.import_module(surge_name(fullname) or fullname)
+    """Lightning's module `fullname` in this mode: surge's module where the map has one (with stand-ins
+    for Lightning's names it lacks), a stand-in module where Lightning has it and surge has none, else
+    Lightning's own `ModuleNotFoundError`."""
+    target = surge_name(fullname)
+    if target is not None:
+        return standins.with_fallback(
+            importlib.import_module(target), functools.partial(_behind, target), lightning_submodule
+        )
+    if is_lightning(fullname) and names.is_module(fullname):
+        return standins.standin_module(fullname, lightning_submodule)
+    raise ModuleNotFoundError(f"No module named {fullname!r}", name=fullname)
 
 
 class _Alias(importlib.abc.Loader):
-    """Gives the import system the surge module itself under the Lightning name."""
-
-    def __init__(self, target: str) -> None:
-        self.target = target
+    """Gives the import system surge's module (or a stand-in) under the Lightning name."""
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
-        return importlib.import_module(self.target)
+        return lightning_submodule(spec.name)
 
     def exec_module(self, module: ModuleType) -> None:
         """Already executed when surge imported it."""
@@ -158,11 +180,12 @@ class LightningFinder(importlib.abc.MetaPathFinder):
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
     ) -> importlib.machinery.ModuleSpec | None:
-        name = surge_name(fullname)
-        if name is None or _probing():
+        if not is_lightning(fullname) or _probing():
             return None
+        if surge_name(fullname) is None and not names.is_module(fullname):
+            raise ModuleNotFoundError(f"No module named {fullname!r}", name=fullname)  # as under Lightning
         # A package spec: `lightning.pytorch.callbacks.progress` needs its parent to have a __path__.
-        return importlib.util.spec_from_loader(fullname, _Alias(name), is_package=True)
+        return importlib.util.spec_from_loader(fullname, _Alias(), is_package=True)
 
 
 def install() -> LightningFinder:

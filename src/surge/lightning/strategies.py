@@ -20,7 +20,6 @@ from ..strategies import single as _single
 from ..strategies.base import Layout, Strategy, layout_devices
 from ..strategies.parallel import ProcessGroupStrategy as ParallelStrategy
 from .fsdp_arguments import FSDPArguments
-from .refuse import module_getattr
 
 START_METHODS = ("popen", "spawn", "fork", "forkserver")
 DDP_KWARGS = (
@@ -246,10 +245,13 @@ class SingleDeviceXLAStrategy(XLAStrategy):
     pass
 
 
-__getattr__ = module_getattr(
-    "lightning.pytorch.strategies",
-    {"StrategyRegistry": "surge's strategy names are registered with surge.strategies.register_strategy"},
-)
+def __getattr__(name: str) -> Any:
+    if name == "StrategyRegistry":  # built on first use: it lists surge's strategy names
+        from .registries import strategies
+
+        return strategies()
+    raise AttributeError(f"module 'lightning.pytorch.strategies' has no attribute {name!r}")
+
 
 __all__ = [
     "DDPStrategy",

@@ -1,0 +1,102 @@
+"""Lightning's `StrategyRegistry` and `AcceleratorRegistry` over surge's names: dicts of name -> entry
+(`description`, `init_params`, the class) that a library can `register` into at import time, ask with
+`in` and list. They hold what surge builds: `Trainer(strategy=...)` still reads surge's own registry, and
+a registered class is built only by `get(name)`, where one surge cannot build (a stand-in, a refused
+strategy) is refused by name."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import MisconfigurationError
+
+
+class LightningRegistry(dict):
+    """Name -> `{"description", "init_params", <what>, <what>_name}`, as Lightning's registries."""
+
+    def __init__(self, what: str, entries: dict[str, type]) -> None:
+        super().__init__()
+        self.what = what
+        for name, cls in entries.items():
+            self.register(name, cls, description=f"surge's {cls.__name__}")
+
+    def register(
+        self,
+        name: str,
+        cls: Callable | None = None,
+        description: str = "",
+        override: bool = False,
+        **init_params: Any,
+    ) -> Callable:
+        """Register `cls` (or, without it, the decorated class) under `name` with its constructor's
+        `init_params`; a name registered already needs `override=True`."""
+        if not isinstance(name, str):
+            raise TypeError(f"`name` must be a str, found {name}")
+        if name in self and not override:
+            raise MisconfigurationError(
+                f"'{name}' is already present in the registry. HINT: Use `override=True`."
+            )
+
+        def add(target: Callable) -> Callable:
+            self[name] = {
+                "description": description or "",
+                "init_params": init_params,
+                self.what: target,
+                f"{self.what}_name": name,
+            }
+            return target
+
+        return add if cls is None else add(cls)
+
+    def get(self, name: str, default: Any = None) -> Any:
+        """The object registered under `name`, built with its `init_params`; `default`, else a KeyError."""
+        if name in self:
+            entry = self[name]
+            return entry[self.what](**entry["init_params"])
+        if default is not None:
+            return default
+        raise KeyError(
+            f"'{name}' not found in registry. Available names: {', '.join(sorted(self)) or 'none'}"
+        )
+
+    def remove(self, name: str) -> None:
+        """Forget `name`."""
+        self.pop(name)
+
+    def __str__(self) -> str:
+        return f"Registered {self.what.capitalize()}s: {', '.join(self)}"
+
+
+class StrategyRegistry(LightningRegistry):
+    def available_strategies(self) -> list[str]:
+        """The registered names."""
+        return list(self)
+
+
+class AcceleratorRegistry(LightningRegistry):
+    def available_accelerators(self) -> set[str]:
+        """The registered names."""
+        return set(self)
+
+
+@functools.cache
+def strategies() -> StrategyRegistry:
+    """A registry of the strategy names surge's Trainer takes, with surge's classes."""
+    from ..config.registry import STRATEGIES
+
+    names = (*STRATEGIES.names, *STRATEGIES.aliases)
+    return StrategyRegistry(
+        "strategy", {key: STRATEGIES.get(STRATEGIES.name_of(key) or key) for key in names}
+    )
+
+
+@functools.cache
+def accelerators() -> AcceleratorRegistry:
+    """A registry of surge's accelerators: cpu, cuda, mps."""
+    from ..accelerators import CPUAccelerator, CUDAAccelerator, MPSAccelerator
+
+    return AcceleratorRegistry(
+        "accelerator", {"cpu": CPUAccelerator, "cuda": CUDAAccelerator, "mps": MPSAccelerator}
+    )
