@@ -8,7 +8,9 @@ from pathlib import Path
 
 from ..checkpoint import remove_stale_temporaries
 from ..checkpoint.shard_files import remove_orphan_shards
+from ..config import semantics
 from ..config.paths import DirectoryClaim, writable_dir
+from ..config.run_records import LOCK_IN_DIRECTORY
 from ..errors import MisconfigurationError
 from ..rank_zero import warn
 from .trainer_views import CheckpointRun
@@ -35,7 +37,7 @@ def prepare_directory(
     if stage == "fit":
         error = None
         if trainer.is_global_zero:
-            claim = claim or DirectoryClaim(folder, where)
+            claim = claim or DirectoryClaim(folder, where, in_directory=not semantics.lightning())
             try:
                 claim.acquire()
             except MisconfigurationError as err:
@@ -51,4 +53,4 @@ def prepare_directory(
 
 
 def _has_files(path: Path) -> bool:
-    return path.is_dir() and any(path.iterdir())
+    return path.is_dir() and any(p.name != LOCK_IN_DIRECTORY for p in path.iterdir())
