@@ -56,6 +56,7 @@ class HangWatch:
         self._stop = threading.Event()
         self._prefix = f"surge/hang/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}/"
         self._beats = 0
+        self._seen: tuple[int, float] = (0, 0.0)  # surge's collective in flight at a beat, and since when
         self._lock = threading.Lock()  # the main thread and the heartbeat may both be asked to dump
         self._thread: threading.Thread | None = None
 
@@ -123,7 +124,15 @@ class HangWatch:
                 return
             self._stop.wait(INTERVAL_S)
 
+    def waited_s(self) -> float:
+        """How long surge's collective now in flight has waited, as the heartbeat saw it (to within a
+        beat; 0 when none is in flight)."""
+        seq, since = self._seen
+        return time.monotonic() - since if self.in_flight and seq == self.seq else 0.0
+
     def beat(self) -> dict[str, Any]:
+        if self.in_flight and self._seen[0] != self.seq:
+            self._seen = (self.seq, time.monotonic())
         self._beats += 1
         inner, user = where(main_frame())
         return {
