@@ -119,6 +119,7 @@ class RunLease:
     def acquire(self) -> None:
         """Take the lease, or raise `LeaseHeld` naming the live run that holds it (`OSError` when
         the file cannot be made)."""
+        self.release()  # taken again (a fit after a fit): one refresh thread at a time
         for _ in range(8):  # a stale lease is removed, then made again exclusively (a racing run wins once)
             if self._create():
                 self._held = True
