@@ -60,3 +60,15 @@ def test_the_latest_collective_is_overdue_only_past_its_own_timeout(group):
     assert timeout_ns == 3_000_000_000
     assert overdue_collective(now_ns=made + timeout_ns - 1) is False
     assert overdue_collective(now_ns=made + timeout_ns) is True
+
+
+def test_a_hang_dump_that_cannot_be_written_is_said_in_the_note_not_raised(tmp_path):
+    from surge.strategies.hang_report import _where_dumped
+    from surge.strategies.hang_watch import HangWatch
+
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    watch = HangWatch(rank=0, world_size=2, addr="127.0.0.1", port=1, directory=blocked / "hang")
+    assert watch.dump("a test") is None  # no folder can be made under a file: nothing raised
+    said = _where_dumped(watch, acked=[1])
+    assert said.startswith(f"Stacks: {blocked / 'hang'}/rank{{1}}.txt.") and "Rank 0 could not write its own" in said

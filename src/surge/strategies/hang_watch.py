@@ -14,7 +14,6 @@ nothing; the rank that timed out says so. See `hang_report.py` for how the ranks
 from __future__ import annotations
 
 import atexit
-import contextlib
 import datetime
 import json
 import os
@@ -53,6 +52,7 @@ class HangWatch:
         self.addr, self.port = addr, port
         self.seq, self.collective, self.in_flight = 0, "", False  # surge's own collectives, main thread only
         self.dumped: Path | None = None
+        self.dump_error: str | None = None  # why this rank's stacks could not be written
         self._stop = threading.Event()
         self._prefix = f"surge/hang/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}/"
         self._beats = 0
@@ -143,7 +143,9 @@ class HangWatch:
     def dump(self, why: str, waited: TracebackType | None = None) -> Path | None:
         """Write this rank's stacks once (the first reason wins); None without a run directory."""
         with self._lock:
-            if self.dumped is None and self.directory is not None:
-                with contextlib.suppress(OSError):
+            if self.dumped is None and self.directory is not None and self.dump_error is None:
+                try:
                     self.dumped = write_dump(self.directory, self.rank, self.world_size, why, waited)
+                except OSError as err:  # a record, never the run's end: said in the hang's note
+                    self.dump_error = str(err)
             return self.dumped
