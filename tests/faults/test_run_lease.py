@@ -196,3 +196,22 @@ def test_a_watch_is_said_and_a_holder_whose_lease_was_taken_says_it_lost_it(tmp_
         assert stalled.renew() is False  # it comes back: it does not write over the new holder's lease
     assert Holder.parse(path.read_bytes()).host == "node-a"
     taker.release()
+
+
+def test_a_watch_in_slices_goes_on_across_calls_so_ranks_never_wait_past_their_timeout(tmp_path):
+    """Under DDP rank zero watches in slices (a quarter of the process group's timeout), and every
+    rank hears "still watching" between them: the watch's 30 s add up across the calls."""
+    path = tmp_path / "lease"
+    other = held_by_another_machine(path)
+    clock = FakeClock()
+    mine = observer(path, clock)
+    outcomes = [mine.acquire(budget=10.0) for _ in range(3)]
+    assert outcomes == [False, False, True] and clock.now == 30.0  # 10 + 10 + 10: the TTL, not 3 TTLs
+    mine.release()
+    other._create()  # a live run on node-b again
+    clock2 = FakeClock()
+    again = observer(path, clock2)
+    assert again.acquire(budget=10.0) is False
+    other.renew()  # it refreshed between two slices
+    with pytest.raises(LeaseHeld):
+        again.acquire(budget=10.0)

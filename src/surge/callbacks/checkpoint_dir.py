@@ -35,21 +35,36 @@ def prepare_directory(
         warn(f"Checkpoint directory {folder} exists and is not empty.")
     writable_dir(folder, where)
     if stage == "fit":
-        error = None
-        if trainer.is_global_zero:
-            claim = claim or DirectoryClaim(folder, where, in_directory=not semantics.lightning())
-            try:
-                claim.acquire()
-            except MisconfigurationError as err:
-                error = str(err)
-        if trainer.world_size > 1:
-            error = trainer.strategy.broadcast(error)  # every process raises, none waits on the others
-        if error is not None:
-            raise MisconfigurationError(error)
+        claim = _claim(trainer, folder, where, claim)
     if trainer.is_global_zero:
         remove_stale_temporaries(folder)
         remove_orphan_shards(folder)
     return claim
+
+
+def _claim(
+    trainer: CheckpointRun, folder: Path, where: str, claim: DirectoryClaim | None
+) -> DirectoryClaim | None:
+    """Rank zero takes the folder's lease; with several processes, all of them hear the outcome, in
+    slices of a quarter of the collectives' timeout while rank zero watches another machine's lease
+    (up to its TTL), so no rank waits in a collective past its timeout."""
+    many = trainer.world_size > 1
+    timeout = getattr(trainer.strategy, "timeout", None)
+    budget = timeout.total_seconds() / 4 if many and timeout is not None else None
+    while True:
+        error, pending = None, False
+        if trainer.is_global_zero:
+            claim = claim or DirectoryClaim(folder, where, in_directory=not semantics.lightning())
+            try:
+                pending = not claim.acquire(budget)
+            except MisconfigurationError as err:
+                error = str(err)
+        if many:
+            error, pending = trainer.strategy.broadcast((error, pending))  # every process raises, none waits
+        if error is not None:
+            raise MisconfigurationError(error)
+        if not pending:
+            return claim
 
 
 def _has_files(path: Path) -> bool:

@@ -83,15 +83,17 @@ class DirectoryClaim:
             self.lock, self._error = path, err
         self.lease = RunLease(self.lock)
 
-    def acquire(self) -> None:
-        """Take the directory, or raise `MisconfigurationError` naming the live run that holds it."""
+    def acquire(self, budget: float | None = None) -> bool:
+        """Take the directory (True), or raise `MisconfigurationError` naming the live run that holds
+        it; False when watching another machine's lease took longer than `budget` seconds (call
+        again to go on: `RunLease.acquire`)."""
         if self._error is not None:
             raise MisconfigurationError(
                 f"{self.what}: surge cannot make its folder for the directory's lock ({self._error}); "
                 "set SURGE_CACHE_DIR to a folder this user can write."
             )
         try:
-            self.lease.acquire()
+            return self.lease.acquire(budget)
         except LeaseHeld as held:
             raise MisconfigurationError(
                 f"{self.what} is used by another run that is still going (process {held.holder}, lock file "

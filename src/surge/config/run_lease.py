@@ -114,20 +114,27 @@ class RunLease:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._said = False
+        self._budget: float | None = None
+        self._watching: tuple[Holder, float] | None = None  # the lease being watched, since when
 
     # -- taking and giving back ----------------------------------------------------------------
-    def acquire(self) -> None:
-        """Take the lease, or raise `LeaseHeld` naming the live run that holds it (`OSError` when
-        the file cannot be made)."""
+    def acquire(self, budget: float | None = None) -> bool:
+        """Take the lease (True), or raise `LeaseHeld` naming the live run that holds it (`OSError`
+        when the file cannot be made). With a `budget` (seconds), a watch of another machine's lease
+        that has not concluded by then returns False: call again to go on watching (distributed
+        ranks meanwhile agree to wait, each within their collectives' timeout)."""
         self.release()  # taken again (a fit after a fit): one refresh thread at a time
+        self._budget = budget
         for _ in range(8):  # a stale lease is removed, then made again exclusively (a racing run wins once)
             if self._create():
                 self._held = True
                 atexit.register(self.release)
                 self._start()
-                return
+                return True
             holder = self.read()
             verdict = "gone" if holder is None and not self.path.exists() else self._judge(holder)
+            if verdict == "pending":
+                return False
             if verdict == "live":
                 assert holder is not None
                 raise LeaseHeld(holder)
@@ -176,19 +183,32 @@ class RunLease:
         return self._watch(holder)
 
     def _watch(self, first: Holder) -> str:
-        """Watch another machine's fresh lease for up to `ttl`: refreshed means live."""
-        info(
-            f"the checkpoint folder's lease {str(self.path)!r} is held by process {first} (another "
-            f"machine); waiting up to {self.ttl:g} s for it to be refreshed (a live run) or to lapse"
-        )
-        start = self._clock()
-        while self._clock() - start < self.ttl:
-            self._sleep(min(self.refresh, max(0.0, self.ttl - (self._clock() - start))))
+        """Watch another machine's fresh lease for up to `ttl` in all (over several `acquire` calls
+        when each has a budget): refreshed means live; 'pending' when this call's budget ran out."""
+        if self._watching is not None and _same(self._watching[0], first):
+            if self._watching[0].count != first.count:  # refreshed between two calls
+                self._watching = None
+                return "live"
+        else:
+            info(
+                f"the checkpoint folder's lease {str(self.path)!r} is held by process {first} (another "
+                f"machine); waiting up to {self.ttl:g} s for it to be refreshed (a live run) or to lapse"
+            )
+            self._watching = (first, self._clock())
+        first, start = self._watching
+        end = self._clock() + (self._budget if self._budget is not None else math.inf)
+        while (left := self.ttl - (self._clock() - start)) > 0:
+            if self._clock() >= end:
+                return "pending"
+            self._sleep(min(self.refresh, left, end - self._clock()))
             now = self.read()
-            if now is None or (now.host, now.boot, now.pid) != (first.host, first.boot, first.pid):
+            if now is None or not _same(now, first):
+                self._watching = None
                 return "again"  # given back, or taken by another run meanwhile
             if now.count != first.count:
+                self._watching = None
                 return "live"
+        self._watching = None
         return "stale"
 
     def _mine(self, holder: Holder) -> bool:
@@ -254,6 +274,10 @@ class RunLease:
         if not self._said:
             self._said = True
             warn(f"this run's lease on its checkpoint folder ({str(self.path)!r}) is lost: {why}.")
+
+
+def _same(a: Holder, b: Holder) -> bool:
+    return (a.host, a.boot, a.pid) == (b.host, b.boot, b.pid)
 
 
 def wait(seconds: float) -> None:
