@@ -215,3 +215,20 @@ def test_a_watch_in_slices_goes_on_across_calls_so_ranks_never_wait_past_their_t
     other.renew()  # it refreshed between two slices
     with pytest.raises(LeaseHeld):
         again.acquire(budget=10.0)
+
+
+def test_a_filesystem_without_hard_links_takes_the_lease_by_an_exclusive_create(tmp_path, monkeypatch):
+    def no_links(src, dst):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(run_lease.os, "link", no_links)
+    path = tmp_path / "lease"
+    lease = RunLease(path)
+    assert lease.acquire() is True
+    try:
+        assert Holder.parse(path.read_bytes()).pid == os.getpid()
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["lease"]  # no temporary left
+        with pytest.raises(LeaseHeld):
+            RunLease(path, me=OTHER, clock=FakeClock(), sleep=lambda s: lease.renew()).acquire()
+    finally:
+        lease.release()
