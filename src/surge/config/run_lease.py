@@ -27,6 +27,7 @@ import os
 import socket
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -219,7 +220,11 @@ class RunLease:
         """Make the lease file, whole, only where none exists (False: one does): written to a
         temporary, then hard-linked to its name, which fails if the name is taken (a reader never
         sees a half-written lease)."""
-        tmp = write_replacing(self.path.with_name(f".{self.path.name}.new-{os.getpid()}"), self._record())
+        # (a name checkpoint.remove_stale_temporaries knows: one a killed process left is cleaned)
+        tmp = self.path.with_name(f".{self.path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+        fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        with os.fdopen(fd, "wb") as f:
+            f.write(self._record())
         try:
             os.link(tmp, self.path)
         except FileExistsError:
