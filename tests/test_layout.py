@@ -16,7 +16,7 @@ from surge._moved import MOVED
 SRC = Path(__file__).resolve().parents[1] / "src" / "surge"
 TOP_LEVEL = {
     "__init__.py", "__main__.py", "_moved.py", "assembly.py", "datamodule.py", "demo.py", "errors.py",
-    "rank_zero.py", "seed.py", "trainer.py", "trainer_properties.py", "trainer_stages.py", "trainer_launch.py",
+    "rank_zero.py", "safe_files.py", "seed.py", "trainer.py", "trainer_properties.py", "trainer_stages.py", "trainer_launch.py",
     "version.py",
 }  # fmt: skip
 

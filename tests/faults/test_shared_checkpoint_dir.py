@@ -1,13 +1,14 @@
 """Two runs given the same checkpoint directory: a fit started while another live run holds it is
 refused before any training (before: both wrote, and resumed from, one `last.ckpt`); a lock left by
-a process that is gone is taken over; the directory is given back when the fit ends. The lock lives
-in surge's own folder for the directory (`surge.config.run_records`): the directory holds only
-checkpoints, during the fit as after it."""
+a process that is gone is taken over; the directory is given back when the fit ends. In surge's own
+API the lock (a lease, `surge.config.run_lease`) lives in the directory itself, `.surge-run.lock`,
+while the fit runs: every machine that writes the directory sees it; after the fit the directory
+holds only checkpoints. (The Lightning mode keeps it out of Lightning's folders:
+tests/oracle/test_run_folders.py.)"""
 
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -17,7 +18,8 @@ import pytest
 
 from helpers import TinyModel, fast_trainer, make_loaders
 from surge.callbacks import Callback, ModelCheckpoint
-from surge.config.run_records import lock_file
+from surge.config.run_lease import Holder, machine
+from surge.config.run_records import LOCK_IN_DIRECTORY, lock_file
 from surge.errors import MisconfigurationError
 
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -47,7 +49,7 @@ class Listing(Callback):
 
     def on_train_epoch_end(self, trainer, module):
         self.seen.append(
-            (sorted(p.name for p in self.directory.iterdir()), lock_file(self.directory).exists())
+            (sorted(p.name for p in self.directory.iterdir()), lock_file(self.directory, True).exists())
         )
 
 
@@ -89,8 +91,8 @@ def test_a_directory_a_live_run_holds_is_refused_before_training(tmp_path):
     ]  # lock given back
     _, batches, listing = fit_into(directory)  # free again: the next run goes ahead
     assert batches == [0, 1, 2, 3]
-    assert listing.seen == [(["epoch=0-step=4.ckpt", "last.ckpt"], True)]  # held, and not in the directory
-    assert not lock_file(directory).exists()
+    assert listing.seen == [([LOCK_IN_DIRECTORY, "epoch=0-step=4.ckpt", "last.ckpt"], True)]  # held, in it
+    assert not lock_file(directory, True).exists()
 
 
 def test_a_lock_of_a_process_that_is_gone_is_taken_over(tmp_path):
@@ -98,10 +100,11 @@ def test_a_lock_of_a_process_that_is_gone_is_taken_over(tmp_path):
     gone.wait()
     directory = tmp_path / "ckpts"
     directory.mkdir()
-    lock_file(directory).write_text(f"{socket.gethostname()} {gone.pid}")
+    host, boot = machine()
+    lock_file(directory, True).write_bytes(Holder(host, boot, gone.pid, 1, time.time()).to_bytes())
     _, batches, _ = fit_into(directory)
     assert batches == [0, 1, 2, 3]
-    assert not lock_file(directory).exists()
+    assert not lock_file(directory, True).exists()
 
 
 def test_fits_one_after_another_in_one_process_share_the_directory(tmp_path):

@@ -8,7 +8,9 @@ from pathlib import Path
 
 from ..checkpoint import remove_stale_temporaries
 from ..checkpoint.shard_files import remove_orphan_shards
+from ..config import semantics
 from ..config.paths import DirectoryClaim, writable_dir
+from ..config.run_records import LOCK_IN_DIRECTORY
 from ..errors import MisconfigurationError
 from ..rank_zero import warn
 from .trainer_views import CheckpointRun
@@ -31,22 +33,37 @@ def prepare_directory(
     if trainer.is_global_zero and warn_if_full and _has_files(folder):
         warn(f"Checkpoint directory {folder} exists and is not empty.")
     writable_dir(folder, where)
-    error = None
-    if trainer.is_global_zero:
-        claim = claim or DirectoryClaim(folder, where)
-        try:
-            claim.acquire()
-        except MisconfigurationError as err:
-            error = str(err)
-    if trainer.world_size > 1:
-        error = trainer.strategy.broadcast(error)  # every process raises, none waits on the others
-    if error is not None:
-        raise MisconfigurationError(error)
+    claim = _claim(trainer, folder, where, claim)
     if trainer.is_global_zero:
         remove_stale_temporaries(folder)
         remove_orphan_shards(folder)
     return claim
 
 
+def _claim(
+    trainer: CheckpointRun, folder: Path, where: str, claim: DirectoryClaim | None
+) -> DirectoryClaim | None:
+    """Rank zero takes the folder's lease; with several processes, all of them hear the outcome, in
+    slices of a quarter of the collectives' timeout while rank zero watches another machine's lease
+    (up to its TTL), so no rank waits in a collective past its timeout."""
+    many = trainer.world_size > 1
+    timeout = getattr(trainer.strategy, "timeout", None)
+    budget = timeout.total_seconds() / 4 if many and timeout is not None else None
+    while True:
+        error, pending = None, False
+        if trainer.is_global_zero:
+            claim = claim or DirectoryClaim(folder, where, in_directory=not semantics.lightning())
+            try:
+                pending = not claim.acquire(budget)
+            except MisconfigurationError as err:
+                error = str(err)
+        if many:
+            error, pending = trainer.strategy.broadcast((error, pending))  # every process raises, none waits
+        if error is not None:
+            raise MisconfigurationError(error)
+        if not pending:
+            return claim
+
+
 def _has_files(path: Path) -> bool:
-    return path.is_dir() and any(path.iterdir())
+    return path.is_dir() and any(p.name != LOCK_IN_DIRECTORY for p in path.iterdir())

@@ -1,20 +1,18 @@
 """Directories a run writes to: checked when given (a file or a dangling link is refused) and at
 fit start (created if missing, then written to once), so a bad path fails before any training;
-and claimed by one run at a time (`DirectoryClaim`, whose lock file lives in surge's own folder for
-the directory, `run_records.py`, not in the directory itself)."""
+and claimed by one run at a time (`DirectoryClaim`, a lease: `run_lease.py`; where its file lives:
+`run_records.py`)."""
 
 from __future__ import annotations
 
-import atexit
-import contextlib
 import errno
 import os
-import socket
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from ..errors import MisconfigurationError, SurgeTypeError
+from .run_lease import LeaseHeld, RunLease
 from .run_records import lock_file
 
 
@@ -65,80 +63,50 @@ def _describe(err: OSError) -> str:
 
 
 class DirectoryClaim:
-    """A run's hold on a directory it writes checkpoints to: a lock file naming the host and pid,
-    kept in surge's folder for the directory (`run_records.lock_file`), so the directory holds only
-    checkpoints.
+    """A run's hold on a directory it writes checkpoints to: a lease (`run_lease.RunLease`) naming
+    the machine and pid, refreshed while the run lives. In surge's own API it lives in the directory
+    itself (`.surge-run.lock`), which every machine writing the directory sees; in the Lightning
+    mode, whose folders hold exactly Lightning's files, in surge's folder for the directory
+    (`run_records.lock_file`), seen by the runs that share `SURGE_CACHE_DIR`.
 
     Two live runs given the same directory would share (and overwrite, or resume from) each other's
-    `last.ckpt`; the second is refused. A lock left by a process that is gone is taken over; the same
-    process may claim again (fit after fit). Released when the run ends, or at the process's exit."""
+    `last.ckpt`; the second is refused. A lease whose run is gone (killed on any machine) lapses and
+    is taken over; the same process may claim again (fit after fit). Released when the run ends, or
+    at the process's exit."""
 
-    def __init__(self, path: Path, what: str) -> None:
+    def __init__(self, path: Path, what: str, in_directory: bool = False) -> None:
         self.what = what
-        self._held = False
         self._error: OSError | None = None
         try:
-            self.lock = lock_file(path)
+            self.lock = lock_file(path, in_directory)
         except OSError as err:  # raised by acquire(), where every rank hears of it
             self.lock, self._error = path, err
+        self.lease = RunLease(self.lock)
 
-    def acquire(self) -> None:
-        """Take the directory, or raise `MisconfigurationError` naming the live run that holds it."""
-        me = f"{socket.gethostname()} {os.getpid()}"
+    def acquire(self, budget: float | None = None) -> bool:
+        """Take the directory (True), or raise `MisconfigurationError` naming the live run that holds
+        it; False when watching another machine's lease took longer than `budget` seconds (call
+        again to go on: `RunLease.acquire`)."""
         if self._error is not None:
             raise MisconfigurationError(
                 f"{self.what}: surge cannot make its folder for the directory's lock ({self._error}); "
                 "set SURGE_CACHE_DIR to a folder this user can write."
             )
-        for _ in range(3):  # a stale lock is removed, then created again exclusively (a racing run wins once)
-            try:
-                fd = os.open(self.lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-            except FileExistsError:
-                holder = self._holder()
-                if holder == me or not _alive(holder):
-                    with contextlib.suppress(FileNotFoundError):
-                        os.unlink(self.lock)
-                    continue
-                raise MisconfigurationError(
-                    f"{self.what} is used by another run that is still going (process {holder}, lock file "
-                    f"{str(self.lock)!r}): two runs in one directory overwrite and resume each other's "
-                    "checkpoints. Give this run its own dirpath, or wait for that run to end (if it is "
-                    "gone, delete the lock file)."
-                ) from None
-            with os.fdopen(fd, "w") as f:
-                f.write(me)
-            self._held = True
-            atexit.register(self.release)
-            return
-        raise MisconfigurationError(f"{self.what}: could not take the lock file {str(self.lock)!r}.")
+        try:
+            return self.lease.acquire(budget)
+        except LeaseHeld as held:
+            raise MisconfigurationError(
+                f"{self.what} is used by another run that is still going (process {held.holder}, lock file "
+                f"{str(self.lock)!r}, refreshed every {self.lease.refresh:g} s): two runs in one directory "
+                "overwrite and resume each other's checkpoints. Give this run its own dirpath, or wait for "
+                f"that run to end (a run that is gone stops refreshing it, and its lock lapses after "
+                f"{self.lease.ttl:g} s)."
+            ) from None
+        except OSError as err:
+            raise MisconfigurationError(
+                f"{self.what}: could not take the lock file {str(self.lock)!r} ({err})."
+            ) from err
 
     def release(self) -> None:
         """Give the directory back (a no-op if not held)."""
-        if self._held:
-            self._held = False
-            atexit.unregister(self.release)
-            with contextlib.suppress(OSError):
-                if self._holder() == f"{socket.gethostname()} {os.getpid()}":
-                    os.unlink(self.lock)
-
-    def _holder(self) -> str:
-        try:
-            return self.lock.read_text().strip()
-        except OSError:
-            return ""
-
-
-def _alive(holder: str) -> bool:
-    """Whether the process a lock names may still run (one on another host is assumed to)."""
-    host, _, pid = holder.rpartition(" ")
-    if not pid.isdigit():
-        return False  # an unreadable or half-written lock
-    if host != socket.gethostname():
-        return True
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # another user's live process
-    return True
+        self.lease.release()

@@ -1,16 +1,18 @@
 """Where surge keeps its own files of a run: the goodput heartbeat (`goodput.json`) and the claim
-on a checkpoint folder (`run.lock`). Never in a checkpoint folder, never in the working directory:
+on a checkpoint folder (a lease, `config/run_lease.py`). Never in the working directory:
 
 - surge's own API with a logger: the heartbeat goes in the run's log folder (`trainer.log_dir`);
 - otherwise (no logger, or the Lightning mode, whose folders hold exactly Lightning's files): in
   surge's folder for that directory, `$SURGE_CACHE_DIR/folders/<name>-<key>/` (by default
   `~/.cache/surge`), the key a hash of the directory's absolute path and inode;
-- the claim on a checkpoint folder always lives in surge's folder for it.
+- the claim on a checkpoint folder: in surge's own API in the folder itself (`.surge-run.lock`,
+  seen by every machine that writes the folder); in the Lightning mode in surge's folder for it
+  (`run.lock`).
 
 The inode in the key tells two node-local directories of one path apart (`/tmp/ckpts` on two
-machines), while one directory on a shared filesystem has one key on every machine; so two runs on
-two machines are refused one checkpoint folder when `SURGE_CACHE_DIR` is shared too (a home folder
-every node mounts). See docs/long_runs.md#where-surges-own-files-live.
+machines), while one directory on a shared filesystem has one key on every machine; so in the
+Lightning mode two runs on two machines are refused one checkpoint folder when `SURGE_CACHE_DIR` is
+shared too (a home folder every node mounts). See docs/long_runs.md#where-surges-own-files-live.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from ..rank_zero import warn
 
 HEARTBEAT_FILE = "goodput.json"
 LOCK_FILE = "run.lock"
+LOCK_IN_DIRECTORY = ".surge-run.lock"  # surge's own API: the lease in the checkpoint folder it claims
 
 
 def surge_home() -> Path:
@@ -69,9 +72,11 @@ def _say_fallback(home: Path, err: OSError) -> None:
         )
 
 
-def lock_file(directory: str | os.PathLike[str]) -> Path:
-    """The file that claims checkpoint folder `directory` for one live run."""
-    return folder_of(directory) / LOCK_FILE
+def lock_file(directory: str | os.PathLike[str], in_directory: bool = False) -> Path:
+    """The file that claims checkpoint folder `directory` for one live run: in it when
+    `in_directory` (surge's own API: every machine that writes the folder sees it), else in
+    surge's folder for it (the Lightning mode)."""
+    return Path(directory) / LOCK_IN_DIRECTORY if in_directory else folder_of(directory) / LOCK_FILE
 
 
 def heartbeat_file(log_dir: str | os.PathLike[str], own_folder: bool) -> Path:

@@ -13,6 +13,9 @@ from pathlib import Path
 from ..errors import bad_value
 
 _TIME = re.compile(r"^(\d+-)?\d{1,3}(:\d{2}){0,2}$")
+# What an #SBATCH line may carry unquoted: no space, quote, newline or other control character (a
+# newline in a value would end the directive and start a command of the batch script).
+_WORD = re.compile(r"^[A-Za-z0-9_.+,%@=:/-]+$")
 
 
 @dataclass(kw_only=True)
@@ -43,9 +46,20 @@ class SbatchJob:
             raise bad_value("--tasks-per-node", self.tasks_per_node, "an int >= 1")
         if not _TIME.match(self.time):
             raise bad_value("--time", self.time, 'SLURM time such as "02:00:00", "90" or "1-12:00:00"')
+        for arg, value in (
+            ("--job-name", self.job_name),
+            ("--partition", self.partition),
+            ("--output", self.output),
+        ):
+            if value is not None and not _WORD.match(value):
+                raise bad_value(
+                    arg,
+                    value,
+                    "letters, digits and _.+,%@=:/- only (no space, quote, newline or control character)",
+                )
 
     def render(self) -> str:
-        name = self.job_name or f"surge-{Path(self.script).stem}"
+        name = self.job_name or re.sub(r"[^A-Za-z0-9_.+-]", "_", f"surge-{Path(self.script).stem}")
         lines = [
             "#!/bin/bash",
             f"#SBATCH --job-name={name}",

@@ -14,6 +14,7 @@ checkpoint, which is the work a resumed run does again (`redone`). See docs/long
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 import uuid
@@ -25,7 +26,9 @@ from typing import Any
 
 import torch
 
+from ..errors import CheckpointError
 from ..rank_zero import info
+from ..safe_files import read_bounded
 from .flops import StepFlops
 
 VERSION = 1
@@ -46,6 +49,8 @@ CATEGORIES = (
     "other",  # what no category above claims (and the "other" of a checkpoint that had no setup)
 )
 LOST_TO_RESTARTS = ("redone", "downtime", "startup", "resume")
+MAX_SECONDS = 1e9  # about 31 years: more in an entry is not a time this job took
+MAX_HEARTBEAT_BYTES = 1 << 16
 
 
 @dataclass(frozen=True)
@@ -146,6 +151,7 @@ class GoodputLedger:
         self.flops: StepFlops | None = None
         self._before: dict[str, float] = dict.fromkeys(CATEGORIES, 0.0)  # the earlier runs' seconds
         self._cached_from: str = ""  # compiled artifacts this run loaded (restarts without recompiling)
+        self._served: Callable[[], int] = _none_served  # how many graphs they served so far
         self._saver_compile_s: float | None = None  # the compile seconds of the run that saved them
 
     # -- the clock -------------------------------------------------------------------------------
@@ -233,9 +239,10 @@ class GoodputLedger:
         totals = self.totals()
         return {c: totals[c] - self._before[c] for c in CATEGORIES}
 
-    def compiled_from(self, source: Path) -> None:
-        """This run loaded compiled artifacts (saved beside its checkpoint): said with the time saved."""
-        self._cached_from = str(source)
+    def compiled_from(self, source: Path, served: Callable[[], int]) -> None:
+        """This run loaded compiled artifacts (saved beside its checkpoint): said with the time saved,
+        or, when `served()` counts no graph taken from them, that they served nothing."""
+        self._cached_from, self._served = str(source), served
 
     def save_into(self, checkpoint: dict[str, Any]) -> None:
         """Its entry in surge's own part of a checkpoint (the keys Lightning reads are unchanged)."""
@@ -243,17 +250,27 @@ class GoodputLedger:
             checkpoint.setdefault("surge", {})["goodput"] = self.state_dict()
 
     def restore_from(self, checkpoint: Mapping[str, Any], path: Any = None) -> None:
-        resume(self, checkpoint)
+        resume(self, checkpoint, path)
 
-    def load_state_dict(self, saved: Mapping[str, Any] | None, heartbeat: Mapping[str, Any] | None) -> None:
-        """Take over the job's history from a checkpoint's entry, and book what the restart lost
-        (see `restart_losses`). An entry of a newer version or none at all: this run is counted
-        alone, and said so."""
+    def load_state_dict(
+        self,
+        saved: Mapping[str, Any] | None,
+        heartbeat: Mapping[str, Any] | None,
+        where: str = "the checkpoint",
+    ) -> None:
+        """Take over the job's history from a checkpoint's entry (checked: `CheckpointError` naming a
+        malformed key), and book what the restart lost (see `restart_losses`). An entry of a newer
+        version or none at all: this run is counted alone, and said so."""
         if not saved or saved.get("version") != VERSION:
-            why = "none" if not saved else f"version {saved.get('version')!r}, this surge reads {VERSION}"
+            why = (
+                "none"
+                if not saved
+                else f"version {repr(saved.get('version'))[:40]}, this surge reads {VERSION}"
+            )
             self.notes.append(f"the checkpoint holds no goodput accounting ({why}): earlier runs not counted")
             return
-        self.job, self.runs = str(saved["job"]), int(saved["runs"]) + 1
+        saved = checked_entry(saved, where)
+        self.job, self.runs = saved["job"], saved["runs"] + 1
         for c, s in saved["seconds"].items():
             self.seconds[c if c in self.seconds else "other"] += float(s)
         self._before = dict(self.seconds)
@@ -277,10 +294,15 @@ class GoodputLedger:
         seconds = self.totals()
         extra = self.flops.values(seconds["train"], batches) if self.flops is not None else {}
         notes, run = list(self.notes), self.run_seconds()
-        if self._cached_from:
+        if self._cached_from and self._served() > 0:
             notes.append(
                 f"compile: {run['compile']:.2f} s in this run with the compiled artifacts saved beside its "
                 f"checkpoint (the run that saved them compiled for {self._saver_compile_s or 0.0:.2f} s)"
+            )
+        elif self._cached_from:
+            notes.append(
+                f"compile: {run['compile']:.2f} s; the artifacts read from {self._cached_from} served none of this "
+                "run's graphs (another model's, or other settings'): it compiled afresh"
             )
         if extra.get("flops_per_s") and extra.get("mfu") is None and extra.get("device", "cpu") != "cpu":
             notes.append(f"no MFU: {extra['device']}'s dense peak is not in surge's table (PEAK_DENSE_FLOPS)")
@@ -327,20 +349,74 @@ _first_fit = [True]  # the process's first fit: its start is this process's star
 
 
 def read_heartbeat(path: str) -> dict[str, Any] | None:
+    """The heartbeat at `path` (a path a checkpoint names): read only when it is a regular file of
+    bounded size, and kept only when its time is a finite number; else None (no heartbeat)."""
     if not path:
         return None
     try:
-        record = json.loads(Path(path).read_text())
+        record = json.loads(read_bounded(path, MAX_HEARTBEAT_BYTES))
     except (OSError, ValueError):
         return None
-    return record if isinstance(record, dict) and "time" in record else None
+    if not isinstance(record, dict) or not _number(record.get("time"), 0.0, 1e11):
+        return None
+    return record
 
 
-def resume(ledger: GoodputLedger, ckpt: Mapping[str, Any]) -> None:
+def checked_entry(saved: Any, where: str) -> Mapping[str, Any]:
+    """A checkpoint's goodput entry of this version, each value checked (`CheckpointError` naming
+    the key, as for the rest of the checkpoint)."""
+    if not isinstance(saved, Mapping):
+        raise _malformed(where, "", saved, "a dict")
+    expect: dict[str, tuple[Callable[[Any], bool], str]] = {
+        "job": (lambda v: isinstance(v, str) and 0 < len(v) <= 200, "a job id (a short string)"),
+        "run": (lambda v: isinstance(v, str) and 0 < len(v) <= 200, "a run id (a short string)"),
+        "runs": (lambda v: type(v) is int and 1 <= v <= 10**9, "a count of runs (1 or more)"),
+        "saved_at": (lambda v: _number(v, 0.0, 1e11), "a Unix time"),
+        "heartbeat": (lambda v: isinstance(v, str) and len(v) <= 4096, "a path (a string)"),
+        "seconds": (_seconds, f"a dict of category: seconds (each from 0 to {MAX_SECONDS:g})"),
+    }
+    for key, (ok, what) in expect.items():
+        if key not in saved or not ok(saved[key]):
+            raise _malformed(where, key, saved.get(key, "<missing>"), what)
+    if "run_compile_s" in saved and not _number(saved["run_compile_s"], 0.0, MAX_SECONDS):
+        raise _malformed(where, "run_compile_s", saved["run_compile_s"], f"seconds (0 to {MAX_SECONDS:g})")
+    return saved
+
+
+def _number(value: Any, low: float, high: float) -> bool:
+    return (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and low <= value <= high
+    )
+
+
+def _seconds(value: Any) -> bool:
+    return (
+        isinstance(value, Mapping)
+        and len(value) <= 64
+        and all(isinstance(k, str) and _number(v, 0.0, MAX_SECONDS) for k, v in value.items())
+    )
+
+
+def _malformed(where: str, key: str, value: Any, what: str) -> CheckpointError:
+    name = "surge.goodput" + (f".{key}" if key else "")
+    return CheckpointError(
+        f"{where}: its {name} = {repr(value)[:80]} is not {what}; the checkpoint is damaged"
+    )
+
+
+def resume(ledger: GoodputLedger, ckpt: Mapping[str, Any], path: Any = None) -> None:
     """Take over the job's accounting from a loaded checkpoint, with its run's heartbeat."""
+    where = f"checkpoint {path}" if path is not None else "the checkpoint"
     surge = ckpt.get("surge")
     saved = surge.get("goodput") if isinstance(surge, Mapping) else None
-    ledger.load_state_dict(saved, read_heartbeat(str(saved.get("heartbeat", ""))) if saved else None)
+    if saved is not None and not isinstance(saved, Mapping):
+        raise _malformed(where, "", saved, "a dict")
+    current = saved is not None and saved.get("version") == VERSION
+    heartbeat = read_heartbeat(checked_entry(saved, where)["heartbeat"]) if current else None
+    ledger.load_state_dict(saved, heartbeat, where)
 
 
 def _si(value: float) -> str:
@@ -352,6 +428,10 @@ def _si(value: float) -> str:
 
 def _no_wait() -> float:
     return 0.0
+
+
+def _none_served() -> int:
+    return 0
 
 
 REPORTS = ("line", "table", "off")  # Trainer(goodput_report=...)

@@ -7,7 +7,6 @@ Only fit-level hooks are overridden here (none per batch): the loop calls nothin
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import threading
@@ -19,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 from ..callbacks.base import Callback
 from ..config import semantics
 from ..config.run_records import heartbeat_file
-from ..rank_zero import warn
+from ..rank_zero import info, warn
+from ..safe_files import write_replacing
 from ..speed.compiling import compile_events
 from .goodput import REPORTS, GoodputLedger, say
 
@@ -41,6 +41,7 @@ class Heartbeat:
         self.path, self.ledger = path, ledger
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._said = False  # a write failed (said once)
 
     def start(self) -> None:
         self._write("running")
@@ -60,10 +61,13 @@ class Heartbeat:
 
     def _write(self, status: str) -> None:
         record = {"job": self.ledger.job, "run": self.ledger.run, "time": time.time(), "status": status}
-        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
-        with contextlib.suppress(OSError):  # a run directory that vanished: no heartbeat, nothing else lost
-            tmp.write_text(json.dumps(record))
-            os.replace(tmp, self.path)
+        try:
+            write_replacing(self.path, json.dumps(record).encode())
+        except OSError as err:  # a run directory that vanished or filled: no heartbeat, nothing else lost
+            if not self._said:
+                self._said = True
+                info(f"goodput: the heartbeat {self.path} cannot be written ({err}); a resumed run will count "
+                     "this run's time after its last checkpoint as downtime")  # fmt: skip
 
 
 class GoodputWatch(Callback):
@@ -117,8 +121,9 @@ class GoodputWatch(Callback):
         self.ledger.move("teardown")
 
     def on_fit_end(self, trainer: Trainer, pl_module: Module) -> None:
-        with self.ledger.timed("checkpoint_async"):
-            trainer.strategy.finish_checkpoints()  # what it would wait for right after: counted now
+        if trainer.strategy.checkpoint_writer.asynchronous:  # (no background writes: nothing to book)
+            with self.ledger.timed("checkpoint_async"):
+                trainer.strategy.finish_checkpoints()  # what it would wait for right after: counted now
         self._end("finished")
         goodput = trainer.goodput
         if goodput is None or not trainer.is_global_zero:

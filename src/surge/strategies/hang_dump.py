@@ -1,7 +1,8 @@
 """What a rank writes when a job hangs: every thread's Python stack and torch's flight recorder.
 
 Read by a person after the fact, so plain text: `<dir>/rank{r}.txt`, with the flight recorder's
-full trace beside it (`rank{r}.flight.json`) when the backend keeps one.
+full trace beside it (`rank{r}.flight.json`) when the backend keeps one; written without following
+a link planted under either name (`safe_files.write_replacing`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from types import FrameType, TracebackType
 from typing import Any
 
 import torch
+
+from ..safe_files import write_replacing
 
 _LIBRARY = tuple(
     str(Path(p).resolve())
@@ -43,6 +46,23 @@ def torch_position() -> dict[str, int] | None:
             "completed": int(status["last_completed_collective"]),
         }
     except (KeyError, ValueError, TypeError):
+        return None
+
+
+def overdue_collective(now_ns: int | None = None) -> bool | None:
+    """Whether the default process group's latest collective has waited its own timeout (torch's
+    flight recorder: when it was made, and its timeout); None without a recorder to tell."""
+    raw = _flight_recorder(collectives=True)
+    if raw is None:
+        return None
+    try:
+        entries = [e for e in json.loads(raw).get("entries", []) if str(e.get("pg_id", 0)) == "0"]
+        if not entries:
+            return False
+        latest = max(entries, key=lambda e: int(e["collective_seq_id"]))
+        waited_ns = (time.time_ns() if now_ns is None else now_ns) - int(latest["time_created_ns"])
+        return waited_ns >= int(latest["timeout_ms"]) * 1_000_000
+    except (KeyError, ValueError, TypeError, AttributeError):
         return None
 
 
@@ -107,9 +127,7 @@ def write_dump(
             continue  # the dumping thread itself (the heartbeat): its stack is this function
         lines += [f"Thread {names.get(ident, '?')} ({ident}):", *_lines(traceback.format_stack(frame)), ""]
     lines += _recorder_lines(directory, rank)
-    path = directory / f"rank{rank}.txt"
-    path.write_text("\n".join(lines) + "\n")
-    return path
+    return write_replacing(directory / f"rank{rank}.txt", ("\n".join(lines) + "\n").encode())
 
 
 def _lines(formatted: list[str]) -> list[str]:
@@ -126,7 +144,7 @@ def _recorder_lines(directory: Path, rank: int) -> list[str]:
             f"== flight recorder: none ({backend} backend; this torch keeps no flight recorder for it, or "
             "it is off: TORCH_FR_BUFFER_SIZE / TORCH_NCCL_TRACE_BUFFER_SIZE) =="
         ]
-    (directory / f"rank{rank}.flight.json").write_text(raw)
+    write_replacing(directory / f"rank{rank}.flight.json", raw.encode())
     trace: dict[str, Any] = json.loads(raw)
     out = [
         f"== flight recorder ({backend}): the last collectives of this rank (all: rank{rank}.flight.json) =="

@@ -108,6 +108,9 @@ def _where_dumped(watch: HangWatch, acked: list[int]) -> str:
     if watch.directory is None:
         return "No stacks were written (no run directory)."
     ranks = [watch.rank, *acked] if watch.dumped is not None else acked
-    silent = sorted(set(range(watch.world_size)) - set(ranks))
+    silent = sorted(set(range(watch.world_size)) - set(ranks) - {watch.rank})
     text = f"Stacks: {watch.directory}/rank{{{','.join(map(str, sorted(ranks)))}}}.txt"
-    return text + (f" (none from rank(s) {silent}: not answering)." if silent else ".")
+    text += f" (none from rank(s) {silent}: not answering)." if silent else "."
+    if watch.dump_error is not None:
+        text += f" Rank {watch.rank} could not write its own ({watch.dump_error})."
+    return text

@@ -14,7 +14,6 @@ nothing; the rank that timed out says so. See `hang_report.py` for how the ranks
 from __future__ import annotations
 
 import atexit
-import contextlib
 import datetime
 import json
 import os
@@ -53,9 +52,11 @@ class HangWatch:
         self.addr, self.port = addr, port
         self.seq, self.collective, self.in_flight = 0, "", False  # surge's own collectives, main thread only
         self.dumped: Path | None = None
+        self.dump_error: str | None = None  # why this rank's stacks could not be written
         self._stop = threading.Event()
         self._prefix = f"surge/hang/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}/"
         self._beats = 0
+        self._seen: tuple[int, float] = (0, 0.0)  # surge's collective in flight at a beat, and since when
         self._lock = threading.Lock()  # the main thread and the heartbeat may both be asked to dump
         self._thread: threading.Thread | None = None
 
@@ -123,7 +124,15 @@ class HangWatch:
                 return
             self._stop.wait(INTERVAL_S)
 
+    def waited_s(self) -> float:
+        """How long surge's collective now in flight has waited, as the heartbeat saw it (to within a
+        beat; 0 when none is in flight)."""
+        seq, since = self._seen
+        return time.monotonic() - since if self.in_flight and seq == self.seq else 0.0
+
     def beat(self) -> dict[str, Any]:
+        if self.in_flight and self._seen[0] != self.seq:
+            self._seen = (self.seq, time.monotonic())
         self._beats += 1
         inner, user = where(main_frame())
         return {
@@ -134,7 +143,9 @@ class HangWatch:
     def dump(self, why: str, waited: TracebackType | None = None) -> Path | None:
         """Write this rank's stacks once (the first reason wins); None without a run directory."""
         with self._lock:
-            if self.dumped is None and self.directory is not None:
-                with contextlib.suppress(OSError):
+            if self.dumped is None and self.directory is not None and self.dump_error is None:
+                try:
                     self.dumped = write_dump(self.directory, self.rank, self.world_size, why, waited)
+                except OSError as err:  # a record, never the run's end: said in the hang's note
+                    self.dump_error = str(err)
             return self.dumped

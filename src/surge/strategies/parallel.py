@@ -9,6 +9,7 @@ from __future__ import annotations
 import atexit
 import datetime
 import gc
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ from ..rank_zero import warn
 from ..seed import last_seeding, seed_everything
 from .base import Layout, Strategy
 from .collectives import gather_tensor, reduce_tensor
-from .hang_watch import HangWatch, group_store_address
+from .hang_watch import INTERVAL_S, HangWatch, group_store_address
 
 RERUN = (
     "\nThis rank was started by an earlier Trainer(devices=N) of the script, which runs the script again from its "
@@ -299,9 +300,13 @@ class ProcessGroupStrategy(Strategy):
 
     def explain_failure(self, err: BaseException) -> None:
         """Add a note to a collective timeout: which collective, which rank waited, which rank
-        stopped and where (every live rank's stacks are dumped to the run directory's hang/)."""
-        text = str(err)
-        if "timed out" not in text.lower() and "timeout" not in text.lower():
+        stopped and where (every live rank's stacks are dumped to the run directory's hang/).
+
+        A timeout is known from the collective, never from the error's wording: the error was
+        raised by a collective (torch.distributed's code, or DDP's gradient allreduce at the end
+        of backward), and that collective waited its own timeout (torch's flight recorder; without
+        one, surge's own collective as its heartbeat saw it)."""
+        if not (_raised_by_collective(err) and self._waited_timeout()):
             return
         collective = _collective_of(err)
         peers = [r for r in range(self.world_size) if r != self.global_rank]
@@ -319,6 +324,14 @@ class ProcessGroupStrategy(Strategy):
         )
         if hasattr(err, "add_note"):
             err.add_note(note)
+
+    def _waited_timeout(self) -> bool:
+        from .hang_dump import overdue_collective
+
+        overdue = overdue_collective()
+        if overdue is not None:
+            return overdue
+        return self.hangs is not None and self.hangs.waited_s() >= self.timeout.total_seconds() - INTERVAL_S
 
     # -- tear-down -------------------------------------------------------------------------
     def _destroy_at_exit(self) -> None:
@@ -369,6 +382,21 @@ def _timeout(value: Any) -> datetime.timedelta:
             "timeout", value, "a positive datetime.timedelta or number of seconds (None: 30 minutes)"
         )
     return delta
+
+
+_DISTRIBUTED = os.path.dirname(os.path.abspath(dist.__file__)) + os.sep
+
+
+def _raised_by_collective(err: BaseException) -> bool:
+    """Whether `err` came out of a collective: its innermost frame is torch.distributed's code, or
+    autograd's engine (DDP's gradient allreduce is waited for at the end of backward)."""
+    tb = err.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    code = tb.tb_frame.f_code
+    return code.co_name == "_engine_run_backward" or _DISTRIBUTED in os.path.abspath(code.co_filename)
 
 
 def _collective_of(err: BaseException) -> str:
