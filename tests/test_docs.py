@@ -124,3 +124,13 @@ def test_relative_links_lead_to_files():
     readme = (ROOT / "README.md").read_text().split("## Documentation", 1)[1].split("\n## ", 1)[0]
     listed = set(re.findall(r"\]\((docs/\w+\.md)\)", readme))
     assert listed == {f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md")}  # every page, linked
+
+
+def test_the_first_hour_reads_in_short_sentences():
+    text = re.sub(r"```.*?```", "", (ROOT / "docs" / "first_hour.md").read_text(), flags=re.DOTALL)
+    parts = [p for p in re.split(r"\n\s*\n|\n- |^#.*$", text, flags=re.MULTILINE) if p and p.strip()]
+    sentences = [
+        s.split() for p in parts for s in re.split(r"(?<=[.!?:])\s+(?=[A-Z`\[])", " ".join(p.split()))
+    ]
+    lengths = [len(s) for s in sentences if len(s) > 1]
+    assert sum(lengths) / len(lengths) < 14 and max(lengths) < 20, sorted(lengths)[-5:]

@@ -44,14 +44,16 @@ class HelpFormatter(DefaultHelpFormatter):
 def group_trainer_options(parser: Any) -> None:
     """Move the `--trainer.NAME` options into one argument group per meanings group, in its order,
     each with its meaning as its help. Help only: parsing does not read the groups."""
-    section = parser.groups[SECTION]
-    section.title = "Trainer"
-    section.description = "surge.Trainer's arguments follow, grouped as in docs/trainer.md."
+    section = parser.groups[SECTION]  # jsonargparse's group, titled by the Trainer's summary: left empty
+    head = parser.add_argument_group("Trainer", "surge.Trainer's arguments, grouped as in docs/trainer.md.")
     options: dict[str, list[argparse.Action]] = {}
-    for action in section._group_actions:
+    for action in list(section._group_actions):
         name = _option_name(action)
         if name is not None:
             options.setdefault(name, []).append(action)
+        else:  # `--trainer CONFIG`
+            section._group_actions.remove(action)
+            head._group_actions.append(action)
     for title, arguments in GROUPS:
         group = parser.add_argument_group(f"Trainer: {title.lower()}")
         for name, meaning in arguments.items():
