@@ -26,7 +26,7 @@ FENCE = re.compile(r"```(\w+)( file=\S+)?\n(.*?)```", re.DOTALL)
 # Lines not run here: where they run instead, and what that file holds to run them.
 ELSEWHERE = {
     "python -m pytest -q -rs": (".ci/run", "python -m pytest"),  # the suite itself
-    # 20 epochs (17 s), timed there; docs/first_hour.md runs the same command with --epochs 2
+    # 20 epochs (17 s), timed there; docs/first_hour.md runs the same command with --epochs 1
     "python -m surge.demo": ("benchmarks/quickstart.py", '"-m", "surge.demo"'),
 }
 PYPROJECT = (ROOT / "pyproject.toml").read_text()
