@@ -20,7 +20,8 @@ KNOWN = ", known subclasses: "  # how jsonargparse lists the classes a value may
 
 class HelpFormatter(DefaultHelpFormatter):
     """jsonargparse's formatter, with one usage entry for every `--trainer.NAME` and the classes
-    offered for a value limited to public ones (exported by their package, or not surge's)."""
+    offered for a value limited to public ones (not surge's, or exported by `surge` or by their
+    top-level surge package: `surge.callbacks.ModelCheckpoint`, not the Trainer's own helpers)."""
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = super()._get_help_string(action)
