@@ -69,8 +69,138 @@ from .tune import setup as tune_setup
 class Trainer(StageEntryPoints):
     """Trains a `surge.Module`: `Trainer(max_epochs=10).fit(model, train_loader, val_loader)`.
 
-    Every argument is checked here, before any work. The arguments are declared once, as the fields
-    of `TrainerConfig` (what each accepts); this signature is generated from them (config/declared.py).
+    Every argument is keyword-only and checked here, before any work. Each is declared once, as a
+    field of `TrainerConfig` (config/__init__.py); the meanings below come from config/meanings.py
+    (`python docs/trainer_arguments.py` writes them here and in docs/trainer.md).
+
+    Training length:
+
+    - `max_epochs: int | None = None`: Stop after this many epochs (-1: no limit). None: 1000, or no
+      limit when `max_steps` or `max_time` is set.
+    - `min_epochs: int | None = None`: Train at least this many epochs, even if early stopping asks
+      to stop. None: 0, or 1 with `min_steps`.
+    - `max_steps: int = -1`: Stop after this many optimizer steps. -1: no limit.
+    - `min_steps: int | None = None`: Train at least this many optimizer steps before early stopping
+      may stop the fit.
+    - `max_time: str | dict[str, float] | timedelta | None = None`: Stop at the first step after
+      this much training time: "DD:HH:MM:SS", a dict such as {"hours": 2}, or a timedelta.
+    - `limit_train_batches: int | float | None = None`: Batches per training epoch: a count (int) or
+      a fraction (float). None: all.
+
+    Validation, test and predict:
+
+    - `val_check_interval: int | float | None = None`: Validate inside an epoch: after this fraction
+      of it (float) or every n batches (int). None: at each epoch's end.
+    - `check_val_every_n_epoch: int | None = 1`: Validate every n epochs. None: count
+      `val_check_interval` batches across epochs.
+    - `num_sanity_val_steps: int | None = 2`: Validation batches run before training, to catch bugs
+      early. -1: all.
+    - `limit_val_batches: int | float | None = None`: Validation batches: a count (int) or a
+      fraction (float). None: all.
+    - `limit_test_batches: int | float | None = None`: Test batches: a count (int) or a fraction
+      (float). None: all.
+    - `limit_predict_batches: int | float | None = None`: Predict batches: a count (int) or a
+      fraction (float). None: all.
+    - `inference_mode: bool = True`: Validate and test under `torch.inference_mode()`. False: under
+      `torch.no_grad()`.
+
+    Optimization:
+
+    - `accumulate_grad_batches: int = 1`: Batches whose gradients add up before each optimizer step.
+    - `gradient_clip_val: float | None = None`: Clip the gradients at this value, after fp16
+      unscaling. None: no clipping.
+    - `gradient_clip_algorithm: str | None = None`: "norm" clips the total norm, "value" each
+      element. None: "norm" (hooks see None, as in Lightning).
+    - `effective_batch_size: int | None = None`: Samples per optimizer step. surge picks the
+      micro-batch and the accumulation that reach it.
+    - `scale_lr: str | None = None`: Scale the learning rates with the effective batch: "linear" or
+      "sqrt". Needs `reference_batch_size`.
+    - `reference_batch_size: int | None = None`: The batch size your learning rates were tuned for
+      (with `scale_lr`).
+    - `on_nonfinite: str | None = 'warn'`: What a NaN or inf loss does: "warn" (no per-step sync),
+      "raise", "skip" the step, or "rollback" to the last good state. None: no check.
+
+    Precision and devices:
+
+    - `precision: str | int | Precision | None = '32-true'`: "32-true", "16-mixed", "bf16-mixed",
+      "bf16-true", "64-true", ... or a Precision object. See docs/precision.md.
+    - `accelerator: str | Accelerator = 'auto'`: "cpu", "cuda" (or "gpu"), "mps", or an Accelerator
+      object. "auto": the best one present.
+    - `devices: int | str | list[int] = 'auto'`: How many devices (int), which ones (a list, or
+      "0,2"), or "auto". On the CPU, n processes.
+    - `strategy: str | Strategy = 'auto'`: "ddp", "fsdp", "dp", ... or a Strategy object. "auto":
+      one device, or DDP on several. See docs/distributed.md.
+    - `num_nodes: int = 1`: Machines in the run; each runs `devices` processes.
+    - `sync_batchnorm: bool = False`: Turn BatchNorm layers into SyncBatchNorm before the model is
+      wrapped (CUDA only).
+    - `plugins: Any = None`: A plugin or a list: a cluster environment, checkpoint writer, precision
+      or requeue policy.
+
+    Data:
+
+    - `num_workers: int | str | None = None`: Loader worker processes: an int, or "auto" to measure
+      and pick during the fit. None: each loader's own.
+    - `use_distributed_sampler: bool = True`: With several processes, each reads its own share of
+      the data (a DistributedSampler).
+    - `reload_dataloaders_every_n_epochs: int = 0`: Ask the module or datamodule for new loaders
+      every n epochs. 0: never.
+
+    Logging and progress:
+
+    - `logger: bool | Logger | list[Logger] | None = True`: True: TensorBoard (when installed) and
+      CSV, in one run directory. False: none. Or Logger objects.
+    - `log_every_n_steps: int | None = 50`: Send step metrics to the loggers every n steps (each
+      send reads the device).
+    - `enable_progress_bar: bool | None = True`: Show the progress bar.
+    - `enable_model_summary: bool | None = True`: Print the model summary when the fit starts.
+    - `enable_autolog_hparams: bool = True`: Log the module's and datamodule's hyper-parameters to
+      the loggers.
+    - `profiler: str | Profiler | None = None`: "simple", "advanced", "pytorch", or a Profiler
+      object: where the time goes. See docs/doctor.md.
+    - `goodput_report: str | None = None`: At the fit's end: "line" (one line), "table", or "off".
+      None: "line" ("off" under `surge run`).
+
+    Checkpoints, callbacks and the run directory:
+
+    - `default_root_dir: str | Path | None = None`: Where `surge_logs/version_N/` is written. None:
+      the current directory.
+    - `enable_checkpointing: bool | None = True`: Add a ModelCheckpoint callback when `callbacks`
+      has none.
+    - `async_checkpoint: bool = False`: Write checkpoints on a background thread while training goes
+      on.
+    - `callbacks: list[Callback] | Callback | None = None`: A callback or a list: ModelCheckpoint,
+      EarlyStopping, LearningRateMonitor, ...
+
+    Speed and memory:
+
+    - `compile: bool | str | dict[str, Any] = False`: torch.compile: True (the forward), "step"
+      (training and optimizer step), "regions" (repeated blocks), or a dict.
+    - `benchmark: bool | None = None`: Set `torch.backends.cudnn.benchmark`. None: leave it as it
+      is.
+    - `matmul_precision: str | None = None`: `torch.set_float32_matmul_precision`: "highest", "high"
+      (TF32) or "medium". None: leave it.
+    - `channels_last: bool = False`: Use the channels-last memory format for the model and image
+      batches.
+    - `activation_checkpointing: CheckpointPolicy | None = None`: Module classes (or a policy) whose
+      activations are recomputed in backward, to save memory.
+
+    Debugging and reproducibility:
+
+    - `fast_dev_run: int | bool = False`: Run n batches (True: 1) of each stage to test the code. No
+      loggers, no checkpoints.
+    - `overfit_batches: int | float = 0.0`: Train and validate on the same few batches (int or
+      fraction), in order.
+    - `detect_anomaly: bool = False`: Find the operation that made a NaN in backward
+      (`torch.autograd.detect_anomaly`). Slow.
+    - `deterministic: bool | str | None = None`: True: deterministic algorithms only. "warn": warn
+      on others instead. None: torch's setting.
+
+    Lightning arguments surge refuses:
+
+    - `barebones: bool = False`: Lightning's minimal mode. Refused unless False: surge's step is
+      already bare.
+    - `model_registry: str | None = None`: Lightning's model upload. Refused unless None: use
+      `trainer.export(path)`.
     """
 
     @takes_arguments_of(TrainerConfig)

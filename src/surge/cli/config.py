@@ -148,8 +148,11 @@ class SurgeCLI:
 
     def _add_arguments(self, parser: Any, command: str) -> None:
         """A command's sections and options (LightningCLI: Lightning's, in Lightning's order)."""
+        from .help import group_trainer_options
+
         self._add_model_and_data(parser)
         parser.add_class_arguments(self._trainer_class, "trainer")
+        group_trainer_options(parser)
         if self._subcommands:
             parser.add_argument(
                 "--ckpt_path", type=str | None, default=None,
@@ -309,10 +312,16 @@ def _new_parser(parser_class: type | None = None, **kwargs: Any) -> Any:
         raise ImportError(
             f"surge fit/validate/test/predict need jsonargparse: {install_hint('cli')}"
         ) from None
+    from .help import HelpFormatter
+
     # No abbreviations: a misspelt key must be refused, not silently expanded to a real one.
     # The guarded YAML mode refuses alias bombs (and, under an allowlist, class paths) as it loads.
     return (parser_class or ArgumentParser)(
-        exit_on_error=False, allow_abbrev=False, parser_mode=config_guard.yaml_mode(), **kwargs
+        exit_on_error=False,
+        allow_abbrev=False,
+        parser_mode=config_guard.yaml_mode(),
+        formatter_class=HelpFormatter,
+        **kwargs,
     )
 
 

@@ -129,6 +129,10 @@ def _config_command(args: argparse.Namespace) -> int:
         return 1
     from .config import run_cli
 
+    # A config names the user's own classes (`class_path: my_model.Net`): find them in the current
+    # directory, as `python -m surge fit` would (the `surge` script's own folder is on the path instead).
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
     return run_cli([args.command, *args.rest], prog="surge")
 
 

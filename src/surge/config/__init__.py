@@ -69,7 +69,8 @@ def _check_limit(name: str, value: Any) -> None:
 
 @dataclass(kw_only=True)
 class TrainerConfig:
-    """Every Trainer argument, checked once in `__post_init__` with a message naming the field."""
+    """Every Trainer argument, checked once in `__post_init__` with a message naming the field.
+    What each means is written in meanings.py (a test fails while a field has no meaning there)."""
 
     max_epochs: Resolves[int | None, int] = Resolves(None)  # None: 1000, or -1 with a step/time limit
     min_epochs: Resolves[int | None, int] = Resolves(None)  # None: 0, or 1 with min_steps (Lightning's)
