@@ -44,6 +44,7 @@ CATEGORIES = (
     "redone",  # a dead run's time after its last checkpoint: trained again by the resumed run
     "downtime",  # from a dead run's last sign of life to the resumed process's start
     "startup",  # the resumed process's start: interpreter, imports, building the model
+    "between_runs",  # a finished run's last checkpoint to the fit that went on from it: nothing ran
     "setup",  # fit() up to the first training batch: moving the model, the loaders, first imports
     "teardown",  # after the last training batch: the final hooks, loggers and files
     "other",  # what no category above claims (and the "other" of a checkpoint that had no setup)
@@ -313,7 +314,8 @@ def restart_losses(saved: Mapping[str, Any], heartbeat: Mapping[str, Any] | None
                    process_start: float | None, fit_start: float) -> tuple[dict[str, float], str]:  # fmt: skip
     """What a restart from checkpoint entry `saved` lost, from the previous run's heartbeat:
 
-    - it ended normally ("finished"): nothing; the stretch after its checkpoint is "other";
+    - it ended normally ("finished"): nothing lost; the stretch from its checkpoint to this fit is
+      `between_runs` (its last hooks, then no run at all until this one);
     - it died or failed after the checkpoint: `redone` = its last sign of life - the checkpoint's
       time (the steps it trained after the checkpoint are trained again), `downtime` = this
       process's start - that sign of life, `startup` = this fit's start - this process's start;
@@ -328,7 +330,7 @@ def restart_losses(saved: Mapping[str, Any], heartbeat: Mapping[str, Any] | None
         }, "no heartbeat of the previous run: its work after the checkpoint is counted as downtime"
     last = min(fit_start, max(saved_at, float(heartbeat["time"])))
     if heartbeat.get("status") == "finished":
-        return {"other": gap}, ""
+        return {"between_runs": gap}, ""
     start = process_start if process_start is not None and process_start >= last else last
     losses = {"redone": last - saved_at, "downtime": start - last, "startup": max(0.0, fit_start - start)}
     return losses, ""
