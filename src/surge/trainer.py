@@ -43,6 +43,7 @@ from .loops.control import SanityFlag, StopRequest
 from .loops.evaluate import run_evaluation
 from .loops.fit import FitLoop
 from .loops.fit_data import FitData
+from .loops.fit_end import FitEnd
 from .loops.hooks import Hooks
 from .loops.predict_state import PredictLoop
 from .loops.rollback import Rollback
@@ -222,6 +223,7 @@ class Trainer(StageEntryPoints):
             if self.profiler is not None:
                 self.profiler.setup(self)
             self.fit_loop.run()
+            FitEnd.of_run().say(self.fit_loop, cfg.limit_train_batches)  # why it stopped; if it trained
             if self.profiler is not None:
                 self.profiler.finish(self)
             self._precision.report_skipped_steps()

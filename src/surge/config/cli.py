@@ -17,6 +17,7 @@ A config is code: each `class_path` is imported and called. `--allow_class_paths
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,7 +25,7 @@ from typing import Any
 
 from ..callbacks.base import Callback
 from ..datamodule import DataModule
-from ..errors import MisconfigurationError, SurgeError, bad_value, install_hint
+from ..errors import MisconfigurationError, SurgeError, bad_value, did_you_mean, install_hint
 from ..module import Module
 from ..rank_zero import info
 from ..trainer import Trainer
@@ -224,7 +225,8 @@ class SurgeCLI:
             _fail(self.parser.prog, command, str(err), CONFIG_ERROR)
         except ArgumentError as err:
             refused = _refusal(err)
-            _fail(self.parser.prog, command, str(refused or err), CONFIG_ERROR)
+            message = str(refused) if refused else _suggest(str(err), self._parsers.get(command or "fit"))
+            _fail(self.parser.prog, command, message, CONFIG_ERROR)
         return cfg.subcommand, cfg[cfg.subcommand]
 
     def _instantiate(self, save_config: bool) -> tuple[Module, DataModule | None, Trainer]:
@@ -339,6 +341,16 @@ def _take_flag(args: list[str], flag: str) -> tuple[list[str], str | None]:
             rest.append(args[i])
         i += 1
     return rest, (None if not values else ",".join(values))
+
+
+def _suggest(message: str, parser: Any) -> str:
+    """jsonargparse's message for an unknown option or config key, with the closest key the command
+    knows (`trainer.max_epoch` -> `trainer.max_epochs`)."""
+    found = re.search(r"option '([\w.]+)'|unrecognized arguments: --([\w.]+)", message)
+    if found is None or parser is None:
+        return message
+    known = [opt[2:] for opt in getattr(parser, "_option_string_actions", {}) if opt.startswith("--")]
+    return message + did_you_mean(found.group(1) or found.group(2), known)
 
 
 def _refusal(err: BaseException | None) -> config_guard.ConfigRefused | None:
