@@ -30,6 +30,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def unrunnable_main() -> str | None:
+    """How this process got code that no new process can run again (`python -c`, standard input),
+    or None: a script file or a module (`-m`) that ranks 1..N-1 re-run."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    if spec is not None and spec.name and spec.name != "__main__":
+        return None
+    where = sys.argv[0] if sys.argv else ""
+    return {"-c": "`python -c`", "-": "standard input", "": "standard input"}.get(where)
+
+
 def _command() -> list[str]:
     for finder in sys.meta_path:  # a mode that maps imports (`surge run`) starts the ranks in it too
         relaunch = getattr(finder, "relaunch", None)
