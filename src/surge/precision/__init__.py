@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import cast
 
+from ..config import semantics
 from ..config.registry import PRECISIONS, register_precision
 from ..rank_zero import warn
 from .base import Precision
@@ -21,10 +22,13 @@ __all__ = [
     "register_precision",
 ]
 
-FP16_ON_CPU = (
+FP16_ON_CPU = (  # Lightning's words
     "You passed `Trainer(accelerator='cpu', precision='16-mixed')` but AMP with fp16 is not supported on CPU. "
-    "Using `precision='bf16-mixed'` instead. (surge: to run fp16 autocast and its loss scaler on the CPU "
-    'anyway, pass the plugin: precision=surge.precision.MixedPrecision(torch.float16, "cpu").)'
+    "Using `precision='bf16-mixed'` instead."
+)
+KEEP_FP16 = (  # surge's own API: how to have fp16 on the CPU all the same
+    "(surge: to run fp16 autocast and its loss scaler on the CPU anyway, pass the plugin: "
+    'precision=surge.precision.MixedPrecision(torch.float16, "cpu").)'
 )
 
 
@@ -34,7 +38,7 @@ def precision_plugin(precision: str | Precision, device_type: str) -> Precision:
     if isinstance(precision, Precision):
         return precision
     if precision == "16-mixed" and device_type == "cpu":
-        warn(FP16_ON_CPU)
+        warn(FP16_ON_CPU if semantics.lightning() else f"{FP16_ON_CPU} {KEEP_FP16}")
         precision = "bf16-mixed"
     cls = cast("type[Precision]", PRECISIONS.get(precision))  # registered by register_precision
     return cls.from_name(precision, device_type)
