@@ -23,7 +23,8 @@ def check_not_importing(stage: str) -> None:
         raise MisconfigurationError(
             f"{stage}() was called while a new process (a DataLoader worker or a spawned rank) imported the "
             f"script: with the 'spawn' or 'forkserver' start method every new process imports the script "
-            f"again, so its Trainer calls must sit under {GUARD} (or in a function called from there)."
+            f"again, so its Trainer calls must sit under {GUARD} (or in a function called from there). "
+            'For ranks, strategy="ddp" also avoids it (it runs the script as a script).'
         )
 
 
