@@ -184,8 +184,10 @@ def test_surge_run_shows_the_scripts_line_and_the_message(tmp_path):
 def test_devices_2_from_python_c_says_there_is_no_script_and_the_fix(monkeypatch):
     monkeypatch.setattr(sys, "argv", ["-c"])
     monkeypatch.setitem(sys.modules, "__main__", types.ModuleType("__main__"))
+    trainer = fast_trainer(devices=2)  # (pytest-xdist's workers run as `python -c` too: built, not started)
     with pytest.raises(MisconfigurationError) as refused:
-        surge.Trainer(accelerator="cpu", devices=2, logger=False)
+        trainer.fit(TinyModel(), make_loaders()[0])
+    assert not trainer.strategy.launcher.children  # refused before any process started
     said = str(refused.value)
     assert "`python -c`" in said and "no script file" in said
     assert "python train.py" in said and "strategy='ddp_fork'" in said

@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Sequence
 
+from ..errors import MisconfigurationError
 from ..rank_zero import log
 from .environment import ClusterEnvironment
 
@@ -71,7 +72,16 @@ class SubprocessLauncher:
 
     def launch(self) -> ClusterEnvironment:
         """Start ranks 1..N-1, each given its environment's variables; returns rank 0's (this
-        process's) environment. This process's own `os.environ` is left as it is."""
+        process's) environment. This process's own `os.environ` is left as it is. Refused, before
+        any process starts, where there is no script to run again (`python -c`, standard input)."""
+        source = unrunnable_main()
+        if source is not None:
+            raise MisconfigurationError(
+                f"Trainer(devices={self.processes}) starts its other {self.processes - 1} process(es) by running "
+                f"this script again, but this process runs code from {source}: there is no script file to run. "
+                "Save the code to a file and run `python train.py`, or use Trainer(strategy='ddp_fork') (it forks "
+                "this process instead)."
+            )
         env = ClusterEnvironment(
             source="surge",
             world_size=self.processes,

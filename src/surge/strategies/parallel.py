@@ -23,7 +23,7 @@ from ..launch.call_site import check_same_trainer, trainer_call_site
 from ..launch.environment import ClusterEnvironment
 from ..launch.host import cpu_count
 from ..launch.multiprocessing_launcher import MultiprocessingLauncher, is_interactive
-from ..launch.subprocess_launcher import SubprocessLauncher, unrunnable_main
+from ..launch.subprocess_launcher import SubprocessLauncher
 from ..rank_zero import warn
 from ..seed import last_seeding, seed_everything
 from .base import Layout, Strategy
@@ -134,14 +134,6 @@ class ProcessGroupStrategy(Strategy):
                 "strategy: Trainer(strategy='ddp_notebook') (start_method='fork')."
             )
         if self.start_method == "popen":
-            source = unrunnable_main()
-            if source is not None:
-                raise MisconfigurationError(
-                    f"Trainer(devices={processes}) starts its other {processes - 1} process(es) by running this script again, "
-                    f"but this process runs code from {source}: there is no script file to run. Save the code to "
-                    "a file and run `python train.py`, or use Trainer(strategy='ddp_fork') (it forks this process "
-                    "instead)."
-                )
             return SubprocessLauncher(processes)
         return MultiprocessingLauncher(processes, self.start_method)
 
