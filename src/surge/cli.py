@@ -213,8 +213,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """The `surge` command; surge's own errors are shown as their message (`error_report.py`)."""
-    from .error_report import errors_shown_briefly
+    """The `surge` command; surge's own errors are shown as their message (config/error_report.py)."""
+    from .config.error_report import errors_shown_briefly
 
     return errors_shown_briefly(lambda: _main(argv))
 

@@ -43,7 +43,6 @@ from .loops.control import SanityFlag, StopRequest
 from .loops.evaluate import run_evaluation
 from .loops.fit import FitLoop
 from .loops.fit_data import FitData
-from .loops.fit_end import FitEnd
 from .loops.hooks import Hooks
 from .loops.predict_state import PredictLoop
 from .loops.rollback import Rollback
@@ -225,8 +224,11 @@ class Trainer(StageEntryPoints):
             hooks.call("on_train_start")  # each submodule in the mode the user left it (as Lightning)
             if self.profiler is not None:
                 self.profiler.setup(self)
+            self.fit_loop.context().end.start_at(self.fit_loop.batches_done)  # (after a resume's restore)
             self.fit_loop.run()
-            FitEnd.of_run().say(self.fit_loop, cfg.limit_train_batches)  # why it stopped; if it trained
+            self.fit_loop.context().end.say(
+                self.fit_loop, cfg.limit_train_batches
+            )  # why it stopped; if it trained
             if self.profiler is not None:
                 self.profiler.finish(self)
             self._precision.report_skipped_steps()

@@ -17,8 +17,6 @@ A config is code: each `class_path` is imported and called. `--allow_class_paths
 
 from __future__ import annotations
 
-import inspect
-import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,12 +24,13 @@ from typing import Any
 
 from ..callbacks.base import Callback
 from ..datamodule import DataModule
-from ..errors import MisconfigurationError, SurgeError, bad_value, did_you_mean, install_hint
+from ..errors import MisconfigurationError, SurgeError, bad_value, install_hint
 from ..module import Module
 from ..rank_zero import info
 from ..trainer import Trainer
 from . import guard as config_guard
 from . import targets as config_targets
+from .parse_errors import parse_error
 
 COMMANDS = {
     "fit": "train the model (resume with --ckpt_path)",
@@ -225,9 +224,9 @@ class SurgeCLI:
         except config_guard.ConfigRefused as err:
             _fail(self.parser.prog, command, str(err), CONFIG_ERROR)
         except ArgumentError as err:
-            refused = _refusal(err)
-            message = str(refused) if refused else _suggest(str(err), self._parsers.get(command or "fit"))
-            _fail(self.parser.prog, command, message, CONFIG_ERROR)
+            _fail(
+                self.parser.prog, command, parse_error(err, self._parsers.get(command or "fit")), CONFIG_ERROR
+            )
         return cfg.subcommand, cfg[cfg.subcommand]
 
     def _instantiate(self, save_config: bool) -> tuple[Module, DataModule | None, Trainer]:
@@ -342,45 +341,6 @@ def _take_flag(args: list[str], flag: str) -> tuple[list[str], str | None]:
             rest.append(args[i])
         i += 1
     return rest, (None if not values else ",".join(values))
-
-
-def _suggest(message: str, parser: Any) -> str:
-    """jsonargparse's message for an unknown option or config key, with the closest key the command
-    knows (`trainer.max_epoch` -> `trainer.max_epochs`); an init_args key a class_path does not take,
-    found inside its Union text, is said first, with the closest of that class's parameters."""
-    init_arg = re.search(r"class_path '([\w.]+)':\s*Option '(\w+)' is not accepted", message)
-    if init_arg is not None:
-        section = re.match(r'Parser key "([\w.]+)"', message)
-        where = f"{section.group(1)}: " if section else ""
-        path, key = init_arg.groups()
-        hint = did_you_mean(key, _parameters(path))
-        return f"{where}{path} takes no init_args key {key!r}{hint}.\n{message}"
-    found = re.search(r"option '([\w.]+)'|unrecognized arguments: --([\w.]+)", message)
-    if found is None or parser is None:
-        return message
-    known = [opt[2:] for opt in getattr(parser, "_option_string_actions", {}) if opt.startswith("--")]
-    return message + did_you_mean(found.group(1) or found.group(2), known)
-
-
-def _parameters(class_path: str) -> list[str]:
-    """The parameters of an already imported class (nothing is imported here: the guard decides that)."""
-    module, _, name = class_path.rpartition(".")
-    cls = getattr(sys.modules.get(module), name, None)
-    if cls is None:
-        return []
-    try:
-        return list(inspect.signature(cls).parameters)
-    except (TypeError, ValueError):
-        return []
-
-
-def _refusal(err: BaseException | None) -> config_guard.ConfigRefused | None:
-    """The guard's refusal, if jsonargparse wrapped one into its own error."""
-    while err is not None:
-        if isinstance(err, config_guard.ConfigRefused):
-            return err
-        err = err.__cause__ or err.__context__
-    return None
 
 
 def _seed(value: int, prog: str | None, command: str) -> None:

@@ -48,7 +48,6 @@ class FitLoop(FitProgress):
         self.start: EpochStart | None = None
         self.stopped_inside = False  # the fit stopped inside an epoch (after its end hooks ran)
         self.data_wait_s = 0.0  # seconds spent waiting for batches, ever (goodput reads it)
-        self.trained_batches = self.lossless_batches = 0  # this fit's; lossless: training_step gave None
 
     @property
     def epoch_done(self) -> bool:
@@ -67,7 +66,6 @@ class FitLoop(FitProgress):
 
     def bind(self, ctx: FitContext) -> None:
         self.ctx, self.stopped_inside = ctx, False
-        self.trained_batches = self.lossless_batches = 0
         parts = ctx.parts
         ctx.results.reset()  # emptied now: the first epoch keeps what `on_train_start` logs (Lightning)
         self.start = EpochStart(fresh=True)
@@ -189,9 +187,8 @@ class FitLoop(FitProgress):
         k = data.start_windows()  # once per epoch, after its start hooks: a callback may set
         ctx.optim.refresh_schedulers()  # accumulate_grad_batches or change the schedulers (SWA)
         it = data.batches(self.epoch, self.batches_done, start.rng, self.epoch_start_rng)
-        first = self.batches_done
         exhausted, cut = self._train_batches(it, epoch, k, start.keep_grads)
-        self.trained_batches += self.batches_done - first
+        ctx.end.trained_to(self.batches_done)  # (what the fit's end says: did it train?)
         data.end_epoch()  # num_workers="auto" decided: the loaders for later epochs
         stopped = ctx.stop.requested and self._minimums_met(ctx.settings)  # (Lightning counts the epoch done)
         early = stopped and not (exhausted or cut) and self.batches_done < epoch.plan.train  # its batches cut
@@ -319,7 +316,6 @@ class FitLoop(FitProgress):
                     loss = out  # the module steps its optimizers; each step counts (LightningOptimizer)
                 elif out is None:  # no gradient from this batch; its window still steps
                     step_checks.skipped_batch(ctx, self.epoch, batch_idx, first=batch_idx == window_start)
-                    self.lossless_batches += 1
                     reported = None
                 else:
                     loss = out if isinstance(out, Tensor) else loss_from(out, batch_idx)

@@ -2,11 +2,11 @@
 "`Trainer.fit` stopped: ..." line). In surge's own API: nothing when it trained, and one warning
 naming the cause and the fix when it trained nothing (`max_epochs=0`, `max_steps=0`,
 `limit_train_batches=0`) or when no `training_step` returned a loss, so the optimizer never had a
-gradient to apply. Built once per fit; it reads counters the loop keeps anyway, after the loop."""
+gradient to apply. One per fit (in its context): the loop reports the batches done once per
+epoch, and each batch whose step returned None where it warns about it; nothing per step."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..config import semantics
@@ -16,15 +16,30 @@ if TYPE_CHECKING:
     from .fit import FitLoop
 
 
-@dataclass(frozen=True)
 class FitEnd:
-    """The fit's closing words; `lightning`: Lightning's (read once, when the fit starts)."""
+    """The fit's closing words; `lightning`: Lightning's (read once, when the fit's context is built)."""
 
-    lightning: bool
+    def __init__(self, lightning: bool) -> None:
+        self.lightning = lightning
+        self.trained_batches = 0  # batches trained in this fit
+        self.lossless_batches = 0  # of those, the ones whose training_step returned None
+        self._from = 0  # where the current epoch's training started (a resume: inside it)
 
     @classmethod
     def of_run(cls) -> FitEnd:
         return cls(lightning=semantics.lightning())
+
+    def start_at(self, batches_done: int) -> None:
+        """The fit starts `batches_done` into its first epoch (a checkpoint written inside it)."""
+        self._from = batches_done
+
+    def trained_to(self, batches_done: int) -> None:
+        """An epoch's training ended with `batches_done` of its batches done (the next starts at 0)."""
+        self.trained_batches += batches_done - self._from
+        self._from = 0
+
+    def lossless(self) -> None:
+        self.lossless_batches += 1
 
     def say(self, loop: FitLoop, limit_train_batches: int | float) -> None:
         ctx = loop.context()
@@ -34,17 +49,14 @@ class FitEnd:
             if reason is not None and global_rank() == 0:
                 lightning_log().getChild("utilities.rank_zero").info(f"`Trainer.fit` stopped: {reason}")
             return
-        if loop.trained_batches == 0 and (no_batches or _lightning_reason(loop, False) is not None):
+        trained = self.trained_batches
+        if trained == 0 and (no_batches or _lightning_reason(loop, False) is not None):
             warn(_nothing_trained(settings.max_epochs, settings.max_steps, limit_train_batches))
-        elif (
-            ctx.parts.module.automatic_optimization
-            and loop.trained_batches
-            and loop.lossless_batches == loop.trained_batches
-        ):
+        elif ctx.parts.module.automatic_optimization and trained and self.lossless_batches == trained:
             warn(
-                f"fit() trained nothing: training_step returned None on all {loop.trained_batches} batches, so "
-                "no loss reached backward and the weights are as they started. Return the loss from "
-                "training_step (`return loss`, or a dict with a 'loss' key)."
+                f"fit() trained nothing: training_step returned None on all {trained} batches, so no loss "
+                "reached backward and the weights are as they started. Return the loss from training_step "
+                "(`return loss`, or a dict with a 'loss' key)."
             )
 
 

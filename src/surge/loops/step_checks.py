@@ -106,6 +106,7 @@ def skipped_batch(ctx: FitContext, epoch: int, batch_idx: int, first: bool) -> N
             f"training_step returned None at batch {batch_idx}, which skips its backward, but with "
             f"precision='16-mixed' the loss scaler needs the gradients of every step. {_INSTEAD}"
         )
+    ctx.end.lossless()
     global _warned_none
     if not _warned_none:
         _warned_none = True

@@ -12,10 +12,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from .errors import SurgeError
+from ..errors import SurgeError
 
 FULL_TRACEBACK = "SURGE_TRACEBACK"
-_SURGE = str(Path(__file__).parent)  # the package's files, as its frames name them
+_SURGE = str(Path(__file__).parents[1]) + os.sep  # the package's files, as its frames name them
 T = TypeVar("T")
 
 
