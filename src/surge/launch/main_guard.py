@@ -33,7 +33,11 @@ def start_method(loader: Any) -> str:
     context = getattr(loader, "multiprocessing_context", None)
     if isinstance(context, str):
         return context
-    return context.get_start_method() if context is not None else mp.get_start_method()
+    if context is not None:
+        return context.get_start_method()
+    # (not mp.get_start_method(): that would fix the default for the process, and a later
+    # set_start_method of the user's would fail; the first of the list is the default)
+    return mp.get_start_method(allow_none=True) or mp.get_all_start_methods()[0]
 
 
 def unguarded_line() -> tuple[str, int] | None:
