@@ -74,7 +74,7 @@ class SubprocessLauncher:
         """Start ranks 1..N-1, each given its environment's variables; returns rank 0's (this
         process's) environment. This process's own `os.environ` is left as it is. Refused, before
         any process starts, where there is no script to run again (`python -c`, standard input)."""
-        source = unrunnable_main()
+        source = unrunnable_main() if self.processes > 1 else None
         if source is not None:
             raise MisconfigurationError(
                 f"Trainer(devices={self.processes}) starts its other {self.processes - 1} process(es) by running "
