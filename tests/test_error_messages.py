@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import subprocess
 import sys
 import types
 from pathlib import Path
@@ -15,6 +14,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
+import script_server
 import surge
 from helpers import TinyModel, fast_trainer, make_dataset, make_loaders, params_of, same_params
 from surge.config.error_report import errors_shown_briefly
@@ -169,14 +169,11 @@ def test_surge_run_shows_the_scripts_line_and_the_message(tmp_path):
     script.write_text("import lightning.pytorch as pl\npl.Trainer(max_epoch=3)\n")
     env = {**os.environ, "PYTHONPATH": str(SRC), "OMP_NUM_THREADS": "1"}
     env.pop("SURGE_TRACEBACK", None)
-    proc = subprocess.run(
-        [sys.executable, "-m", "surge", "run", str(script)],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=300,
-    )
-    assert proc.returncode == 1
+    proc = script_server.run(
+        sys.executable, ["-m", "surge", "run", str(script)], cwd=tmp_path, env=env,
+        preload=["torch", "surge", "surge.lightning"], timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 1, proc.stderr
     assert 'train.py", line 2' in proc.stderr and "(did you mean 'max_epochs'?)" in proc.stderr
     assert "SURGE_TRACEBACK=1" in proc.stderr and str(SRC / "surge") not in proc.stderr
 
