@@ -268,7 +268,9 @@ def test_a_step_returning_none_with_fp16_is_refused_at_that_batch():
     fp16's loss scaler cannot step without gradients, so there it is refused before any update."""
     model = ReturnsNone()
     before = params_of(model)
-    trainer = fast_trainer(max_epochs=2, num_sanity_val_steps=0, precision="16-mixed")
+    trainer = fast_trainer(
+        max_epochs=2, num_sanity_val_steps=0, precision=surge.precision.MixedPrecision(torch.float16, "cpu")
+    )
     with pytest.raises(surge.MisconfigurationError, match=r"returned None at batch 0.*precision='16-mixed'"):
         trainer.fit(model, *make_loaders())
     assert trainer.global_step == 0 and same_params(before, params_of(model))

@@ -199,7 +199,7 @@ def test_fp16_loss_scaling_hooks_see_true_scale_gradients(closure):
             opt.step()
 
     runs = []
-    for precision in ("32-true", "16-mixed"):
+    for precision in ("32-true", surge.precision.MixedPrecision(torch.float16, "cpu")):
         torch.manual_seed(0)
         norms = Norms()
         _fit(Model(), precision=precision, accelerator="cpu", callbacks=[norms], max_steps=1)

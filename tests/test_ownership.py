@@ -51,7 +51,7 @@ ALLOWED: dict[str, set[str]] = {
     "Lightning's logging, set up in the mode as `import lightning.pytorch` sets it up: the logger of the "
     "rank-zero helpers (lightning_utilities) and the propagation of the 'lightning.pytorch' logger": {
         "lightning/utilities/rank_zero.py: _messages.log",
-        "lightning/utilities/rank_zero.py: _logger.propagate",
+        "rank_zero.py: logger.propagate",  # lightning_log(): the same set-up, also for a fit's stop line
     },
     "Lightning's public API: a callback sets these on the Trainer (properties that call the owner's method)": {
         "callbacks/accumulation.py: trainer.accumulate_grad_batches",
@@ -99,6 +99,7 @@ ALLOWED: dict[str, set[str]] = {
         "data/__init__.py: skipper.rng",
         "data/loader_state.py: sampler.seed",
         "launch/signals.py: loader.worker_init_fn",
+        "data/worker_count.py: copy.check_worker_number_rationality",  # torch's check, said once (the user's)
     },
     "a value built in the same function, filled in before it is returned or used": {
         "lightning/standins.py: refused.__name__",

@@ -9,6 +9,10 @@ from torch.utils.data import DataLoader, TensorDataset
 import surge
 from surge.precision import HalfPrecision, MixedPrecision
 
+FP16_CPU = MixedPrecision(
+    torch.float16, "cpu"
+)  # "16-mixed" on the CPU is bf16 (as Lightning); the plugin is fp16
+
 
 def _trainer(tmp_path, **kw) -> surge.Trainer:
     base = dict(
@@ -25,8 +29,8 @@ def _trainer(tmp_path, **kw) -> surge.Trainer:
 @pytest.mark.parametrize(
     ("given", "name", "cls"),
     [
-        (16, "16-mixed", MixedPrecision),
-        ("16", "16-mixed", MixedPrecision),
+        (16, "bf16-mixed", MixedPrecision),  # fp16 autocast on the CPU: bf16, with a warning (as Lightning)
+        ("16", "bf16-mixed", MixedPrecision),
         ("bf16", "bf16-mixed", MixedPrecision),
         ("bf16-mixed", "bf16-mixed", MixedPrecision),
         ("16-true", "16-true", HalfPrecision),
@@ -36,7 +40,7 @@ def _trainer(tmp_path, **kw) -> surge.Trainer:
     ],
 )
 def test_precision_names_and_aliases(given, name, cls):
-    plugin = surge.Trainer(precision=given, logger=False).precision_plugin
+    plugin = surge.Trainer(precision=given, logger=False, accelerator="cpu").precision_plugin
     assert isinstance(plugin, cls) and plugin.name == name
 
 
@@ -64,7 +68,7 @@ class Probe(surge.Module):
     ("precision", "param", "output", "created"),
     [
         ("bf16-mixed", torch.float32, torch.bfloat16, torch.float32),
-        ("16-mixed", torch.float32, torch.float16, torch.float32),
+        (FP16_CPU, torch.float32, torch.float16, torch.float32),
         ("bf16-true", torch.bfloat16, torch.bfloat16, torch.bfloat16),
         ("64-true", torch.float64, torch.float64, torch.float32),
     ],
@@ -107,7 +111,7 @@ def _overflow_data() -> DataLoader:
 
 def test_fp16_skips_overflowing_steps_and_backs_off_the_scale(tmp_path):
     model = Overflow()
-    trainer = _trainer(tmp_path, precision="16-mixed", max_epochs=1)
+    trainer = _trainer(tmp_path, precision=MixedPrecision(torch.float16, "cpu"), max_epochs=1)
     trainer.fit(model, _overflow_data())
     plugin = trainer.precision_plugin
     assert plugin.skipped_steps >= 1
@@ -120,13 +124,13 @@ def test_fp16_skips_overflowing_steps_and_backs_off_the_scale(tmp_path):
 
 
 def test_fp16_scaler_state_survives_save_and_resume(tmp_path):
-    first = _trainer(tmp_path / "a", precision="16-mixed", max_steps=6)
+    first = _trainer(tmp_path / "a", precision=MixedPrecision(torch.float16, "cpu"), max_steps=6)
     first.fit(Overflow(), _overflow_data())
     saved_scale, saved_skipped = first.precision_plugin.loss_scale, first.precision_plugin.skipped_steps
     ckpt = first.checkpoint_callback.best_model_path
     state = torch.load(ckpt, weights_only=True)
     assert state["precision"]["scaler"]["scale"] == saved_scale
-    second = _trainer(tmp_path / "b", precision="16-mixed", max_steps=6)
+    second = _trainer(tmp_path / "b", precision=MixedPrecision(torch.float16, "cpu"), max_steps=6)
     second.fit(Overflow(), _overflow_data(), ckpt_path=ckpt)  # nothing left to train: only the restore
     assert second.precision_plugin.loss_scale == saved_scale
     assert second.precision_plugin.skipped_steps == saved_skipped
@@ -145,9 +149,9 @@ def test_clipping_sees_unscaled_gradients_under_fp16(tmp_path):
                 torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in self.parameters()])).item()
             )
 
-    _trainer(tmp_path, precision="16-mixed", max_steps=3, gradient_clip_val=1e9).fit(
-        Clipped(), _overflow_data()
-    )
+    _trainer(
+        tmp_path, precision=MixedPrecision(torch.float16, "cpu"), max_steps=3, gradient_clip_val=1e9
+    ).fit(Clipped(), _overflow_data())
     # after unscaling, gradient norms are O(10), not O(scale); an overflowing first step shows inf
     finite = [n for n in norms if n != float("inf")]
     assert finite and max(finite) < 1e3

@@ -193,7 +193,7 @@ MODES: dict[str, dict[str, Any]] = {
     "compile step": {"compile": {"scope": "step", "backend": "eager"}},
     "compile regions": {"compile": {"scope": "regions", "backend": "eager"}},
     "activation checkpointing": {"activation_checkpointing": [Block]},
-    "fp16 mixed": {"precision": "16-mixed"},
+    "fp16 mixed": {"precision": surge.precision.MixedPrecision(torch.float16, "cpu")},
     "non-finite guard, fused": {"on_nonfinite": "skip"},
 }
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
+
 __all__ = ["CheckpointError", "MisconfigurationError", "SurgeError", "SurgeRuntimeError", "SurgeTypeError"]
 
 
@@ -32,6 +35,13 @@ class UntrustedCheckpointError(CheckpointError, ValueError):
 def bad_value(arg: str, value: object, allowed: str) -> MisconfigurationError:
     """The standard message: the argument, the value it got and what is allowed."""
     return MisconfigurationError(f"{arg}={value!r} is not valid: {allowed}.")
+
+
+def did_you_mean(name: str, choices: Iterable[str]) -> str:
+    """` (did you mean 'x'?)` naming the closest of `choices` to a misspelled `name`, or "" when none
+    is close: the one way surge suggests a fix for a name it does not know."""
+    close = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 # What each optional extra of the surge-train distribution installs (pyproject.toml's extras; a test

@@ -34,6 +34,19 @@ def _ensure_handler() -> None:
         log.propagate = False
 
 
+def lightning_log() -> logging.Logger:
+    """The "lightning.pytorch" logger set up as Lightning sets it up: INFO, to standard error unless
+    the root logger has handlers (then its records propagate there). Its `rank_zero_info` lines go
+    through the child "lightning.pytorch.utilities.rank_zero"."""
+    logger = logging.getLogger("lightning.pytorch")
+    if logger.level == logging.NOTSET:
+        logger.setLevel(logging.INFO)
+    if not logging.getLogger().hasHandlers() and not logger.handlers:
+        logger.addHandler(logging.StreamHandler())
+        logger.propagate = False
+    return logger
+
+
 def info(message: str) -> None:
     """Tell the user something, once per job (rank zero), on standard error."""
     if global_rank() == 0:

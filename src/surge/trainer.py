@@ -29,7 +29,7 @@ from .checkpoint.run_state import (
     restore_modules,
     restore_training,
 )
-from .config import TrainerConfig
+from .config import TrainerConfig, semantics
 from .config.declared import takes_arguments_of
 from .data.limit_messages import say_explicit_limits
 from .data.stage_data import LoaderPreparation, check_step_defined, eval_loaders
@@ -62,6 +62,7 @@ from .seed import set_rng_state
 from .speed.compile_cache import CompileCache
 from .speed.compiled_calls import CompiledCalls
 from .speed.compiling import compile_watch, compiled_training_step
+from .speed.cpu_threads import check_cpu_threads
 from .trainer_stages import StageEntryPoints
 from .tune import setup as tune_setup
 
@@ -278,6 +279,8 @@ class Trainer(StageEntryPoints):
         self.datamodule = datamodule
         self._goodput.start()
         resume = self._connect(ckpt_path)
+        if self._accelerator.name == "cpu" and not semantics.lightning():  # (Lightning does not check)
+            check_cpu_threads(self.num_devices)
         self._run_status = self._fn = "fit"  # as Lightning: `trainer.state` says so in the setup hooks
         self.callbacks = enter_stage(self, model, datamodule, "fit")
         parts = self._setup(model, "fit")
@@ -351,7 +354,11 @@ class Trainer(StageEntryPoints):
             hooks.call("on_train_start")  # each submodule in the mode the user left it (as Lightning)
             if self.profiler is not None:
                 self.profiler.setup(self)
+            self.fit_loop.context().end.start_at(self.fit_loop.batches_done)  # (after a resume's restore)
             self.fit_loop.run()
+            self.fit_loop.context().end.say(
+                self.fit_loop, cfg.limit_train_batches
+            )  # why it stopped; if it trained
             if self.profiler is not None:
                 self.profiler.finish(self)
             self._precision.report_skipped_steps()

@@ -19,6 +19,7 @@ import torch
 
 from .errors import SurgeError
 from .launch.environment import ClusterEnvironment
+from .launch.main_guard import check_not_importing
 from .trainer_properties import TrainerProperties
 
 
@@ -79,6 +80,7 @@ class StageLaunching(TrainerProperties):
 
     def _launched(self, stage: str, model: Any, method: str, *args: Any) -> Any:
         """`getattr(self, method)(*args)` here, or in each rank the stage launcher starts."""
+        check_not_importing(stage)  # a spawned process imports a script that has no __main__ guard
         launcher = self._strategy.stage_launcher
         if launcher is None:
             return getattr(self, method)(*args)

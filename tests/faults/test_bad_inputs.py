@@ -331,7 +331,7 @@ ROWS = [
     # what the module's hooks return
     (
         "step-returns-none-with-fp16",  # (32-bit and bf16 skip the batch's backward, as Lightning)
-        _fit(Returns(lambda loss: None), precision="16-mixed"),
+        _fit(Returns(lambda loss: None), precision=surge.precision.MixedPrecision(torch.float16, "cpu")),
         ValueError,
         ["training_step returned None at batch 0", "precision='16-mixed'"],
     ),

@@ -16,11 +16,12 @@ import torch
 
 from ..data.stateful_loader import loader_states
 from ..datamodule import DATAMODULE_HPARAMS_KEY, saved_datamodule_state
-from ..errors import CheckpointError, MisconfigurationError
+from ..errors import CheckpointError, MisconfigurationError, UntrustedCheckpointError
 from ..module.hparams import plain, put_objects
 from ..rank_zero import info, warn
 from ..seed import rng_state
 from ..version import __version__
+from . import advice
 from .callback_state import restore_callbacks, restore_optimization, save_callbacks
 from .layout import check_resumable
 from .values import check_state
@@ -185,7 +186,10 @@ def restore_training(run: RunObjects, found: Found) -> dict[str, Any] | None:
 def restore_model(strategy: Strategy, module: Module, ckpt: Mapping[str, Any], path: Path) -> None:
     """Load a checkpoint's weights into `module` (a resumed fit and validate/test/predict alike);
     with `module.strict_loading` False, what did not match is left out and named in a warning."""
-    problems = strategy.restore_model(module, ckpt, path, strict=module.strict_loading)
+    try:
+        problems = strategy.restore_model(module, ckpt, path, strict=module.strict_loading)
+    except CheckpointError as err:
+        raise advice.mismatched(err, ckpt, dict(module.hparams), type(module).__name__) from None
     if problems:
         warn(f"{path}: strict_loading=False, loaded the weights that match; " + "; ".join(problems))
 
@@ -305,8 +309,9 @@ def find_checkpoint(
     if ckpt_path not in ("best", "last", "auto"):
         path = Path(ckpt_path)
         if not path.is_file():
-            raise MisconfigurationError(f"ckpt_path={str(ckpt_path)!r} is not valid: no such file.")
-        return Found(path, load(path))
+            nearby = newest_checkpoints(root_dir, checkpoint_callback, also=path.parent)
+            raise advice.missing_file(ckpt_path, nearby)
+        return _read(path, load, root_dir, checkpoint_callback)
     if ckpt_path == "best":
         cb = checkpoint_callback
         if cb is None or not cb.best_model_path:
@@ -322,7 +327,7 @@ def find_checkpoint(
                 f'ckpt_path="last": no checkpoint (*.ckpt) found under {root_dir}; use "auto" to '
                 "start fresh when there is none."
             )
-        return Found(candidates[0], load(candidates[0]))
+        return _read(candidates[0], load, root_dir, checkpoint_callback)
     for path in candidates:
         try:
             return Found(path, load(path))
@@ -331,9 +336,25 @@ def find_checkpoint(
     return None
 
 
-def newest_checkpoints(root_dir: str | Path, checkpoint_callback: Any = None) -> list[Path]:
-    """Checkpoints under the checkpoint callback's folder and the root dir, newest first."""
-    roots = {Path(root_dir)}
+def _read(
+    path: Path, load: Callable[[Path], dict[str, Any]], root_dir: Path, checkpoint_callback: Any
+) -> Found:
+    """The checkpoint at `path`; one that does not read names "auto" and the newest other one."""
+    try:
+        return Found(path, load(path))
+    except UntrustedCheckpointError:
+        raise
+    except CheckpointError as err:
+        others = [p for p in newest_checkpoints(root_dir, checkpoint_callback, also=path.parent) if p != path]
+        raise advice.unreadable(err, others) from None
+
+
+def newest_checkpoints(
+    root_dir: str | Path, checkpoint_callback: Any = None, also: Path | None = None
+) -> list[Path]:
+    """Checkpoints under the checkpoint callback's folder and the root dir (and `also`, if it is a
+    folder), newest first."""
+    roots = {Path(root_dir)} | ({also} if also is not None else set())
     cb = checkpoint_callback
     if cb is not None and cb.dirpath is not None:
         roots.add(Path(cb.dirpath))

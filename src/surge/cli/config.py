@@ -31,6 +31,7 @@ from ..module import Module
 from ..rank_zero import info
 from ..trainer import Trainer
 from .commands import COMMANDS
+from .parse_errors import parse_error
 
 CONFIG_ERROR, RUN_ERROR = 2, 1  # exit codes: the config was refused / the run failed
 ALLOW_FLAG = "--allow_class_paths"
@@ -221,8 +222,9 @@ class SurgeCLI:
         except config_guard.ConfigRefused as err:
             _fail(self.parser.prog, command, str(err), CONFIG_ERROR)
         except ArgumentError as err:
-            refused = _refusal(err)
-            _fail(self.parser.prog, command, str(refused or err), CONFIG_ERROR)
+            _fail(
+                self.parser.prog, command, parse_error(err, self._parsers.get(command or "fit")), CONFIG_ERROR
+            )
         return cfg.subcommand, cfg[cfg.subcommand]
 
     def _instantiate(self, save_config: bool) -> tuple[Module, DataModule | None, Trainer]:
@@ -343,15 +345,6 @@ def _take_flag(args: list[str], flag: str) -> tuple[list[str], str | None]:
             rest.append(args[i])
         i += 1
     return rest, (None if not values else ",".join(values))
-
-
-def _refusal(err: BaseException | None) -> config_guard.ConfigRefused | None:
-    """The guard's refusal, if jsonargparse wrapped one into its own error."""
-    while err is not None:
-        if isinstance(err, config_guard.ConfigRefused):
-            return err
-        err = err.__cause__ or err.__context__
-    return None
 
 
 def _seed(value: int, prog: str | None, command: str) -> None:

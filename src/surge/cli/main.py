@@ -224,6 +224,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """The `surge` command; surge's own errors are shown as their message (cli/error_report.py)."""
+    from .error_report import errors_shown_briefly
+
+    return errors_shown_briefly(lambda: _main(argv))
+
+
+def _main(argv: Sequence[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     if argv and argv[0] in _OWN_PARSER:

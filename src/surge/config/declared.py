@@ -22,6 +22,8 @@ import typing
 from collections.abc import Callable
 from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
 
+from ..errors import SurgeTypeError, did_you_mean
+
 A = TypeVar("A")
 R = TypeVar("R")
 T = TypeVar("T")
@@ -106,7 +108,9 @@ def takes_arguments_of(
             try:
                 full.bind(*args, **kwargs)
             except TypeError as err:
-                raise TypeError(f"{init.__qualname__}() {err}") from None
+                unknown = next((k for k in kwargs if k not in full.parameters), None)
+                hint = "" if unknown is None else did_you_mean(unknown, sig.parameters)
+                raise SurgeTypeError(f"{init.__qualname__}() {err}{hint}") from None
             init(*args, **kwargs)
 
         for attr in ("__module__", "__name__", "__qualname__", "__doc__"):

@@ -22,6 +22,7 @@ from ..errors import MisconfigurationError, SurgeTypeError
 from ..rank_zero import info, warn
 from .dataset_rng import draws_random_numbers
 from .stateful_loader import loader_class
+from .worker_count import built_quietly, seen_by_user
 
 
 def apply_to_tensors(batch: Any, fn: Callable[[Tensor], Any]) -> Any:
@@ -294,6 +295,8 @@ def clone_loader(loader: DataLoader, **overrides: Any) -> DataLoader:
         kwargs.pop("prefetch_factor", None)
         kwargs.pop("persistent_workers", None)
     cls, own = loader_class(loader)
+    if seen_by_user(loader.num_workers, kwargs["num_workers"]):  # torch's warning: said once
+        return built_quietly(lambda: cls(loader.dataset, **own, **kwargs))
     return cls(loader.dataset, **own, **kwargs)
 
 

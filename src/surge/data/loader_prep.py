@@ -13,6 +13,7 @@ from ..launch.signals import WorkerSignals
 from ..rank_zero import warn
 from ..seed import worker_init_fn
 from . import clone_loader
+from .worker_count import quiet_iterators, seen_by_user
 
 
 def prepare_loader(loader: Iterable, pin_memory: bool = False, seed_workers: bool = False) -> Iterable:
@@ -44,6 +45,8 @@ def recreate_loader(loader: DataLoader, **changes: Any) -> DataLoader:
     """
     if type(loader) is not DataLoader:
         copied = copy.copy(loader)
+        if seen_by_user(loader.num_workers, changes.get("num_workers", loader.num_workers)):
+            quiet_iterators(copied)  # torch's worker-count warning: the user's DataLoader(...) said it
         copied.__dict__["_iterator"] = None  # the user's running workers stay the user's
         for name, value in changes.items():
             setattr(copied, name, value)

@@ -28,6 +28,7 @@ from torch.multiprocessing import ProcessExitedException, ProcessRaisedException
 
 from ..errors import MisconfigurationError, SurgeRuntimeError, bad_value
 from .environment import ClusterEnvironment
+from .main_guard import check_not_importing
 from .pickling import unpicklable
 from .rank_state import GlobalState
 from .subprocess_launcher import free_port
@@ -125,12 +126,7 @@ class MultiprocessingLauncher:
                 "forked process cannot use CUDA then. Keep CUDA out of the main process before the Trainer runs "
                 "(restart the kernel in a notebook), or use strategy='ddp_spawn' or 'ddp' (a script)."
             )
-        if self.start_method == "spawn" and getattr(mp.current_process(), "_inheriting", False):
-            raise MisconfigurationError(
-                f"{stage}() was reached while a spawned rank imported the script: with start_method='spawn' each "
-                "rank imports the script again, so its Trainer calls must sit under "
-                '`if __name__ == "__main__":` (or in a function called from there). Or use strategy="ddp".'
-            )
+        check_not_importing(stage)  # (the Trainer checks first; a launcher used alone checks too)
 
 
 def _pickled(job: RankJob, stage: str, start_method: str) -> bytes:

@@ -19,6 +19,7 @@ import threading
 import time
 from collections.abc import Sequence
 
+from ..errors import MisconfigurationError
 from ..rank_zero import log
 from .environment import ClusterEnvironment
 
@@ -28,6 +29,16 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def unrunnable_main() -> str | None:
+    """How this process got code that no new process can run again (`python -c`, standard input),
+    or None: a script file or a module (`-m`) that ranks 1..N-1 re-run."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    if spec is not None and spec.name and spec.name != "__main__":
+        return None
+    where = sys.argv[0] if sys.argv else ""
+    return {"-c": "`python -c`", "-": "standard input", "": "standard input"}.get(where)
 
 
 def _command() -> list[str]:
@@ -61,7 +72,16 @@ class SubprocessLauncher:
 
     def launch(self) -> ClusterEnvironment:
         """Start ranks 1..N-1, each given its environment's variables; returns rank 0's (this
-        process's) environment. This process's own `os.environ` is left as it is."""
+        process's) environment. This process's own `os.environ` is left as it is. Refused, before
+        any process starts, where there is no script to run again (`python -c`, standard input)."""
+        source = unrunnable_main() if self.processes > 1 else None
+        if source is not None:
+            raise MisconfigurationError(
+                f"Trainer(devices={self.processes}) starts its other {self.processes - 1} process(es) by running "
+                f"this script again, but this process runs code from {source}: there is no script file to run. "
+                "Save the code to a file and run `python train.py`, or use Trainer(strategy='ddp_fork') (it forks "
+                "this process instead)."
+            )
         env = ClusterEnvironment(
             source="surge",
             world_size=self.processes,

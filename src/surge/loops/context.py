@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import torch
+
+from .fit_end import FitEnd
 
 if TYPE_CHECKING:
     from ..callbacks.trainer_views import Checkpointing
@@ -73,6 +75,7 @@ class FitContext:
     training_step: Callable[..., Any] | None = None  # compile="step": the compiled step
     rollback: Rollback | None = None  # a SpikeGuard's checks, snapshots and rollbacks
     flops: StepFlops | None = None  # counts the fit's first step (goodput's FLOP/s and MFU)
+    end: FitEnd = field(default_factory=FitEnd.of_run)  # what the fit's end says (counts batches)
 
     def training_step_fn(self) -> Callable[..., Any]:
         """What runs `training_step`: the compiled step, else the strategy's (through any wrapper)."""

@@ -190,6 +190,7 @@ class FitLoop(FitProgress):
         if ctx.rollback is not None and self.batches_done == 0:
             ctx.rollback.epoch_start(self)  # a snapshot of the judged state the epoch starts from
         exhausted, cut = self._train_batches(it, epoch, k, start.keep_grads)
+        ctx.end.trained_to(self.batches_done)  # (what the fit's end says: did it train?)
         data.end_epoch()  # num_workers="auto" decided: the loaders for later epochs
         stopped = ctx.stop.requested and self._minimums_met(ctx.settings)  # (Lightning counts the epoch done)
         early = stopped and not (exhausted or cut) and self.batches_done < epoch.plan.train  # its batches cut

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from torch import Tensor
 
 from ..errors import MisconfigurationError, SurgeRuntimeError
+from ..launch.main_guard import GUARD, start_method, unguarded_line
 from ..rank_zero import warn
 
 if TYPE_CHECKING:
@@ -22,10 +23,29 @@ def explain_fetch_error(err: BaseException, epoch: int, batch_idx: int, loader: 
     index = failing_index(err)
     if index is not None:
         note += f"; the sample that raised is dataset[{index!r}]"
+    elif workers and (unguarded := _unguarded_script(loader, err)) is not None:
+        note += unguarded
     elif workers:
         note += "; with num_workers=0 surge also names the sample's index"
     if hasattr(err, "add_note"):  # Python >= 3.11
         err.add_note(note)
+
+
+def _unguarded_script(loader: Any, err: BaseException) -> str | None:
+    """A worker that died while it started, under 'spawn'/'forkserver', from a script whose fit runs at
+    its top level: the worker imported the script and ran the fit again (it says so on its stderr)."""
+    method = start_method(loader)
+    if method == "fork" or "exited unexpectedly" not in str(err):
+        return None
+    found = unguarded_line()
+    if found is None:
+        return None
+    path, line = found
+    return (
+        f". The workers start with {method!r}, so each imports the script again, and {path}:{line} runs at "
+        f"the script's top level: put the script's Trainer calls under {GUARD} (each worker then only "
+        "imports the script)"
+    )
 
 
 def explain_backward_error(err: RuntimeError, loss: Tensor, epoch: int, batch_idx: int) -> None:
@@ -86,6 +106,7 @@ def skipped_batch(ctx: FitContext, epoch: int, batch_idx: int, first: bool) -> N
             f"training_step returned None at batch {batch_idx}, which skips its backward, but with "
             f"precision='16-mixed' the loss scaler needs the gradients of every step. {_INSTEAD}"
         )
+    ctx.end.lossless()
     global _warned_none
     if not _warned_none:
         _warned_none = True

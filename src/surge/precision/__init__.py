@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import cast
 
+from ..config import semantics
 from ..config.registry import PRECISIONS, register_precision
+from ..rank_zero import warn
 from .base import Precision
 from .full import DoublePrecision, FullPrecision
 from .half import HalfPrecision
@@ -20,10 +22,23 @@ __all__ = [
     "register_precision",
 ]
 
+FP16_ON_CPU = (  # Lightning's words
+    "You passed `Trainer(accelerator='cpu', precision='16-mixed')` but AMP with fp16 is not supported on CPU. "
+    "Using `precision='bf16-mixed'` instead."
+)
+KEEP_FP16 = (  # surge's own API: how to have fp16 on the CPU all the same
+    "(surge: to run fp16 autocast and its loss scaler on the CPU anyway, pass the plugin: "
+    'precision=surge.precision.MixedPrecision(torch.float16, "cpu").)'
+)
+
 
 def precision_plugin(precision: str | Precision, device_type: str) -> Precision:
-    """The plugin for a registered precision name on a device type; a plugin object as it is."""
+    """The plugin for a registered precision name on a device type; a plugin object as it is.
+    "16-mixed" on the CPU is "bf16-mixed", said in a warning (as Lightning, in both modes)."""
     if isinstance(precision, Precision):
         return precision
+    if precision == "16-mixed" and device_type == "cpu":
+        warn(FP16_ON_CPU if semantics.lightning() else f"{FP16_ON_CPU} {KEEP_FP16}")
+        precision = "bf16-mixed"
     cls = cast("type[Precision]", PRECISIONS.get(precision))  # registered by register_precision
     return cls.from_name(precision, device_type)

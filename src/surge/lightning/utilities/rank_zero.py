@@ -19,16 +19,13 @@ from lightning_utilities.core.rank_zero import (
     rank_zero_warn,
 )
 
-from ...rank_zero import global_rank
+from ...rank_zero import global_rank, lightning_log
 
 # As Lightning: `rank_zero_info` and `rank_zero_debug` go through the "lightning.pytorch" logger, at
 # INFO to standard error unless the root logger has handlers (then they propagate there).
 _messages.log = logging.getLogger("lightning.pytorch.utilities.rank_zero")
-_logger = logging.getLogger("lightning.pytorch")
-_logger.setLevel(logging.INFO)
-if not logging.getLogger().hasHandlers() and not _logger.handlers:
-    _logger.addHandler(logging.StreamHandler())
-    _logger.propagate = False
+_logger = lightning_log()
+_logger.setLevel(logging.INFO)  # at import, as Lightning's own import does
 
 if getattr(rank_zero_only, "rank", None) is None:  # as Lightning: set once, from the environment
     rank_zero_only.rank = global_rank()  # type: ignore[attr-defined]
