@@ -28,8 +28,8 @@ PUBLIC = [
     "surge.demo",
     # where the Trainer's, the Module's and the strategies' inherited members are defined, so that
     # each has a page and an anchor to link to
-    "surge.trainer_properties",
-    "surge.trainer_stages",
+    "surge.trainer.properties",
+    "surge.trainer.stages",
     "surge.module.hparams",
     "surge.strategies.parallel",
 ]

@@ -49,7 +49,7 @@ def test_the_trainer_and_the_module_show_their_methods_and_views(reference):
     page = page_of(reference, "surge")
     for anchor in ("Trainer.fit", "Trainer.validate", "Trainer.export", "Module.training_step", "Module.log"):
         assert f'id="{anchor}"' in page, anchor
-    assert re.search(r'id="\w+\.global_step"', page_of(reference, "surge.trainer_properties"))
+    assert re.search(r'id="\w+\.global_step"', page_of(reference, "surge.trainer.properties"))
 
 
 def test_a_broken_link_is_found(tmp_path):

@@ -16,8 +16,7 @@ from surge._moved import MOVED
 SRC = Path(__file__).resolve().parents[1] / "src" / "surge"
 TOP_LEVEL = {
     "__init__.py", "__main__.py", "_moved.py", "assembly.py", "datamodule.py", "demo.py", "errors.py",
-    "rank_zero.py", "safe_files.py", "seed.py", "trainer.py", "trainer_properties.py", "trainer_stages.py", "trainer_launch.py",
-    "version.py",
+    "rank_zero.py", "safe_files.py", "seed.py", "version.py",
 }  # fmt: skip
 
 
@@ -49,3 +48,12 @@ def test_from_an_old_path_imports_its_names():
 
     assert CacheMismatchError is importlib.import_module("surge.data.cached").CacheMismatchError
     assert consolidate is importlib.import_module("surge.checkpoint.sharded").consolidate
+
+
+def test_every_class_of_the_trainer_lives_in_its_package():
+    import surge
+
+    ours = [c for c in surge.Trainer.__mro__ if c.__module__.startswith("surge")]
+    assert len(ours) >= 2 and all(c.__module__.split(".")[:2] == ["surge", "trainer"] for c in ours), [
+        f"{c.__module__}.{c.__qualname__}" for c in ours
+    ]

@@ -31,7 +31,7 @@ ALLOWED: dict[str, set[str]] = {
     "rank started by surge's launcher reads them at import; rank zero's best checkpoint comes back as Lightning's": {
         "launch/multiprocessing_launcher.py: rank_zero.rank_zero_only.rank",
         "launch/rank_state.py: torch.backends.cudnn.benchmark",
-        "trainer_launch.py: callback.best_model_path",
+        "trainer/launching.py: callback.best_model_path",
     },
     "surge's own refused environment classes: buildable, so their __init__ refuses them by name": {
         "lightning/plugins/environments.py: _cls.__abstractmethods__",
@@ -218,10 +218,10 @@ def test_the_fit_loop_holds_counters_and_its_position_only():
 
 
 def test_trainer_fit_reads_top_to_bottom():
-    """fit()'s body after its argument checks (trainer_stages.py): in this process or in each rank."""
+    """fit()'s body after its argument checks (trainer/stages.py): in this process or in each rank."""
     fit = next(
         n
-        for n in ast.walk(_class("trainer.py", "Trainer"))
+        for n in ast.walk(_class("trainer/__init__.py", "Trainer"))
         if isinstance(n, ast.FunctionDef) and n.name == "_fit"
     )
     assert fit.end_lineno is not None and fit.end_lineno - fit.lineno + 1 <= 30

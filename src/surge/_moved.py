@@ -20,6 +20,10 @@ MOVED = {  # the paths the docs gave before surge's modules became packages
     "surge.plotting": "surge.profiler.plotting",
     "surge.sharded": "surge.checkpoint.sharded",
     "surge.signals": "surge.launch.signals",
+    "surge.trainer_properties": "surge.trainer.properties",
+    "surge.trainer_stages": "surge.trainer.stages",
+    "surge.trainer_launch": "surge.trainer.launching",
+    "surge.loops.fit_data.views": "surge.trainer.fit_data_views",
 }
 
 

@@ -12,23 +12,23 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from .config import TrainerConfig
-from .config.declared import argument_view
-from .errors import MisconfigurationError
-from .loops.fit_data.views import FitDataViews
-from .loops.run_status import RunningStage, TrainerState, trainer_state
+from ..config import TrainerConfig
+from ..config.declared import argument_view
+from ..errors import MisconfigurationError
+from ..loops.run_status import RunningStage, TrainerState, trainer_state
+from .fit_data_views import FitDataViews
 
 if TYPE_CHECKING:
-    from .accelerators import Accelerator
-    from .callbacks.base import Callback
-    from .loggers.base import Logger
-    from .metrics.publisher import MetricsPublisher
-    from .metrics.results import Results
-    from .module import Module
-    from .optim import Optimization
-    from .precision import Precision
-    from .profiler.goodput import Goodput, GoodputLedger
-    from .strategies import Strategy
+    from ..accelerators import Accelerator
+    from ..callbacks.base import Callback
+    from ..loggers.base import Logger
+    from ..metrics.publisher import MetricsPublisher
+    from ..metrics.results import Results
+    from ..module import Module
+    from ..optim import Optimization
+    from ..precision import Precision
+    from ..profiler.goodput import Goodput, GoodputLedger
+    from ..strategies import Strategy
 
 
 class TrainerProperties(FitDataViews):
@@ -143,7 +143,7 @@ class TrainerProperties(FitDataViews):
 
     @property
     def checkpoint_callbacks(self) -> list[Any]:
-        from .callbacks.checkpoint import ModelCheckpoint
+        from ..callbacks.checkpoint import ModelCheckpoint
 
         return [cb for cb in self.callbacks if isinstance(cb, ModelCheckpoint)]
 
@@ -154,7 +154,7 @@ class TrainerProperties(FitDataViews):
 
     @property
     def early_stopping_callbacks(self) -> list[Any]:
-        from .callbacks.early_stopping import EarlyStopping
+        from ..callbacks.early_stopping import EarlyStopping
 
         return [cb for cb in self.callbacks if isinstance(cb, EarlyStopping)]
 
@@ -165,7 +165,7 @@ class TrainerProperties(FitDataViews):
 
     @property
     def progress_bar_callback(self) -> Any:
-        from .callbacks.progress import ProgressBar
+        from ..callbacks.progress import ProgressBar
 
         return next((cb for cb in self.callbacks if isinstance(cb, ProgressBar)), None)
 
@@ -299,6 +299,6 @@ class TrainerProperties(FitDataViews):
         """Write the model's bare weights (or one submodule's) to a `.safetensors` file (`surge.export_safetensors`)."""
         if self._module is None:
             raise MisconfigurationError("export() needs a model: call fit() first.")
-        from .checkpoint.export import export_safetensors
+        from ..checkpoint.export import export_safetensors
 
         return export_safetensors(self._module, path, module) if self.is_global_zero else Path(path)

@@ -2,7 +2,7 @@
 
 Their arguments are checked here, before any work (a value surge cannot honour is refused by name);
 the stages themselves run in `Trainer._fit` / `_evaluate` / `_predict` (here, or in the ranks a
-stage launcher starts: trainer_launch.py). `verbose=True` (Lightning's
+stage launcher starts: launching.py). `verbose=True` (Lightning's
 default) prints the results table (`results_table.py`) on rank zero."""
 
 from __future__ import annotations
@@ -10,14 +10,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .config.lightning import warn_default_max_epochs
-from .config.paths import writable_dir
-from .data.stage_data import check_step_defined
-from .datamodule import DataModule
-from .errors import bad_value
-from .metrics.table import print_results
-from .module import Module
-from .trainer_launch import StageLaunching
+from ..config.lightning import warn_default_max_epochs
+from ..config.paths import writable_dir
+from ..data.stage_data import check_step_defined
+from ..datamodule import DataModule
+from ..errors import bad_value
+from ..metrics.table import print_results
+from ..module import Module
+from .launching import StageLaunching
 
 
 def check_weights_only(where: str, weights_only: bool | None) -> None:

@@ -17,10 +17,10 @@ from weakref import WeakKeyDictionary
 
 import torch
 
-from .errors import SurgeError
-from .launch.environment import ClusterEnvironment
-from .launch.main_guard import check_not_importing
-from .trainer_properties import TrainerProperties
+from ..errors import SurgeError
+from ..launch.environment import ClusterEnvironment
+from ..launch.main_guard import check_not_importing
+from .properties import TrainerProperties
 
 
 class FitAgainError(SurgeError, NotImplementedError):

@@ -6,15 +6,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ...errors import MisconfigurationError, bad_value
+from ..errors import MisconfigurationError, bad_value
 
 if TYPE_CHECKING:
-    from ...config import TrainerConfig
-    from ...module import Module
-    from ..control import SanityFlag, StopRequest
-    from ..fit import FitLoop
-    from ..validation import Validation
-    from . import FitData
+    from ..config import TrainerConfig
+    from ..loops.control import SanityFlag, StopRequest
+    from ..loops.fit import FitLoop
+    from ..loops.fit_data import FitData
+    from ..loops.validation import Validation
+    from ..module import Module
 
 
 class FitDataViews:

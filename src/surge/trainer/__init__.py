@@ -7,9 +7,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from . import data as data_mod
-from .accelerators import resolve_accelerator, resolve_devices
-from .assembly import (
+from .. import data as data_mod
+from ..accelerators import resolve_accelerator, resolve_devices
+from ..assembly import (
     anomaly_mode,
     batch_mover,
     build_callbacks,
@@ -19,8 +19,8 @@ from .assembly import (
     fit_settings,
     prepare_module,
 )
-from .callbacks.base import Callback
-from .checkpoint.run_state import (
+from ..callbacks.base import Callback
+from ..checkpoint.run_state import (
     Found,
     RunObjects,
     checkpoint_state,
@@ -29,42 +29,42 @@ from .checkpoint.run_state import (
     restore_modules,
     restore_training,
 )
-from .config import TrainerConfig, semantics
-from .config.declared import takes_arguments_of
-from .data.limit_messages import say_explicit_limits
-from .data.stage_data import LoaderPreparation, check_step_defined, eval_loaders
-from .datamodule import DataModule
-from .errors import MisconfigurationError, SurgeTypeError
-from .launch.environment import detect
-from .launch.signals import Preempted, SignalFlag
-from .loggers.base import Logger
-from .loops.context import FitContext, RunParts
-from .loops.control import SanityFlag, StopRequest
-from .loops.evaluate import run_evaluation
-from .loops.fit import FitLoop
-from .loops.fit_data import FitData
-from .loops.hooks import Hooks
-from .loops.predict_state import PredictLoop
-from .loops.rollback import Rollback
-from .loops.stage_exit import until_exit
-from .loops.stage_hooks import enter_stage, leave_stage
-from .loops.validation import Validation
-from .metrics.publisher import MetricsPublisher
-from .metrics.results import Results
-from .module import Module
-from .optim import Optimization, configured_optimizers
-from .precision import Precision, precision_plugin
-from .profiler import Profiler, build_profiler
-from .profiler.doctor import requested as requested_doctor_run
-from .profiler.goodput_watch import GoodputLedger, GoodputWatch
-from .rank_zero import info
-from .seed import set_rng_state
-from .speed.compile_cache import CompileCache
-from .speed.compiled_calls import CompiledCalls
-from .speed.compiling import compile_watch, compiled_training_step
-from .speed.cpu_threads import check_cpu_threads
-from .trainer_stages import StageEntryPoints
-from .tune import setup as tune_setup
+from ..config import TrainerConfig, semantics
+from ..config.declared import takes_arguments_of
+from ..data.limit_messages import say_explicit_limits
+from ..data.stage_data import LoaderPreparation, check_step_defined, eval_loaders
+from ..datamodule import DataModule
+from ..errors import MisconfigurationError, SurgeTypeError
+from ..launch.environment import detect
+from ..launch.signals import Preempted, SignalFlag
+from ..loggers.base import Logger
+from ..loops.context import FitContext, RunParts
+from ..loops.control import SanityFlag, StopRequest
+from ..loops.evaluate import run_evaluation
+from ..loops.fit import FitLoop
+from ..loops.fit_data import FitData
+from ..loops.hooks import Hooks
+from ..loops.predict_state import PredictLoop
+from ..loops.rollback import Rollback
+from ..loops.stage_exit import until_exit
+from ..loops.stage_hooks import enter_stage, leave_stage
+from ..loops.validation import Validation
+from ..metrics.publisher import MetricsPublisher
+from ..metrics.results import Results
+from ..module import Module
+from ..optim import Optimization, configured_optimizers
+from ..precision import Precision, precision_plugin
+from ..profiler import Profiler, build_profiler
+from ..profiler.doctor import requested as requested_doctor_run
+from ..profiler.goodput_watch import GoodputLedger, GoodputWatch
+from ..rank_zero import info
+from ..seed import set_rng_state
+from ..speed.compile_cache import CompileCache
+from ..speed.compiled_calls import CompiledCalls
+from ..speed.compiling import compile_watch, compiled_training_step
+from ..speed.cpu_threads import check_cpu_threads
+from ..tune import setup as tune_setup
+from .stages import StageEntryPoints
 
 
 class Trainer(StageEntryPoints):
@@ -271,7 +271,7 @@ class Trainer(StageEntryPoints):
         )
         return parts
 
-    # -- fit (its entry point, with the argument checks, is in trainer_stages.py) ---------------
+    # -- fit (its entry point, with the argument checks, is in stages.py) ---------------
     def _fit(
         self, model: Module, loaders: tuple[Any, Any], datamodule: DataModule | None, ckpt_path: Any
     ) -> None:
