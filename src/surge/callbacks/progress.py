@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from ..errors import bad_value
 from .base import Callback
+from .batch_end import quiet_batch_end
 
 if TYPE_CHECKING:
     from ..trainer import Trainer
@@ -129,6 +130,11 @@ class ProgressBar(Callback):
                 smoothing=0.1,
             )
 
+    def batch_end_idle(self, trainer: Trainer) -> bool:
+        """No bar this epoch (plain lines, or not rank zero): nothing to do per batch."""
+        return self._bar is None
+
+    @quiet_batch_end
     def on_train_batch_end(
         self, trainer: Trainer, module: Any, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
