@@ -20,7 +20,10 @@ import torch
 import workloads
 from torch import Tensor, nn
 
-CONTESTANTS = ("raw", "surge", "lightning", "surge_compiled", "surge_spikeguard")
+CONTESTANTS = (
+    "raw", "raw_aa", "surge", "surge_defaults", "lightning", "fabric", "accelerate", "surge_compiled",
+    "surge_spikeguard",
+)  # fmt: skip
 # Tensor methods that copy a value to the host; "item" is reported on its own.
 HOST_READS = ("item", "tolist", "__float__", "__int__", "__bool__")
 host_reads: Counter[str] = Counter()
@@ -78,6 +81,74 @@ def raw_contestant(workload: str, steps: int) -> tuple[Fit, nn.Module]:
         return step
 
     return fit, net
+
+
+def raw_loop(net: nn.Module, opt: Any, loader: Any, steps: int, backward: Callable[[Tensor], None]) -> int:
+    """The hand-written loop's body, for the loops that wrap the model (Fabric, Accelerate)."""
+    net.train()
+    step = 0
+    while step < steps:
+        for batch in loader:
+            loss = workloads.compute_loss(net, batch)
+            opt.zero_grad(set_to_none=True)
+            backward(loss)
+            opt.step()
+            step += 1
+            if step == steps:
+                break
+    return step
+
+
+def fabric_contestant(workload: str, steps: int) -> tuple[Fit, nn.Module]:
+    """Lightning Fabric: the raw loop with `fabric.setup`, `setup_dataloaders` and `fabric.backward`."""
+    from lightning.fabric import Fabric
+
+    spec = workloads.TRAINING[workload]
+    net = workloads.build_model(spec.model)
+    fabric = Fabric(accelerator="cpu", devices=1)
+
+    def fit() -> int:
+        model, opt = fabric.setup(net, workloads.make_optimizer(spec.model, net.parameters()))
+        loader = fabric.setup_dataloaders(workloads.make_loader(workload))
+        return raw_loop(model, opt, loader, steps, fabric.backward)
+
+    return fit, net
+
+
+def accelerate_contestant(workload: str, steps: int) -> tuple[Fit, nn.Module]:
+    """Hugging Face Accelerate: the raw loop with `accelerator.prepare` and `accelerator.backward`."""
+    from accelerate import Accelerator
+
+    spec = workloads.TRAINING[workload]
+    net = workloads.build_model(spec.model)
+    accelerator = Accelerator(cpu=True)
+
+    def fit() -> int:
+        model, opt, loader = accelerator.prepare(
+            net, workloads.make_optimizer(spec.model, net.parameters()), workloads.make_loader(workload)
+        )
+        return raw_loop(model, opt, loader, steps, accelerator.backward)
+
+    return fit, net
+
+
+def surge_defaults_contestant(workload: str, steps: int) -> tuple[Fit, nn.Module]:
+    """surge as users run it: `Trainer(max_steps=...)` with its defaults (progress bar, TensorBoard
+    and CSV loggers, checkpointing, goodput, the data-wait advice), in a temporary run directory."""
+    import tempfile
+
+    import surge
+
+    model = module_class(surge.Module, workload)()
+    loader = workloads.make_loader(workload)
+    root = tempfile.mkdtemp(prefix="surge-defaults-")
+    trainer = surge.Trainer(max_steps=steps, max_epochs=1000, accelerator="cpu", default_root_dir=root)
+
+    def fit() -> int:
+        trainer.fit(model, train_dataloaders=loader)
+        return trainer.global_step
+
+    return fit, model.net
 
 
 def module_class(base: type, workload: str) -> type:
@@ -185,6 +256,10 @@ def lightning_contestant(workload: str, steps: int) -> tuple[Fit, nn.Module]:
 
 BUILDERS = {
     "raw": raw_contestant,
+    "raw_aa": raw_contestant,  # the A/A control: the same loop again, adjacent in time
+    "surge_defaults": surge_defaults_contestant,
+    "fabric": fabric_contestant,
+    "accelerate": accelerate_contestant,
     "surge": surge_contestant,
     "lightning": lightning_contestant,
     "surge_compiled": surge_compiled_contestant,
