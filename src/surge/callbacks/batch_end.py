@@ -9,7 +9,10 @@ subclass that overrides the hook is not marked, so it is called, with the output
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from ..trainer import Trainer
 
 F = TypeVar("F", bound=Callable[..., Any])
 _MARK = "_surge_quiet_batch_end"
@@ -21,7 +24,7 @@ def quiet_batch_end(fn: F) -> F:
     return fn
 
 
-def batch_end_calls(fns: Sequence[Callable[..., Any]], trainer: Any) -> list[Callable[..., Any]]:
+def batch_end_calls(fns: Sequence[Callable[..., Any]], trainer: Trainer) -> list[Callable[..., Any]]:
     """The hooks to call at this epoch's batch ends (asked once, after its start hooks)."""
     calls = []
     for fn in fns:
