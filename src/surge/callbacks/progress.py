@@ -1,7 +1,8 @@
 """`ProgressBar`: epoch, step/total, it/s, ETA, loss and `prog_bar` metrics, on rank zero.
 
-It refreshes on a timer (reading metrics from the device then, never per step), so it costs a
-clock read per step. When the output is not a terminal, or a terminal that reports no width (a pseudo-terminal nobody
+It refreshes on a timer (reading metrics from the device then, never per step), so a bar costs a
+clock read per step; printing plain lines, it costs nothing per step (the loop leaves its batch hook
+out of such an epoch). When the output is not a terminal, or a terminal that reports no width (a pseudo-terminal nobody
 sized: some containers and CI runners), it prints one plain line per epoch.
 """
 
