@@ -66,33 +66,35 @@ def raw_contestant(workload: str, steps: int) -> tuple[Fit, nn.Module]:
     loader = workloads.make_loader(workload)
 
     def fit() -> int:
-        net.train()
         opt = workloads.make_optimizer(spec.model, net.parameters())
-        step = 0
-        while step < steps:
-            for batch in loader:
-                loss = workloads.compute_loss(net, batch)
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-                step += 1
-                if step == steps:
-                    break
-        return step
+        return raw_loop(net, opt, loader, steps, Tensor.backward, spec.accumulate)
 
     return fit, net
 
 
-def raw_loop(net: nn.Module, opt: Any, loader: Any, steps: int, backward: Callable[[Tensor], None]) -> int:
-    """The hand-written loop's body, for the loops that wrap the model (Fabric, Accelerate)."""
+def raw_loop(
+    net: nn.Module, opt: Any, loader: Any, steps: int, backward: Callable[[Tensor], Any], k: int = 1
+) -> int:
+    """The hand-written loop (also under Fabric's wrappers): `steps` optimizer steps, each over `k`
+    micro-batches whose losses are divided by `k`."""
     net.train()
-    step = 0
+    step = micro = 0
+    if k > 1:
+        opt.zero_grad(set_to_none=True)
     while step < steps:
         for batch in loader:
             loss = workloads.compute_loss(net, batch)
-            opt.zero_grad(set_to_none=True)
-            backward(loss)
+            if k == 1:
+                opt.zero_grad(set_to_none=True)
+                backward(loss)
+            else:
+                backward(loss / k)
+                micro += 1
+                if micro % k:
+                    continue
             opt.step()
+            if k > 1:
+                opt.zero_grad(set_to_none=True)
             step += 1
             if step == steps:
                 break
@@ -110,24 +112,37 @@ def fabric_contestant(workload: str, steps: int) -> tuple[Fit, nn.Module]:
     def fit() -> int:
         model, opt = fabric.setup(net, workloads.make_optimizer(spec.model, net.parameters()))
         loader = fabric.setup_dataloaders(workloads.make_loader(workload))
-        return raw_loop(model, opt, loader, steps, fabric.backward)
+        return raw_loop(model, opt, loader, steps, fabric.backward, spec.accumulate)
 
     return fit, net
 
 
 def accelerate_contestant(workload: str, steps: int) -> tuple[Fit, nn.Module]:
-    """Hugging Face Accelerate: the raw loop with `accelerator.prepare` and `accelerator.backward`."""
+    """Hugging Face Accelerate: `Accelerator(cpu=True, gradient_accumulation_steps=k).prepare`, the
+    loop under `accelerator.accumulate(model)`, `accelerator.backward` (which divides by k)."""
     from accelerate import Accelerator
 
     spec = workloads.TRAINING[workload]
     net = workloads.build_model(spec.model)
-    accelerator = Accelerator(cpu=True)
+    accelerator = Accelerator(cpu=True, gradient_accumulation_steps=spec.accumulate)
 
     def fit() -> int:
         model, opt, loader = accelerator.prepare(
             net, workloads.make_optimizer(spec.model, net.parameters()), workloads.make_loader(workload)
         )
-        return raw_loop(model, opt, loader, steps, accelerator.backward)
+        model.train()
+        step = 0
+        while step < steps:
+            for batch in loader:
+                with accelerator.accumulate(model):
+                    loss = workloads.compute_loss(model, batch)
+                    accelerator.backward(loss)
+                    opt.step()  # (a no-op until the window's last micro-batch)
+                    opt.zero_grad(set_to_none=True)
+                step += accelerator.sync_gradients
+                if step == steps:
+                    break
+        return step
 
     return fit, net
 
@@ -142,7 +157,10 @@ def surge_defaults_contestant(workload: str, steps: int) -> tuple[Fit, nn.Module
     model = module_class(surge.Module, workload)()
     loader = workloads.make_loader(workload)
     root = tempfile.mkdtemp(prefix="surge-defaults-")
-    trainer = surge.Trainer(max_steps=steps, max_epochs=1000, accelerator="cpu", default_root_dir=root)
+    trainer = surge.Trainer(
+        max_steps=steps, max_epochs=1000, accelerator="cpu", default_root_dir=root,
+        accumulate_grad_batches=workloads.TRAINING[workload].accumulate,
+    )  # fmt: skip
 
     def fit() -> int:
         trainer.fit(model, train_dataloaders=loader)
@@ -226,7 +244,8 @@ def surge_contestant(
         bar["callbacks"] = [*bar.get("callbacks", []), guard]
     trainer = surge.Trainer(
         max_steps=steps, max_epochs=1000, accelerator="cpu", logger=False, enable_checkpointing=False,
-        enable_model_summary=False, num_sanity_val_steps=0, compile=compile, **bar,
+        enable_model_summary=False, num_sanity_val_steps=0, compile=compile,
+        accumulate_grad_batches=workloads.TRAINING[workload].accumulate, **bar,
     )  # fmt: skip
 
     def fit() -> int:
@@ -245,6 +264,7 @@ def lightning_contestant(workload: str, steps: int) -> tuple[Fit, nn.Module]:
         max_steps=steps, max_epochs=1000, accelerator="cpu", devices=1, logger=False,
         enable_checkpointing=False, enable_model_summary=False, num_sanity_val_steps=0,
         enable_progress_bar=workloads.TRAINING[workload].log,
+        accumulate_grad_batches=workloads.TRAINING[workload].accumulate,
     )  # fmt: skip
 
     def fit() -> int:
