@@ -20,7 +20,10 @@ import torch
 import workloads
 from torch import Tensor, nn
 
-CONTESTANTS = ("raw", "surge", "lightning", "surge_compiled", "surge_spikeguard")
+CONTESTANTS = (
+    "raw", "raw_aa", "surge", "surge_defaults", "lightning", "fabric", "accelerate", "surge_compiled",
+    "surge_spikeguard",
+)  # fmt: skip
 # Tensor methods that copy a value to the host; "item" is reported on its own.
 HOST_READS = ("item", "tolist", "__float__", "__int__", "__bool__")
 host_reads: Counter[str] = Counter()
@@ -63,21 +66,107 @@ def raw_contestant(workload: str, steps: int) -> tuple[Fit, nn.Module]:
     loader = workloads.make_loader(workload)
 
     def fit() -> int:
-        net.train()
         opt = workloads.make_optimizer(spec.model, net.parameters())
+        return raw_loop(net, opt, loader, steps, Tensor.backward, spec.accumulate)
+
+    return fit, net
+
+
+def raw_loop(
+    net: nn.Module, opt: Any, loader: Any, steps: int, backward: Callable[[Tensor], Any], k: int = 1
+) -> int:
+    """The hand-written loop (also under Fabric's wrappers): `steps` optimizer steps, each over `k`
+    micro-batches whose losses are divided by `k`."""
+    net.train()
+    step = micro = 0
+    if k > 1:
+        opt.zero_grad(set_to_none=True)
+    while step < steps:
+        for batch in loader:
+            loss = workloads.compute_loss(net, batch)
+            if k == 1:
+                opt.zero_grad(set_to_none=True)
+                backward(loss)
+            else:
+                backward(loss / k)
+                micro += 1
+                if micro % k:
+                    continue
+            opt.step()
+            if k > 1:
+                opt.zero_grad(set_to_none=True)
+            step += 1
+            if step == steps:
+                break
+    return step
+
+
+def fabric_contestant(workload: str, steps: int) -> tuple[Fit, nn.Module]:
+    """Lightning Fabric: the raw loop with `fabric.setup`, `setup_dataloaders` and `fabric.backward`."""
+    from lightning.fabric import Fabric
+
+    spec = workloads.TRAINING[workload]
+    net = workloads.build_model(spec.model)
+    fabric = Fabric(accelerator="cpu", devices=1)
+
+    def fit() -> int:
+        model, opt = fabric.setup(net, workloads.make_optimizer(spec.model, net.parameters()))
+        loader = fabric.setup_dataloaders(workloads.make_loader(workload))
+        return raw_loop(model, opt, loader, steps, fabric.backward, spec.accumulate)
+
+    return fit, net
+
+
+def accelerate_contestant(workload: str, steps: int) -> tuple[Fit, nn.Module]:
+    """Hugging Face Accelerate: `Accelerator(cpu=True, gradient_accumulation_steps=k).prepare`, the
+    loop under `accelerator.accumulate(model)`, `accelerator.backward` (which divides by k)."""
+    from accelerate import Accelerator
+
+    spec = workloads.TRAINING[workload]
+    net = workloads.build_model(spec.model)
+    accelerator = Accelerator(cpu=True, gradient_accumulation_steps=spec.accumulate)
+
+    def fit() -> int:
+        model, opt, loader = accelerator.prepare(
+            net, workloads.make_optimizer(spec.model, net.parameters()), workloads.make_loader(workload)
+        )
+        model.train()
         step = 0
         while step < steps:
             for batch in loader:
-                loss = workloads.compute_loss(net, batch)
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-                step += 1
+                with accelerator.accumulate(model):
+                    loss = workloads.compute_loss(model, batch)
+                    accelerator.backward(loss)
+                    opt.step()  # (a no-op until the window's last micro-batch)
+                    opt.zero_grad(set_to_none=True)
+                step += accelerator.sync_gradients
                 if step == steps:
                     break
         return step
 
     return fit, net
+
+
+def surge_defaults_contestant(workload: str, steps: int) -> tuple[Fit, nn.Module]:
+    """surge as users run it: `Trainer(max_steps=...)` with its defaults (progress bar, TensorBoard
+    and CSV loggers, checkpointing, goodput, the data-wait advice), in a temporary run directory."""
+    import tempfile
+
+    import surge
+
+    model = module_class(surge.Module, workload)()
+    loader = workloads.make_loader(workload)
+    root = tempfile.mkdtemp(prefix="surge-defaults-")
+    trainer = surge.Trainer(
+        max_steps=steps, max_epochs=1000, accelerator="cpu", default_root_dir=root,
+        accumulate_grad_batches=workloads.TRAINING[workload].accumulate,
+    )  # fmt: skip
+
+    def fit() -> int:
+        trainer.fit(model, train_dataloaders=loader)
+        return trainer.global_step
+
+    return fit, model.net
 
 
 def module_class(base: type, workload: str) -> type:
@@ -155,7 +244,8 @@ def surge_contestant(
         bar["callbacks"] = [*bar.get("callbacks", []), guard]
     trainer = surge.Trainer(
         max_steps=steps, max_epochs=1000, accelerator="cpu", logger=False, enable_checkpointing=False,
-        enable_model_summary=False, num_sanity_val_steps=0, compile=compile, **bar,
+        enable_model_summary=False, num_sanity_val_steps=0, compile=compile,
+        accumulate_grad_batches=workloads.TRAINING[workload].accumulate, **bar,
     )  # fmt: skip
 
     def fit() -> int:
@@ -174,6 +264,7 @@ def lightning_contestant(workload: str, steps: int) -> tuple[Fit, nn.Module]:
         max_steps=steps, max_epochs=1000, accelerator="cpu", devices=1, logger=False,
         enable_checkpointing=False, enable_model_summary=False, num_sanity_val_steps=0,
         enable_progress_bar=workloads.TRAINING[workload].log,
+        accumulate_grad_batches=workloads.TRAINING[workload].accumulate,
     )  # fmt: skip
 
     def fit() -> int:
@@ -185,6 +276,10 @@ def lightning_contestant(workload: str, steps: int) -> tuple[Fit, nn.Module]:
 
 BUILDERS = {
     "raw": raw_contestant,
+    "raw_aa": raw_contestant,  # the A/A control: the same loop again, adjacent in time
+    "surge_defaults": surge_defaults_contestant,
+    "fabric": fabric_contestant,
+    "accelerate": accelerate_contestant,
     "surge": surge_contestant,
     "lightning": lightning_contestant,
     "surge_compiled": surge_compiled_contestant,

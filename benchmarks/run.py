@@ -1,7 +1,10 @@
 """Benchmark surge against a hand-written PyTorch loop and Lightning: `python benchmarks/run.py`.
 
 Every run is its own fresh subprocess (`child.py`), and contestants are interleaved
-(raw, surge, lightning, raw, surge, ...) so drifting machine load hits them alike. Prints a
+(raw, raw_aa, surge, ..., raw, raw_aa, surge, ...) so drifting machine load hits them alike.
+`raw_aa` is the raw loop again, the A/A control: a repeat of a workload whose raw_aa/raw time
+ratio falls outside AA_BAND says the machine was not steady enough to tell a few percent apart,
+and all of that repeat's runs of that workload are discarded (counted in the report). Prints a
 markdown table and writes benchmarks/results/latest.json (plus a dated copy in results/raw/, not committed).
 Fails loudly if the contestants did not train alike: equal step counts, the loss fell, and the
 same final held-out loss as the raw loop (same weights, same data, same order).
@@ -28,11 +31,16 @@ from typing import Any
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 RESULTS = BENCH / "results"
-CONTESTANTS = ("raw", "surge", "lightning")
+CONTESTANTS = ("raw", "raw_aa", "surge", "surge_defaults", "lightning", "fabric", "accelerate")
+CONTROLS = ("raw", "raw_aa")  # always run
+AA_BAND = (0.97, 1.03)  # raw_aa / raw time per step (or samples/s) a repeat must fall in to count
 OPTIONAL = ("surge_compiled", "surge_spikeguard")  # run only when named in --contestants
-TRAINING = ("mlp", "cnn", "mlp_log", "mlp_wide", "blocks")
+TRAINING = ("mlp", "mlp_accum", "cnn", "mlp_log", "mlp_wide", "blocks")
 WORKLOADS = (*TRAINING, "import", "rss")
-IMPORTS = {"raw": "torch", "surge": "surge", "lightning": "lightning", **dict.fromkeys(OPTIONAL, "surge")}
+IMPORTS = {
+    "raw": "torch", "raw_aa": "torch", "surge": "surge", "surge_defaults": "surge", "lightning": "lightning",
+    "fabric": "lightning.fabric", "accelerate": "accelerate", **dict.fromkeys(OPTIONAL, "surge"),
+}  # fmt: skip
 LOSS_RTOL = 1e-4  # final held-out loss vs the raw loop's
 # Compiled kernels reorder floating-point sums: after hundreds of steps the loss agrees to this.
 LOSS_RTOL_COMPILED = 1e-2
@@ -70,6 +78,7 @@ class Metric:
 
 METRICS = {
     "mlp": Metric("time per step", "µs", False, "ratio", 1.05),
+    "mlp_accum": Metric("time per optimizer step", "µs", False, "ratio", 1.05),
     "cnn": Metric("throughput", "samples/s", True, "ratio", 0.98),
     "mlp_log": Metric("time per step", "µs", False, "ratio", 1.10),
     "mlp_wide": Metric("time per step", "µs", False, "ratio", 1.05),
@@ -103,15 +112,24 @@ def child_env(surge_parent: Path) -> dict[str, str]:
     return env
 
 
-def available(contestants: list[str], env: dict[str, str]) -> tuple[dict[str, str], dict[str, str]]:
+def python_for(contestant: str, args: argparse.Namespace) -> str:
+    """The interpreter a contestant runs under (`--python-for`, e.g. a venv with Lightning)."""
+    return str(args.python_for.get(contestant, sys.executable))
+
+
+def available(
+    contestants: list[str], env: dict[str, str], args: argparse.Namespace
+) -> tuple[dict[str, str], dict[str, str]]:
     """The contestants that can run here with their versions, and a note for each one skipped."""
     surge_needs = "m.Trainer, m.Module, m.callbacks.ProgressBar; "
-    needs = {"raw": "", "surge": surge_needs, "lightning": "m.Trainer; ", "surge_compiled": surge_needs,
-             "surge_spikeguard": surge_needs + "m.callbacks.SpikeGuard; "}  # fmt: skip
+    needs = {"raw": "", "raw_aa": "", "surge": surge_needs, "surge_defaults": surge_needs,
+             "lightning": "m.Trainer; ", "fabric": "m.Fabric; ", "accelerate": "m.Accelerator; ",
+             "surge_compiled": surge_needs, "surge_spikeguard": surge_needs + "m.callbacks.SpikeGuard; "}  # fmt: skip
     versions, skipped = {}, {}
     for name in contestants:
-        code = f"import {IMPORTS[name]} as m; {needs[name]}print(m.__version__, m.__file__)"
-        proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+        version = "getattr(m, '__version__', None) or __import__(m.__name__.split('.')[0]).__version__"
+        code = f"import torch, {IMPORTS[name]} as m; {needs[name]}print({version}, m.__file__, torch.__version__)"
+        proc = subprocess.run([python_for(name, args), "-c", code], env=env, capture_output=True, text=True)
         if proc.returncode == 0:
             versions[name] = proc.stdout.strip()
         else:
@@ -127,7 +145,7 @@ def run_child(
 ) -> dict[str, Any]:
     """One training run in a fresh process; its JSON result line."""
     cmd = [
-        sys.executable,
+        python_for(contestant, args),
         str(BENCH / "child.py"),
         "--workload",
         workload,
@@ -148,9 +166,9 @@ def run_child(
     return json.loads(lines[-1])  # progress bars may write to stdout; the result is the last line
 
 
-def time_import(contestant: str, env: dict[str, str]) -> float:
+def time_import(contestant: str, env: dict[str, str], args: argparse.Namespace) -> float:
     """Wall time of `python -c "import <module>"` in a fresh process."""
-    cmd = [sys.executable, "-c", f"import {IMPORTS[contestant]}"]
+    cmd = [python_for(contestant, args), "-c", f"import {IMPORTS[contestant]}"]
     start = time.perf_counter()
     proc = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True)
     seconds = time.perf_counter() - start
@@ -164,6 +182,8 @@ def check(runs: list[dict[str, Any]], steps: int) -> list[str]:
     problems, lines, threads = [], [], {r["threads"] for r in runs}
     if len(threads) != 1:
         problems.append(f"contestants ran with different torch thread counts: {sorted(threads)}")
+    if len(torches := {r["torch"] for r in runs}) != 1:
+        problems.append(f"contestants ran on different torch builds: {sorted(torches)}")
     for workload in dict.fromkeys(r["workload"] for r in runs):
         mine = [r for r in runs if r["workload"] == workload]
         raw_after = statistics.median(r["loss_after"] for r in mine if r["contestant"] == "raw")
@@ -216,6 +236,26 @@ def summarize(values: dict[str, list[float]], metric: Metric) -> list[dict[str, 
     return rows
 
 
+def steady_repeats(runs: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, list[float]]]:
+    """The runs of the repeats whose A/A control fell inside AA_BAND, and each workload's A/A
+    ratios (raw_aa / raw time per step, one per repeat) for the report."""
+    ratios: dict[str, list[float]] = {}
+    kept = []
+    for workload in dict.fromkeys(r["workload"] for r in runs):
+        by_repeat: dict[int, dict[str, dict[str, Any]]] = {}
+        for r in runs:
+            if r["workload"] == workload:
+                by_repeat.setdefault(r["repeat"], {})[r["contestant"]] = r
+        for repeat in by_repeat.values():
+            aa = repeat["raw_aa"]["sec_per_step"] / repeat["raw"]["sec_per_step"]
+            ratios.setdefault(workload, []).append(aa)
+            for r in repeat.values():
+                r["kept"] = AA_BAND[0] <= aa <= AA_BAND[1]
+            if AA_BAND[0] <= aa <= AA_BAND[1]:
+                kept += repeat.values()
+    return kept, ratios
+
+
 def collect(
     workload: str, runs: list[dict[str, Any]], imports: dict[str, list[float]]
 ) -> dict[str, list[float]]:
@@ -225,6 +265,7 @@ def collect(
     source = "cnn" if workload == "rss" else workload
     field = {
         "mlp": "sec_per_step",
+        "mlp_accum": "sec_per_step",
         "mlp_log": "sec_per_step",
         "mlp_wide": "sec_per_step",
         "blocks": "sec_per_step",
@@ -241,7 +282,9 @@ def collect(
 
 def extras(runs: list[dict[str, Any]], workload: str, contestant: str) -> tuple[str, str]:
     """Median CPU time per step, and median `.item()` / all host reads per timed fit ("–" if none)."""
-    mine = [r for r in runs if r["workload"] == workload and r["contestant"] == contestant]
+    mine = [
+        r for r in runs if r["workload"] == workload and r["contestant"] == contestant and r.get("kept", True)
+    ]
     if not mine or workload not in TRAINING:
         return "–", "–"
     cpu = statistics.median(r["cpu_sec_per_step"] for r in mine) * 1e6
@@ -264,6 +307,16 @@ def markdown(report: dict[str, Any]) -> str:
         "|---|---|---|---:|---:|---:|---:|---:|---:|---|",
     ]
     runs = report["runs"]
+    low, high = report["aa_band"]
+    for workload, ratios in report["aa_ratios"].items():
+        inside = sum(low <= x <= high for x in ratios)
+        listed = ", ".join(f"{x:.3f}" for x in ratios)
+        out.insert(
+            1,
+            f"A/A control, {workload}: raw_aa/raw {listed}; {inside} of {len(ratios)} repeats inside "
+            f"{low}-{high} kept, {len(ratios) - inside} discarded."
+            + (" No steady repeat: no result." if not inside else ""),
+        )
     for workload, rows in report["summary"].items():
         metric = METRICS[workload]
         label = f"{metric.name} ({'higher' if metric.higher_is_better else 'lower'} is better)"
@@ -323,10 +376,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=",".join(CONTESTANTS),
         help=f"comma-separated; raw is always run; also {','.join(OPTIONAL)} (compile='step'; SpikeGuard())",
     )
+    p.add_argument(
+        "--python-for",
+        action="append",
+        default=[],
+        metavar="CONTESTANT=PYTHON",
+        help="run a contestant under another interpreter with the same torch, e.g. "
+        "lightning=~/.cache/surge/lightning-2.6.6/bin/python (repeat for each)",
+    )
     p.add_argument("--out", type=Path, default=RESULTS / "latest.json")
     args = p.parse_args(argv)
     args.only = [w for w in args.only.split(",") if w]
-    args.contestants = ["raw", *(c for c in args.contestants.split(",") if c and c != "raw")]
+    args.contestants = [*CONTROLS, *(c for c in args.contestants.split(",") if c and c not in CONTROLS)]
+    args.python_for = dict(item.split("=", 1) for item in args.python_for)
     for value, allowed in ((args.only, WORKLOADS), (args.contestants, (*CONTESTANTS, *OPTIONAL))):
         if bad := set(value) - set(allowed):
             p.error(f"unknown {sorted(bad)}; choose from {','.join(allowed)}")
@@ -353,14 +415,14 @@ def main(argv: list[str] | None = None) -> None:
 def measure(args: argparse.Namespace, env: dict[str, str]) -> dict[str, Any]:
     """All the runs, interleaved, then the checks; the report."""
     started, load_before = time.perf_counter(), os.getloadavg()
-    versions, skipped = available(args.contestants, env)
+    versions, skipped = available(args.contestants, env, args)
     contestants = list(versions)
     training = [w for w in TRAINING if w in args.only or (w == "cnn" and "rss" in args.only)]
     runs: list[dict[str, Any]] = []
     for repeat in range(args.repeats):
         for workload in training:
             for contestant in contestants:
-                runs.append(run_child(workload, contestant, args, env))
+                runs.append({**run_child(workload, contestant, args, env), "repeat": repeat})
                 r = runs[-1]
                 print(
                     f"[{repeat + 1}/{args.repeats}] {workload:8} {contestant:9} "
@@ -368,10 +430,11 @@ def measure(args: argparse.Namespace, env: dict[str, str]) -> dict[str, Any]:
                     file=sys.stderr,
                 )
     imports: dict[str, list[float]] = {c: [] for c in contestants}
+    kept, aa = steady_repeats(runs)
     if "import" in args.only:
         for _ in range(args.import_repeats):
             for contestant in contestants:
-                imports[contestant].append(time_import(contestant, env))
+                imports[contestant].append(time_import(contestant, env, args))
         print(
             "import: " + ", ".join(f"{c} {statistics.median(v):.2f} s" for c, v in imports.items()),
             file=sys.stderr,
@@ -395,7 +458,13 @@ def measure(args: argparse.Namespace, env: dict[str, str]) -> dict[str, Any]:
         },
         "skipped": skipped,
         "checks": checks,
-        "summary": {w: summarize(collect(w, runs, imports), METRICS[w]) for w in WORKLOADS if w in args.only},
+        "summary": {
+            w: summarize(values, METRICS[w])
+            for w in WORKLOADS
+            if w in args.only and (values := collect(w, kept, imports)).get("raw")
+        },
+        "aa_band": AA_BAND,
+        "aa_ratios": aa,
         "runs": runs,
         "imports": imports,
     }

@@ -27,10 +27,12 @@ class Spec:
     model: str  # "mlp", "mlp_wide", "blocks" or "cnn"
     log: bool  # whether framework contestants call self.log(..., prog_bar=True) every step
     batches_per_epoch: int  # dataset size in batches; longer fits run several epochs
+    accumulate: int = 1  # micro-batches per optimizer step (gradient accumulation)
 
 
 TRAINING = {
     "mlp": Spec("mlp", log=False, batches_per_epoch=500),
+    "mlp_accum": Spec("mlp", log=False, batches_per_epoch=500, accumulate=4),
     "cnn": Spec("cnn", log=False, batches_per_epoch=100),
     "mlp_log": Spec("mlp", log=True, batches_per_epoch=500),
     "mlp_wide": Spec("mlp_wide", log=False, batches_per_epoch=500),

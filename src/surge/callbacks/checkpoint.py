@@ -15,6 +15,7 @@ from ..errors import MisconfigurationError, SurgeRuntimeError
 from ..loggers.checkpoint_uploads import SavedCheckpoints, tell_loggers
 from ..rank_zero import info, warn
 from .base import Callback
+from .batch_end import quiet_batch_end
 from .checkpoint_dir import prepare_directory
 from .checkpoint_options import (
     IntervalClock,
@@ -137,6 +138,12 @@ class ModelCheckpoint(Callback):
         self._apply_restored()  # restored after setup() (a resumed fit restores then)
         self._clock.restart()
 
+    def batch_end_idle(self, trainer: "Trainer") -> bool:
+        """No step or time interval and no background write to check: nothing to do per batch."""
+        asynchronous = trainer.strategy.checkpoint_writer.asynchronous
+        return self.every_n_train_steps < 1 and self._clock.seconds is None and not asynchronous
+
+    @quiet_batch_end
     def on_train_batch_end(
         self, trainer: "Trainer", module: Any, outputs: Any, batch: Any, batch_idx: int
     ) -> None:

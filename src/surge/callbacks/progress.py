@@ -1,7 +1,8 @@
 """`ProgressBar`: epoch, step/total, it/s, ETA, loss and `prog_bar` metrics, on rank zero.
 
-It refreshes on a timer (reading metrics from the device then, never per step), so it costs a
-clock read per step. When the output is not a terminal, or a terminal that reports no width (a pseudo-terminal nobody
+It refreshes on a timer (reading metrics from the device then, never per step), so a bar costs a
+clock read per step; printing plain lines, it costs nothing per step (the loop leaves its batch hook
+out of such an epoch). When the output is not a terminal, or a terminal that reports no width (a pseudo-terminal nobody
 sized: some containers and CI runners), it prints one plain line per epoch.
 """
 
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from ..errors import bad_value
 from .base import Callback
+from .batch_end import quiet_batch_end
 
 if TYPE_CHECKING:
     from ..trainer import Trainer
@@ -129,6 +131,11 @@ class ProgressBar(Callback):
                 smoothing=0.1,
             )
 
+    def batch_end_idle(self, trainer: Trainer) -> bool:
+        """No bar this epoch (plain lines, or not rank zero): nothing to do per batch."""
+        return self._bar is None
+
+    @quiet_batch_end
     def on_train_batch_end(
         self, trainer: Trainer, module: Any, outputs: Any, batch: Any, batch_idx: int
     ) -> None:

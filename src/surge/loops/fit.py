@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from torch import Tensor
 
+from ..callbacks.batch_end import reads_outputs
 from ..data import loader_length, loader_state
 from ..data.stateful_loader import loader_position
 from ..errors import SurgeRuntimeError
@@ -229,8 +230,9 @@ class FitLoop(FitProgress):
         ctx.parts.publisher.save_loggers()
 
     # -- the training step -----------------------------------------------------------------
-    def _loop_parts(self, batches: Iterator[Any]) -> LoopParts:
-        """The callables the step uses, looked up once per epoch (timed versions under a profiler)."""
+    def _loop_parts(self, batches: Iterator[Any]) -> tuple[LoopParts, LoopParts]:
+        """The callables the step uses, looked up once per epoch (timed versions under a profiler):
+        the first batch's (the fit's first step goes through the FLOP count) and the others'."""
         ctx = self.context()
         hooks, precision, module = ctx.parts.hooks, ctx.parts.precision, ctx.parts.module
         parts = LoopParts(
@@ -244,12 +246,13 @@ class FitLoop(FitProgress):
             start_module=hooks.module_fns.get("on_train_batch_start"),
             start_callbacks=hooks.callback_fns.get("on_train_batch_start", ()),
             end_module=hooks.module_fns.get("on_train_batch_end"),
-            end_callbacks=hooks.callback_fns.get("on_train_batch_end", ()),
+            end_callbacks=hooks.batch_end_callbacks(),
             publish=ctx.parts.publisher.publish,
         )
-        if ctx.flops is not None:  # the fit's first step only
-            parts = ctx.flops.instrument(parts, manual=not module.automatic_optimization)
-        return ctx.profiler.instrument(parts) if ctx.profiler is not None else parts
+        parts = ctx.profiler.instrument(parts) if ctx.profiler is not None else parts
+        if ctx.flops is None:
+            return parts, parts
+        return ctx.flops.instrument(parts, manual=not module.automatic_optimization), parts
 
     def _train_batches(  # noqa: C901 - the step reads top to bottom, in one place
         self, it: Iterator[Any], epoch: EpochData, k: int, keep_grads: bool
@@ -261,11 +264,13 @@ class FitLoop(FitProgress):
         model, optim, hooks, strategy = ctx.parts.module, ctx.optim, ctx.parts.hooks, ctx.parts.strategy
         results, validation, signals = ctx.results, ctx.validation, ctx.signals
         val_every = epoch.plan.val_every_n_batches  # 0: validation only at the epoch's end
-        p = self._loop_parts(it)
+        p, steady = self._loop_parts(it)
+        counting = p is not steady  # the fit's first step through the FLOP count, the rest not
         batches, move, step, backward = p.batches, p.move, p.step, p.backward
         optimizer_step, publish, start_module = p.optimizer_step, p.publish, p.start_module
         start_callbacks, end_module, end_callbacks = p.start_callbacks, p.end_module, p.end_callbacks
-        wants_outputs = bool(end_callbacks) or end_module is not None
+        batch_ends = bool(end_callbacks) or end_module is not None
+        wants_outputs = end_module is not None or reads_outputs(end_callbacks)  # else none are built
         n, loader, cut = epoch.plan.train, epoch.train, False
         max_steps = settings.max_steps if settings.max_steps >= 0 else math.inf
         log_every = settings.log_every_n_steps if ctx.parts.publisher.loggers else 0
@@ -276,6 +281,7 @@ class FitLoop(FitProgress):
         no_sync = strategy.no_sync if not single and late_ok else None
         manual = not model.automatic_optimization
         by_batch, reported, plateaus = optim.schedules_by_batch, None, optim.step_plateaus()  # (see below)
+        step_schedulers = optim.schedules("step")  # (sorted at the epoch's start)
         watch, rollback = loss_watch(optim.guard, ctx.rollback), ctx.rollback
         forward_context = ctx.parts.precision.forward_context
         zero_grad = None if optim.free_after_step else optim.zero_grad_window
@@ -310,7 +316,7 @@ class FitLoop(FitProgress):
                 optim.step_schedulers_at_cut(batch_idx, self.epoch)
                 break
             window_start = batch_idx - batch_idx % k
-            window = min(k, n - window_start)
+            window = k if n - window_start >= k else n - window_start  # min(k, ...) without a call
             window_end = batch_idx - window_start == window - 1
             # Non-final micro-batches skip the gradient allreduce. DDP decides that during forward,
             # so the forward and the backward both run inside no_sync().
@@ -348,7 +354,8 @@ class FitLoop(FitProgress):
                     pending = 0
                     optimizer_step(None, reported)  # host read inside with fp16: the scaler's inf check
                     self.global_step += 1
-                    optim.step_schedulers("step", batch_idx + 1 if by_batch else self.global_step, False)
+                    if step_schedulers:
+                        optim.step_schedulers("step", batch_idx + 1 if by_batch else self.global_step, False)
                     if rollback is not None and (
                         self.global_step % rollback.every == 0
                         or batch_idx + 1 == n
@@ -365,8 +372,11 @@ class FitLoop(FitProgress):
                             optim.guard.report(self.global_step)  # host read: a fused optimizer's skips
                         publish(results.read_step(), results.flags(), step=self.logger_step())  # host read
             self.batches_done = batch_idx = batch_idx + 1
-            if wants_outputs and not rolled_back:
-                detached = detach_outputs(out, reported)
+            if counting:  # counted: the loop's own step and backward from the next batch on
+                counting, step, backward = False, steady.step, steady.backward
+                ctx.flops.close()  # type: ignore[union-attr]  # (if the step ran no backward)
+            if batch_ends and not rolled_back:
+                detached = detach_outputs(out, reported) if wants_outputs else None
                 self.stage = BATCH_END
                 for fn in end_callbacks:
                     fn(t, model, detached, batch, batch_idx - 1)

@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..callbacks.base import CALLBACK_HOOKS, Callback, overrides
+from ..callbacks.batch_end import batch_end_calls
 from ..errors import MisconfigurationError
 from ..module import OVERRIDABLE, Module
 from ..module.model_hooks import HOOKS
@@ -133,6 +134,11 @@ class Hooks:
         metrics (the Module's included) are published."""
         for fn in self._epoch_end_last:
             fn(self.trainer, self._module)
+
+    def batch_end_callbacks(self) -> list[Callable[..., Any]]:
+        """The callbacks' `on_train_batch_end` to call in the epoch starting (those idle in it left
+        out: `callbacks.batch_end`)."""
+        return batch_end_calls(self.callback_fns.get("on_train_batch_end", ()), self.trainer)
 
     def any(self, name: str) -> bool:
         return name in self.module_fns or name in self.callback_fns

@@ -87,7 +87,8 @@ class Results:
     ) -> None:
         """Record a value: a reference for its step value, and a device-side epoch sum if asked."""
         slot = self.slots.get(name)
-        metric = None if isinstance(value, Tensor) else _as_metric(value)
+        tensor = isinstance(value, Tensor)
+        metric = None if tensor else _as_metric(value)
         if slot is None:
             slot = self._new_slot(name, value, on_step, on_epoch, prog_bar, logger, reduce_fx, sync_dist)
             slot.add_dataloader_idx = bool(add_dataloader_idx)
@@ -96,7 +97,7 @@ class Results:
             if slot.on_step:
                 slot.last = _batch_value(name, metric)
             return
-        if isinstance(value, Tensor):
+        if tensor:
             value = value.detach()
         elif not isinstance(value, int | float) or isinstance(value, bool):
             value = _as_number(name, value)

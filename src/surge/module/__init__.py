@@ -160,7 +160,7 @@ class Module(LoopHooks, ModelHooks, ModuleOptimizers, nn.Module, Hyperparameters
         check_log_value(name, value)
         if rank_zero_only or enable_graph or sync_dist_group is not None:
             refuse_log_options(name, rank_zero_only, sync_dist_group, enable_graph)
-        reduce_fx = reduction(name, reduce_fx)
+        reduce_fx = "mean" if reduce_fx == "mean" else reduction(name, reduce_fx)  # (the default: no call)
         results = self._results
         if results is None:
             if self._trainer is None:

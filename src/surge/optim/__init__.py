@@ -227,6 +227,10 @@ class Optimization:
             self.step_schedulers("step", batch_idx + 1, plateau=False)
         self.step_schedulers("epoch", epoch + 1, plateau=False)
 
+    def schedules(self, interval: str) -> bool:
+        """Whether surge steps a scheduler of `interval` ("step" or "epoch") in this epoch."""
+        return bool(self._by_interval[interval])
+
     def step_plateaus(self) -> bool:
         """Whether a step-interval scheduler needs a metric (ReduceLROnPlateau): it steps after the
         batch's validation, as in Lightning, where the others step right after the optimizer."""
@@ -281,7 +285,7 @@ def precision_step(
 ) -> bool:
     """The precision's clipped step of `optimizer`, through its compiled step under compile="step"
     (a precision written for the two-argument call keeps working without compile)."""
-    step = compiled.get(id(optimizer))
+    step = compiled.get(id(optimizer)) if compiled else None
     if step is None:
         return bool(precision.optimizer_step(optimizer, clip))
     return bool(precision.optimizer_step(optimizer, clip, step=step))

@@ -38,13 +38,14 @@ class NonFiniteError(SurgeRuntimeError):
 
 
 def _accumulator(loss: Tensor) -> Tensor:
-    """The running sum for losses like the first one, which must be a real number."""
+    """The running sum for losses like the first one (its shape: no reshape per step), which must be
+    a real number."""
     if loss.is_complex():
         raise MisconfigurationError(
             f"training_step returned a complex loss (dtype {loss.dtype}); it must be real. Reduce it to a "
             "real number, e.g. loss.abs() or loss.real."
         )
-    return torch.zeros((), device=loss.device)
+    return torch.zeros(loss.shape, device=loss.device)
 
 
 @contextlib.contextmanager
@@ -87,9 +88,17 @@ class NonFiniteGuard:
     def watch(self, loss: Tensor) -> None:
         """Add a micro-batch's loss to a running sum on the device: one in-place add per step, and
         an inf/NaN anywhere makes the sum non-finite (no read here)."""
-        if self._loss_bad is None:
-            self._loss_bad = _accumulator(loss)
-        self._loss_bad.add_(loss.detach().reshape(()))  # a view: a shape (1,) loss counts as a scalar
+        total = self._loss_bad
+        if total is None:
+            total = self._loss_bad = _accumulator(loss)
+        try:
+            total.add_(loss.detach())
+        except RuntimeError:  # a one-element loss of another shape than the first, e.g. (1,) after ()
+            total.add_(loss.detach().reshape(total.shape))
+
+    def _loss_flag(self, total: Tensor) -> Tensor:
+        """1.0 (a scalar) if a loss summed into `total` since the last read was inf/NaN."""
+        return total.isfinite().logical_not().reshape(())
 
     def forget(self) -> None:
         """The losses watched since the last read were rolled back (`SpikeGuard`): not reported."""
@@ -141,7 +150,7 @@ class NonFiniteGuard:
             if flag is not found:
                 found.add_(flag.to(device))
         if self._loss_bad is not None:
-            found.add_(self._loss_bad.isfinite().logical_not().to(device)).clamp_(max=1)
+            found.add_(self._loss_flag(self._loss_bad).to(device)).clamp_(max=1)
             self._loss_bad.zero_()
         return found
 
@@ -151,7 +160,7 @@ class NonFiniteGuard:
             return
         flags = []
         if self._loss_bad is not None:
-            flags.append(self._loss_bad.isfinite().logical_not().float())
+            flags.append(self._loss_flag(self._loss_bad).float())
         if self._steps_bad is not None:
             flags.append(self._steps_bad.float().to(flags[0].device if flags else self._steps_bad.device))
         if not flags:

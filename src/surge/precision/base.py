@@ -34,7 +34,7 @@ class Precision:
 
     def forward_context(self) -> contextlib.AbstractContextManager:
         """The context every step hook runs in (autocast for mixed modes)."""
-        return contextlib.nullcontext()
+        return _NO_CONTEXT  # one object for every step (nullcontext is reusable)
 
     def convert_module(self, module: M) -> M:
         """Cast the module's parameters for "-true" modes; a no-op otherwise."""
@@ -104,3 +104,6 @@ class Precision:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Restore what `state_dict` returned."""
+
+
+_NO_CONTEXT = contextlib.nullcontext()
