@@ -37,10 +37,10 @@ WRITER = """
 import sys, torch
 from torch.utils.data import DataLoader
 from surge.checkpoint import save_atomic
-from surge.launch.signals import guard_workers
+from surge.launch.signals import WorkerSignals
 path, workers = sys.argv[1], int(sys.argv[2])
-loader = DataLoader(range(64), batch_size=8, num_workers=workers, persistent_workers=workers > 0)
-guard_workers(loader)  # as the Trainer prepares it
+loader = DataLoader(range(64), batch_size=8, num_workers=workers, persistent_workers=workers > 0,
+                    worker_init_fn=WorkerSignals(None) if workers else None)  # as the loader's preparation does
 i = 1
 while True:
     for _ in loader:

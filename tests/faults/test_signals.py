@@ -103,12 +103,15 @@ def test_workers_ignore_signals_from_others_obey_their_parent_and_run_the_users_
 
     from torch.utils.data import DataLoader, TensorDataset
 
-    from surge.launch.signals import guard_workers
+    from surge.launch.signals import WorkerSignals
 
-    loader = DataLoader(TensorDataset(torch.arange(8.0)), batch_size=2, num_workers=2, persistent_workers=True,
-                        worker_init_fn=partial(_record_pid, tmp_path))  # fmt: skip
-    guard_workers(loader)
-    guard_workers(loader)  # wrapped once
+    loader = DataLoader(
+        TensorDataset(torch.arange(8.0)),
+        batch_size=2,
+        num_workers=2,
+        persistent_workers=True,
+        worker_init_fn=WorkerSignals(partial(_record_pid, tmp_path)),
+    )  # as the loader's preparation does
     assert loader.worker_init_fn.user_fn.func is _record_pid
     assert [b.tolist() for (b,) in loader] == [[0, 1], [2, 3], [4, 5], [6, 7]]
     pids = [int((tmp_path / f"worker{i}").read_text()) for i in range(2)]  # the user's function ran
@@ -131,9 +134,9 @@ def test_workers_ignore_signals_from_others_obey_their_parent_and_run_the_users_
 GLOBAL_PERSISTENT = """
 import torch
 from torch.utils.data import DataLoader, TensorDataset
-from surge.launch.signals import guard_workers
-loader = DataLoader(TensorDataset(torch.arange(8.0)), batch_size=2, num_workers=2, persistent_workers=True)
-guard_workers(loader)
+from surge.launch.signals import WorkerSignals
+loader = DataLoader(TensorDataset(torch.arange(8.0)), batch_size=2, num_workers=2, persistent_workers=True,
+                    worker_init_fn=WorkerSignals(None))
 for _ in loader:
     pass
 """

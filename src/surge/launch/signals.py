@@ -6,8 +6,9 @@ sent by `--signal=USR1@90`, unless a `RequeuePolicy` names another or none), and
 (SIGTERM) or 130 (SIGINT). A second SIGINT aborts at once.
 
 SLURM, container runtimes and Ctrl-C signal the whole process group, DataLoader workers too; a
-worker that dies of it fails the main process before it can save. `guard_workers` makes each
-worker leave these signals to the main process (`WorkerSignals`), and end the moment that process is
+worker that dies of it fails the main process before it can save. `WorkerSignals` (the
+`worker_init_fn` the loader preparation gives every loader with workers) makes each worker leave
+these signals to the main process, and end the moment that process is
 gone, however it died.
 """
 
@@ -21,13 +22,11 @@ import select
 import signal
 import subprocess
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from typing import Any
-
-from torch.utils.data import DataLoader
 
 from ..rank_zero import info, warn
 
@@ -165,14 +164,6 @@ class WorkerSignals:
         exit_with_parent()  # after: its thread must inherit the blocked SIGTERM
         if self.user_fn is not None:
             self.user_fn(worker_id)
-
-
-def guard_workers(loader: Iterable) -> None:
-    """Wrap a DataLoader's `worker_init_fn` in `WorkerSignals` (once; loaders without workers are left)."""
-    if not isinstance(loader, DataLoader) or loader.num_workers == 0:
-        return
-    if not isinstance(loader.worker_init_fn, WorkerSignals):
-        loader.worker_init_fn = WorkerSignals(loader.worker_init_fn)
 
 
 def leave_signals_to_parent() -> None:
