@@ -57,6 +57,7 @@ class Strategy:
     _layout: Layout | None = None  # what the Trainer asked for (attach_layout)
     wrapped: nn.Module | None = None  # the wrapper steps run through (DDP, FSDP), if any
     activation_checkpointing_policy: Any = None  # what to checkpoint, when the strategy decides it
+    device_mesh: Any = None  # the DeviceMesh a mesh strategy built (`Module.device_mesh`); None: none
     checkpoint_io: Any = None  # Lightning's checkpoint I/O plugin, when one was given
     _precision_plugin: Any = None
 
