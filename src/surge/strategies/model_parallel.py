@@ -22,17 +22,13 @@ from typing import Any, Literal
 import torch.distributed as dist
 from torch import nn
 
-from ..errors import CheckpointError, MisconfigurationError, bad_value
+from ..errors import MisconfigurationError, bad_value
 from .base import Layout
 from .fsdp import FSDPStrategy, _fsdp, _Steps
 from .mesh import DATA, GroupReducer, MeshShape
 from .mesh_checks import check_data_parallel, check_plan_divides, check_tensor_parallel_applied
 
 Size = int | Literal["auto"]
-LATER = (
-    "resuming on another mesh (another data-parallel or tensor-parallel size) is not supported yet: "
-    "resume with the sizes it was saved with"
-)
 
 
 class ModelParallel(FSDPStrategy):
@@ -142,19 +138,7 @@ class ModelParallel(FSDPStrategy):
 
     def load_checkpoint(self, path: str | Path) -> dict[str, Any]:
         ckpt = super().load_checkpoint(path)
-        shape = self._shape()
-        here = [shape.data_parallel, shape.tensor_parallel]
-        saved = ckpt.get("mesh")
-        if saved != here:
-            where = (
-                f"a mesh of data_parallel={saved[0]} x tensor_parallel={saved[1]}"
-                if isinstance(saved, list) and len(saved) == 2
-                else "without a device mesh (one process, DDP or FSDP)"
-            )
-            raise CheckpointError(
-                f"{path} was saved {where}, and this run's mesh is data_parallel={here[0]} x "
-                f"tensor_parallel={here[1]}: {LATER}."
-            )
+        self._shape().check_saved(ckpt.get("mesh"), path)
         return ckpt
 
 
