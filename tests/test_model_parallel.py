@@ -41,7 +41,10 @@ def test_a_mesh_that_does_not_cover_the_processes_is_refused_by_the_trainer():
 def test_auto_sizes_are_lightnings_and_sampling_follows_the_data_parallel_dimension():
     strategy = S.ModelParallelStrategy()
     surge.Trainer(accelerator="cpu", devices=4, strategy=strategy, logger=False)
-    assert strategy.shape == MeshShape(1, 4)
+    assert strategy.shape == MeshShape(1, 4) and strategy.data_parallel_size == 1
+    two_by_two = ModelParallel(data_parallel=2, tensor_parallel=2)
+    surge.Trainer(accelerator="cpu", devices=4, strategy=two_by_two, logger=False)
+    assert two_by_two.data_parallel_size == 2  # what effective_batch_size and scale_lr count
     shape = MeshShape(2, 2)
     assert [shape.sampler_kwargs(r) for r in range(4)] == [
         {"num_replicas": 2, "rank": 0}, {"num_replicas": 2, "rank": 0},

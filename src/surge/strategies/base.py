@@ -92,6 +92,11 @@ class Strategy:
     world_size = 1
 
     @property
+    def data_parallel_size(self) -> int:
+        """The processes that read batches of their own (a mesh's tensor-parallel ranks share one)."""
+        return self.world_size
+
+    @property
     def is_global_zero(self) -> bool:
         return self.global_rank == 0
 

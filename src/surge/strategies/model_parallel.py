@@ -107,6 +107,10 @@ class ModelParallel(FSDPStrategy):
         return self._shape().sampler_kwargs(self.global_rank)
 
     @property
+    def data_parallel_size(self) -> int:
+        return self._shape().data_parallel
+
+    @property
     def reducer(self) -> GroupReducer:  # type: ignore[override]
         return self._reducer
 
