@@ -15,7 +15,11 @@ from surge.errors import CheckpointError, MisconfigurationError, SurgeTypeError
 from surge.lightning import strategies as S
 from surge.strategies import ModelParallel
 from surge.strategies.mesh import MeshShape
-from surge.strategies.mesh_checks import check_data_parallel, check_plan_divides, check_tensor_parallel_applied
+from surge.strategies.mesh_checks import (
+    check_data_parallel,
+    check_plan_divides,
+    check_tensor_parallel_applied,
+)
 from surge.utilities.clip import clip_grad_norm_over_meshes
 
 
@@ -32,7 +36,9 @@ def test_arguments_are_refused_by_name_when_built():
 
 def test_a_mesh_that_does_not_cover_the_processes_is_refused_by_the_trainer():
     with pytest.raises(MisconfigurationError, match=r"data_parallel=2, tensor_parallel=2\) is a mesh of 4"):
-        surge.Trainer(accelerator="cpu", devices=3, strategy=ModelParallel(data_parallel=2, tensor_parallel=2))
+        surge.Trainer(
+            accelerator="cpu", devices=3, strategy=ModelParallel(data_parallel=2, tensor_parallel=2)
+        )
     # Lightning's "auto" data-parallel size is the number of nodes: 1 x 2 does not cover 4 processes
     with pytest.raises(MisconfigurationError, match=r"data_parallel_size=1, tensor_parallel_size=2"):
         surge.Trainer(accelerator="cpu", devices=4, strategy=S.ModelParallelStrategy(tensor_parallel_size=2))
@@ -99,7 +105,9 @@ def test_plan_checks(mesh):
 def test_a_checkpoint_from_another_mesh_is_refused_by_name():
     shape = MeshShape(2, 2)
     shape.check_saved([2, 2], "a.ckpt")
-    with pytest.raises(CheckpointError, match=r"saved a mesh of data_parallel=1 x tensor_parallel=4.*not supported yet"):
+    with pytest.raises(
+        CheckpointError, match=r"saved a mesh of data_parallel=1 x tensor_parallel=4.*not supported yet"
+    ):
         shape.check_saved([1, 4], "a.ckpt")
     with pytest.raises(CheckpointError, match="without a device mesh"):
         shape.check_saved(None, "a.ckpt")
@@ -117,3 +125,18 @@ def test_clipping_over_meshes_equals_torchs_for_plain_tensors():
     torch.testing.assert_close(norm, expected)
     for a, b in zip(ours, theirs):
         torch.testing.assert_close(a.grad, b.grad)
+
+
+def test_parameters_on_several_meshes_are_clipped_by_surges_norm(mesh):
+    from torch.distributed.tensor import Shard, distribute_tensor
+
+    from surge.utilities.clip import norm_clipper
+
+    two_d = nn.Parameter(distribute_tensor(torch.randn(4, 4), mesh, [Shard(0), Shard(1)]))
+    one_d = nn.Parameter(distribute_tensor(torch.randn(4), mesh["data_parallel"], [Shard(0)]))
+    for p in (two_d, one_d):
+        p.grad = distribute_tensor(torch.ones(p.shape), p.device_mesh, p.placements)
+    with pytest.raises(RuntimeError, match="same mesh"):  # torch's (Lightning's) clipping
+        torch.nn.utils.clip_grad_norm_([two_d, one_d], 0.5)
+    assert norm_clipper([two_d, one_d]) is clip_grad_norm_over_meshes
+    assert norm_clipper([one_d]) is torch.nn.utils.clip_grad_norm_

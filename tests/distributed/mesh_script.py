@@ -138,7 +138,9 @@ def main() -> None:
     sizes = [int(s) for s in args.mesh.split(",")]
     strategy, devices = "auto", 1
     if len(sizes) == 2:
-        strategy = surge.strategies.ModelParallel(data_parallel=sizes[0], tensor_parallel=sizes[1])
+        strategy = surge.strategies.ModelParallel(
+            data_parallel=sizes[0], tensor_parallel=sizes[1], shard={Block}
+        )
         devices = sizes[0] * sizes[1]
     surge.seed_everything(0)
     dataset = data(args.samples)

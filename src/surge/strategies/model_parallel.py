@@ -35,7 +35,7 @@ class ModelParallel(FSDPStrategy):
     """Tensor parallel x FSDP2 on a `data_parallel` x `tensor_parallel` mesh of processes.
 
     `"auto"` sizes are Lightning's: `tensor_parallel` = the processes of one node, `data_parallel`
-    = the number of nodes. `shard`, `reshard_after_forward` and `cpu_offload` are the FSDP strategy's,
+    = the number of nodes. shard, reshard_after_forward and cpu_offload are `FSDPStrategy`'s,
     for the units surge shards itself. `pipeline_parallel` must be 1 (not built yet).
     """
 
