@@ -1,7 +1,7 @@
 """ModelParallel's checks, in one process: its arguments and mesh sizes refused by name at
 construction or `Trainer(...)`, Lightning's "auto" sizes, the plan checks after configure_model (on
 a 4-rank mesh of torch's fake process group: no communication), a checkpoint from another mesh, and
-clipping by the global norm. 4 real processes: tests/distributed/test_model_parallel.py."""
+clipping by the global norm. 4 real processes: tests/distributed/test_mesh_training.py."""
 
 from __future__ import annotations
 
