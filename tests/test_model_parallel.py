@@ -140,3 +140,10 @@ def test_parameters_on_several_meshes_are_clipped_by_surges_norm(mesh):
         torch.nn.utils.clip_grad_norm_([two_d, one_d], 0.5)
     assert norm_clipper([two_d, one_d]) is clip_grad_norm_over_meshes
     assert norm_clipper([one_d]) is torch.nn.utils.clip_grad_norm_
+
+
+@pytest.mark.parametrize(("setting", "value"), [("compile", True), ("activation_checkpointing", [nn.Linear])])
+def test_what_the_mesh_does_not_have_yet_is_refused_by_the_trainer(setting, value):
+    strategy = ModelParallel(data_parallel=1, tensor_parallel=1)
+    with pytest.raises(MisconfigurationError, match=rf"Trainer\({setting}=.* is not supported yet"):
+        surge.Trainer(accelerator="cpu", devices=1, strategy=strategy, logger=False, **{setting: value})

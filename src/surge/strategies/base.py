@@ -75,6 +75,9 @@ class Strategy:
     def check_layout(self, layout: Layout) -> None:
         """Check (and plan for) the devices, nodes and environment; also run for a user's object."""
 
+    def check_settings(self, **settings: Any) -> None:
+        """Refuse, by name, a Trainer setting this strategy cannot honour (None or False: not set)."""
+
     def attach_layout(self, layout: Layout) -> None:
         """Keep the checked layout: what the root device, the parallel devices and the node count report."""
         self._layout = layout

@@ -81,6 +81,15 @@ class ModelParallel(FSDPStrategy):
         asked = f"Trainer(devices={layout.requested_devices!r}, num_nodes={layout.num_nodes})"
         self.shape.check_world(layout.processes, self.sizes, asked)
 
+    def check_settings(self, **settings: Any) -> None:
+        given = [f"{name}=..." for name, value in settings.items() if value not in (None, False)]
+        if given:
+            raise MisconfigurationError(
+                f"Trainer({', '.join(given)}) with {type(self).__name__} is not supported yet: compiling and "
+                "activation checkpointing on a device mesh are not built. Leave them out (or call torch.compile "
+                "or checkpoint_wrapper on your layers yourself in configure_model, after the plan)."
+            )
+
     def setup_environment(self, device: Any) -> None:
         super().setup_environment(device)
         if self._mesh is None or self._mesh_world is not dist.group.WORLD:  # once per process group
