@@ -147,3 +147,28 @@ def test_what_the_mesh_does_not_have_yet_is_refused_by_the_trainer(setting, valu
     strategy = ModelParallel(data_parallel=1, tensor_parallel=1)
     with pytest.raises(MisconfigurationError, match=rf"Trainer\({setting}=.* is not supported yet"):
         surge.Trainer(accelerator="cpu", devices=1, strategy=strategy, logger=False, **{setting: value})
+
+
+class _NoReset(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.scale = nn.Parameter(torch.ones(6))
+
+
+def test_a_model_built_on_the_meta_device_is_allocated_shard_by_shard(mesh):
+    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.tensor.parallel import ColwiseParallel, parallelize_module
+
+    from surge.strategies.materialize import is_meta, materialize
+
+    with torch.device("meta"):
+        model = nn.Sequential(nn.Linear(4, 6), nn.LayerNorm(6), _NoReset())
+    parallelize_module(model, mesh["tensor_parallel"], {"0": ColwiseParallel()})
+    fully_shard(model, mesh=mesh["data_parallel"])
+    assert is_meta(model)
+    with pytest.warns(UserWarning, match="_NoReset define no reset_parameters"):
+        materialize(model, torch.device("cpu"))
+    assert not is_meta(model)
+    assert model[0].weight.to_local().shape == (2, 4)  # 6 rows: 3 per tensor-parallel rank, 2 of them here
+    assert torch.equal(model[1].weight.to_local(), torch.ones(3))  # LayerNorm's reset_parameters ran
+    assert model[0].weight.to_local().abs().sum() > 0

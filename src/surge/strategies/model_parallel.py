@@ -10,7 +10,8 @@ wrong is surge's: the sampler's rank and size are the data-parallel coordinates 
 tensor-parallel group read the same batch), metrics are reduced over the data-parallel group only,
 clipping takes the global norm over every shard, accumulation defers FSDP's reduce-scatter, and a
 plan that does not divide a layer, or leaves a parameter out of the data-parallel sharding, is
-refused. Checkpoints are surge's sharded ones (DCP), and resume on the same mesh.
+refused. A model built on the meta device is allocated shard by shard and initialized by its layers'
+reset_parameters(), as Lightning does. Checkpoints are surge's sharded ones (DCP), and resume on the same mesh.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from torch import nn
 from ..errors import MisconfigurationError, bad_value
 from .base import Layout
 from .fsdp import FSDPStrategy, _fsdp, _Steps
+from .materialize import is_meta, materialize
 from .mesh import DATA, GroupReducer, MeshShape
 from .mesh_checks import check_data_parallel, check_plan_divides, check_tensor_parallel_applied
 
@@ -131,13 +133,15 @@ class ModelParallel(FSDPStrategy):
         check_tensor_parallel_applied(module, shape.tensor_parallel, owner)
         check_plan_divides(module, shape.tensor_parallel, owner)
         self.module = module
-        module.to(self.device)
+        if not is_meta(module):
+            module.to(self.device)
         fsdp = _fsdp()
         options = self._shard_options(fsdp)
         for unit in self._units(module):
             if not isinstance(unit, fsdp.FSDPModule):  # the user's own units stay as they made them
                 fsdp.fully_shard(unit, **options)
         self.wrapped = fsdp.fully_shard(_Steps(module), **options)
+        materialize(module, self.device)  # a model built on the meta device: each rank's shards only
         check_data_parallel(module, owner)
         return module
 
