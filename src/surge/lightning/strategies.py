@@ -265,6 +265,11 @@ class ModelParallelStrategy(_LightningArguments, _model_parallel.ModelParallel):
             )
         return super().setup_module(module)
 
+    @property
+    def model(self) -> nn.Module | None:
+        """The LightningModule, as Lightning's strategy answers (its FSDP units are inside it)."""
+        return self.module
+
     def no_sync(self) -> contextlib.AbstractContextManager:
         """Lightning reduces the gradients of every micro-batch under this strategy (it defers only DDP's),
         so accumulation here does too: the same sums in the same order, the same weights."""

@@ -86,6 +86,7 @@ class Model(L.LightningModule):
         mine = {
             "mesh": [mesh.mesh_dim_names, list(mesh.shape)], "sampler": strategy.distributed_sampler_kwargs,
             "rank": strategy.global_rank, "world_size": strategy.world_size,
+            "model": type(strategy.model).__name__, "root_device": str(strategy.root_device),
         }  # fmt: skip
         everyone = [None] * strategy.world_size
         torch.distributed.all_gather_object(everyone, record.plain(mine))
