@@ -69,7 +69,7 @@ class ModelParallel(FSDPStrategy):
         self.shape: MeshShape | None = None  # known once the layout is (check_layout)
         self._mesh: Any = None
         self._mesh_world: Any = None  # the default group the mesh was built in
-        self._reducer = GroupReducer(lambda: self.device_mesh[DATA].get_group())
+        self._reducer = GroupReducer(self._data_parallel_group)
 
     # -- the mesh --------------------------------------------------------------------------
     def check_layout(self, layout: Layout) -> None:
@@ -124,6 +124,9 @@ class ModelParallel(FSDPStrategy):
     @property
     def reducer(self) -> GroupReducer:  # type: ignore[override]
         return self._reducer
+
+    def _data_parallel_group(self) -> Any:
+        return self.device_mesh[DATA].get_group()
 
     # -- the module ------------------------------------------------------------------------
     def setup_module(self, module: nn.Module) -> nn.Module:
