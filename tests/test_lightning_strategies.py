@@ -138,12 +138,12 @@ def test_fsdp_strategy_refuses_by_name(kwargs, named):
 
 
 @pytest.mark.parametrize(
-    "cls", [S.ModelParallelStrategy, S.DeepSpeedStrategy, S.XLAStrategy, S.SingleDeviceXLAStrategy]
+    "cls", [S.DeepSpeedStrategy, S.XLAStrategy, S.SingleDeviceXLAStrategy]
 )
 def test_strategies_without_an_engine_are_refused_when_built(cls):
     with pytest.raises(MisconfigurationError, match=cls.__name__):
         cls()
-    if cls in (S.ModelParallelStrategy, S.DeepSpeedStrategy):
+    if cls is S.DeepSpeedStrategy:
         with pytest.raises(MisconfigurationError, match="FSDPStrategy"):
             cls(stage=3)
 

@@ -57,6 +57,7 @@ def build_strategy(
         cls = cast("type[Strategy]", STRATEGIES.get(strategy))  # registered by register_strategy
         strategy = cls.from_layout(layout)
     strategy.attach_layout(layout)
+    strategy.check_settings(compile=cfg.compile, activation_checkpointing=cfg.activation_checkpointing)
     if cfg.activation_checkpointing is not None and strategy.activation_checkpointing_policy is not None:
         raise MisconfigurationError(
             f"activation_checkpointing={cfg.activation_checkpointing!r} and the strategy's own policy "

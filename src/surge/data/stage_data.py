@@ -148,9 +148,14 @@ class LoaderPreparation:
         Under a strategy that shares the data (DDP, FSDP) loaders are distributed even on one
         process, as Lightning does (a DistributedSampler of one replica shuffles by the run's seed)."""
         overfit = bool(cfg.overfit_batches)
-        shared = strategy.world_size > 1 or strategy.distributed_sampler_kwargs is not None
-        distribute = cfg.use_distributed_sampler and shared
-        return cls(pin_memory, strategy.global_rank, strategy.world_size, distribute, overfit)
+        shares = strategy.distributed_sampler_kwargs  # a mesh's data-parallel coordinates, or every rank
+        distribute = cfg.use_distributed_sampler and (strategy.world_size > 1 or shares is not None)
+        rank, size = (
+            (shares["rank"], shares["num_replicas"])
+            if shares
+            else (strategy.global_rank, strategy.world_size)
+        )
+        return cls(pin_memory, rank, size, distribute, overfit)
 
     def adjust(self, loader: Any) -> Any:
         """Worker seeding (after `seed_everything(workers=True)`), the workers' signal guard, pinning."""

@@ -6,16 +6,21 @@ docs/lightning.md ("Strategies") lists what each argument maps to."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 from collections.abc import Callable
 from typing import Any, Literal
 
 import torch
+from torch import nn
 from torch.distributed.constants import default_pg_timeout
 
+from ..callbacks.base import overrides
 from ..config.plugins import resolve_plugins
-from ..errors import MisconfigurationError, bad_value
+from ..errors import MisconfigurationError, SurgeTypeError, bad_value
+from ..module import Module
 from ..strategies import ddp as _ddp
+from ..strategies import model_parallel as _model_parallel
 from ..strategies import single as _single
 from ..strategies.base import Layout, Strategy, layout_devices
 from ..strategies.parallel import ProcessGroupStrategy as ParallelStrategy
@@ -226,11 +231,49 @@ class _Refused(Strategy):
         raise MisconfigurationError(f"{type(self).__name__} is not supported by surge: {self.instead}")
 
 
-class ModelParallelStrategy(_Refused):
-    instead = (
-        "surge has no tensor-parallel engine yet. Shard the model with FSDPStrategy(...) "
-        "(or Trainer(strategy='fsdp')) meanwhile."
-    )
+class ModelParallelStrategy(_LightningArguments, _model_parallel.ModelParallel):
+    """Lightning's `ModelParallelStrategy`: surge's `ModelParallel` (tensor parallel x FSDP2 on a
+    "data_parallel" x "tensor_parallel" mesh; `"auto"` sizes as Lightning resolves them)."""
+
+    sizes = ("data_parallel_size", "tensor_parallel_size")
+
+    def __init__(
+        self,
+        data_parallel_size: int | Literal["auto"] = "auto",
+        tensor_parallel_size: int | Literal["auto"] = "auto",
+        save_distributed_checkpoint: bool = True,
+        process_group_backend: str | None = None,
+        timeout: datetime.timedelta | None = default_pg_timeout,
+    ) -> None:
+        if not isinstance(save_distributed_checkpoint, bool):
+            raise bad_value(
+                "ModelParallelStrategy(save_distributed_checkpoint)", save_distributed_checkpoint, "a bool"
+            )
+        super().__init__(
+            data_parallel=data_parallel_size, tensor_parallel=tensor_parallel_size,
+            process_group_backend=process_group_backend, timeout=timeout,  # type: ignore[arg-type]  # None: 30 min
+        )  # fmt: skip
+        # either value writes surge's sharded checkpoint (docs/lightning.md)
+        self.save_distributed_checkpoint = save_distributed_checkpoint
+
+    def setup_module(self, module: nn.Module) -> nn.Module:
+        if not overrides(module, Module, "configure_model"):
+            raise SurgeTypeError(
+                f"{type(self).__name__} parallelizes nothing by itself: override configure_model() in "
+                f"{type(module).__name__} and apply the plan there (parallelize_module over "
+                'self.device_mesh["tensor_parallel"], fully_shard over self.device_mesh["data_parallel"]).'
+            )
+        return super().setup_module(module)
+
+    @property
+    def model(self) -> nn.Module | None:
+        """The LightningModule, as Lightning's strategy answers (its FSDP units are inside it)."""
+        return self.module
+
+    def no_sync(self) -> contextlib.AbstractContextManager:
+        """Lightning reduces the gradients of every micro-batch under this strategy (it defers only DDP's),
+        so accumulation here does too: the same sums in the same order, the same weights."""
+        return contextlib.nullcontext()
 
 
 class DeepSpeedStrategy(_Refused):

@@ -275,6 +275,12 @@ class Module(LoopHooks, ModelHooks, ModuleOptimizers, nn.Module, Hyperparameters
         return self._device
 
     @property
+    def device_mesh(self) -> Any:
+        """The DeviceMesh the strategy built (`surge.strategies.ModelParallel`), for the parallel plan
+        applied in `configure_model`; None under other strategies or without a Trainer."""
+        return self._trainer.strategy.device_mesh if self._trainer is not None else None
+
+    @property
     def current_epoch(self) -> int:
         return self._trainer.current_epoch if self._trainer is not None else 0
 

@@ -12,6 +12,7 @@ import torch
 from torch import Tensor, nn
 
 from ..errors import MisconfigurationError, SurgeRuntimeError, SurgeTypeError
+from ..utilities.clip import norm_clipper
 
 if TYPE_CHECKING:
     from ..optim.manual import OptimizerSteps
@@ -116,7 +117,7 @@ class ModuleOptimizers:
         self.trainer.precision_plugin.unscale_gradients(bare)
         params = list(_params(bare))
         if algorithm == "norm":
-            torch.nn.utils.clip_grad_norm_(params, value)
+            norm_clipper(params)(params, value)
         else:
             torch.nn.utils.clip_grad_value_(params, value)
 

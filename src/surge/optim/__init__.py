@@ -12,6 +12,7 @@ from torch.optim import Optimizer
 from ..config import semantics
 from ..errors import CheckpointError, MisconfigurationError
 from ..module.steps import ModuleOptimizerStep
+from ..utilities.clip import norm_clipper
 from .config import SchedulerConfig, check_optimizer_count, configured_optimizers, parse_optimizers
 from .nonfinite import NonFiniteGuard, handed_flag
 
@@ -104,14 +105,15 @@ class Optimization:
         if value is None:
             return None
         precision = self._precision
-        clip_ = torch.nn.utils.clip_grad_value_ if algorithm == "value" else torch.nn.utils.clip_grad_norm_
+        clip_: Callable[..., Any] = torch.nn.utils.clip_grad_value_
         params: list[torch.Tensor] = []
         groups = -1
 
         def clip() -> None:
-            nonlocal params, groups
+            nonlocal params, groups, clip_
             if len(opt.param_groups) != groups:  # a callback added a group (BaseFinetuning's unfreeze)
                 params, groups = [p for g in opt.param_groups for p in g["params"]], len(opt.param_groups)
+                clip_ = torch.nn.utils.clip_grad_value_ if algorithm == "value" else norm_clipper(params)
             precision.unscale_gradients(opt)
             clip_(params, value)
 

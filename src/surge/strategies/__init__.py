@@ -6,6 +6,7 @@ from .ddp import DDPStrategy
 from .ddp_names import PresetDDPStrategy
 from .dp import DataParallelStrategy
 from .fsdp import FSDPStrategy
+from .model_parallel import ModelParallel
 from .single import SingleDeviceStrategy
 
 __all__ = [
@@ -14,6 +15,7 @@ __all__ = [
     "FSDPStrategy",
     "PresetDDPStrategy",
     "Layout",
+    "ModelParallel",
     "SingleDeviceStrategy",
     "Strategy",
     "register_strategy",

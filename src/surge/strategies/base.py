@@ -57,6 +57,7 @@ class Strategy:
     _layout: Layout | None = None  # what the Trainer asked for (attach_layout)
     wrapped: nn.Module | None = None  # the wrapper steps run through (DDP, FSDP), if any
     activation_checkpointing_policy: Any = None  # what to checkpoint, when the strategy decides it
+    device_mesh: Any = None  # the DeviceMesh a mesh strategy built (`Module.device_mesh`); None: none
     checkpoint_io: Any = None  # Lightning's checkpoint I/O plugin, when one was given
     _precision_plugin: Any = None
 
@@ -74,6 +75,9 @@ class Strategy:
     def check_layout(self, layout: Layout) -> None:
         """Check (and plan for) the devices, nodes and environment; also run for a user's object."""
 
+    def check_settings(self, **settings: Any) -> None:
+        """Refuse, by name, a Trainer setting this strategy cannot honour (None or False: not set)."""
+
     def attach_layout(self, layout: Layout) -> None:
         """Keep the checked layout: what the root device, the parallel devices and the node count report."""
         self._layout = layout
@@ -89,6 +93,11 @@ class Strategy:
     local_rank = 0
     node_rank = 0
     world_size = 1
+
+    @property
+    def data_parallel_size(self) -> int:
+        """The processes that read batches of their own (a mesh's tensor-parallel ranks share one)."""
+        return self.world_size
 
     @property
     def is_global_zero(self) -> bool:

@@ -310,7 +310,7 @@ class Trainer(StageEntryPoints):
         optimizers, schedulers = configured_optimizers(model)
         if cfg.scale_lr is not None:
             data.ask_train()
-            micro_batches = data.accumulate * self.world_size
+            micro_batches = data.accumulate * self._strategy.data_parallel_size
             tune_setup.scale_learning_rates(optimizers, schedulers, data.train, micro_batches, cfg)
         metrics = partial(getattr, self._publisher, "callback_metrics")
         return build_optimization(

@@ -52,12 +52,12 @@ class Tuning:
         cls, cfg: TrainerConfig, strategy: Strategy, accelerator: str, devices: int, trainer: Trainer
     ) -> Tuning:
         """From the Trainer's validated arguments, its strategy, accelerator name and device count."""
-        world = strategy.world_size
+        world, replicas = strategy.world_size, strategy.data_parallel_size
         return cls(
             effective_batch_size=cfg.effective_batch_size,
             num_workers=cfg.num_workers,
             accumulate_grad_batches=cfg.accumulate_grad_batches,
-            fit_batches=lambda loader: fit_batches(loader, cfg, world),
+            fit_batches=lambda loader: fit_batches(loader, cfg, replicas),
             strategy=strategy,
             cuda=accelerator == "cuda",
             processes_per_node=max(1, devices) if world > 1 else 1,
@@ -159,12 +159,12 @@ def plan_effective_batch(tuning: Tuning, model: Module, loader: Any, effective: 
     elsewhere memory is rarely what limits the batch, so the loader's own batch size is the cap.
     """
     current = loader_batch_size(loader, "effective_batch_size's train dataloader")
-    world = tuning.strategy.world_size
+    world = tuning.strategy.data_parallel_size  # the processes that read batches of their own
     per_rank = math.ceil(effective / world)
     fits = current
     if tuning.cuda:
         fits = find_batch_size(model, loader, trainer=tuning.trainer, max_batch_size=per_rank, verbose=False)
-        if world > 1:
+        if tuning.strategy.world_size > 1:
             fits = tuning.strategy.broadcast(fits)
     accumulate = math.ceil(effective / (min(fits, per_rank) * world))
     micro = math.ceil(effective / (accumulate * world))

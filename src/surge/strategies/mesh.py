@@ -1,0 +1,94 @@
+"""The device mesh of a model-parallel run: its shape checked once, built once, and the collectives
+that belong to its data-parallel dimension (tensor-parallel ranks hold the same batch, so metrics are
+reduced over the data-parallel group only)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch.distributed as dist
+from torch import Tensor
+
+from ..errors import CheckpointError, MisconfigurationError, bad_value
+
+DATA, TENSOR = "data_parallel", "tensor_parallel"  # the mesh's dimension names (Lightning's too)
+_OPS = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}
+
+
+@dataclass(frozen=True)
+class MeshShape:
+    """How many ranks each dimension spans: `data_parallel` x `tensor_parallel` = the world size."""
+
+    data_parallel: int
+    tensor_parallel: int
+    owner: str = field(default="ModelParallel", compare=False)  # the constructor (for messages)
+
+    def __post_init__(self) -> None:
+        for arg in ("data_parallel", "tensor_parallel"):
+            value = getattr(self, arg)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise bad_value(f"{self.owner}({arg})", value, "an int >= 1")
+
+    @property
+    def size(self) -> int:
+        return self.data_parallel * self.tensor_parallel
+
+    def check_world(self, world_size: int, names: tuple[str, str], asked: str) -> None:
+        """The mesh must cover every process exactly once (`asked`: how the processes were asked for)."""
+        if self.size != world_size:
+            dp, tp = names
+            raise MisconfigurationError(
+                f"{self.owner}({dp}={self.data_parallel}, {tp}={self.tensor_parallel}) is a mesh of "
+                f"{self.size} processes, but {asked} runs {world_size}: choose sizes whose product is "
+                f"{world_size}, or Trainer(devices=..., num_nodes=...) that start {self.size} processes."
+            )
+
+    def sampler_kwargs(self, global_rank: int) -> dict[str, int]:
+        """A sampler's `num_replicas` and `rank`: this rank's place along the data-parallel dimension
+        (the mesh is laid out row-major, so the ranks of one tensor-parallel group are adjacent)."""
+        return {"num_replicas": self.data_parallel, "rank": global_rank // self.tensor_parallel}
+
+    def check_saved(self, saved: Any, path: str | Path) -> None:
+        """A checkpoint's `mesh` entry must be this mesh: resharding across layouts is not built yet."""
+        here = [self.data_parallel, self.tensor_parallel]
+        if saved == here:
+            return
+        where = (
+            f"a mesh of data_parallel={saved[0]} x tensor_parallel={saved[1]}"
+            if isinstance(saved, list) and len(saved) == 2
+            else "without a device mesh (one process, DDP or FSDP)"
+        )
+        raise CheckpointError(
+            f"{path} was saved {where}, and this run's mesh is data_parallel={here[0]} x tensor_parallel="
+            f"{here[1]}: resuming on another layout is not supported yet; resume with the sizes it was saved with."
+        )
+
+    def build(self, device_type: str) -> Any:
+        """The named DeviceMesh (`"data_parallel"`, `"tensor_parallel"`); every rank calls it."""
+        from torch.distributed.device_mesh import init_device_mesh
+
+        return init_device_mesh(
+            device_type, (self.data_parallel, self.tensor_parallel), mesh_dim_names=(DATA, TENSOR)
+        )
+
+
+class GroupReducer:
+    """Metric reduction (sums, means, max/min) over one process group, looked up when it reduces
+    (the group is made after the Trainer that holds this reducer)."""
+
+    def __init__(self, group: Callable[[], Any]) -> None:
+        self._group = group
+
+    def all_reduce(self, tensor: Tensor, op: str = "sum") -> Tensor:
+        group = self._group()
+        out = tensor.detach().clone()
+        if dist.get_backend(group) == "gloo" and out.device.type != "cpu":
+            out = out.cpu()
+        dist.all_reduce(out, op=_OPS[op], group=group)
+        return out
+
+    def mean(self, tensor: Tensor) -> Tensor:
+        return self.all_reduce(tensor, "sum") / dist.get_world_size(self._group())
