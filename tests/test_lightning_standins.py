@@ -181,3 +181,23 @@ def test_the_list_of_lightning_names_loads_only_on_a_miss(mode):
     from lightning.pytorch.loops import _FitLoop  # noqa: F401
 
     assert "surge.lightning.names_data" in sys.modules
+
+
+@pytest.mark.parametrize(
+    "module, name",
+    [
+        ("lightning", "LightningApp"),
+        ("lightning.pytorch", "LightningWork"),
+        ("lightning.pytorch.demos", "MNIST"),
+    ],
+)
+def test_a_name_surge_refuses_and_lightning_lacks_is_a_miss_as_under_lightning(mode, module, name):
+    """Lightning 2.6.6 has no such name: `hasattr` is False and `getattr(m, name, None)` None, as there."""
+    import importlib
+
+    found = importlib.import_module(module)
+    assert not hasattr(found, name)
+    assert getattr(found, name, None) is None
+    with pytest.raises(ImportError) as err:
+        exec(f"from {module} import {name}", {})
+    assert not isinstance(err.value, LightningNameError)

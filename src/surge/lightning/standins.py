@@ -137,7 +137,8 @@ def with_fallback(
     """Give surge's `module`, which stands for the Lightning modules `behind()` (asked on a miss only),
     Lightning's other names:
     a name its own `__getattr__` lacks or refuses is a stand-in when Lightning has it (keeping the
-    module's own reason), else the module's own error or a plain miss. Idempotent; returns `module`."""
+    module's own reason), else a miss as under Lightning: an `AttributeError` (with the module's reason,
+    if it has one), so `hasattr`/`getattr(m, name, None)` answer as they do there. Idempotent; returns `module`."""
     own = module.__dict__.get("__getattr__")
     if getattr(own, "lightning_fallback", False):
         return module
@@ -155,8 +156,8 @@ def with_fallback(
             for lightning_module in behind():
                 if names.kind(lightning_module, name):
                     return standin(lightning_module, name, submodule, message)
-        if message:
-            raise LightningNameError(message)
+        if message:  # a name Lightning 2.6.6 lacks too (its apps, the MNIST demo)
+            raise AttributeError(message)
         raise AttributeError(f"module {module.__name__!r} has no attribute {name!r}")
 
     __getattr__.lightning_fallback = True  # type: ignore[attr-defined]
