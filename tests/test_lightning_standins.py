@@ -201,3 +201,33 @@ def test_a_name_surge_refuses_and_lightning_lacks_is_a_miss_as_under_lightning(m
     with pytest.raises(ImportError) as err:
         exec(f"from {module} import {name}", {})
     assert not isinstance(err.value, LightningNameError)
+
+
+@pytest.mark.parametrize(
+    "module, name, source",
+    [
+        (
+            "lightning.pytorch.strategies.ddp",
+            "_TORCH_GREATER_EQUAL_2_3",
+            "lightning.fabric.utilities.imports",
+        ),
+        ("lightning.pytorch.core.module", "_TORCH_GREATER_EQUAL_2_2", "lightning.fabric.utilities.imports"),
+        ("pytorch_lightning.strategies.ddp", "_IS_WINDOWS", "lightning.fabric.utilities.imports"),
+        ("lightning.fabric.utilities.seed", "_NUMPY_AVAILABLE", "lightning.fabric.utilities.imports"),
+    ],
+)
+def test_a_flag_lightning_re_exports_is_the_value_of_its_source(mode, module, name, source):
+    """`if _TORCH_GREATER_EQUAL_2_3:` at a script's import reads a bool, as under Lightning, where the
+    module imports the flag (a bool or a requirement) from its `imports` module."""
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    assert bool(value) in (True, False)  # readable, not a refusal
+    assert value is getattr(importlib.import_module(source), name)
+
+
+def test_a_flag_of_a_package_surge_lacks_still_refuses_when_read(mode):
+    from lightning.pytorch.loggers.comet import _COMET_AVAILABLE
+
+    with pytest.raises(LightningNameError, match="_COMET_AVAILABLE"):
+        bool(_COMET_AVAILABLE)

@@ -92,9 +92,28 @@ def standin(module: str, name: str, submodule: Submodule, message: str | None = 
         raise AttributeError(f"module {module!r} has no attribute {name!r}")
     if which == "m":
         return submodule(f"{module}.{name}")
+    if which == "v":
+        found = _flag(module, name, submodule)
+        if found is not None:
+            return found
     message = message or str(refuse(module, name, reason(module, name)))
     make = {"c": refused_class, "f": refused_function}.get(which)
     return make(module, name, message) if make else RefusedValue(message)
+
+
+# Where Lightning's version and availability flags (`_TORCH_GREATER_EQUAL_2_3`, `_IS_WINDOWS`) come from:
+# the other modules that have one import it from here (the same object, in Lightning 2.6.6).
+FLAGS = ("lightning.fabric.utilities.imports", "lightning.pytorch.utilities.imports")
+
+
+def _flag(module: str, name: str, submodule: Submodule) -> object | None:
+    """surge's value for a flag `module` re-exports from Lightning's `imports` modules; None if none."""
+    for source in FLAGS:
+        if source != module and names.kind(source, name) == "v":
+            value = getattr(submodule(source), name)
+            if refusal(value) is None:
+                return value
+    return None
 
 
 def refusal(obj: object) -> str | None:
