@@ -327,3 +327,16 @@ def test_generated_wikitext_is_fixed_and_leaves_the_global_stream_alone():
     assert torch.equal(WikiText2(block_size=8, num_tokens=400, vocab_size=50)[3][0], inputs)
     out = Transformer(vocab_size=50, ninp=8, nhead=2, nhid=16, nlayers=1)(inputs[None], target[None])
     assert out.shape == (8, 50) and torch.allclose(out.exp().sum(-1), torch.ones(8))
+
+
+def test_a_probe_under_an_imported_lightning_package_finds_it_without_a_second_copy(mode):
+    """`find_spec("lightning.pytorch.callbacks.progress")` after `import lightning.pytorch` finds it, as
+    under Lightning, and leaves no copy of surge's files under other Lightning names in `sys.modules`."""
+    for name in [n for n in sys.modules if n.split(".")[0] in ("lightning", "pytorch_lightning")]:
+        del sys.modules[name]
+    import lightning.pytorch
+
+    assert importlib.util.find_spec("lightning.pytorch.callbacks.progress") is not None
+    assert importlib.util.find_spec("lightning.pytorch.loggers.wandb") is not None
+    assert sys.modules["lightning.pytorch.callbacks"] is lightning.pytorch.callbacks
+    assert "lightning.callbacks" not in sys.modules and "lightning.pytorch._csv_logger" not in sys.modules

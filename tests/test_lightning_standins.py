@@ -181,3 +181,69 @@ def test_the_list_of_lightning_names_loads_only_on_a_miss(mode):
     from lightning.pytorch.loops import _FitLoop  # noqa: F401
 
     assert "surge.lightning.names_data" in sys.modules
+
+
+@pytest.mark.parametrize(
+    "module, name",
+    [
+        ("lightning", "LightningApp"),
+        ("lightning.pytorch", "LightningWork"),
+        ("lightning.pytorch.demos", "MNIST"),
+    ],
+)
+def test_a_name_surge_refuses_and_lightning_lacks_is_a_miss_as_under_lightning(mode, module, name):
+    """Lightning 2.6.6 has no such name: `hasattr` is False and `getattr(m, name, None)` None, as there."""
+    import importlib
+
+    found = importlib.import_module(module)
+    assert not hasattr(found, name)
+    assert getattr(found, name, None) is None
+    with pytest.raises(ImportError) as err:
+        exec(f"from {module} import {name}", {})
+    assert not isinstance(err.value, LightningNameError)
+
+
+@pytest.mark.parametrize(
+    "module, name, source",
+    [
+        (
+            "lightning.pytorch.strategies.ddp",
+            "_TORCH_GREATER_EQUAL_2_3",
+            "lightning.fabric.utilities.imports",
+        ),
+        ("lightning.pytorch.core.module", "_TORCH_GREATER_EQUAL_2_2", "lightning.fabric.utilities.imports"),
+        ("pytorch_lightning.strategies.ddp", "_IS_WINDOWS", "lightning.fabric.utilities.imports"),
+        ("lightning.fabric.utilities.seed", "_NUMPY_AVAILABLE", "lightning.fabric.utilities.imports"),
+    ],
+)
+def test_a_flag_lightning_re_exports_is_the_value_of_its_source(mode, module, name, source):
+    """`if _TORCH_GREATER_EQUAL_2_3:` at a script's import reads a bool, as under Lightning, where the
+    module imports the flag (a bool or a requirement) from its `imports` module."""
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    assert bool(value) in (True, False)  # readable, not a refusal
+    assert value is getattr(importlib.import_module(source), name)
+
+
+def test_a_flag_of_a_package_surge_lacks_still_refuses_when_read(mode):
+    from lightning.pytorch.loggers.comet import _COMET_AVAILABLE
+
+    with pytest.raises(LightningNameError, match="_COMET_AVAILABLE"):
+        bool(_COMET_AVAILABLE)
+
+
+def test_a_star_import_of_callbacks_gives_every_callback_surge_provides(mode):
+    """`from lightning.pytorch.callbacks import *` gives Lightning's callbacks that surge has (a script
+    then builds `RichProgressBar()` or `Timer()` by the bare name)."""
+    found: dict = {}
+    exec("from lightning.pytorch.callbacks import *", found)
+    for name in (
+        "RichProgressBar",
+        "Timer",
+        "StochasticWeightAveraging",
+        "BackboneFinetuning",
+        "TQDMProgressBar",
+    ):
+        assert name in found, name
+    assert "LambdaCallback" not in found  # one surge lacks: not handed out by a star import

@@ -10,7 +10,24 @@ import importlib.util
 from typing import TYPE_CHECKING, Any
 
 from .. import callbacks as _surge_callbacks
-from ..callbacks import Callback, EarlyStopping, LearningRateMonitor, ModelCheckpoint, ModelSummary
+from ..callbacks import (
+    BackboneFinetuning,
+    BaseFinetuning,
+    BasePredictionWriter,
+    BatchSizeFinder,
+    Callback,
+    DeviceStatsMonitor,
+    EarlyStopping,
+    GradientAccumulationScheduler,
+    LearningRateMonitor,
+    ModelCheckpoint,
+    ModelSummary,
+    OnExceptionCheckpoint,
+    RichProgressBar,
+    StochasticWeightAveraging,
+    ThroughputMonitor,
+    Timer,
+)
 from ..callbacks.progress import ProgressBar
 from ..callbacks.summary import summarize
 from ..errors import bad_value
@@ -94,14 +111,26 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'lightning.pytorch.callbacks' has no attribute {name!r}")
 
 
+# Lightning's `__all__` (what `from lightning.pytorch.callbacks import *` gives) less the callbacks surge lacks.
 __all__ = [
+    "BackboneFinetuning",
+    "BaseFinetuning",
+    "BasePredictionWriter",
+    "BatchSizeFinder",
     "Callback",
+    "DeviceStatsMonitor",
     "EarlyStopping",
+    "GradientAccumulationScheduler",
     "LearningRateFinder",
     "LearningRateMonitor",
     "ModelCheckpoint",
     "ModelSummary",
+    "OnExceptionCheckpoint",
     "ProgressBar",
     "RichModelSummary",
+    "RichProgressBar",
+    "StochasticWeightAveraging",
     "TQDMProgressBar",
+    "ThroughputMonitor",
+    "Timer",
 ]

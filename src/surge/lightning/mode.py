@@ -170,7 +170,8 @@ class LightningFinder(importlib.abc.MetaPathFinder):
     `package_available` and `RequirementCache` use) of one not yet imported gets None, and
     `importlib.metadata` has no Lightning distribution, so a library that gates on Lightning
     being installed takes its path for "not installed" instead of importing Lightning internals
-    surge does not have. Once imported, `find_spec` answers from `sys.modules`, as for any module."""
+    surge does not have. Once imported, `find_spec` answers from `sys.modules`, as for any module,
+    and finds the submodules of an imported Lightning package as an import would."""
 
     relaunch = "surge.lightning"
     lightning_semantics = (
@@ -180,7 +181,11 @@ class LightningFinder(importlib.abc.MetaPathFinder):
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
     ) -> importlib.machinery.ModuleSpec | None:
-        if not is_lightning(fullname) or _probing():
+        if not is_lightning(fullname):
+            return None
+        if _probing() and fullname.rpartition(".")[0] not in sys.modules:
+            # A probe of a package not imported: "not installed". Under one the script imported it is an
+            # import: else the path finder would load surge's files under Lightning's names, a second copy.
             return None
         if surge_name(fullname) is None and not names.is_module(fullname):
             raise ModuleNotFoundError(f"No module named {fullname!r}", name=fullname)  # as under Lightning

@@ -92,9 +92,28 @@ def standin(module: str, name: str, submodule: Submodule, message: str | None = 
         raise AttributeError(f"module {module!r} has no attribute {name!r}")
     if which == "m":
         return submodule(f"{module}.{name}")
+    if which == "v":
+        found = _flag(module, name, submodule)
+        if found is not None:
+            return found
     message = message or str(refuse(module, name, reason(module, name)))
     make = {"c": refused_class, "f": refused_function}.get(which)
     return make(module, name, message) if make else RefusedValue(message)
+
+
+# Where Lightning's version and availability flags (`_TORCH_GREATER_EQUAL_2_3`, `_IS_WINDOWS`) come from:
+# the other modules that have one import it from here (the same object, in Lightning 2.6.6).
+FLAGS = ("lightning.fabric.utilities.imports", "lightning.pytorch.utilities.imports")
+
+
+def _flag(module: str, name: str, submodule: Submodule) -> object | None:
+    """surge's value for a flag `module` re-exports from Lightning's `imports` modules; None if none."""
+    for source in FLAGS:
+        if source != module and names.kind(source, name) == "v":
+            value = getattr(submodule(source), name)
+            if refusal(value) is None:
+                return value
+    return None
 
 
 def refusal(obj: object) -> str | None:
@@ -137,7 +156,8 @@ def with_fallback(
     """Give surge's `module`, which stands for the Lightning modules `behind()` (asked on a miss only),
     Lightning's other names:
     a name its own `__getattr__` lacks or refuses is a stand-in when Lightning has it (keeping the
-    module's own reason), else the module's own error or a plain miss. Idempotent; returns `module`."""
+    module's own reason), else a miss as under Lightning: an `AttributeError` (with the module's reason,
+    if it has one), so `hasattr`/`getattr(m, name, None)` answer as they do there. Idempotent; returns `module`."""
     own = module.__dict__.get("__getattr__")
     if getattr(own, "lightning_fallback", False):
         return module
@@ -155,8 +175,8 @@ def with_fallback(
             for lightning_module in behind():
                 if names.kind(lightning_module, name):
                     return standin(lightning_module, name, submodule, message)
-        if message:
-            raise LightningNameError(message)
+        if message:  # a name Lightning 2.6.6 lacks too (its apps, the MNIST demo)
+            raise AttributeError(message)
         raise AttributeError(f"module {module.__name__!r} has no attribute {name!r}")
 
     __getattr__.lightning_fallback = True  # type: ignore[attr-defined]
