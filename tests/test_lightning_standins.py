@@ -247,3 +247,18 @@ def test_a_star_import_of_callbacks_gives_every_callback_surge_provides(mode):
     ):
         assert name in found, name
     assert "LambdaCallback" not in found  # one surge lacks: not handed out by a star import
+
+
+def test_a_version_gate_takes_the_branch_it_takes_under_lightning_2_6_6(mode):
+    from packaging.version import Version
+
+    import lightning
+    import lightning.fabric
+    import lightning_fabric
+    import pytorch_lightning
+
+    import surge
+
+    versions = {m.__version__ for m in (lightning, pytorch_lightning, lightning.fabric, lightning_fabric)}
+    assert versions == {"2.6.6"} and Version(lightning.__version__) >= Version("2.0")
+    assert surge.__version__ != "2.6.6"  # surge's own version stays its own

@@ -16,9 +16,13 @@ from ..callbacks import Callback
 from ..datamodule import DataModule as LightningDataModule
 from ..module import Module as LightningModule
 from ..trainer import Trainer
-from ..version import __version__
 from .refuse import refuse
 from .seeding import seed_everything
+
+# The Lightning release whose behaviour the mode reproduces: a project's version gate
+# (`Version(pl.__version__) >= Version("2.0")`) takes the branch it takes under that Lightning.
+# surge's own version is `surge.__version__`.
+__version__ = "2.6.6"
 
 SUBMODULES = (
     "accelerators", "callbacks", "cli", "core", "demos", "loggers", "plugins", "profilers", "strategies", "tuner",

@@ -7,6 +7,7 @@ from __future__ import annotations
 from .refuse import refuse, refused_at_use
 from .seeding import seed_everything
 
+__version__ = "2.6.6"  # as lightning.__version__: the release whose behaviour the mode reproduces
 _NO_FABRIC = "surge has no Fabric; write a LightningModule and use the Trainer"
 Fabric = refused_at_use("lightning.fabric", "Fabric", _NO_FABRIC)
 is_wrapped = refused_at_use("lightning.fabric", "is_wrapped", _NO_FABRIC)
