@@ -250,12 +250,11 @@ def test_a_star_import_of_callbacks_gives_every_callback_surge_provides(mode):
 
 
 def test_a_version_gate_takes_the_branch_it_takes_under_lightning_2_6_6(mode):
-    from packaging.version import Version
-
     import lightning
     import lightning.fabric
     import lightning_fabric
     import pytorch_lightning
+    from packaging.version import Version
 
     import surge
 
