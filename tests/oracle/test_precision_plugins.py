@@ -1,4 +1,5 @@
-"""Lightning's precision plugins called directly answer as Lightning's, and a "-true" fit creates
+"""Lightning's precision plugins called directly (and `SingleDeviceStrategy(precision_plugin=...)
+.tensor_init_context(empty_init=...)`) answer as Lightning's, and a "-true" fit creates
 `configure_model`'s layers in its dtype (scripts/precision_plugins.py): every recorded value equal
 under both, the weights `torch.equal`. FSDP's `mixed_precision_config` under "-mixed" is surge's
 (gradients reduced in fp32), so only the "-true" configs are compared."""
@@ -21,6 +22,8 @@ def test_plugin_methods_answer_as_lightning(runs):
     assert theirs["plugins/bf16-mixed"]["forward_autocast"] is True
     assert theirs["plugins/64/complex"] == "torch.complex64" and theirs["plugins/fused"] is True
     assert theirs["plugins/fsdp/16-mixed"]["scaler"] == "ShardedGradScaler"
+    drawn, skipped = theirs["plugins/strategy/16-true/False"], theirs["plugins/strategy/16-true/True"]
+    assert drawn[0] == "torch.float16" and drawn[2] != skipped[2]  # empty_init skips the init's draws
     for key, value in theirs.items():
         assert surge.record.get(key) == value, key
 

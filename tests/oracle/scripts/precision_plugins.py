@@ -1,4 +1,4 @@
-"""Lightning's precision plugins called directly, and "64-true"/"bf16-true" fits that create layers
+"""Lightning's precision plugins called directly (and a strategy's `tensor_init_context` given one), and "64-true"/"bf16-true" fits that create layers
 in `configure_model`.
 
 `plugins`: for each plugin and format, what `convert_module`, `module_init_context`,
@@ -19,6 +19,7 @@ from lightning.pytorch.plugins import (
     MixedPrecision,
     Precision,
 )
+from lightning.pytorch.strategies import SingleDeviceStrategy
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
@@ -95,6 +96,25 @@ def run_plugins():
         record.put("plugins/fused", "does not allow for gradient clipping" in str(err))
 
 
+def run_strategy_init():
+    """`tensor_init_context` of a strategy given a precision plugin: the layer's dtype and device, and
+    whether its initialisation drew from the RNG (the next draw tells)."""
+    for empty_init in (None, True, False):
+        for name, plugin in (
+            ("32", Precision()),
+            ("64", DoublePrecision()),
+            ("16-true", HalfPrecision("16-true")),
+        ):
+            strategy = SingleDeviceStrategy(device="cpu", precision_plugin=plugin)
+            torch.manual_seed(0)
+            with strategy.tensor_init_context(empty_init=empty_init):
+                layer = nn.Linear(2, 2)
+            record.put(
+                f"plugins/strategy/{name}/{empty_init}",
+                [str(layer.weight.dtype), str(layer.weight.device), torch.rand(1)],
+            )
+
+
 class Model(L.LightningModule):
     def __init__(self):
         super().__init__()
@@ -147,6 +167,7 @@ def fit(precision):
 SCENARIO = "plugins"
 if __name__ == "__main__":
     run_plugins()
+    run_strategy_init()
     SCENARIO = "fit64"
     fit("64-true")
     SCENARIO = "fitbf16"
