@@ -2,6 +2,7 @@
 
     git clone https://github.com/Lightning-AI/pytorch-lightning /path/to/lightning   # once
     python tests/oracle/lightning_suite.py --repo /path/to/lightning [--keep DIR] [--only SUBSTRING]
+    python tests/oracle/lightning_suite.py --repo /path/to/lightning --keep DIR --report   # tabulate a kept run
 
 Takes the test files in `FILES` from a clone of Lightning's repository (`--repo`) at `TAG`, with the `tests_pytorch` helpers they
 import, into a temporary directory (never into this project), and runs each file with pytest twice: under
@@ -495,10 +496,10 @@ def read_results(xml: Path) -> dict[str, tuple[str, str]]:
     return out
 
 
-def collect(root: Path, rel: str, timeout: float, reuse: bool) -> FileResult:
+def collect(root: Path, rel: str, timeout: float, reuse: bool, report: bool = False) -> FileResult:
     result = FileResult(rel)
     for framework in ("lightning", "surge"):
-        xml = run_file(root, rel, framework, timeout, reuse and framework == "lightning")
+        xml = run_file(root, rel, framework, timeout, report or (reuse and framework == "lightning"))
         for case, (status, message) in read_results(xml).items():
             result.cases.setdefault(case, {})[framework] = status
             if framework == "surge" and status != "passed":
@@ -544,6 +545,11 @@ def main() -> None:
     )
     parser.add_argument("--timeout", type=float, default=900, help="seconds per file and framework")
     parser.add_argument("--reuse", action="store_true", help="with --keep: reuse Lightning's results there")
+    parser.add_argument(
+        "--report",
+        action="store_true",
+        help="with --keep: run nothing, tabulate both frameworks' results there",
+    )
     parser.add_argument("--failures", action="store_true", help="list the cases surge fails")
     ns = parser.parse_args()
     global REPO
@@ -551,9 +557,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="lightning-suite-") as tmp:
         root = ns.keep or Path(tmp)
         root.mkdir(parents=True, exist_ok=True)
-        extract(root)
+        if not ns.report:
+            extract(root)
         results = [
-            collect(root, rel, ns.timeout, ns.reuse)
+            collect(root, rel, ns.timeout, ns.reuse, ns.report)
             for rel in FILES
             if any(part in rel for part in ns.only.split(","))
         ]
