@@ -134,9 +134,12 @@ def test_precision_plugins_map_to_surges():
     assert of(FSDPPrecision("bf16-true")).param_dtype == torch.bfloat16
     with pytest.raises(surge.MisconfigurationError, match="does not use a scaler"):
         MixedPrecision("bf16-mixed", "cpu", scaler)
-    for cls in (BitsandbytesPrecision, TransformerEnginePrecision, DeepSpeedPrecision, XLAPrecision):
+    for cls in (BitsandbytesPrecision, TransformerEnginePrecision, XLAPrecision):
         with pytest.raises(surge.MisconfigurationError, match=f"{cls.__name__} is not supported by surge"):
             cls("16-mixed")
+    # DeepSpeed's plugin is built (its format methods answer) and refused where a Trainer would use it
+    with pytest.raises(surge.MisconfigurationError, match=r"DeepSpeedPrecision\(...\)\] is not supported by surge"):
+        resolve_plugins(DeepSpeedPrecision("16-mixed"))
 
 
 def test_a_precision_subclass_overriding_lightnings_hooks_is_refused():

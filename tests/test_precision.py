@@ -70,7 +70,7 @@ class Probe(surge.Module):
         ("bf16-mixed", torch.float32, torch.bfloat16, torch.float32),
         (FP16_CPU, torch.float32, torch.float16, torch.float32),
         ("bf16-true", torch.bfloat16, torch.bfloat16, torch.bfloat16),
-        ("64-true", torch.float64, torch.float64, torch.float32),
+        ("64-true", torch.float64, torch.float64, torch.float64),  # as Lightning: made in the step, float64
     ],
 )
 def test_each_mode_runs_the_step_in_its_dtypes(tmp_path, precision, param, output, created):

@@ -2,6 +2,7 @@
 
     git clone https://github.com/Lightning-AI/pytorch-lightning /path/to/lightning   # once
     python tests/oracle/lightning_suite.py --repo /path/to/lightning [--keep DIR] [--only SUBSTRING]
+    python tests/oracle/lightning_suite.py --repo /path/to/lightning --keep DIR --report   # tabulate a kept run
 
 Takes the test files in `FILES` from a clone of Lightning's repository (`--repo`) at `TAG`, with the `tests_pytorch` helpers they
 import, into a temporary directory (never into this project), and runs each file with pytest twice: under
@@ -53,7 +54,67 @@ FILES = (
     "tuner/test_lr_finder.py",
     "tuner/test_scale_batch_size.py",
     "tuner/test_tuning.py",
+    "strategies/launchers/test_multiprocessing.py",
+    "strategies/launchers/test_subprocess_script.py",
+    "strategies/test_common.py",
+    "strategies/test_custom_strategy.py",
+    "strategies/test_ddp.py",
+    "strategies/test_ddp_integration.py",
+    "strategies/test_fsdp.py",
+    "strategies/test_model_parallel.py",
+    "strategies/test_registry.py",
+    "strategies/test_single_device.py",
+    "plugins/precision/test_all.py",
+    "plugins/precision/test_amp.py",
+    "plugins/precision/test_deepspeed_precision.py",
+    "plugins/precision/test_double.py",
+    "plugins/precision/test_fsdp.py",
+    "plugins/precision/test_half.py",
+    "plugins/precision/test_transformer_engine.py",
+    "plugins/test_amp_plugins.py",
+    "plugins/test_async_checkpoint.py",
+    "plugins/test_checkpoint_io_plugin.py",
+    "plugins/test_cluster_integration.py",
+    "utilities/test_all_gather_grad.py",
+    "utilities/test_auto_restart.py",
+    "utilities/test_combined_loader.py",
+    "utilities/test_compile.py",
+    "utilities/test_consolidate_checkpoint.py",
+    "utilities/test_data.py",
+    "utilities/test_enums.py",
+    "utilities/test_exceptions.py",
+    "utilities/test_grads.py",
+    "utilities/test_imports.py",
+    "utilities/test_memory.py",
+    "utilities/test_model_helpers.py",
+    "utilities/test_model_summary.py",
+    "utilities/test_parameter_tying.py",
+    "utilities/test_parsing.py",
+    "utilities/test_pytree.py",
+    "utilities/test_seed.py",
+    "utilities/test_signature_utils.py",
+    "utilities/test_types.py",
+    "utilities/test_warnings.py",
+    "utilities/testing/test_runif.py",
 )
+
+# Left out of strategies/, plugins/ and utilities/: no case passes under Lightning on a CPU (run at TAG:
+# every case skipped, or it needs a device or package not here), or the file is about Lightning's own internals.
+EXCLUDED = {
+    "strategies/test_deepspeed.py": "DeepSpeed (not installed; surge has none): every case skipped",
+    "strategies/test_ddp_integration_comm_hook.py": "CUDA only: every case skipped",
+    "strategies/test_model_parallel_integration.py": "CUDA only: every case skipped",
+    "strategies/test_xla.py": "XLA/TPU, through a fixture mocking XLA's presence",
+    "plugins/precision/test_amp_integration.py": "CUDA only: every case skipped",
+    "plugins/precision/test_bitsandbytes.py": "bitsandbytes on CUDA only (fails on a CPU under Lightning)",
+    "plugins/precision/test_xla.py": "XLA/TPU, through a fixture mocking XLA's presence",
+    "utilities/test_deepspeed_collate_checkpoint.py": "DeepSpeed and CUDA: every case skipped",
+    "utilities/test_deepspeed_model_summary.py": "DeepSpeed and CUDA: every case skipped",
+    "utilities/test_dtype_device_mixin.py": "CUDA only: every case skipped",
+    "utilities/migration/test_migration.py": "Lightning's checkpoint migration internals (private `_set_version`, ...)",
+    "utilities/migration/test_utils.py": "Lightning's checkpoint migration internals and its legacy checkpoints",
+    "utilities/test_upgrade_checkpoint.py": "Lightning's checkpoint migration tool (`upgrade_checkpoint`)",
+}
 
 # Written into the temporary tests_pytorch/: our own fixtures (Lightning's conftest imports its internals).
 CONFTEST = """
@@ -79,6 +140,10 @@ def _restore_state():
 @pytest.fixture(scope="session")
 def datadir(tmp_path_factory):
     return tmp_path_factory.mktemp("datasets")
+
+
+def mock_cuda_count(monkeypatch, n):
+    _needs_lightning_internals(monkeypatch, "mock_cuda_count", n)
 
 
 def _needs_lightning_internals(monkeypatch, name, n):
@@ -171,6 +236,9 @@ _xfail_gloo_windows = pytest.mark.skipif(False, reason="not Windows")
 """
 
 MISSING = '''
+import functools
+
+
 class Missing:
     """Stands for a Lightning name the framework under test does not provide: using it fails the case."""
 
@@ -180,20 +248,28 @@ class Missing:
     def _fail(self, *args, **kwargs):
         raise ImportError(f"{self._name} is not provided: {self._error}")
 
-    __call__ = _fail
+    def __call__(self, *args, **kwargs):
+        if len(args) == 1 and not kwargs and callable(args[0]):  # used as a decorator at import
+            return functools.wraps(args[0])(lambda *a, **k: self._fail())
+        self._fail()
 
     def __getattr__(self, attr):
+        if attr.startswith("__"):  # pytest naming a parametrized case asks for `__name__`
+            raise AttributeError(attr)
         self._fail()
 
-    def __mro_entries__(self, bases):
-        self._fail()
+    def __mro_entries__(self, bases):  # a module-level class deriving from it: built, failing when used
+        fail = self._fail
+        return (type("MissingBase", (), {"__init__": lambda self, *a, **k: fail()}),)
 '''
 
+# Guarded: a rank started with "spawn" imports the main script again, as a user's script guarded by Lightning's rule.
 LAUNCHER = """
 import sys
 import pytest
-sys.path.insert(0, sys.argv[1])
-sys.exit(pytest.main(sys.argv[2:]))
+if __name__ == "__main__":
+    sys.path.insert(0, sys.argv[1])
+    sys.exit(pytest.main(sys.argv[2:]))
 """
 
 # What a test reaching Lightning's internals looks like in its source (module-level helpers it uses included).
@@ -254,6 +330,20 @@ def per_name_imports(source: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def imported_test_modules(source: str) -> dict[str, set[str]]:
+    """Lightning's other test modules a test file imports names from (`from tests_pytorch.core.test_results
+    import spawn_launch`), as paths under `BASE` -> the names: they are extracted too."""
+    found: dict[str, set[str]] = {}
+    for node in ast.parse(source).body:
+        module = node.module or "" if isinstance(node, ast.ImportFrom) else ""
+        parts = module.split(".")
+        if parts[0] == "tests_pytorch" and len(parts) > 2 and parts[1] != "helpers":
+            found.setdefault("/".join(parts[1:]) + ".py", set()).update(
+                a.asname or a.name for a in node.names
+            )
+    return found
+
+
 def extract(root: Path) -> None:
     """The files, the `__init__.py` beside them and the helpers, with our conftest and RunIf."""
     listing = subprocess.run(
@@ -262,6 +352,12 @@ def extract(root: Path) -> None:
     ).stdout.split()  # fmt: skip
     wanted = {f"{BASE}/{f}" for f in FILES} | {f"{BASE}/__init__.py"}
     wanted |= {p for p in listing if p.startswith(f"{BASE}/helpers/")}
+    todo = list(FILES)
+    while todo:  # the test modules they import, and those these import
+        for module in imported_test_modules(git_show(f"{BASE}/{todo.pop()}")):
+            if f"{BASE}/{module}" in listing and f"{BASE}/{module}" not in wanted:
+                wanted.add(f"{BASE}/{module}")
+                todo.append(module)
     wanted |= {
         p
         for p in listing
@@ -288,7 +384,7 @@ def _private_imports(tree: ast.AST) -> set[str]:
             ("lightning", "pytorch_lightning")
         ):
             module = node.module or ""
-            private_module = any(part in module for part in ("._", ".connectors", ".loops", ".strategies"))
+            private_module = any(part in module for part in ("._", ".connectors", ".loops", ".launchers"))
             found |= {a.asname or a.name for a in node.names if private_module or a.name.startswith("_")}
     return found
 
@@ -316,12 +412,22 @@ def _flagged(node: ast.AST, private: set[str]) -> bool:
     return False
 
 
-def reaches_internals(source: str) -> dict[str, bool]:
-    """Test name -> whether its source (or a module-level helper it names) reaches Lightning's
-    private internals: an underscore attribute of something not `self`, a private Lightning import,
-    a patch of a `lightning.` target, a loop/connector attribute, or a fixture mocking devices."""
+def flagged_helpers(source: str) -> set[str]:
+    """The module-level functions and classes of a test module that reach Lightning's internals."""
     tree = ast.parse(source)
     private = _private_imports(tree)
+    return {
+        n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef) and _flagged(n, private)
+    }
+
+
+def reaches_internals(source: str, imported: frozenset[str] = frozenset()) -> dict[str, bool]:
+    """Test name -> whether its source (or a module-level helper it names) reaches Lightning's
+    private internals: an underscore attribute of something not `self`, a private Lightning import,
+    a patch of a `lightning.` target, a loop/connector attribute, or a fixture mocking devices.
+    `imported`: names the file imports from other test modules that reach them (`flagged_helpers`)."""
+    tree = ast.parse(source)
+    private = _private_imports(tree) | imported
     top = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef)}
     found: dict[str, bool] = {}
     for name, node in top.items():
@@ -329,10 +435,27 @@ def reaches_internals(source: str) -> dict[str, bool]:
         if isinstance(node, ast.ClassDef) and name.startswith("Test"):
             tests = [m for m in node.body if isinstance(m, ast.FunctionDef) and m.name.startswith("test")]
         for test in tests:
-            used = {n.id for n in ast.walk(test) if isinstance(n, ast.Name)}
-            helpers = [top[n] for n in used if n in top and not n.startswith("test")]
+            helpers = [top[n] for n in _helpers_used(test, top)]
             found[getattr(test, "name", name)] = any(_flagged(h, private) for h in [test, *helpers])
     return found
+
+
+def _helpers_used(node: ast.AST, top: dict[str, ast.AST]) -> set[str]:
+    """The module-level functions and classes `node` names, and those they name, transitively
+    (a test calling `_fit_model`, which builds a model class that reaches a private attribute)."""
+    seen: set[str] = set()
+    todo = [node]
+    while todo:
+        for sub in ast.walk(todo.pop()):
+            if (
+                isinstance(sub, ast.Name)
+                and sub.id in top
+                and sub.id not in seen
+                and not sub.id.startswith("test")
+            ):
+                seen.add(sub.id)
+                todo.append(top[sub.id])
+    return seen
 
 
 def run_file(root: Path, rel: str, framework: str, timeout: float, reuse: bool = False) -> Path:
@@ -374,15 +497,20 @@ def read_results(xml: Path) -> dict[str, tuple[str, str]]:
     return out
 
 
-def collect(root: Path, rel: str, timeout: float, reuse: bool) -> FileResult:
+def collect(root: Path, rel: str, timeout: float, reuse: bool, report: bool = False) -> FileResult:
     result = FileResult(rel)
     for framework in ("lightning", "surge"):
-        xml = run_file(root, rel, framework, timeout, reuse and framework == "lightning")
+        xml = run_file(root, rel, framework, timeout, report or (reuse and framework == "lightning"))
         for case, (status, message) in read_results(xml).items():
             result.cases.setdefault(case, {})[framework] = status
             if framework == "surge" and status != "passed":
                 result.errors[case] = message
-    internal = reaches_internals((root / "tests_pytorch" / rel).read_text())
+    source = (root / "tests_pytorch" / rel).read_text()
+    imported = {"mock_cuda_count"}  # our conftest's, patching Lightning's device counting
+    for module, names in imported_test_modules(source).items():
+        if (root / "tests_pytorch" / module).exists():
+            imported |= names & flagged_helpers((root / "tests_pytorch" / module).read_text())
+    internal = reaches_internals(source, frozenset(imported))
     result.internal = {case for case in result.cases if internal.get(case.split("[")[0], False)}
     return result
 
@@ -418,6 +546,11 @@ def main() -> None:
     )
     parser.add_argument("--timeout", type=float, default=900, help="seconds per file and framework")
     parser.add_argument("--reuse", action="store_true", help="with --keep: reuse Lightning's results there")
+    parser.add_argument(
+        "--report",
+        action="store_true",
+        help="with --keep: run nothing, tabulate both frameworks' results there",
+    )
     parser.add_argument("--failures", action="store_true", help="list the cases surge fails")
     ns = parser.parse_args()
     global REPO
@@ -425,9 +558,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="lightning-suite-") as tmp:
         root = ns.keep or Path(tmp)
         root.mkdir(parents=True, exist_ok=True)
-        extract(root)
+        if not ns.report:
+            extract(root)
         results = [
-            collect(root, rel, ns.timeout, ns.reuse)
+            collect(root, rel, ns.timeout, ns.reuse, ns.report)
             for rel in FILES
             if any(part in rel for part in ns.only.split(","))
         ]

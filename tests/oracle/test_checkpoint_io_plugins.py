@@ -62,3 +62,10 @@ def test_surges_writers_keep_their_digest_a_users_io_writes_its_own_files(runs):
             surge.weights(f"{name}_last.ckpt")["layer.weight"],
         )
     assert _digest_record(surge.cwd / "custom" / "last.ckpt") is None  # plain torch.save: the plugin's
+
+
+def test_async_checkpoint_io_called_directly_saves_a_snapshot(runs):
+    lightning, surge = runs
+    assert lightning.record["direct"][0] == 0.0 and lightning.record["fabric_io_is_pytorch_io"] is True
+    for key in ("direct", "fabric_io_is_pytorch_io"):
+        assert surge.record[key] == lightning.record[key], key

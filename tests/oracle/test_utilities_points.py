@@ -35,7 +35,7 @@ def test_grad_norm_logs_and_trains_as_lightning(runs):
     logged = theirs[0]["grad_norm/logged"]
     assert "grad_2.0_norm_total" in logged and "grad_2.0_norm/head.weight" in logged
     assert theirs[0]["grad_norm/none"] == {} and theirs[0]["grad_norm/direct/inf"]
-    assert {theirs[0][f"grad_norm/error/{v}"] for v in ("0", "-1", "-inf")} == {"ValueError"}
+    assert {theirs[0][f"grad_norm/error/{v}"] for v in ("0", "-1")} == {"ValueError saying so"}
 
 
 def test_model_summary_and_measure_flops_as_lightning(runs):

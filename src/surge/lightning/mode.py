@@ -59,6 +59,8 @@ MODULES = {
     **{f"plugins.precision.{m}": "plugins.precision" for m in (
         "amp", "double", "half", "fsdp", "precision", "bitsandbytes", "deepspeed", "transformer_engine", "xla")},
     "fabric.plugins": "plugins", "fabric.plugins.environments": "plugins.environments",
+    "fabric.plugins.io": "plugins.io", "fabric.plugins.io.checkpoint_io": "plugins.io",
+    "fabric.plugins.io.torch_io": "plugins.io",
     "utilities.combined_loader": "utilities.combined_loader",
     "strategies": "strategies", "strategies.ddp": "strategies", "strategies.fsdp": "strategies",
     "strategies.single_device": "strategies", "strategies.strategy": "strategies",

@@ -24,6 +24,7 @@ from ..strategies import model_parallel as _model_parallel
 from ..strategies import single as _single
 from ..strategies.base import Layout, Strategy, layout_devices
 from ..strategies.parallel import ProcessGroupStrategy as ParallelStrategy
+from . import init_context
 from .fsdp_arguments import FSDPArguments
 
 START_METHODS = ("popen", "spawn", "fork", "forkserver")
@@ -74,6 +75,18 @@ class _LightningArguments:
         self.cluster_environment = plugins.get("cluster_environment")
         self.checkpoint_io = plugins.get("checkpoint_io")
 
+    def tensor_init_context(self, empty_init: bool | None = None) -> contextlib.AbstractContextManager:
+        """Layers created inside: on the strategy's device (the one given to it, when one was), in
+        its precision plugin's dtype, not initialised when `empty_init` is true (as Lightning)."""
+        precision = next((p for p in self.plugin_objects if hasattr(p, "tensor_init_context")), None)
+        return init_context.tensor_init_context(self._init_device(), precision, empty_init)
+
+    def _init_device(self) -> torch.device | None:
+        if not self._given_devices:
+            return None
+        rank = self.cluster_environment.local_rank() if self.cluster_environment is not None else 0
+        return self._given_devices[rank]
+
     def _check_given_devices(self, layout: Layout) -> None:
         owner, acc = type(self).__name__, self._given_accelerator
         if acc is not None and type(acc) is not type(layout.accelerator):
@@ -105,6 +118,9 @@ class SingleDeviceStrategy(_LightningArguments, _single.SingleDeviceStrategy):
             accelerator, None, checkpoint_io=checkpoint_io, precision_plugin=precision_plugin
         )
         self._device = torch.device(device)
+
+    def _init_device(self) -> torch.device | None:
+        return self._device
 
     def check_layout(self, layout: Layout) -> None:
         super().check_layout(layout)

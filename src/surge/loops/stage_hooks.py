@@ -14,6 +14,7 @@ from .hooks import refuse_unsupported
 from .run_status import TrainerFn
 
 if TYPE_CHECKING:
+    from ..precision import Precision
     from ..trainer import Trainer
 
 
@@ -57,9 +58,12 @@ def _attach(callbacks: list[Callback], module: Module) -> None:
             cb.attach_module(module)
 
 
-def enter_stage(trainer: Trainer, module: Module, datamodule: Any, stage: str) -> list[Callback]:
+def enter_stage(
+    trainer: Trainer, module: Module, datamodule: Any, stage: str, precision: Precision
+) -> list[Callback]:
     """Before a stage reads any data: refuse hooks surge would skip, join the module's callbacks,
-    `prepare_data` (local rank 0), `setup(stage)` and `configure_model`. Returns the callbacks."""
+    `prepare_data` (local rank 0), `setup(stage)` and `configure_model` (under the precision's
+    `module_init_context`, as Lightning). Returns the callbacks."""
     if not isinstance(module, Module):
         raise MisconfigurationError(f"model must be a surge.Module, got {type(module).__name__}")
     callbacks = with_module_callbacks(module, trainer.callbacks)
@@ -83,7 +87,8 @@ def enter_stage(trainer: Trainer, module: Module, datamodule: Any, stage: str) -
     if overrides(module, Module, "setup"):
         module.setup(stage=stage)
     if overrides(module, Module, "configure_model"):
-        module.configure_model()
+        with precision.module_init_context():
+            module.configure_model()
     module.zero_grad()  # as Lightning at every stage's start: no gradient from before the stage leaks in
     return callbacks
 

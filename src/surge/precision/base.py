@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import torch
@@ -13,6 +13,17 @@ from torch.optim import Optimizer
 from ..rank_zero import info
 
 M = TypeVar("M", bound=torch.nn.Module)  # a module converted in place, returned as itself
+
+
+@contextlib.contextmanager
+def default_dtype(dtype: torch.dtype) -> Iterator[None]:
+    """Tensors created inside default to `dtype` (floating and complex); the previous default after."""
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(previous)
 
 
 class Precision:
@@ -39,6 +50,11 @@ class Precision:
     def convert_module(self, module: M) -> M:
         """Cast the module's parameters for "-true" modes; a no-op otherwise."""
         return module
+
+    def module_init_context(self) -> contextlib.AbstractContextManager:
+        """The context `configure_model` runs in: "-true" modes create the layers in their dtype
+        (no fp32 copy first; a complex buffer becomes the matching complex dtype)."""
+        return default_dtype(self.param_dtype) if self.param_dtype is not None else contextlib.nullcontext()
 
     def convert_input(self, batch: Any) -> Any:
         """Cast floating-point inputs for "-true" modes; a no-op otherwise."""

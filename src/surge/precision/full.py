@@ -1,14 +1,16 @@
-"""Full precision: "32-true" (the module as it is) and "64-true" (the module cast to float64)."""
+"""Full precision: "32-true" (the module as it is) and "64-true" (the module cast to float64,
+tensors created in the steps float64)."""
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import torch
 
 from ..config.registry import register_precision
 from ..data import cast_floating
-from .base import M, Precision
+from .base import M, Precision, default_dtype
 
 
 @register_precision("32-true", aliases=("32",))
@@ -27,7 +29,12 @@ class DoublePrecision(Precision):
     param_dtype = torch.float64
 
     def convert_module(self, module: M) -> M:
-        return module.to(torch.float64)
+        return (
+            module.double()
+        )  # floating tensors only: `.to(float64)` would drop a complex buffer's imaginary part
+
+    def forward_context(self) -> contextlib.AbstractContextManager:
+        return default_dtype(torch.float64)  # as "-true" half: tensors made in a step are float64
 
     def convert_input(self, batch: Any) -> Any:
         return cast_floating(batch, torch.float64)

@@ -7,14 +7,13 @@ weights (small updates can round away). Tensors created inside the steps default
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
 from typing import Any
 
 import torch
 
 from ..config.registry import register_precision
 from ..data import cast_floating
-from .base import M, Precision
+from .base import M, Precision, default_dtype
 
 
 @register_precision("bf16-true")
@@ -42,14 +41,5 @@ class HalfPrecision(Precision):
     def converts_input(self) -> bool:
         return True
 
-    @contextlib.contextmanager
-    def _default_dtype(self) -> Iterator[None]:
-        previous = torch.get_default_dtype()
-        torch.set_default_dtype(self.param_dtype)
-        try:
-            yield
-        finally:
-            torch.set_default_dtype(previous)
-
     def forward_context(self) -> contextlib.AbstractContextManager:
-        return self._default_dtype()
+        return default_dtype(self.param_dtype)

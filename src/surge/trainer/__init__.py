@@ -282,7 +282,7 @@ class Trainer(StageEntryPoints):
         if self._accelerator.name == "cpu" and not semantics.lightning():  # (Lightning does not check)
             check_cpu_threads(self.num_devices)
         self._run_status = self._fn = "fit"  # as Lightning: `trainer.state` says so in the setup hooks
-        self.callbacks = enter_stage(self, model, datamodule, "fit")
+        self.callbacks = enter_stage(self, model, datamodule, "fit", self._precision)
         parts = self._setup(model, "fit")
         if resume is not None:  # as Lightning: the module and the callbacks before the optimizers exist
             with self._goodput.timed("resume"):
@@ -414,7 +414,7 @@ class Trainer(StageEntryPoints):
             check_step_defined(model, "validation_step" if stage == "validate" else "test_step", stage)
         self._connect()
         self._run_status = self._fn = stage
-        self.callbacks = enter_stage(self, model, self.datamodule, stage)
+        self.callbacks = enter_stage(self, model, self.datamodule, stage, self._precision)
         arg = f"limit_{'val' if stage == 'validate' else stage}_batches"
         skip = getattr(self._cfg, arg) == 0  # no batch to run: the loaders are not even asked for
         given, single = ([], False) if skip else eval_loaders(stage, dataloaders, self.datamodule, model)

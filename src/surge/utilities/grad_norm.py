@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..errors import bad_value
+from ..errors import MisconfigurationError
 
 
 def grad_norm(
@@ -20,7 +20,9 @@ def grad_norm(
     """
     p = float(norm_type)
     if not p > 0:
-        raise bad_value("grad_norm(norm_type)", norm_type, "a positive number or 'inf' (the infinity norm)")
+        raise MisconfigurationError(
+            f"grad_norm(norm_type={norm_type!r}): `norm_type` must be a positive number or 'inf' (the infinity norm)."
+        )
     norms = {
         f"grad_{p}_norm{group_separator}{name}": param.grad.detach().norm(p)
         for name, param in module.named_parameters()

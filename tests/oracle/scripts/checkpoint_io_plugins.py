@@ -1,7 +1,8 @@
 """Checkpoint IO plugins: TorchCheckpointIO, AsyncCheckpointIO and a CheckpointIO of the user's own
 (which records its calls and writes with torch.save), each in its own directory with top-1
 checkpointing over 3 epochs; a fit into another directory then resumes from the custom one's
-last.ckpt through it."""
+last.ckpt through it. `direct`: AsyncCheckpointIO's save_checkpoint called by hand, with a tensor
+changed in place right after, through a CheckpointIO subclassed from `lightning.fabric.plugins.io`."""
 
 import os
 from pathlib import Path
@@ -9,6 +10,7 @@ from pathlib import Path
 import lightning.pytorch as pl
 import record
 import torch
+from lightning.fabric.plugins.io.checkpoint_io import CheckpointIO as FabricCheckpointIO
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.demos.boring_classes import BoringModel
 from lightning.pytorch.plugins import AsyncCheckpointIO, CheckpointIO, TorchCheckpointIO
@@ -53,3 +55,26 @@ fit("torch", TorchCheckpointIO())
 fit("async", AsyncCheckpointIO())
 fit("custom", RecordingIO())
 fit("resumed", RecordingIO(), epochs=4, ckpt_path="custom/last.ckpt")
+
+
+class Capture(FabricCheckpointIO):
+    """Keeps what it is handed (not a copy): shows whether AsyncCheckpointIO handed it a snapshot."""
+
+    def save_checkpoint(self, checkpoint, path, storage_options=None):
+        self.saved = (checkpoint, str(path), storage_options)
+
+    def load_checkpoint(self, path, map_location=None):
+        raise NotImplementedError
+
+    def remove_checkpoint(self, path):
+        pass
+
+
+# Called directly: a snapshot taken at the call, written in the background, waited for by teardown().
+capture, w = Capture(), torch.tensor([0.0])
+direct = AsyncCheckpointIO(checkpoint_io=capture)
+direct.save_checkpoint({"w": w}, "direct.ckpt", storage_options={"k": 1})
+w.add_(1.0)
+direct.teardown()
+record.put("direct", [capture.saved[0]["w"], capture.saved[1], capture.saved[2]])
+record.put("fabric_io_is_pytorch_io", FabricCheckpointIO is CheckpointIO)

@@ -91,11 +91,24 @@ class AsyncCheckpointIO(CheckpointIO):
                 f"AsyncCheckpointIO(checkpoint_io={checkpoint_io!r}): pass a CheckpointIO (or None: TorchCheckpointIO)."
             )
         self.checkpoint_io = checkpoint_io
+        self._writer: AsyncUserCheckpointWriter | None = None
 
     def save_checkpoint(
         self, checkpoint: dict[str, Any], path: Any, storage_options: Any | None = None
     ) -> None:
-        (self.checkpoint_io or TorchCheckpointIO()).save_checkpoint(checkpoint, path, storage_options)
+        """Called directly: a snapshot now (later in-place changes do not reach the file), written in
+        the background by `checkpoint_io`; `teardown()` waits for it, as Lightning's."""
+        io = self.checkpoint_io or TorchCheckpointIO()
+        if self._writer is None:
+            self._writer = AsyncUserCheckpointWriter(io)
+        self._writer.save(
+            checkpoint, path, write=lambda state, target: io.save_checkpoint(state, target, storage_options)
+        )
+
+    def teardown(self) -> None:
+        """Wait for the background write (its error raised here)."""
+        if self._writer is not None:
+            self._writer.wait()
 
     def load_checkpoint(
         self, path: Any, map_location: Any | None = None, weights_only: bool | None = None
