@@ -3,7 +3,7 @@
     python docs/trainer_arguments.py           # rewrite both views
     python docs/trainer_arguments.py --check   # exit 1, naming each view that differs
 
-The views: the docstring of `surge.Trainer` in src/surge/trainer.py (what `help(surge.Trainer)`
+The views: the docstring of `surge.Trainer` in src/surge/trainer/__init__.py (what `help(surge.Trainer)`
 and an IDE's hover show; written into the source, because an IDE reads the source) and the tables
 between the two markers in docs/trainer.md. `tests/test_argument_meanings.py` runs the check.
 """

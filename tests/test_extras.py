@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
 EXTRAS = PROJECT["optional-dependencies"]
 NAME = PROJECT["name"]
-OWN = {"all", "test", "bench"}
+OWN = {"all", "test", "test-services", "bench"}
 
 
 def _names(requirements: list[str]) -> set[str]:
@@ -30,11 +30,13 @@ def test_all_names_every_optional_extra():
     assert named == set(EXTRAS) - OWN
 
 
-def test_the_test_extra_installs_what_every_extra_needs():
+def test_the_test_extras_install_what_every_extra_needs():
     # mlflow-skinny (the client) is what users need; the tests need the server: full mlflow.
     wanted = set().union(*(_names(EXTRAS[e]) for e in set(EXTRAS) - OWN)) - {"mlflow-skinny"}
-    assert wanted <= _names(EXTRAS["test"])
-    assert "mlflow" in _names(EXTRAS["test"])
+    assert wanted <= _names(EXTRAS["test"]) | _names(EXTRAS["test-services"])
+    assert "mlflow" in _names(EXTRAS["test-services"]) and "surge-train" in _names(EXTRAS["test-services"])
+    heavy = {"mlflow", "wandb", "transformers", "sqlalchemy", "alembic"}  # the plain test command stays light
+    assert not heavy & _names(EXTRAS["test"])
 
 
 def _extra_mentions(text: str) -> list[tuple[str, str]]:

@@ -167,21 +167,3 @@ def test_import_surge_loads_no_optional_package():
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
     ).stdout
     assert out.strip() == "[]"
-
-
-def test_import_surge_and_the_command_load_no_torch_until_a_name_is_used():
-    """`import surge` and `surge --help` answer without torch (about 1 s of import on a laptop);
-    the first use of a public name imports what it needs."""
-    code = (
-        "import sys, surge, surge.cli; before = 'torch' in sys.modules\n"
-        "from surge.cli import main\n"
-        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
-        "help_ = 'torch' in sys.modules\n"
-        "trainer = surge.Trainer\n"
-        "print(before, help_, 'torch' in sys.modules, trainer.__module__, sorted(set(surge.__all__) - set(dir(surge))))"
-    )
-    env = {**os.environ, "PYTHONPATH": str(SRC)}
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
-    ).stdout
-    assert out.strip().splitlines()[-1] == "False False True surge.trainer []"

@@ -138,7 +138,9 @@ def test_precision_plugins_map_to_surges():
         with pytest.raises(surge.MisconfigurationError, match=f"{cls.__name__} is not supported by surge"):
             cls("16-mixed")
     # DeepSpeed's plugin is built (its format methods answer) and refused where a Trainer would use it
-    with pytest.raises(surge.MisconfigurationError, match=r"DeepSpeedPrecision\(...\)\] is not supported by surge"):
+    with pytest.raises(
+        surge.MisconfigurationError, match=r"DeepSpeedPrecision\(...\)\] is not supported by surge"
+    ):
         resolve_plugins(DeepSpeedPrecision("16-mixed"))
 
 

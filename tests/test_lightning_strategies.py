@@ -137,9 +137,7 @@ def test_fsdp_strategy_refuses_by_name(kwargs, named):
         S.FSDPStrategy(**kwargs)
 
 
-@pytest.mark.parametrize(
-    "cls", [S.DeepSpeedStrategy, S.XLAStrategy, S.SingleDeviceXLAStrategy]
-)
+@pytest.mark.parametrize("cls", [S.DeepSpeedStrategy, S.XLAStrategy, S.SingleDeviceXLAStrategy])
 def test_strategies_without_an_engine_are_refused_when_built(cls):
     with pytest.raises(MisconfigurationError, match=cls.__name__):
         cls()

@@ -71,4 +71,7 @@ def test_a_hang_dump_that_cannot_be_written_is_said_in_the_note_not_raised(tmp_p
     watch = HangWatch(rank=0, world_size=2, addr="127.0.0.1", port=1, directory=blocked / "hang")
     assert watch.dump("a test") is None  # no folder can be made under a file: nothing raised
     said = _where_dumped(watch, acked=[1])
-    assert said.startswith(f"Stacks: {blocked / 'hang'}/rank{{1}}.txt.") and "Rank 0 could not write its own" in said
+    assert (
+        said.startswith(f"Stacks: {blocked / 'hang'}/rank{{1}}.txt.")
+        and "Rank 0 could not write its own" in said
+    )

@@ -4,7 +4,7 @@ the top-level names each defines or takes from Lightning, with their kind. Runs 
 
     ~/.cache/surge/lightning-2.6.6/bin/python tests/oracle/lightning_names.py [--write]
 
-Without `--write` it prints the file's text (tests/oracle/test_lightning_names.py compares it with the
+Without `--write` it prints the file's text (tests/oracle/test_lightning_name_list.py compares it with the
 committed one). A module's names are those its source binds at top level (a `def`, a `class`, an
 assignment, an import from Lightning or `lightning_utilities`), those in its `__all__`, the Lightning objects
 it holds (star imports) and its submodules; a name it imports from elsewhere (`torch`, `Optional`) is not

@@ -1,5 +1,5 @@
-"""The `surge` command's top level: its subcommands and their arguments. Nothing here imports torch,
-so `surge --help` answers at once; each command imports what it runs."""
+"""The `surge` command's top level: its subcommands and their arguments. Each
+command imports what it runs (`import surge` itself still imports torch)."""
 
 from __future__ import annotations
 
@@ -120,7 +120,7 @@ def _plot(args: argparse.Namespace) -> int:
 def _config_command(args: argparse.Namespace) -> int:
     import importlib.util
 
-    if importlib.util.find_spec("jsonargparse") is None:  # one line, before torch is imported
+    if importlib.util.find_spec("jsonargparse") is None:  # one line, not a traceback
         from ..errors import install_hint
 
         sys.stderr.write(
