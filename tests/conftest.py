@@ -10,6 +10,7 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parent / "harness"))  # the test machinery: harness/README.md
 # The sources beside these tests, whatever checkout an editable install points at.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 

@@ -24,7 +24,7 @@ OWN_PARSER = {"demo", "fit", "validate", "test", "predict"}  # they parse their 
 
 def _surge(*args: str, cwd: Path, pythonpath: tuple[Path, ...] = (), timeout: int = 300):
     """`python ARGS` in a process of its own: forked from a server that imported torch and surge
-    (tests/script_server.py), or a new interpreter where the test puts modules ahead of surge's."""
+    (tests/harness/script_server.py), or a new interpreter where the test puts modules ahead of surge's."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(map(str, (*pythonpath, SRC))), "OMP_NUM_THREADS": "1"}
     if not pythonpath:
         return script_server.run(sys.executable, args, cwd=cwd, env=env, preload=PRELOAD, timeout=timeout)

@@ -138,7 +138,7 @@ def test_a_script_fixes_its_classes(tmp_path):
 def test_the_surge_command_exits_non_zero_on_a_bad_config(tmp_path):
     config = write_config(tmp_path, trainer={**TINY["trainer"], "max_epoch": 2})
     env = {**os.environ, "PYTHONPATH": str(SRC)}  # this checkout's surge, from any working directory
-    # a process of its own, forked from a server that imported torch and surge (tests/script_server.py)
+    # a process of its own, forked from a server that imported torch and surge (tests/harness/script_server.py)
     argv = ["-m", "surge", "fit", "--config", config]
     proc = script_server.run(sys.executable, argv, cwd=tmp_path, env=env, preload=("torch", "surge"))
     assert proc.returncode == 2 and "max_epoch" in proc.stderr and "Traceback" not in proc.stderr

@@ -23,7 +23,7 @@ HERE = Path(__file__).resolve().parent
 SRC = HERE.parents[1] / "src"
 TRAIN_SCRIPT = HERE / "train_script.py"
 MULTINODE_SCRIPT = HERE / "multinode_script.py"
-PRELOAD = ("torch", "surge")  # what a job's first process imports, once: tests/script_server.py
+PRELOAD = ("torch", "surge")  # what a job's first process imports, once: tests/harness/script_server.py
 
 # What a launcher (torchrun, surge, SLURM) sets: none of it may leak from the test into a job.
 _LAUNCH_VARS = (

@@ -16,7 +16,7 @@ SCRIPT = Path(__file__).with_name("train_script.py")
 
 def run(tmp_path: Path, name: str, *args: str, timeout: float = 120) -> dict:
     out = tmp_path / f"{name}.pt"
-    env = clean_env()  # the environment of the other jobs' servers (tests/script_server.py)
+    env = clean_env()  # the environment of the other jobs' servers (tests/harness/script_server.py)
     argv = [str(SCRIPT), "--root", str(tmp_path / name), "--out", str(out), *args]
     # every rank is forked from a server that imported torch and surge
     proc = script_server.run(sys.executable, argv, cwd=tmp_path, env=env, preload=PRELOAD, timeout=timeout)

@@ -15,7 +15,7 @@ SCRIPT = Path(__file__).with_name("reload_script.py")
 
 
 def test_each_reloaded_loader_is_shared_between_the_ranks(tmp_path):
-    env = clean_env()  # the environment of the other jobs' servers (tests/script_server.py)
+    env = clean_env()  # the environment of the other jobs' servers (tests/harness/script_server.py)
     argv = [str(SCRIPT), "--root", str(tmp_path / "run"), "--out", str(tmp_path)]
     # both ranks are forked from a server that imported torch and surge
     proc = script_server.run(sys.executable, argv, cwd=tmp_path, env=env, preload=PRELOAD, timeout=180)

@@ -109,7 +109,7 @@ def test_a_peer_is_judged_by_its_heartbeat_and_its_last_collective():
 
 
 @pytest.mark.slow
-@pytest.mark.timed  # deadlines: see tests/parallel.py
+@pytest.mark.timed  # deadlines: see tests/harness/parallel.py
 def test_a_rank_stopped_with_sigstop_is_named_with_the_collective_it_never_entered(tmp_path):
     text, seq, output, hang = _timed_out(tmp_path, "--stop-rank", "1")
     assert "rank 1 stopped answering: its heartbeat stopped too" in text
@@ -125,7 +125,7 @@ def test_a_rank_stopped_with_sigstop_is_named_with_the_collective_it_never_enter
 
 
 @pytest.mark.slow
-@pytest.mark.timed  # deadlines: see tests/parallel.py
+@pytest.mark.timed  # deadlines: see tests/harness/parallel.py
 def test_a_rank_stuck_in_python_code_dumps_the_frame_it_is_stuck_in(tmp_path):
     text, seq, output, hang = _timed_out(tmp_path, "--stuck-rank", "1")
     assert text.startswith("the gradient allreduce during backward"), text

@@ -30,7 +30,7 @@ from slurm_cluster import InstallError, SlurmCluster, require_installed
 
 STEPS = ["--max-steps", "20", "--epochs", "4"]
 # Timed (jobs must reach a step, be requeued, end within seconds): never beside another timed test,
-# and beside one other test at most (tests/parallel.py).
+# and beside one other test at most (tests/harness/parallel.py).
 pytestmark = pytest.mark.timed
 
 

@@ -24,7 +24,7 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 PRELOAD = [
     "torch",
     "surge",
-]  # each writer is forked from a process that imported them (tests/script_server.py)
+]  # each writer is forked from a process that imported them (tests/harness/script_server.py)
 
 
 def _start(tmp_path: Path, code: str, *args: str) -> script_server.Started:

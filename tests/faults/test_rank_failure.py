@@ -15,7 +15,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "distributed"))
 from jobs import TRAIN_SCRIPT, clean_env  # noqa: E402
 
-pytestmark = pytest.mark.timed  # deadlines: see tests/parallel.py
+pytestmark = pytest.mark.timed  # deadlines: see tests/harness/parallel.py
 
 
 def _job(tmp_path, *args, timeout=90):

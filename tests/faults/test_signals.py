@@ -26,7 +26,7 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 def _start(
     root: Path, out: Path, marker: Path, workers: int = 0, persistent: bool = False
 ) -> script_server.Started:
-    """preempt_script.py, forked from a process that imported torch and surge (tests/script_server.py),
+    """preempt_script.py, forked from a process that imported torch and surge (tests/harness/script_server.py),
     in a session of its own: a signal to its process group does not reach this test."""
     env = {**os.environ, "PYTHONPATH": str(SRC), "OMP_NUM_THREADS": "1"}
     args = [str(root), str(out), str(marker), str(workers), str(int(persistent))]

@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 import torch
-from harness import assert_same_weights, run_both
+from oracle_runs import assert_same_weights, run_both
 
 DIRS = ("torch", "async", "custom", "resumed")
 

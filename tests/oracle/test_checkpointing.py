@@ -5,7 +5,7 @@ at the same epoch for the same reason, and end with torch.equal weights (in the 
 import math
 
 import pytest
-from harness import assert_same_weights, run_both
+from oracle_runs import assert_same_weights, run_both
 
 
 def same_runs(lightning, surge, weights):

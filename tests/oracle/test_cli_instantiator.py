@@ -4,7 +4,7 @@ hparams.yaml and the checkpoint hold; `load_from_checkpoint` builds the module f
 class-typed arguments from their `class_path`), and refuses an instantiator it does not trust."""
 
 import pytest
-from harness import run_both
+from oracle_runs import run_both
 
 INSTANTIATOR = "lightning.pytorch.cli.instantiate_module"
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from harness import assert_same_weights, run_both
+from oracle_runs import assert_same_weights, run_both
 
 ONE = ("max_size", "dict", "min_size", "max_size_cycle", "limits")
 DDP = ("max_size", "dict")

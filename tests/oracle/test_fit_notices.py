@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 import pytest
-from harness import assert_same_weights, run_both
+from oracle_runs import assert_same_weights, run_both
 
 RUNS = ("epochs0", "steps0", "complete", "fp16", "no_return")
 

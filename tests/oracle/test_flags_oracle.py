@@ -2,7 +2,7 @@
 (trainer and progress bar) under check_val_every_n_epoch, max_steps, overfit_batches and no
 validation_step; a datamodule's text and `from_datasets`' arguments."""
 
-from harness import assert_same_weights, run_both
+from oracle_runs import assert_same_weights, run_both
 
 
 def test_batch_counts_match_lightning(tmp_path):

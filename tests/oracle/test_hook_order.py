@@ -3,7 +3,7 @@ the same hooks of the module, the callback and the datamodule, in the same order
 (normalised) arguments, in each of the scenarios of Lightning's own hook tests."""
 
 import pytest
-from harness import assert_same_weights, run_both
+from oracle_runs import assert_same_weights, run_both
 
 KNOWN: dict[str, str] = {}  # what still differs, exactly as the scenario shows it (none now)
 SCENARIOS = [

@@ -10,7 +10,7 @@ import json
 from functools import cache
 
 import pytest
-from harness import lightning_prints
+from oracle_runs import lightning_prints
 
 from surge.callbacks.base import CALLBACK_HOOKS, CallbackHooks
 from surge.module.model_hooks import HOOKS, ModelHooks

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness import assert_same_weights, run_both
+from oracle_runs import assert_same_weights, run_both
 
 
 def test_steps_and_hooks_set_on_the_instance_match_lightning(tmp_path):

@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from harness import run_both
 from oracle_env import lightning_python
+from oracle_runs import run_both
 
 HERE = Path(__file__).resolve().parent
 GENERATED = HERE.parents[1] / "src" / "surge" / "lightning" / "names_data.py"

@@ -2,7 +2,7 @@
 `configure_model` loads (configure_model, then on_load_checkpoint, then the weights)."""
 
 import pytest
-from harness import assert_same_weights, run_both
+from oracle_runs import assert_same_weights, run_both
 
 pytestmark = pytest.mark.slow
 

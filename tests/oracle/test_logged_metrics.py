@@ -3,7 +3,7 @@ combination gives (evaluation step values included), their values and types, dur
 after fit, validate and test; and `self.log`'s refusals of values Lightning cannot log."""
 
 import pytest
-from harness import run_both
+from oracle_runs import run_both
 
 CASES = ["None", "dict", "list", "nested", "nowhere", "str", "suffix", "vector"]
 

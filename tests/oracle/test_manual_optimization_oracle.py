@@ -5,7 +5,7 @@ logged metrics (metrics.csv), `callback_metrics` and the final weights (`torch.e
 import json
 
 import pytest
-from harness import Run, assert_same_weights, run_both
+from oracle_runs import Run, assert_same_weights, run_both
 
 pytestmark = pytest.mark.slow
 

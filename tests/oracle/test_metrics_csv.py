@@ -3,7 +3,7 @@ one row per logger call (step values at `log_every_n_steps`, epoch means, each e
 step values, LearningRateMonitor's rows without an epoch, under Lightning's names), sorted columns,
 Lightning's step for each row, float32 values. The project scripts (test_projects.py) check the same on whole projects."""
 
-from harness import run_both
+from oracle_runs import run_both
 
 
 def test_every_kind_of_row_is_lightnings(tmp_path):

@@ -9,7 +9,7 @@ counts each sample once under surge, once per tensor-parallel rank under Lightni
 from __future__ import annotations
 
 import pytest
-from harness import assert_same_weights, run_both
+from oracle_runs import assert_same_weights, run_both
 
 pytestmark = pytest.mark.slow  # 4 processes per framework on 2 cores
 

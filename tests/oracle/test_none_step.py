@@ -4,7 +4,7 @@ advance, on_train_batch_end gets {}; the weights come out torch.equal."""
 
 from __future__ import annotations
 
-from harness import assert_same_weights, run_both
+from oracle_runs import assert_same_weights, run_both
 
 
 def test_a_step_returning_none_matches_lightning(tmp_path):

@@ -3,7 +3,7 @@ manual optimization takes any scheduler and warns of the keys it ignores; automa
 refuses a scheduler that is not torch's, two optimizers, and a `training_step(..., optimizer_idx)`;
 a manual `opt.step(closure=..., extra=...)` reaches the optimizer's `step` as it was called."""
 
-from harness import run_both
+from oracle_runs import run_both
 
 
 def test_optimizer_configuration_matches_lightning(tmp_path):

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from harness import SCRIPTS, _env, assert_same_weights, command
+from oracle_runs import SCRIPTS, _env, assert_same_weights, command
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "distributed"))
 from jobs import clean_env  # noqa: E402

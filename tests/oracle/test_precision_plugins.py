@@ -7,7 +7,7 @@ under both, the weights `torch.equal`. FSDP's `mixed_precision_config` under "-m
 from __future__ import annotations
 
 import pytest
-from harness import assert_same_weights, run_both
+from oracle_runs import assert_same_weights, run_both
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 import yaml
-from harness import FRAMEWORKS, Run, assert_same_weights, run, run_both
+from oracle_runs import FRAMEWORKS, Run, assert_same_weights, run, run_both
 
 # name: (script, arguments, weights recorded)
 SCENARIOS = {
@@ -92,7 +92,7 @@ def cases():
         for aspect in ASPECTS:
             reason = XFAIL.get((name, aspect))
             # A scenario's aspects run on one pytest-xdist worker, which runs it once; the
-            # scenarios spread over the workers (tests/parallel.py).
+            # scenarios spread over the workers (tests/harness/parallel.py).
             marks = [pytest.mark.xdist_group(f"project:{name}")]
             marks += [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
             yield pytest.param(name, aspect, marks=marks, id=f"{name}-{aspect}")

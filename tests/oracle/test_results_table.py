@@ -3,7 +3,7 @@ fixed terminal width), and `verbose=False` prints none."""
 
 import re
 
-from harness import run_both
+from oracle_runs import run_both
 
 
 def tables(output: str) -> dict[str, str]:

@@ -5,7 +5,7 @@ without a batch size. metrics.csv row for row, `callback_metrics`, what each ste
 import csv
 
 import pytest
-from harness import assert_same_weights, run_both
+from oracle_runs import assert_same_weights, run_both
 
 
 @pytest.fixture(scope="module")

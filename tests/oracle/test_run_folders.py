@@ -10,7 +10,7 @@ hyper-parameter loaded with `weights_only=False`, `log_graph`."""
 from __future__ import annotations
 
 import pytest
-from harness import run_both
+from oracle_runs import run_both
 
 RUNS = (
     "default",

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 import torch
-from harness import lightning_prints
+from oracle_runs import lightning_prints
 from torch.utils.data import DataLoader
 
 import surge.lightning as L

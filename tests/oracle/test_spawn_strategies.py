@@ -4,7 +4,7 @@ process sees what real Lightning's does (tests/oracle/scripts/spawn_strategies.p
 from __future__ import annotations
 
 import pytest
-from harness import assert_same_weights, run_both
+from oracle_runs import assert_same_weights, run_both
 
 POINTS = ("ddp_fork/fit", "ddp_fork/validate", "ddp_fork/test", "ddp_spawn/fit")
 

@@ -7,7 +7,7 @@ so gradients set before `validate()`/`test()` are gone in the first step; `setup
 from __future__ import annotations
 
 import pytest
-from harness import assert_same_weights, run_both
+from oracle_runs import assert_same_weights, run_both
 
 RUNS = ("no_clip", "clip_value")
 KEYS = ("clip", "zero_grad", "setup", "teardown", "grads", "algorithm")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from harness import assert_same_weights, run_both
+from oracle_runs import assert_same_weights, run_both
 
 RUNS = ("plain", "accumulate", "closure", "frequency", "cut", "stop", "own_backward", "lr_monitor")
 

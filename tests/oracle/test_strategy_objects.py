@@ -9,7 +9,7 @@ with surge's native FSDP2 strategy given the arguments it promises, under `surge
 from __future__ import annotations
 
 import pytest
-from harness import assert_same_weights, run, run_both
+from oracle_runs import assert_same_weights, run, run_both
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ taken), the weights restored, and the errors a misconfigured call raises; `metho
 smoothed losses, float for float), its suggestion and the figure `plot()` returns (its type and the
 data of its lines, not its pixels) are Lightning's."""
 
-from harness import run_both
+from oracle_runs import run_both
 
 
 def test_scale_batch_size_matches_lightning(tmp_path):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from harness import assert_same_weights, run_both
+from oracle_runs import assert_same_weights, run_both
 
 MODES = ("single", "ddp")
 

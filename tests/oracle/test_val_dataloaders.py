@@ -1,6 +1,6 @@
 """`trainer.val_dataloaders` has the shape the user gave the val loaders in, as in Lightning."""
 
-from harness import run_both
+from oracle_runs import run_both
 
 
 def test_val_dataloaders_keep_the_shape_they_were_given_in(tmp_path):

@@ -49,7 +49,7 @@ class Run:
 
 
 # What a run imports before its script: a server of the framework's interpreter that has imported
-# them forks each run (tests/script_server.py), so runs do not import them again.
+# them forks each run (tests/harness/script_server.py), so runs do not import them again.
 PRELOAD = {"lightning": ("torch", "lightning.pytorch"), "surge": ("torch", "surge", "surge.lightning")}
 
 

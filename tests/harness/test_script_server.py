@@ -1,4 +1,4 @@
-"""tests/script_server.py: a run forked from the server is what a new interpreter would be for the
+"""tests/harness/script_server.py: a run forked from the server is what a new interpreter would be for the
 script: the same argv, cwd, `sys.path[0]`, environment, output (import-time warnings included) and
 exit status; a timeout ends it and what it started."""
 

@@ -1,6 +1,6 @@
-"""The harness itself: the same script under real Lightning and under surge, compared."""
+"""The oracle runner itself: the same script under real Lightning and under surge, compared."""
 
-from harness import assert_same_weights, run_both
+from oracle_runs import assert_same_weights, run_both
 
 
 def test_boring_model_two_epochs_matches_lightning(tmp_path):
