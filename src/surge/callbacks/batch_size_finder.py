@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING, Any
 from ..errors import MisconfigurationError, bad_value
 from ..rank_zero import info
 from ..tune.batch_size import trial_fits
+from ..tune.batch_size_search import SearchLimits, first_size, search_batch_size
 from ..tune.loaders import loader_batch_size
 from ..tune.memory import available_ram
 from ..tune.trial import trial_target
 from .base import Callback
-from .batch_size_search import SearchLimits, first_size, search_batch_size
 from .tuned_attr import get_tuned_attr, has_tuned_attr, set_tuned_attr, warn_if_held_twice
 
 if TYPE_CHECKING:

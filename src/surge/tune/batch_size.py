@@ -29,7 +29,7 @@ def find_batch_size(
     max_memory: int | None = None,
     init: int = 2,
     max_trials: int = 25,
-    max_batch_size: int | None = None,
+    max_batch_size: int | None = 8192,
     steps: int = 3,
     verbose: bool = True,
 ) -> int:
@@ -42,7 +42,8 @@ def find_batch_size(
     memory it used exceeds `max_memory` bytes: the module's parameters, buffers and gradients plus
     the peak the steps allocated (activations, gradients, optimizer state, the batch). Without
     `max_memory`, CUDA runs until out of memory and the CPU uses half of the RAM available now.
-    The batch never exceeds the dataset's length or `max_batch_size`. The model's parameters,
+    The batch never exceeds the dataset's length or `max_batch_size` (None: no cap; 8192 as
+    `BatchSizeFinder(max_val)`: one default for each argument, whichever door). The model's parameters,
     buffers, gradients, modes, the precision state and every RNG are restored afterwards.
     """
     _check_args(init, max_trials, max_memory, max_batch_size, steps)

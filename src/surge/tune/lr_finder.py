@@ -48,7 +48,7 @@ class LRFinderResult:
     lrs: list[float] = field(default_factory=list)
     losses: list[float] = field(default_factory=list)  # raw losses, one per step
     smoothing: float = 0.9
-    min_lr: float = 1e-7
+    min_lr: float = 1e-8
     max_lr: float = 1.0
     num_training: int = 100
     mode: str = "exponential"
@@ -138,7 +138,7 @@ def lr_find(
     train_dataloaders: DataLoader | Any = None,
     *,
     trainer: Trainer | None = None,
-    min_lr: float = 1e-7,
+    min_lr: float = 1e-8,
     max_lr: float = 1.0,
     num_training: int = 100,
     mode: str = "exponential",

@@ -9,7 +9,7 @@ import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
 
 from torch.optim import Optimizer
 from torch.utils.data import DataLoader
@@ -25,7 +25,6 @@ from .loaders import loader_batch_size, with_batch_size, with_workers
 from .workers import cpu_count
 
 if TYPE_CHECKING:
-    from ..callbacks.batch_size_finder import BatchSizeFinder
     from ..config import TrainerConfig
     from ..optim import SchedulerConfig
     from ..strategies import Strategy
@@ -118,11 +117,9 @@ def needs_train_first(tuning: Tuning, scale_lr: str | None) -> bool:
     """Whether a tuner decides the batch, the accumulation or the rates before the optimizers exist,
     or reads the train loader when fit starts (`LearningRateFinder`): the train loader is then asked
     for before `configure_optimizers`."""
-    from ..callbacks.lr_finder import LearningRateFinder
-
     return (
         _batch_size_finder(tuning.trainer) is not None
-        or any(isinstance(cb, LearningRateFinder) for cb in tuning.trainer.callbacks)
+        or any(getattr(cb, "reads_train_loader_at_fit_start", False) for cb in tuning.trainer.callbacks)
         or tuning.effective_batch_size is not None
         or (scale_lr is not None)
     )
@@ -143,10 +140,16 @@ def tune_val_loaders(tuning: Tuning, vals: list[Iterable]) -> list[Iterable]:
     return [tuned(v) for v in vals]
 
 
-def _batch_size_finder(trainer: Trainer) -> BatchSizeFinder | None:
-    from ..callbacks.batch_size_finder import BatchSizeFinder
+@runtime_checkable
+class TrainLoaderTuner(Protocol):
+    """A callback that chooses the train loader's batch size before the fit (`BatchSizeFinder`): the
+    tuners below the callbacks know it by this method, not by its class."""
 
-    return next((cb for cb in trainer.callbacks if isinstance(cb, BatchSizeFinder)), None)
+    def tune_train_loader(self, trainer: Trainer, module: Any, loader: Any, given: bool) -> Any: ...
+
+
+def _batch_size_finder(trainer: Trainer) -> TrainLoaderTuner | None:
+    return next((cb for cb in trainer.callbacks if isinstance(cb, TrainLoaderTuner)), None)
 
 
 def plan_effective_batch(tuning: Tuning, model: Module, loader: Any, effective: int) -> tuple[Iterable, int]:
