@@ -27,6 +27,7 @@ from torch import Tensor
 
 from ..callbacks.spike_guard import NONFINITE, NONFINITE_WEIGHTS, SpikeError, SpikeGuard
 from ..errors import MisconfigurationError
+from ..optim.rates import scale_rates
 from ..rank_zero import info
 from .optimizer_restore import restore_optimizer
 from .snapshot import Snapshots
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
     from .context import FitSettings, RunParts
     from .fit import FitLoop
 
-__all__ = ["Rollback", "loss_watch", "restore_optimizer", "scale_learning_rates"]
+__all__ = ["Rollback", "loss_watch", "restore_optimizer"]
 
 
 class Rollback:
@@ -162,7 +163,7 @@ class Rollback:
                 "rate, clip gradients, check the data there, or raise max_rollbacks/threshold."
             )
         if guard.lr_scale != 1.0:
-            scale_learning_rates(self.optim, guard.lr_scale)
+            scale_rates(self.optim.optimizers, [c.scheduler for c in self.optim.schedulers], guard.lr_scale)
         guard.rolled_back(snap["stats"].clone() if snap["stats"] is not None else None)
         back = snap["global_step"]
         info(
@@ -177,24 +178,6 @@ class Rollback:
             True  # the restored (rescaled) state, once the batch is over: the next rollback's
         )
         return back
-
-
-def scale_learning_rates(optim: Optimization, scale: float) -> None:
-    """Every parameter group's rate (and its schedulers' base rates, so that a schedule keeps the
-    scale) multiplied by `scale`."""
-    for opt in optim.optimizers:
-        for group in opt.param_groups:
-            for key in ("lr", "initial_lr"):
-                if key in group:
-                    value = group[key]
-                    if isinstance(value, Tensor):
-                        value.mul_(scale)
-                    else:
-                        group[key] = value * scale
-    for config in optim.schedulers:
-        state = config.scheduler.state_dict()  # through its own load_state_dict, as a checkpoint would
-        if isinstance(state.get("base_lrs"), list):
-            config.scheduler.load_state_dict({**state, "base_lrs": [b * scale for b in state["base_lrs"]]})
 
 
 def loss_watch(guard: NonFiniteGuard, rollback: Rollback | None) -> Callable[[Tensor], None] | None:

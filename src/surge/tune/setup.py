@@ -18,6 +18,7 @@ from ..data import loader_length
 from ..data.combined import CombinedLoader
 from ..errors import MisconfigurationError
 from ..module import Module
+from ..optim.rates import scale_rates
 from ..rank_zero import info
 from .auto_workers import AutoWorkers, too_short
 from .batch_size import find_batch_size
@@ -29,8 +30,6 @@ if TYPE_CHECKING:
     from ..optim import SchedulerConfig
     from ..strategies import Strategy
     from ..trainer import Trainer
-
-_LR_KEYS = ("lr", "initial_lr", "max_lr", "min_lr")  # OneCycleLR keeps its range in the param groups
 
 
 @dataclass(frozen=True)
@@ -239,24 +238,9 @@ def scale_learning_rates(
     ratio = effective / cast(int, cfg.reference_batch_size)  # TrainerConfig: given with scale_lr
     factor = ratio if cfg.scale_lr == "linear" else math.sqrt(ratio)
     before = optimizers[0].param_groups[0]["lr"]
-    for opt in optimizers:
-        for group in opt.param_groups:
-            for key in _LR_KEYS:
-                if isinstance(group.get(key), int | float):
-                    group[key] *= factor
-    for config in schedulers:
-        _scale_scheduler(config.scheduler, factor)
+    scale_rates(optimizers, [config.scheduler for config in schedulers], factor)
     info(
         f"scale_lr={cfg.scale_lr!r}: effective batch {effective} / reference {cfg.reference_batch_size} -> "
         f"learning rates x{factor:.4g} (lr {before:.4g} -> {optimizers[0].param_groups[0]['lr']:.4g})"
     )
     return factor
-
-
-def _scale_scheduler(scheduler: Any, factor: float) -> None:
-    for attr in ("base_lrs", "max_lrs", "_last_lr"):
-        values = getattr(scheduler, attr, None)
-        if isinstance(values, list):
-            setattr(scheduler, attr, [v * factor for v in values])
-    for inner in getattr(scheduler, "_schedulers", ()):  # SequentialLR, ChainedScheduler
-        _scale_scheduler(inner, factor)
