@@ -12,7 +12,7 @@ reproduces the run), and a fit saves that YAML as `config.yaml` in the run direc
 A script gets the same command line with `SurgeCLI(MyModel, MyData)`.
 
 A config is code: each `class_path` is imported and called. `--allow_class_paths torch.optim,mypkg`
-(or `SurgeCLI(allow_class_paths=[...])`) refuses any other before anything is built (config_guard.py).
+(or `SurgeCLI(allow_class_paths=[...])`) refuses any other before anything is built (config/guard.py).
 """
 
 from __future__ import annotations

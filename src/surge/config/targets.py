@@ -1,6 +1,6 @@
 """Under `--allow_class_paths`: a `class_path` may build only a class of the type its argument declares.
 
-The prefixes (config_guard.py) say whose code a config may name; this says what it may build with it.
+The prefixes (config/guard.py) say whose code a config may name; this says what it may build with it.
 jsonargparse calls whatever a class_path names: a function (one that runs a file), `functools.partial`,
 or any class at all where the argument is typed `Any` or `object`. So under an allowlist every
 class_path in the parsed config must name a class that inherits (not merely registers with an ABC)

@@ -70,7 +70,7 @@ class LightningArgumentParser(ArgumentParser):
                 "function returning one",
             )  # fmt: skip
         is_callback = issubclass(lightning_class, Callback)
-        if is_callback:  # built by the CLI, before the trainer that takes it (cli_callbacks.py)
+        if is_callback:  # built by the CLI, before the trainer that takes it (`build_callbacks` below)
             self.callback_keys.append(nested_key)
             self._callback_classes[nested_key] = (lightning_class, subclass_mode)
         instantiate = not (is_callback or issubclass(lightning_class, Trainer))

@@ -1,8 +1,8 @@
 """The `trainer` section of a `LightningCLI` config: Lightning's Trainer arguments, in Lightning's
 order and with Lightning's defaults, so `--print_config` writes what Lightning writes and a config
 Lightning dumped parses here. Each value is passed to surge's Trainer, which reads None as
-Lightning's default (config_lightning.py). surge's own Trainer arguments (`compile`,
-`matmul_precision`, ...) are not in this section; `surge fit --config` (config_cli.py) has them.
+Lightning's default (config/lightning.py). surge's own Trainer arguments (`compile`,
+`matmul_precision`, ...) are not in this section; `surge fit --config` (cli/config.py) has them.
 """
 
 from __future__ import annotations
