@@ -21,6 +21,7 @@ from .checkpoint.writer import AsyncCheckpointWriter, CheckpointWriter
 from .config import TrainerConfig
 from .config.lightning import check_sync_batchnorm
 from .config.registry import STRATEGIES
+from .config.semantics import Semantics
 from .datamodule import DataModule
 from .errors import MisconfigurationError, SurgeTypeError
 from .launch.environment import ClusterEnvironment
@@ -88,9 +89,10 @@ def strategy_layout(
     )  # fmt: skip
 
 
-def build_callbacks(cfg: TrainerConfig) -> list[Callback]:
+def build_callbacks(cfg: TrainerConfig, semantics: Semantics) -> list[Callback]:
     """The user's callbacks plus the defaults the flags ask for; checkpointing runs last."""
     from .callbacks.checkpoint import ModelCheckpoint
+    from .callbacks.checkpoint_options import check_top_k_tracked
     from .callbacks.progress import ProgressBar
     from .callbacks.spike_guard import SpikeGuard
     from .callbacks.summary import ModelSummary
@@ -105,6 +107,8 @@ def build_callbacks(cfg: TrainerConfig) -> list[Callback]:
             "Trainer was configured with `enable_checkpointing=False` but found `ModelCheckpoint` in callbacks "
             "list; drop one."
         )
+    for checkpoint in [cb for cb in callbacks if isinstance(cb, ModelCheckpoint)]:
+        check_top_k_tracked(checkpoint.save_top_k, checkpoint.monitor, semantics)
     if cfg.enable_checkpointing and not has(
         ModelCheckpoint
     ):  # kept under fast_dev_run (saving nothing), as Lightning
@@ -172,12 +176,12 @@ def _batch_hook(name: str, model: Module, datamodule: Any) -> Callable[..., Any]
     return getattr(model, name) if own else None
 
 
-def build_loggers(logger: Any, root: Path) -> list[Logger]:
+def build_loggers(logger: Any, root: Path, semantics: Semantics) -> list[Logger]:
     """The loggers `logger=` asks for; True: TensorBoard's (when installed) and CSV's."""
     from .loggers.default import default_loggers
 
     if logger is True:
-        return default_loggers(root)
+        return default_loggers(root, semantics)
     if logger is False or logger is None:
         return []
     items = logger if isinstance(logger, list | tuple) else [logger]
@@ -211,6 +215,7 @@ def build_optimization(
     hooks: Any,
     metrics: Callable[[], Mapping[str, Any]],
     loop: FitLoop,
+    semantics: Semantics,
 ) -> Optimization:
     """The fit's optimizer steps: clipping and the non-finite guard as the arguments ask; where
     training stands is `loop`'s."""
@@ -225,6 +230,7 @@ def build_optimization(
         guard=NonFiniteGuard(cfg.on_nonfinite, optimizers, precision.skips_nonfinite_steps),
         where=loop.where,
         compiled=compile_optimizers(cfg.compile, optimizers, bool(schedulers)),
+        semantics=semantics,
     )
 
 
