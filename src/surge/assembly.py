@@ -89,10 +89,9 @@ def strategy_layout(
     )  # fmt: skip
 
 
-def build_callbacks(cfg: TrainerConfig, semantics: Semantics) -> list[Callback]:
+def build_callbacks(cfg: TrainerConfig) -> list[Callback]:
     """The user's callbacks plus the defaults the flags ask for; checkpointing runs last."""
     from .callbacks.checkpoint import ModelCheckpoint
-    from .callbacks.checkpoint_options import check_top_k_tracked
     from .callbacks.progress import ProgressBar
     from .callbacks.spike_guard import SpikeGuard
     from .callbacks.summary import ModelSummary
@@ -107,8 +106,6 @@ def build_callbacks(cfg: TrainerConfig, semantics: Semantics) -> list[Callback]:
             "Trainer was configured with `enable_checkpointing=False` but found `ModelCheckpoint` in callbacks "
             "list; drop one."
         )
-    for checkpoint in [cb for cb in callbacks if isinstance(cb, ModelCheckpoint)]:
-        check_top_k_tracked(checkpoint.save_top_k, checkpoint.monitor, semantics)
     if cfg.enable_checkpointing and not has(
         ModelCheckpoint
     ):  # kept under fast_dev_run (saving nothing), as Lightning

@@ -4,12 +4,15 @@ refused here, by name, before any work (never accepted and ignored)."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import MisconfigurationError, bad_value
 from ..rank_zero import warn
 from .plugins import Plugins, resolve_plugins
 from .semantics import Semantics
+
+if TYPE_CHECKING:
+    from ..launch.signals import RequeuePolicy
 
 # Lightning's Trainer arguments whose default is None, and the value None stands for (Lightning's default).
 NONE_MEANS = {
@@ -79,11 +82,11 @@ def check_lightning_arguments(cfg: Any) -> None:
         )
 
 
-def requeue_of(plugins: Plugins, semantics: Semantics) -> Plugins:
-    """The plugins with the requeue checkpoint `semantics` names: in the Lightning mode, as Lightning,
-    `hpc_ckpt_<N>.ckpt` on requeue, which fit() resumes under SLURM."""
+def requeue_of(plugins: Plugins, semantics: Semantics) -> RequeuePolicy:
+    """The requeue policy of `plugins`, writing the checkpoint `semantics` names: in the Lightning
+    mode, as Lightning, `hpc_ckpt_<N>.ckpt` on requeue, which fit() resumes under SLURM."""
     hpc = plugins.requeue.hpc or semantics.requeue_checkpoint == "hpc_ckpt"
-    return dataclasses.replace(plugins, requeue=dataclasses.replace(plugins.requeue, hpc=hpc))
+    return dataclasses.replace(plugins.requeue, hpc=hpc)
 
 
 def warn_default_max_epochs(cfg: Any) -> None:

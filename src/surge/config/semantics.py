@@ -3,7 +3,9 @@ Lightning's: `SURGE`, or `LIGHTNING` under `surge run` (the Lightning mode).
 
 One frozen value with a named field per difference. The Trainer reads the mode once, in its
 constructor (`Semantics.current()`), and hands the value to the parts it builds, as it hands them
-the precision or the strategy; a part reads its field when it is built, never per step. The mode
+the precision or the strategy; a part reads its field when it is built, never per step. Two objects
+a script builds before any Trainer read the mode themselves, when built: a logger (its default run
+name) and `ModelCheckpoint` (the refusal Lightning makes in its constructor). The mode
 marks itself with the `sys.meta_path` finder it installs (`lightning_semantics = True`); nothing
 else is global. docs/lightning.md ("Where the Lightning mode differs") has one row per field, and
 tests/test_semantics.py holds the two equal."""
@@ -63,7 +65,8 @@ class Semantics:
     @classmethod
     def current(cls) -> Semantics:
         """The mode this process runs in: `LIGHTNING` under `surge run` (its DDP ranks and its
-        DataLoader workers too), else `SURGE`. The one global read; the Trainer's constructor calls it."""
+        DataLoader workers too), else `SURGE`. The one global read: the Trainer's constructor calls it
+        (and the two objects built before any Trainer, above)."""
         marked = any(getattr(finder, "lightning_semantics", False) is True for finder in sys.meta_path)
         return LIGHTNING if marked else SURGE
 

@@ -214,7 +214,7 @@ class Trainer(StageEntryPoints):
         say_explicit_limits(args)
         self._semantics = sem = Semantics.current()  # the one reading of the mode; handed to the parts
         self._cfg = cfg = TrainerConfig(**args)
-        cfg.plugins = requeue_of(cfg.plugins, sem)
+        self._requeue = requeue_of(cfg.plugins, sem)  # which signal checkpoints, and where
         self._accelerator = resolve_accelerator(cfg.accelerator)
         self._devices = resolve_devices(self._accelerator, cfg.devices)
         env = cfg.plugins.environment or detect()  # the one reading of where ranks come from
@@ -224,7 +224,7 @@ class Trainer(StageEntryPoints):
         self._strategy.connect_semantics(sem)
         self.profiler: Profiler | None = build_profiler(cfg.profiler)
         self.loggers: list[Logger] = build_loggers(cfg.logger, Path(self.default_root_dir), sem)
-        self.callbacks: list[Callback] = build_callbacks(cfg, sem)
+        self.callbacks: list[Callback] = build_callbacks(cfg)
         self.fit_loop, self.predict_loop = FitLoop(), PredictLoop()
         self._stop, self._sanity = StopRequest(), SanityFlag()  # `should_stop`, `sanity_checking`
         self.datamodule: DataModule | None = None
@@ -344,7 +344,7 @@ class Trainer(StageEntryPoints):
 
     def _fit_stages(self, parts: RunParts, optim: Optimization, data: FitData, resume: Found | None) -> None:
         hooks, cfg = parts.hooks, self._cfg
-        signals = SignalFlag(getattr(self._strategy, "launcher", None), cfg.plugins.requeue)
+        signals = SignalFlag(getattr(self._strategy, "launcher", None), self._requeue)
         with signals.installed(), anomaly_mode(cfg.detect_anomaly):  # preemption: a flag
             hooks.call("on_fit_start")
             self._publisher.log_run_start(parts.module, cfg.enable_autolog_hparams, self.datamodule)
