@@ -80,7 +80,7 @@ class Optimization:
         # them (hooks in between see them; a backward a training step ran itself is dropped with them).
         at_step = semantics.frees_gradients == "at_step"
         self.free_after_step = not self._before_zero and self._module_zero is None and at_step
-        self.semantics = semantics  # (the schedulers' clock and the loss batch ends get: see below)
+        self.semantics = semantics  # (the schedulers' clock and the loss on_train_batch_end gets: below)
         self._module_schedule = fns.get("lr_scheduler_step")
         self._module_step: ModuleOptimizerStep | None = None
         if "optimizer_step" in fns:
