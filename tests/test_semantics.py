@@ -174,10 +174,39 @@ def test_logger_step_offset_and_default_name(semantics, tmp_path):
     assert steps[0] == 1 - semantics.logger_step_offset  # the first optimizer step's row
 
 
-def test_epoch_reduction_and_validation_rng_are_the_parts_fields(semantics, tmp_path):
+def test_epoch_reduction_is_the_results_field(semantics, tmp_path):
     _, trainer = _fit(tmp_path, limit_val_batches=0)
     assert trainer._train_results._own_unsynced is not semantics.epoch_reduces_unsynced
     assert trainer._parts.semantics is semantics  # validation and evaluation read it there
+
+
+class Drawing(Recorder):
+    """Draws from the global stream in training and in validation."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.draws: list[float] = []
+
+    def training_step(self, batch, batch_idx):
+        self.draws.append(float(torch.rand(())))
+        return super().training_step(batch, batch_idx)
+
+    def validation_step(self, batch, batch_idx):
+        torch.rand(())
+
+
+def test_validation_moves_training_rng(semantics, tmp_path):
+    draws = []
+    for val_batches in (0, 2):
+        torch.manual_seed(0)
+        model, data = Drawing(), DataLoader(TensorDataset(torch.randn(8, 2)), batch_size=2)
+        trainer = surge.Trainer(
+            max_epochs=2, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+            enable_model_summary=False, num_sanity_val_steps=0, limit_val_batches=val_batches,
+        )  # fmt: skip
+        trainer.fit(model, data, data)
+        draws.append(model.draws)
+    assert (draws[0] != draws[1]) is semantics.validation_moves_training_rng
 
 
 def test_default_loggers_and_goodput(semantics, tmp_path):
@@ -230,8 +259,12 @@ def test_requeue_checkpoint_and_top_k_without_monitor(semantics):
         assert surge.callbacks.ModelCheckpoint(save_top_k=2).save_top_k == 2
 
 
-def test_checkpoint_lock_and_fit_end_words(semantics, tmp_path, caplog):
+def test_checkpoint_lock_fit_end_words_and_cpu_threads(semantics, tmp_path, monkeypatch):
+    import surge.trainer
     from surge.config.run_records import LOCK_IN_DIRECTORY
+
+    checked = []
+    monkeypatch.setattr(surge.trainer, "check_cpu_threads", checked.append)
 
     trainer = surge.Trainer(
         max_epochs=0, default_root_dir=tmp_path, logger=False,
@@ -242,5 +275,6 @@ def test_checkpoint_lock_and_fit_end_words(semantics, tmp_path, caplog):
         trainer.fit(Recorder(), DataLoader(TensorDataset(torch.randn(4, 2)), batch_size=2))
     said = " ".join(str(w.message) for w in caught)
     assert ("fit() trained nothing" in said) is (semantics.fit_end_words == "surge")
+    assert bool(checked) is semantics.checks_cpu_threads
     claim = trainer.checkpoint_callback._claim
     assert (claim.lock.name == LOCK_IN_DIRECTORY) is (semantics.checkpoint_lock == "in_directory")
