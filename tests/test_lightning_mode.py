@@ -266,9 +266,9 @@ def test_in_the_mode_lightning_is_importable_but_not_installed(mode):
 def test_the_mode_marks_lightning_semantics(mode):
     from surge.config import semantics
 
-    assert semantics.lightning()
+    assert semantics.Semantics.current() is semantics.LIGHTNING
     mode.uninstall()
-    assert not semantics.lightning()
+    assert semantics.Semantics.current() is semantics.SURGE
 
 
 def test_ranks_the_launcher_starts_run_in_the_mode(mode, monkeypatch):

@@ -21,6 +21,7 @@ from .checkpoint.writer import AsyncCheckpointWriter, CheckpointWriter
 from .config import TrainerConfig
 from .config.lightning import check_sync_batchnorm
 from .config.registry import STRATEGIES
+from .config.semantics import Semantics
 from .datamodule import DataModule
 from .errors import MisconfigurationError, SurgeTypeError
 from .launch.environment import ClusterEnvironment
@@ -172,12 +173,12 @@ def _batch_hook(name: str, model: Module, datamodule: Any) -> Callable[..., Any]
     return getattr(model, name) if own else None
 
 
-def build_loggers(logger: Any, root: Path) -> list[Logger]:
+def build_loggers(logger: Any, root: Path, semantics: Semantics) -> list[Logger]:
     """The loggers `logger=` asks for; True: TensorBoard's (when installed) and CSV's."""
     from .loggers.default import default_loggers
 
     if logger is True:
-        return default_loggers(root)
+        return default_loggers(root, semantics)
     if logger is False or logger is None:
         return []
     items = logger if isinstance(logger, list | tuple) else [logger]
@@ -211,6 +212,7 @@ def build_optimization(
     hooks: Any,
     metrics: Callable[[], Mapping[str, Any]],
     loop: FitLoop,
+    semantics: Semantics,
 ) -> Optimization:
     """The fit's optimizer steps: clipping and the non-finite guard as the arguments ask; where
     training stands is `loop`'s."""
@@ -225,6 +227,7 @@ def build_optimization(
         guard=NonFiniteGuard(cfg.on_nonfinite, optimizers, precision.skips_nonfinite_steps),
         where=loop.where,
         compiled=compile_optimizers(cfg.compile, optimizers, bool(schedulers)),
+        semantics=semantics,
     )
 
 

@@ -8,7 +8,6 @@ from pathlib import Path
 
 from ..checkpoint import remove_stale_temporaries
 from ..checkpoint.shard_files import remove_orphan_shards
-from ..config import semantics
 from ..config.paths import DirectoryClaim, writable_dir
 from ..config.run_records import LOCK_IN_DIRECTORY
 from ..errors import MisconfigurationError
@@ -52,7 +51,8 @@ def _claim(
     while True:
         error, pending = None, False
         if trainer.is_global_zero:
-            claim = claim or DirectoryClaim(folder, where, in_directory=not semantics.lightning())
+            in_directory = trainer.semantics.checkpoint_lock == "in_directory"
+            claim = claim or DirectoryClaim(folder, where, in_directory=in_directory)
             try:
                 pending = not claim.acquire(budget)
             except MisconfigurationError as err:

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from ..config import semantics
+from ..config.semantics import Semantics
 from ..errors import MisconfigurationError, bad_value
 from ..rank_zero import warn
 from .trainer_views import Progress, Ranks, ValidationCadence
@@ -124,7 +124,14 @@ def check_arguments(mode: Any, save_top_k: Any, save_last: Any, monitor: Any) ->
         )
     if save_last not in (None, True, False, "link"):
         raise bad_value("ModelCheckpoint(save_last)", save_last, 'None, True, False or "link"')
-    if monitor is None and save_top_k not in (-1, 0, 1) and semantics.lightning():
+    # Built by a script before any Trainer, and refused then, as Lightning: it reads the mode itself.
+    check_top_k_tracked(save_top_k, monitor, Semantics.current())
+
+
+def check_top_k_tracked(save_top_k: int, monitor: str | None, semantics: Semantics) -> None:
+    """`save_top_k` above 1 without a monitor: surge's own API keeps the newest k; the Lightning mode
+    refuses it, as Lightning (`Semantics.top_k_without_monitor`)."""
+    if monitor is None and save_top_k not in (-1, 0, 1) and semantics.top_k_without_monitor == "refused":
         raise MisconfigurationError(
             f"ModelCheckpoint(save_top_k={save_top_k}, monitor=None) is not a valid configuration. No quantity "
             "for top_k to track (surge's own API keeps the newest k; under Lightning, pass monitor=...)."

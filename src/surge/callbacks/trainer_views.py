@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from torch import Tensor
     from torch.optim import Optimizer
 
+    from ..config.semantics import Semantics
     from ..loggers.base import Logger
     from ..module import Module
     from ..precision import Precision
@@ -130,6 +131,8 @@ class CheckpointRun(Ranks, Protocol):
 
     @property
     def default_root_dir(self) -> str: ...
+    @property
+    def semantics(self) -> Semantics: ...
 
 
 class ValidationCadence(Position, Protocol):

@@ -4,12 +4,15 @@ refused here, by name, before any work (never accepted and ignored)."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import MisconfigurationError, bad_value
 from ..rank_zero import warn
-from . import semantics
-from .plugins import resolve_plugins
+from .plugins import Plugins, resolve_plugins
+from .semantics import Semantics
+
+if TYPE_CHECKING:
+    from ..launch.signals import RequeuePolicy
 
 # Lightning's Trainer arguments whose default is None, and the value None stands for (Lightning's default).
 NONE_MEANS = {
@@ -69,10 +72,6 @@ def check_lightning_arguments(cfg: Any) -> None:
     plugins = resolve_plugins(cfg.plugins, **flags)
     given = getattr(cfg.strategy, "plugin_objects", ())  # DDPStrategy(cluster_environment=...) and the like
     cfg.plugins = plugins = plugins.combined(resolve_plugins(list(given), **flags)) if given else plugins
-    if semantics.lightning():  # as Lightning: hpc_ckpt_<N>.ckpt on requeue, which fit() resumes under SLURM
-        cfg.plugins = plugins = dataclasses.replace(
-            plugins, requeue=dataclasses.replace(plugins.requeue, hpc=True)
-        )
     if plugins.precision is not None:
         cfg.precision = plugins.precision
     cfg.sync_batchnorm = cfg.sync_batchnorm or plugins.sync_batchnorm
@@ -81,6 +80,13 @@ def check_lightning_arguments(cfg: Any) -> None:
             f"model_registry={cfg.model_registry!r} is not supported: surge uploads nothing; write the weights "
             "with trainer.export(path) (safetensors) and upload them yourself."
         )
+
+
+def requeue_of(plugins: Plugins, semantics: Semantics) -> RequeuePolicy:
+    """The requeue policy of `plugins`, writing the checkpoint `semantics` names: in the Lightning
+    mode, as Lightning, `hpc_ckpt_<N>.ckpt` on requeue, which fit() resumes under SLURM."""
+    hpc = plugins.requeue.hpc or semantics.requeue_checkpoint == "hpc_ckpt"
+    return dataclasses.replace(plugins.requeue, hpc=hpc)
 
 
 def warn_default_max_epochs(cfg: Any) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from ..config import semantics
+from ..config.semantics import SURGE, Semantics
 from .base import Logger
 from .csv import CSVLogger
 from .tensorboard import TensorBoardLogger
@@ -19,12 +19,13 @@ def tensorboard_available() -> bool:
     return importlib.util.find_spec("tensorboard") is not None
 
 
-def default_loggers(root: Path) -> list[Logger]:
-    """`[TensorBoardLogger, CSVLogger]` sharing `root/surge_logs/version_N`, or `[CSVLogger]`."""
+def default_loggers(root: Path, semantics: Semantics = SURGE) -> list[Logger]:
+    """`[TensorBoardLogger, CSVLogger]` sharing `root/surge_logs/version_N`, or `[CSVLogger]`
+    (`Semantics.csv_beside_tensorboard`)."""
     if not tensorboard_available():
         return [CSVLogger(root)]
     board = TensorBoardLogger(root)
-    if semantics.lightning():
+    if not semantics.csv_beside_tensorboard:
         return [board]
     csv = CSVLogger(root)
     csv._run = board._run  # one run directory, claimed once, for both

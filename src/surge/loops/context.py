@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
+from ..config.semantics import SURGE, Semantics
 from .fit_end import FitEnd
 
 if TYPE_CHECKING:
@@ -45,6 +46,7 @@ class RunParts:
     move: Callable[..., Any] | None  # the batch's way to the device (None: it is there already)
     publisher: MetricsPublisher
     evaluation_mode: Callable[[], AbstractContextManager[Any]] = torch.no_grad  # or torch.inference_mode
+    semantics: Semantics = SURGE  # whose behaviour the run follows where surge's and Lightning's differ
 
 
 @dataclass(frozen=True)
@@ -75,7 +77,7 @@ class FitContext:
     training_step: Callable[..., Any] | None = None  # compile="step": the compiled step
     rollback: Rollback | None = None  # a SpikeGuard's checks, snapshots and rollbacks
     flops: StepFlops | None = None  # counts the fit's first step (goodput's FLOP/s and MFU)
-    end: FitEnd = field(default_factory=FitEnd.of_run)  # what the fit's end says (counts batches)
+    end: FitEnd = field(default_factory=FitEnd)  # what the fit's end says (counts batches)
 
     def training_step_fn(self) -> Callable[..., Any]:
         """What runs `training_step`: the compiled step, else the strategy's (through any wrapper)."""

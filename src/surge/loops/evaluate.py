@@ -49,7 +49,8 @@ def run_evaluation(
     pass_idx = len(loaders) > 1 and takes_dataloader_idx(getattr(model, f"{hook}_step"))
     previous_results = model._results
     modes = ModuleMode(model)
-    all_results = [Results(stage, strategy.reducer) for _ in loaders]
+    unsynced = parts.semantics.epoch_reduces_unsynced
+    all_results = [Results(stage, strategy.reducer, unsynced) for _ in loaders]
     move = parts.move
     try:
         with parts.evaluation_mode():
@@ -72,7 +73,9 @@ def run_evaluation(
                     hooks.call(f"on_{hook}_batch_end", out, batch, batch_idx, *extra)
                     _log_step(parts, results, all_results, dl_idx, seen, sanity)
                 _keep_step_values(parts, results, dl_idx if len(loaders) > 1 else None, sanity)
-            epoch_end_results = all_results[0] if len(loaders) == 1 else Results(stage, strategy.reducer)
+            epoch_end_results = (
+                all_results[0] if len(loaders) == 1 else Results(stage, strategy.reducer, unsynced)
+            )
             model._attach(results=epoch_end_results)
             epoch_end_results.batch = None  # as Lightning: a mean logged at the epoch's end has weight 1
             hooks.call(f"on_{hook}_epoch_end")

@@ -279,8 +279,8 @@ class FitLoop(FitProgress):
         # cannot reduce skipped gradients afterwards (FSDP) then syncs every micro-batch.
         late_ok = n != math.inf or strategy.syncs_late
         no_sync = strategy.no_sync if not single and late_ok else None
-        manual = not model.automatic_optimization
-        by_batch, reported, plateaus = optim.schedules_by_batch, None, optim.step_plateaus()  # (see below)
+        manual, divided = not model.automatic_optimization, optim.reports_divided_loss  # (see below)
+        counted, reported, plateaus = optim.scheduler_clock, None, optim.step_plateaus()
         step_schedulers = optim.schedules("step")  # (sorted at the epoch's start)
         watch, rollback = loss_watch(optim.guard, ctx.rollback), ctx.rollback
         forward_context = ctx.parts.precision.forward_context
@@ -338,7 +338,7 @@ class FitLoop(FitProgress):
                     if zero_grad is not None and batch_idx == window_start:
                         zero_grad(self.epoch, batch_idx)  # the window's first micro-batch (hooks watch)
                     scaled = loss / window if window != 1 else loss
-                    reported = scaled if by_batch else loss  # the mode: Lightning's, divided
+                    reported = scaled if divided else loss  # the mode: Lightning's, divided
                     if before_backward:
                         hooks.call("on_before_backward", scaled)
                     try:
@@ -355,7 +355,7 @@ class FitLoop(FitProgress):
                     optimizer_step(None, reported)  # host read inside with fp16: the scaler's inf check
                     self.global_step += 1
                     if step_schedulers:
-                        optim.step_schedulers("step", batch_idx + 1 if by_batch else self.global_step, False)
+                        optim.step_schedulers("step", counted(batch_idx + 1, self.global_step), False)
                     if rollback is not None and (
                         self.global_step % rollback.every == 0
                         or batch_idx + 1 == n
@@ -399,7 +399,7 @@ class FitLoop(FitProgress):
                 validation.run_in_fit(self.epoch, zero_grad=window_end)  # host read at its end
                 model._attach(results=results)
             if window_end and plateaus:  # a step-interval ReduceLROnPlateau: after validation, as Lightning
-                optim.step_schedulers("step", batch_idx if by_batch else self.global_step, plateau=True)
+                optim.step_schedulers("step", counted(batch_idx, self.global_step), plateau=True)
             if snapshot_due or rolled_back:  # after a check: the state between this batch and the next
                 assert rollback is not None
                 rollback.take_due(self)
@@ -418,7 +418,7 @@ class FitLoop(FitProgress):
             strategy.average_gradients(model)
             optim.step(grad_scale=window / pending, loss=reported)
             self.global_step += 1
-            optim.step_schedulers("step", batch_idx if by_batch else self.global_step)
+            optim.step_schedulers("step", counted(batch_idx, self.global_step))
         if rollback is not None and batch is _END:  # (known lengths were judged at their last batch)
             self.global_step = rollback.settle(self, batch_idx)  # host read: the epoch's end
         if batch is _END and n == math.inf:  # no length: the last batch is known only now

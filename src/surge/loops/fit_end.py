@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..config import semantics
 from ..rank_zero import global_rank, lightning_log, warn
 
 if TYPE_CHECKING:
@@ -17,17 +16,12 @@ if TYPE_CHECKING:
 
 
 class FitEnd:
-    """The fit's closing words; `lightning`: Lightning's (read once, when the fit's context is built)."""
+    """The fit's closing words: surge's or Lightning's, as `Semantics.fit_end_words` says."""
 
-    def __init__(self, lightning: bool) -> None:
-        self.lightning = lightning
+    def __init__(self) -> None:
         self.trained_batches = 0  # batches trained in this fit
         self.lossless_batches = 0  # of those, the ones whose training_step returned None
         self._from = 0  # where the current epoch's training started (a resume: inside it)
-
-    @classmethod
-    def of_run(cls) -> FitEnd:
-        return cls(lightning=semantics.lightning())
 
     def start_at(self, batches_done: int) -> None:
         """The fit starts `batches_done` into its first epoch (a checkpoint written inside it)."""
@@ -44,7 +38,7 @@ class FitEnd:
     def say(self, loop: FitLoop, limit_train_batches: int | float) -> None:
         ctx = loop.context()
         settings, no_batches = ctx.settings, ctx.data.plan.train == 0
-        if self.lightning:
+        if ctx.parts.semantics.fit_end_words == "lightning":
             reason = _lightning_reason(loop, no_batches and limit_train_batches != 0)
             if reason is not None and global_rank() == 0:
                 lightning_log().getChild("utilities.rank_zero").info(f"`Trainer.fit` stopped: {reason}")

@@ -13,7 +13,6 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..config import semantics
 from ..data import limit_batches, loader_length
 from ..errors import MisconfigurationError
 from ..seed import rng_state, rng_untouched
@@ -87,7 +86,7 @@ class Validation:
         self.every_n_epochs = every_n_epochs
         self.across = AcrossEpochs()  # used when the plan counts across epochs
         self.training_rng: dict[str, Any] | None = None
-        self.moves_training_rng = semantics.lightning()
+        self.moves_training_rng = parts.semantics.validation_moves_training_rng
         self._seen: tuple[list[Iterable], list[int]] = ([], [])  # step rows' count, per loaders
 
     def due(self, epoch: int) -> bool:

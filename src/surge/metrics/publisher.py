@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ..config import semantics
+from ..config.semantics import SURGE, Semantics
 from ..data import move_to_device
 from ..loggers.base import Logger
 from ..module import Module
@@ -32,7 +32,11 @@ class MetricsPublisher:
     (`keep_eval_steps`), never `callback_metrics`, as in Lightning."""
 
     def __init__(
-        self, loggers: Sequence[Logger], is_global_zero: Callable[[], bool], epoch: Callable[[], int]
+        self,
+        loggers: Sequence[Logger],
+        is_global_zero: Callable[[], bool],
+        epoch: Callable[[], int],
+        semantics: Semantics = SURGE,
     ) -> None:
         self.loggers, self.is_global_zero, self.epoch = list(loggers), is_global_zero, epoch
         self._callback: dict[str, torch.Tensor] = {}
@@ -45,7 +49,7 @@ class MetricsPublisher:
         self._replayed: set[str] = set()  # after a resume: names the loggers hold at its step already
         # Lightning's loggers get, for what training logs, the batches stepped before the batch
         # that logged (global_step - 1 once it stepped); surge's own API gives global_step.
-        self.train_step_offset = 1 if semantics.lightning() else 0
+        self.train_step_offset = semantics.logger_step_offset
 
     @property
     def callback_metrics(self) -> dict[str, torch.Tensor]:

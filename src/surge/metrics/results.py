@@ -18,7 +18,6 @@ from typing import Any, Protocol
 import torch
 from torch import Tensor
 
-from ..config import semantics
 from ..errors import MisconfigurationError, bad_value
 from .slot import Slot, Value
 
@@ -58,14 +57,14 @@ class Results:
     `sync_dist` keeps each process's own epoch value, as Lightning's does.
     """
 
-    def __init__(self, stage: str, reduce: Reducer | None = None) -> None:
+    def __init__(self, stage: str, reduce: Reducer | None = None, reduce_unsynced: bool = True) -> None:
         self.stage = stage
         self.slots: dict[str, Slot] = {}
         self.batch: Any = None
         self.default_on_step = stage == "train"
         self.default_on_epoch = stage != "train"
         self._reduce = reduce
-        self._own_unsynced = semantics.lightning()  # read once, when a stage builds its results
+        self._own_unsynced = not reduce_unsynced  # `Semantics.epoch_reduces_unsynced`
 
     def at_epoch_end(self, on: bool) -> None:
         """While the training epoch's end hooks run (`on`), a bare `self.log` logs per epoch, as Lightning's."""

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 from torch.optim import Optimizer
 
-from ..config import semantics
+from ..config.semantics import SURGE, Semantics
 from ..errors import CheckpointError, MisconfigurationError
 from ..module.steps import ModuleOptimizerStep
 from ..utilities.clip import norm_clipper
@@ -43,6 +43,7 @@ class Optimization:
         guard: NonFiniteGuard | None = None,
         where: Callable[[], tuple[int, int, int]] = lambda: (0, 0, 0),
         compiled: Sequence[Callable[[], Any]] | None = None,
+        semantics: Semantics = SURGE,
     ) -> None:
         self.optimizers = optimizers
         self.schedulers = schedulers
@@ -74,20 +75,33 @@ class Optimization:
         self._allow = self.guard.allow if self.guard.mode in ("raise", "skip") else None
         fns = getattr(hooks, "module_fns", {})  # the module's own optimizer_step & co., if overridden
         self._module_zero = fns.get("optimizer_zero_grad")
-        # Nobody watches the zeroing: free the gradients at the step (less memory in the next forward).
-        # The Lightning mode keeps them to the next window's first micro-batch, where Lightning frees
-        # them: hooks in between (`on_train_batch_end`) see them, and a backward a training step ran
-        # itself is dropped with them.
-        lightning = semantics.lightning()
-        self.free_after_step = not self._before_zero and self._module_zero is None and not lightning
-        # A step-interval scheduler's `frequency` counts optimizer steps; in the mode, as Lightning,
-        # the batch's index in its epoch plus one (with accumulation it divides more often).
-        self.schedules_by_batch = lightning
+        # Nobody watches the zeroing: free the gradients at the step (less memory in the next forward);
+        # the Lightning mode keeps them to the next window's first micro-batch, where Lightning frees
+        # them (hooks in between see them; a backward a training step ran itself is dropped with them).
+        at_step = semantics.frees_gradients == "at_step"
+        self.free_after_step = not self._before_zero and self._module_zero is None and at_step
+        self.semantics = semantics  # (the schedulers' clock and the loss on_train_batch_end gets: below)
         self._module_schedule = fns.get("lr_scheduler_step")
         self._module_step: ModuleOptimizerStep | None = None
         if "optimizer_step" in fns:
             before = self._before_optimizer_step if self._before_step else None
             self._module_step = ModuleOptimizerStep(fns["optimizer_step"], optimizers, self._step_one, before)
+
+    @property
+    def schedules_by_batch(self) -> bool:
+        """A step-interval scheduler's `frequency` counts optimizer steps; in the Lightning mode, as
+        Lightning, the batch's index in its epoch plus one (with accumulation it divides more often)."""
+        return self.semantics.scheduler_clock == "batch_index"
+
+    @property
+    def scheduler_clock(self) -> Callable[[int, int], int]:
+        """The count a step-interval scheduler's `frequency` divides, of (batches, optimizer steps)."""
+        return _batches_counted if self.schedules_by_batch else _steps_counted
+
+    @property
+    def reports_divided_loss(self) -> bool:
+        """Whether `on_train_batch_end` gets the loss divided by its window (the Lightning mode's)."""
+        return self.semantics.batch_end_loss == "divided"
 
     def refresh_schedulers(self) -> None:
         """Sort `schedulers` by interval again (the fit loop calls it at each epoch's start, as a
@@ -317,3 +331,13 @@ def _optimizer_mismatch(opt: Optimizer, saved: Any) -> str | None:
                 f"{len(own['params'])}"
             )
     return None
+
+
+def _steps_counted(batches: int, steps: int) -> int:
+    """surge's clock for a step-interval scheduler's `frequency`: optimizer steps."""
+    return steps
+
+
+def _batches_counted(batches: int, steps: int) -> int:
+    """Lightning's: the batches of the epoch so far."""
+    return batches

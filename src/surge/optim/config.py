@@ -11,7 +11,7 @@ from typing import Any
 
 from torch.optim import Optimizer
 
-from ..config import semantics
+from ..config.semantics import SURGE, Semantics
 from ..errors import MisconfigurationError, SurgeRuntimeError
 from ..rank_zero import global_rank
 
@@ -79,16 +79,18 @@ def parse_optimizers(
     return optimizers, schedulers
 
 
-def configured_optimizers(module: Any) -> tuple[list[Optimizer], list[SchedulerConfig]]:
+def configured_optimizers(
+    module: Any, semantics: Semantics = SURGE
+) -> tuple[list[Optimizer], list[SchedulerConfig]]:
     """What the module's `configure_optimizers()` returns, parsed for its optimization mode and checked."""
     optimizers, schedulers = parse_optimizers(
         module.configure_optimizers(), manual=not module.automatic_optimization
     )
-    check_optimizer_count(module, optimizers)
+    check_optimizer_count(module, optimizers, semantics)
     return optimizers, schedulers
 
 
-def check_optimizer_count(module: Any, optimizers: Sequence[Optimizer]) -> None:
+def check_optimizer_count(module: Any, optimizers: Sequence[Optimizer], semantics: Semantics = SURGE) -> None:
     """A `training_step` asking for `optimizer_idx` (Lightning 1.x) is refused; so, in the Lightning
     mode, are several optimizers under automatic optimization, as Lightning 2 refuses them (surge's
     own API steps each of them after the one backward)."""
@@ -102,7 +104,8 @@ def check_optimizer_count(module: Any, optimizers: Sequence[Optimizer]) -> None:
             "`optimizer_idx` argument from `training_step`, set `self.automatic_optimization = False` and "
             "access your optimizers in `training_step` with `opt1, opt2, ... = self.optimizers()`."
         )
-    if len(optimizers) > 1 and module.automatic_optimization and semantics.lightning():
+    refused = semantics.automatic_multiple_optimizers == "refused"
+    if len(optimizers) > 1 and module.automatic_optimization and refused:
         raise SurgeRuntimeError(
             "Training with multiple optimizers is only supported with manual optimization. Set "
             "`self.automatic_optimization = False`, then access your optimizers in `training_step` with "

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import cast
 
-from ..config import semantics
 from ..config.registry import PRECISIONS, register_precision
+from ..config.semantics import SURGE, Semantics
 from ..rank_zero import warn
 from .base import Precision
 from .full import DoublePrecision, FullPrecision
@@ -32,13 +32,13 @@ KEEP_FP16 = (  # surge's own API: how to have fp16 on the CPU all the same
 )
 
 
-def precision_plugin(precision: str | Precision, device_type: str) -> Precision:
+def precision_plugin(precision: str | Precision, device_type: str, semantics: Semantics = SURGE) -> Precision:
     """The plugin for a registered precision name on a device type; a plugin object as it is.
     "16-mixed" on the CPU is "bf16-mixed", said in a warning (as Lightning, in both modes)."""
     if isinstance(precision, Precision):
         return precision
     if precision == "16-mixed" and device_type == "cpu":
-        warn(FP16_ON_CPU if semantics.lightning() else f"{FP16_ON_CPU} {KEEP_FP16}")
+        warn(f"{FP16_ON_CPU} {KEEP_FP16}" if semantics.fp16_on_cpu_advice else FP16_ON_CPU)
         precision = "bf16-mixed"
     cls = cast("type[Precision]", PRECISIONS.get(precision))  # registered by register_precision
     return cls.from_name(precision, device_type)

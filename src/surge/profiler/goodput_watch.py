@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..callbacks.base import Callback
-from ..config import semantics
 from ..config.run_records import heartbeat_file
+from ..config.semantics import SURGE, Semantics
 from ..rank_zero import info, warn
 from ..safe_files import write_replacing
 from ..speed.compiling import compile_events
@@ -74,9 +74,12 @@ class GoodputWatch(Callback):
     """Marks the fit's phases in `ledger`; at fit end waits for background checkpoint writes (as a
     checkpoint stall), then reports it (`report`: "line", "table" or "off") and logs it to every logger."""
 
-    def __init__(self, ledger: GoodputLedger, report: str | None = None) -> None:
+    def __init__(
+        self, ledger: GoodputLedger, report: str | None = None, semantics: Semantics = SURGE
+    ) -> None:
         self.ledger = ledger
-        self.report = report_at_fit_end(report)
+        self.report = report_at_fit_end(report, semantics)
+        self.in_loggers = semantics.goodput_in_loggers  # the mode: the loggers' files stay Lightning's
         self.heartbeat: Heartbeat | None = None
         self._compiling = False
         self._unwatch: Callable[[], None] | None = None
@@ -110,7 +113,7 @@ class GoodputWatch(Callback):
         self.ledger.watch_data(lambda: loop.data_wait_s)
         saves = trainer.checkpoint_callback is not None and not trainer.fast_dev_run
         writes_files = bool(trainer.loggers) or saves
-        path = _heartbeat_path(trainer) if trainer.is_global_zero and writes_files else None
+        path = _heartbeat_path(trainer, self.in_loggers) if trainer.is_global_zero and writes_files else None
         if path is not None:  # (a run that writes no files gets none of its own)
             self.heartbeat = Heartbeat(path, self.ledger)
             self.ledger.beats_into(path)
@@ -129,7 +132,7 @@ class GoodputWatch(Callback):
         if goodput is None or not trainer.is_global_zero:
             return
         say(goodput, self.report)
-        if not semantics.lightning():  # Lightning mode: the loggers' files stay as Lightning writes them
+        if self.in_loggers:
             for logger in trainer.loggers:
                 logger.log_metrics(goodput.metrics(), trainer.global_step)
 
@@ -148,12 +151,12 @@ class GoodputWatch(Callback):
             self._unwatch = None
 
 
-def report_at_fit_end(given: str | None) -> str:
+def report_at_fit_end(given: str | None, semantics: Semantics = SURGE) -> str:
     """`Trainer(goodput_report=)`: None is one line in surge's API; under `surge run` nothing (Lightning
     prints no such thing) unless `SURGE_GOODPUT=line|table` asks for it."""
     if given is not None:
         return given
-    if not semantics.lightning():
+    if semantics.goodput_report == "line":
         return "line"
     asked = os.environ.get("SURGE_GOODPUT", "off")
     if asked not in REPORTS:
@@ -162,10 +165,10 @@ def report_at_fit_end(given: str | None) -> str:
     return asked
 
 
-def _heartbeat_path(trainer: Trainer) -> Path | None:
+def _heartbeat_path(trainer: Trainer, in_loggers: bool) -> Path | None:
     """In the run's log folder in surge's own API with a logger; else in surge's folder for it
     (config/run_records.py): the Lightning mode's folders hold exactly Lightning's files."""
-    own = bool(trainer.loggers) and not semantics.lightning()
+    own = bool(trainer.loggers) and in_loggers
     try:
         path = heartbeat_file(trainer.log_dir, own)
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from contextlib import AbstractContextManager
 
     from ..accelerators import Accelerator
+    from ..config.semantics import Semantics
     from ..launch.environment import ClusterEnvironment
 
 
@@ -60,6 +61,7 @@ class Strategy:
     device_mesh: Any = None  # the DeviceMesh a mesh strategy built (`Module.device_mesh`); None: none
     checkpoint_io: Any = None  # Lightning's checkpoint I/O plugin, when one was given
     _precision_plugin: Any = None
+    reseeds_ranks = False  # the Lightning mode's: each stage's set-up re-seeds every rank
 
     def __init__(self) -> None:
         self.device = torch.device("cpu")
@@ -177,6 +179,10 @@ class Strategy:
     def connect_precision(self, precision: Any) -> None:
         """Learn the precision plugin (a strategy that shards may need to adapt it)."""
         self._precision_plugin = precision
+
+    def connect_semantics(self, semantics: Semantics) -> None:
+        """Learn whose behaviour the run follows (the Lightning mode re-seeds ranks at each stage's set-up)."""
+        self.reseeds_ranks = semantics.reseeds_ranks
 
     def setup_environment(self, device: torch.device) -> None:
         """Start or join the process group (nothing to do for one process)."""

@@ -18,7 +18,6 @@ import torch
 import torch.distributed as dist
 from torch import Tensor, nn
 
-from ..config import semantics
 from ..errors import MisconfigurationError, bad_value
 from ..launch.call_site import check_same_trainer, trainer_call_site
 from ..launch.environment import ClusterEnvironment
@@ -151,7 +150,7 @@ class ProcessGroupStrategy(Strategy):
     def setup_environment(self, device: torch.device) -> None:
         self.device = device
         seeding = last_seeding()
-        if seeding is not None and semantics.lightning():
+        if seeding is not None and self.reseeds_ranks:
             # Lightning re-seeds every process from its last seed_everything as each stage sets up
             # its process group (fit, validate, test alike); its ranks draw from there.
             seed_everything(seeding.seed, seeding.workers)

@@ -29,8 +29,10 @@ from ..checkpoint.run_state import (
     restore_modules,
     restore_training,
 )
-from ..config import TrainerConfig, semantics
+from ..config import TrainerConfig
 from ..config.declared import takes_arguments_of
+from ..config.lightning import requeue_of
+from ..config.semantics import Semantics
 from ..data.limit_messages import say_explicit_limits
 from ..data.stage_data import LoaderPreparation, check_step_defined, eval_loaders
 from ..datamodule import DataModule
@@ -210,21 +212,27 @@ class Trainer(StageEntryPoints):
         if doctor is not None:
             args = doctor.overrides(args)
         say_explicit_limits(args)
+        self._semantics = sem = Semantics.current()  # the one reading of the mode; handed to the parts
         self._cfg = cfg = TrainerConfig(**args)
+        self._requeue = requeue_of(cfg.plugins, sem)  # which signal checkpoints, and where
         self._accelerator = resolve_accelerator(cfg.accelerator)
         self._devices = resolve_devices(self._accelerator, cfg.devices)
         env = cfg.plugins.environment or detect()  # the one reading of where ranks come from
         self._strategy = build_strategy(cfg.strategy, cfg, self._accelerator, self._devices, env)
-        self._precision: Precision = precision_plugin(cfg.precision, self._accelerator.name)
+        self._precision: Precision = precision_plugin(cfg.precision, self._accelerator.name, sem)
         self._strategy.connect_precision(self._precision)
+        self._strategy.connect_semantics(sem)
         self.profiler: Profiler | None = build_profiler(cfg.profiler)
-        self.loggers: list[Logger] = build_loggers(cfg.logger, Path(self.default_root_dir))
+        self.loggers: list[Logger] = build_loggers(cfg.logger, Path(self.default_root_dir), sem)
         self.callbacks: list[Callback] = build_callbacks(cfg)
         self.fit_loop, self.predict_loop = FitLoop(), PredictLoop()
         self._stop, self._sanity = StopRequest(), SanityFlag()  # `should_stop`, `sanity_checking`
         self.datamodule: DataModule | None = None
         self._publisher = MetricsPublisher(
-            self.loggers, partial(getattr, self, "is_global_zero"), partial(getattr, self, "current_epoch")
+            self.loggers,
+            partial(getattr, self, "is_global_zero"),
+            partial(getattr, self, "current_epoch"),
+            sem,
         )
         self._module: Module | None = None  # the parts below exist once a stage has set up
         self._parts: RunParts | None = None
@@ -232,7 +240,7 @@ class Trainer(StageEntryPoints):
         self._validation: Validation | None = None
         self._fit_data: FitData | None = None  # fit's loaders, plan and accumulation: their one owner
         self._stage_loaders: dict[str, Any] = {}  # validate/test/predict's: (as given, batch limits)
-        self._train_results = Results("train", self._strategy.reducer)
+        self._train_results = Results("train", self._strategy.reducer, sem.epoch_reduces_unsynced)
         self._log_dir: str | None = None
         self._compiled: weakref.WeakKeyDictionary[Module, CompiledCalls | None] = weakref.WeakKeyDictionary()
         self._goodput = GoodputLedger()  # where a fit's wall time goes (`trainer.goodput`)
@@ -262,12 +270,12 @@ class Trainer(StageEntryPoints):
             compiled = self._compiled[model] = CompiledCalls.of(model, cfg.compile)
         for_stage = prepare_module(model, cfg, self._strategy, self._precision, compiled)
         extra = [*(self.profiler.callbacks() if self.profiler else ()), *compile_watch(cfg.compile, stage)]
-        extra += [GoodputWatch(self._goodput, cfg.goodput_report)] if stage == "fit" else []
+        extra += [GoodputWatch(self._goodput, cfg.goodput_report, self._semantics)] if stage == "fit" else []
         self._hooks = hooks = Hooks(self, model, [*self.callbacks, *extra, *for_stage])
         move = batch_mover(model, self.datamodule, self._precision, cfg.channels_last)
         no_grad = self._strategy.evaluation_mode(cfg.inference_mode)
         self._parts = parts = RunParts(
-            model, self._strategy, self._precision, hooks, move, self._publisher, no_grad
+            model, self._strategy, self._precision, hooks, move, self._publisher, no_grad, self._semantics
         )
         return parts
 
@@ -279,7 +287,7 @@ class Trainer(StageEntryPoints):
         self.datamodule = datamodule
         self._goodput.start()
         resume = self._connect(ckpt_path)
-        if self._accelerator.name == "cpu" and not semantics.lightning():  # (Lightning does not check)
+        if self._accelerator.name == "cpu" and self._semantics.checks_cpu_threads:
             check_cpu_threads(self.num_devices)
         self._run_status = self._fn = "fit"  # as Lightning: `trainer.state` says so in the setup hooks
         self.callbacks = enter_stage(self, model, datamodule, "fit", self._precision)
@@ -307,14 +315,14 @@ class Trainer(StageEntryPoints):
     def _fit_optimization(self, model: Module, data: FitData) -> Optimization:
         """The module's optimizers (their rates scaled by `scale_lr`), stepped as the arguments say."""
         cfg = self._cfg
-        optimizers, schedulers = configured_optimizers(model)
+        optimizers, schedulers = configured_optimizers(model, self._semantics)
         if cfg.scale_lr is not None:
             data.ask_train()
             micro_batches = data.accumulate * self._strategy.data_parallel_size
             tune_setup.scale_learning_rates(optimizers, schedulers, data.train, micro_batches, cfg)
         metrics = partial(getattr, self._publisher, "callback_metrics")
         return build_optimization(
-            cfg, optimizers, schedulers, self._precision, self._hooks, metrics, self.fit_loop
+            cfg, optimizers, schedulers, self._precision, self._hooks, metrics, self.fit_loop, self._semantics
         )
 
     def _start_training(
@@ -336,7 +344,7 @@ class Trainer(StageEntryPoints):
 
     def _fit_stages(self, parts: RunParts, optim: Optimization, data: FitData, resume: Found | None) -> None:
         hooks, cfg = parts.hooks, self._cfg
-        signals = SignalFlag(getattr(self._strategy, "launcher", None), cfg.plugins.requeue)
+        signals = SignalFlag(getattr(self._strategy, "launcher", None), self._requeue)
         with signals.installed(), anomaly_mode(cfg.detect_anomaly):  # preemption: a flag
             hooks.call("on_fit_start")
             self._publisher.log_run_start(parts.module, cfg.enable_autolog_hparams, self.datamodule)

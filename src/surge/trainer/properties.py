@@ -21,6 +21,7 @@ from .fit_data_views import FitDataViews
 if TYPE_CHECKING:
     from ..accelerators import Accelerator
     from ..callbacks.base import Callback
+    from ..config.semantics import Semantics
     from ..loggers.base import Logger
     from ..metrics.publisher import MetricsPublisher
     from ..metrics.results import Results
@@ -36,6 +37,7 @@ class TrainerProperties(FitDataViews):
 
     _cfg: TrainerConfig
     _goodput: GoodputLedger
+    _semantics: Semantics
     _accelerator: Accelerator
     _devices: list[int]
     _strategy: Strategy
@@ -119,6 +121,12 @@ class TrainerProperties(FitDataViews):
         if not ledger.used:
             return None
         return ledger.report(self.global_step, self.global_step * self.accumulate_grad_batches)
+
+    @property
+    def semantics(self) -> Semantics:
+        """Whose behaviour this run follows where surge's and Lightning's differ (read once, when the
+        Trainer was built): `surge.config.semantics.SURGE`, or `LIGHTNING` under `surge run`."""
+        return self._semantics
 
     @property
     def root_device(self) -> torch.device:

@@ -8,7 +8,7 @@ default) prints the results table (`results_table.py`) on rank zero."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..config.lightning import warn_default_max_epochs
 from ..config.paths import writable_dir
@@ -18,6 +18,9 @@ from ..errors import bad_value
 from ..metrics.table import print_results
 from ..module import Module
 from .launching import StageLaunching
+
+if TYPE_CHECKING:
+    from ..launch.signals import RequeuePolicy
 
 
 def check_weights_only(where: str, weights_only: bool | None) -> None:
@@ -38,6 +41,8 @@ def _check_flag(where: str, name: str, value: Any, allowed: tuple[Any, ...]) -> 
 class StageEntryPoints(StageLaunching):
     """`fit`, `validate`, `test` and `predict`: argument checks, then the Trainer's stage."""
 
+    _requeue: RequeuePolicy  # the requeue policy the Trainer decided (its checkpoint: `Semantics`)
+
     def fit(
         self,
         model: Module,
@@ -56,9 +61,7 @@ class StageEntryPoints(StageLaunching):
             datamodule, train_dataloaders = train_dataloaders, None
         check_step_defined(model, "training_step", "fit")
         loaders = (train_dataloaders, val_dataloaders)
-        ckpt_path = self._cfg.plugins.requeue.resume_path(
-            ckpt_path, self.default_root_dir
-        )  # a requeued job's
+        ckpt_path = self._requeue.resume_path(ckpt_path, self.default_root_dir)  # a requeued job's
         self._launched("fit", model, "_fit", model, loaders, datamodule, ckpt_path)
 
     def _evaluate(
