@@ -278,3 +278,23 @@ def test_checkpoint_lock_fit_end_words_and_cpu_threads(semantics, tmp_path, monk
     assert bool(checked) is semantics.checks_cpu_threads
     claim = trainer.checkpoint_callback._claim
     assert (claim.lock.name == LOCK_IN_DIRECTORY) is (semantics.checkpoint_lock == "in_directory")
+
+
+def test_a_resume_warns_of_a_full_checkpoint_directory_only_in_the_mode(semantics, tmp_path):
+    data = DataLoader(TensorDataset(torch.randn(4, 2)), batch_size=2)
+    kept = dict(
+        default_root_dir=tmp_path, logger=False, enable_progress_bar=False, enable_model_summary=False
+    )
+
+    def fit(epochs: int, **fit_args) -> str:
+        trainer = surge.Trainer(max_epochs=epochs, **kept)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            trainer.fit(Recorder(), data, **fit_args)
+        return " ".join(str(w.message) for w in caught)
+
+    assert "exists and is not empty" not in fit(1)  # a new run: nothing there yet
+    last = next((tmp_path / "checkpoints").glob("*.ckpt"))
+    resumed = fit(2, ckpt_path=str(last))
+    assert ("exists and is not empty" in resumed) is semantics.warns_full_checkpoint_dir_on_resume
+    assert "exists and is not empty" in fit(1)  # a new run into a used folder: warned in both

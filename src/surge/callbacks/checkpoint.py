@@ -122,8 +122,12 @@ class ModelCheckpoint(Callback):
         if self.dirpath is None:
             self.dirpath = str(Path(trainer.log_dir) / "checkpoints")
         if stage == "fit" and not trainer.fast_dev_run:  # only a fit saves: no folder for others
+            resuming = (
+                trainer.ckpt_path is not None and not trainer.semantics.warns_full_checkpoint_dir_on_resume
+            )
+            warn_if_full = self.save_top_k != 0 and not resuming  # a resume's folder holds the run's files
             self._claim = prepare_directory(
-                trainer, Path(self.dirpath), self._dirpath_given, self.save_top_k != 0, self._claim
+                trainer, Path(self.dirpath), self._dirpath_given, warn_if_full, self._claim
             )
         self._val_has_run = self._defer = False
         if self._restored is not None:

@@ -61,6 +61,8 @@ class Semantics:
     top_k_without_monitor: Literal["newest", "refused"]
     # What a fit's end says: surge's warning when it trained nothing, or Lightning's stop reason.
     fit_end_words: Literal["surge", "lightning"]
+    # Whether a fit that resumes from a checkpoint warns that ModelCheckpoint's directory is not empty.
+    warns_full_checkpoint_dir_on_resume: bool
 
     @classmethod
     def current(cls) -> Semantics:
@@ -91,6 +93,7 @@ SURGE = Semantics(
     checkpoint_lock="in_directory",
     top_k_without_monitor="newest",
     fit_end_words="surge",
+    warns_full_checkpoint_dir_on_resume=False,
 )
 
 LIGHTNING = Semantics(
@@ -113,4 +116,5 @@ LIGHTNING = Semantics(
     checkpoint_lock="beside",
     top_k_without_monitor="refused",
     fit_end_words="lightning",
+    warns_full_checkpoint_dir_on_resume=True,
 )
