@@ -1,0 +1,153 @@
+"""Pipeline-parallel jobs for the distributed tests: `python pipeline_script.py --world 2 --out f.pt`
+runs every scenario of that world size one after the other (each a fit on `--world` processes) and
+writes what rank zero recorded; `--world 1` runs the one-process references.
+
+The model is a 7-layer nn.Sequential (`pipeline_layers()`), trained with AdamW, accumulation 4 (the
+micro-batches of each optimizer step) and clipping at a norm of 0.5; each scenario records the
+gathered weights, the rows the logger got, every rank's epoch metrics, the split shown, and what its
+refusals said.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+import surge
+from surge.strategies import ModelParallel
+
+SAMPLES, EPOCHS, ACCUMULATE, CLIP = 128, 3, 4, 0.5  # 128 / 8 = 16 batches: 4 AdamW steps an epoch (12 in all)
+
+
+class Net(surge.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.layers = nn.Sequential(
+            nn.Linear(6, 16), nn.Tanh(), nn.Linear(16, 16), nn.Tanh(), nn.Linear(16, 16), nn.Tanh(), nn.Linear(16, 3)
+        )  # fmt: skip
+
+    def pipeline_layers(self) -> nn.Sequential:
+        return self.layers
+
+    def pipeline_loss(self, output, target):
+        loss = F.cross_entropy(output, target)
+        self.log("train_loss", loss, on_step=True, on_epoch=True, sync_dist=True)
+        self.log("seen", float(len(target)), reduce_fx="sum", on_step=False, on_epoch=True, sync_dist=True)
+        return loss
+
+    def forward(self, x):
+        return self.layers(x)
+
+    def training_step(self, batch, batch_idx):  # one process: the same computation, not split
+        x, y = batch
+        return self.pipeline_loss(self(x), y)
+
+    def configure_optimizers(self):
+        return torch.optim.AdamW(self.parameters(), lr=0.02)
+
+
+class Rows(surge.loggers.Logger):
+    """Every row the loggers get (rank zero)."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[int, dict[str, float]]] = []
+
+    def log_metrics(self, metrics, step):
+        self.rows.append((step, {k: float(v) for k, v in metrics.items() if k != "epoch"}))
+
+
+def data() -> TensorDataset:
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(SAMPLES, 6, generator=g)
+    return TensorDataset(x, (x[:, 0] > 0).long() + (x[:, 1] > 0).long())
+
+
+def fit(root: Path, strategy, devices: int, batch_size: int, epochs: int = EPOCHS, ckpt=None, every=None) -> dict:
+    surge.seed_everything(0)
+    rows = Rows()
+    callbacks = [surge.callbacks.ModelCheckpoint(dirpath=root / "ckpt", every_n_epochs=1, save_top_k=-1)]
+    trainer = surge.Trainer(
+        accelerator="cpu", devices=devices, strategy=strategy, max_epochs=epochs,
+        accumulate_grad_batches=ACCUMULATE, gradient_clip_val=CLIP, default_root_dir=root,
+        enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
+        log_every_n_steps=1, logger=rows, callbacks=callbacks, limit_val_batches=0,
+    )  # fmt: skip
+    model = Net()
+    trainer.fit(model, DataLoader(data(), batch_size=batch_size), ckpt_path=ckpt)
+    return record(trainer, model, rows)
+
+
+def record(trainer, model, rows) -> dict:
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+    full = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True))  # this rank's stages
+    weights = {k: v.detach().cpu().clone() for k, v in full.items()}
+    metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
+    if trainer.world_size > 1:
+        everyone = trainer.strategy.all_gather_object((weights, metrics))
+        weights = {k: v for w, _ in everyone for k, v in w.items()}
+        metrics = [m for _, m in everyone]
+    else:
+        metrics = [metrics]
+    return {
+        "state_dict": weights,
+        "metrics": metrics,  # every rank's
+        "rows": rows.rows,
+        "global_step": trainer.global_step,
+        "split": getattr(trainer.strategy, "pipeline_split", None),
+        "ckpts": sorted(str(p) for p in (Path(trainer.default_root_dir) / "ckpt").glob("*.ckpt")),
+    }
+
+
+def refused(fn) -> str:
+    try:
+        fn()
+    except Exception as err:  # noqa: BLE001 - the message is what the test reads
+        return f"{type(err).__name__}: {err}"
+    return "not refused"
+
+
+def pipeline(schedule: str, pp: int = 2, dp: int = 1, **kw) -> ModelParallel:
+    return ModelParallel(pipeline_parallel=pp, data_parallel=dp, tensor_parallel=1, pipeline_schedule=schedule, **kw)
+
+
+def two(root: Path) -> dict:
+    out = {name: fit(root / name, pipeline(name), 2, 8) for name in ("GPipe", "1F1B", "Interleaved1F1B")}
+    # Resume on the same layout: 2 epochs, then the third from the checkpoint.
+    half = fit(root / "half", pipeline("1F1B"), 2, 8, epochs=2)
+    out["resumed"] = fit(root / "resumed", pipeline("1F1B"), 2, 8, ckpt=half["ckpts"][-1])
+    out["half_ckpts"] = half["ckpts"]
+    out["other_layout"] = refused(
+        lambda: fit(root / "other", pipeline("Interleaved1F1B"), 2, 8, ckpt=half["ckpts"][-1])
+    )
+    return out
+
+
+def four(root: Path) -> dict:
+    return {"pp2dp2": fit(root / "pp2dp2", pipeline("1F1B", dp=2), 4, 4)}
+
+
+def one(root: Path) -> dict:
+    return {"reference": fit(root / "reference", "auto", 1, 8)}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--world", type=int, required=True)
+    p.add_argument("--root", required=True)
+    p.add_argument("--out", required=True)
+    args = p.parse_args()
+    out = {1: one, 2: two, 4: four}[args.world](Path(args.root))
+    if int(os.environ.get("RANK", "0")) == 0:
+        torch.save(out, args.out)
+
+
+if __name__ == "__main__":
+    main()
