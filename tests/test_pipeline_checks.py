@@ -15,7 +15,12 @@ import surge
 from surge.errors import CheckpointError, MisconfigurationError
 from surge.strategies import ModelParallel
 from surge.strategies.pipeline_run import PipelineRun
-from surge.strategies.pipeline_stages import PipelineLayout, balanced_split, build_stages, check_pipeline_saved
+from surge.strategies.pipeline_stages import (
+    PipelineLayout,
+    balanced_split,
+    build_stages,
+    check_pipeline_saved,
+)
 
 
 def layout(schedule: str = "1F1B", pp: int = 2, per_rank: int | None = None) -> PipelineLayout:
@@ -23,9 +28,13 @@ def layout(schedule: str = "1F1B", pp: int = 2, per_rank: int | None = None) -> 
 
 
 def test_schedule_and_stage_arguments_are_refused_by_name():
-    with pytest.raises(MisconfigurationError, match=r"pipeline_schedule\)='gpipe'.*'GPipe', '1F1B', 'Interleaved1F1B'"):
+    with pytest.raises(
+        MisconfigurationError, match=r"pipeline_schedule\)='gpipe'.*'GPipe', '1F1B', 'Interleaved1F1B'"
+    ):
         ModelParallel(pipeline_parallel=2, pipeline_schedule="gpipe")
-    with pytest.raises(MisconfigurationError, match=r"pipeline_schedule='GPipe', stages_per_rank=2\): GPipe runs one"):
+    with pytest.raises(
+        MisconfigurationError, match=r"pipeline_schedule='GPipe', stages_per_rank=2\): GPipe runs one"
+    ):
         ModelParallel(pipeline_parallel=2, pipeline_schedule="GPipe", stages_per_rank=2)
     with pytest.raises(MisconfigurationError, match=r"ModelParallel\(pipeline_parallel\)=0"):
         ModelParallel(pipeline_parallel=0)
@@ -35,7 +44,10 @@ def test_schedule_and_stage_arguments_are_refused_by_name():
 
 
 def test_the_mesh_with_stages_must_cover_the_processes():
-    with pytest.raises(MisconfigurationError, match=r"data_parallel=2, tensor_parallel=1, pipeline_parallel=2\) is a mesh of 4"):
+    with pytest.raises(
+        MisconfigurationError,
+        match=r"data_parallel=2, tensor_parallel=1, pipeline_parallel=2\) is a mesh of 4",
+    ):
         surge.Trainer(
             accelerator="cpu", devices=3,
             strategy=ModelParallel(data_parallel=2, tensor_parallel=1, pipeline_parallel=2),
@@ -76,7 +88,9 @@ def test_a_module_without_layers_or_with_too_few_is_refused():
         build_stages(odd, layout(), 0)
     extra = Layers()
     extra.scale = nn.Parameter(torch.ones(1))
-    with pytest.raises(MisconfigurationError, match=r"parameters \['scale'\] are outside this rank's pipeline stages"):
+    with pytest.raises(
+        MisconfigurationError, match=r"parameters \['scale'\] are outside this rank's pipeline stages"
+    ):
         build_stages(extra, layout(), 0)
 
 
@@ -117,7 +131,16 @@ def test_fp16_with_stages_is_refused_by_name():
 def test_a_checkpoint_of_another_pipeline_layout_is_refused():
     here = {"pipeline_parallel": 2, "stages": 4}
     check_pipeline_saved(dict(here), here, "x.ckpt")
-    with pytest.raises(CheckpointError, match=r"saved without pipeline stages, and this run is with pipeline_parallel=2"):
+    with pytest.raises(
+        CheckpointError, match=r"saved without pipeline stages, and this run is with pipeline_parallel=2"
+    ):
         check_pipeline_saved(None, here, "x.ckpt")
-    with pytest.raises(CheckpointError, match=r"saved with pipeline_parallel=2 \(4 stages\), and this run is without"):
+    with pytest.raises(
+        CheckpointError, match=r"saved with pipeline_parallel=2 \(4 stages\), and this run is without"
+    ):
         check_pipeline_saved(here, None, "x.ckpt")
+
+
+def test_evaluation_through_stages_is_refused_by_name():
+    with pytest.raises(MisconfigurationError, match=r"validation_step through pipeline stages is not built"):
+        ModelParallel(pipeline_parallel=2).step_fn(Layers(), "validation_step")

@@ -69,7 +69,9 @@ def data() -> TensorDataset:
     return TensorDataset(x, (x[:, 0] > 0).long() + (x[:, 1] > 0).long())
 
 
-def fit(root: Path, strategy, devices: int, batch_size: int, epochs: int = EPOCHS, ckpt=None, every=None) -> dict:
+def fit(
+    root: Path, strategy, devices: int, batch_size: int, epochs: int = EPOCHS, ckpt=None, every=None
+) -> dict:
     surge.seed_everything(0)
     rows = Rows()
     callbacks = [surge.callbacks.ModelCheckpoint(dirpath=root / "ckpt", every_n_epochs=1, save_top_k=-1)]
@@ -115,7 +117,9 @@ def refused(fn) -> str:
 
 
 def pipeline(schedule: str, pp: int = 2, dp: int = 1, **kw) -> ModelParallel:
-    return ModelParallel(pipeline_parallel=pp, data_parallel=dp, tensor_parallel=1, pipeline_schedule=schedule, **kw)
+    return ModelParallel(
+        pipeline_parallel=pp, data_parallel=dp, tensor_parallel=1, pipeline_schedule=schedule, **kw
+    )
 
 
 def two(root: Path) -> dict:

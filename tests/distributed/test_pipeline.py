@@ -25,7 +25,9 @@ def launch(tmp_path_factory, world: int) -> dict:
     def make(folder: Path) -> dict:
         out = folder / "out.pt"
         argv = [str(SCRIPT), "--world", str(world), "--root", str(folder), "--out", str(out)]
-        proc = script_server.run(sys.executable, argv, cwd=folder, env=clean_env(), preload=PRELOAD, timeout=300)
+        proc = script_server.run(
+            sys.executable, argv, cwd=folder, env=clean_env(), preload=PRELOAD, timeout=300
+        )
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
         return torch.load(out, weights_only=True)
 
@@ -78,7 +80,10 @@ def test_a_pipeline_resumes_exactly_on_its_layout_and_refuses_another(two):
     resumed, whole = two["resumed"], two["1F1B"]  # 2 epochs, then the third from their checkpoint
     assert_weights(resumed, whole, 0.0)
     assert logged(resumed) == [row for row in logged(whole) if row[0] > 8]  # the third epoch's rows
-    assert "CheckpointError" in two["other_layout"] and "with pipeline_parallel=2 (2 stages)" in two["other_layout"]
+    assert (
+        "CheckpointError" in two["other_layout"]
+        and "with pipeline_parallel=2 (2 stages)" in two["other_layout"]
+    )
 
 
 def test_two_stages_by_two_data_parallel_ranks_train_as_one_process(one, four):

@@ -234,7 +234,15 @@ class Results:
         if self._share is None:
             return values
         options = {
-            s.name: (s.on_step, s.on_epoch, s.prog_bar, s.logger, s.reduce_fx, s.sync_dist, s.add_dataloader_idx)
+            s.name: (
+                s.on_step,
+                s.on_epoch,
+                s.prog_bar,
+                s.logger,
+                s.reduce_fx,
+                s.sync_dist,
+                s.add_dataloader_idx,
+            )
             for s in self.slots.values()
         }
         values, options = self._share.share_read(values, options)

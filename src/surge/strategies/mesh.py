@@ -77,7 +77,8 @@ class MeshShape:
         when there are stages); every rank calls it."""
         from torch.distributed.device_mesh import init_device_mesh
 
-        sizes, names = (self.data_parallel, self.tensor_parallel), (DATA, TENSOR)
+        sizes: tuple[int, ...] = (self.data_parallel, self.tensor_parallel)
+        names: tuple[str, ...] = (DATA, TENSOR)
         if self.pipeline_parallel > 1:
             sizes, names = (self.pipeline_parallel, *sizes), (PIPE, *names)
         return init_device_mesh(device_type, sizes, mesh_dim_names=names)

@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-from pathlib import Path
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, Literal
 
 import torch.distributed as dist
@@ -77,7 +77,11 @@ class ModelParallel(FSDPStrategy):
         process_group_backend: str | None = None,
     ) -> None:
         owner = type(self).__name__
-        if isinstance(pipeline_parallel, bool) or not isinstance(pipeline_parallel, int) or pipeline_parallel < 1:
+        if (
+            isinstance(pipeline_parallel, bool)
+            or not isinstance(pipeline_parallel, int)
+            or pipeline_parallel < 1
+        ):
             raise bad_value(f"{owner}(pipeline_parallel)", pipeline_parallel, "an int >= 1")
         self.pipeline = (
             PipelineLayout.of(owner, pipeline_parallel, pipeline_schedule, stages_per_rank)
@@ -283,12 +287,21 @@ class ModelParallel(FSDPStrategy):
         from ..checkpoint.sharded import saved_model_shapes
 
         saved = saved_model_shapes(ckpt, path)
-        mine = {k: tuple(v.shape) for k, v in get_model_state_dict(module).items()}
-        problems = [f"missing keys: {[k for k in mine if k not in saved]}"] * any(k not in saved for k in mine)
-        shapes = [f"{k}: checkpoint {saved[k]} vs model {v}" for k, v in mine.items() if k in saved and saved[k] != v]
+        state: dict[str, Any] = get_model_state_dict(module)
+        mine = {k: tuple(v.shape) for k, v in state.items()}
+        problems = [f"missing keys: {[k for k in mine if k not in saved]}"] * any(
+            k not in saved for k in mine
+        )
+        shapes = [
+            f"{k}: checkpoint {saved[k]} vs model {v}"
+            for k, v in mine.items()
+            if k in saved and saved[k] != v
+        ]
         problems += [f"shape mismatches: {shapes}"] * bool(shapes)
         if problems and strict:
-            raise CheckpointError(f"checkpoint {path} does not match {type(module).__name__}: " + "; ".join(problems))
+            raise CheckpointError(
+                f"checkpoint {path} does not match {type(module).__name__}: " + "; ".join(problems)
+            )
         super().restore_model(module, ckpt, path, strict=False)
         return problems
 

@@ -41,7 +41,9 @@ class _Ran(torch.autograd.Function):
 class PipelineRun:
     """This rank's stages and the schedules that run them (one per window size, made once)."""
 
-    def __init__(self, module: nn.Module, stages: list[Any], layout: PipelineLayout, device: torch.device) -> None:
+    def __init__(
+        self, module: nn.Module, stages: list[Any], layout: PipelineLayout, device: torch.device
+    ) -> None:
         self.module, self.stages, self.layout = module, stages, layout
         self.first = any(s.is_first for s in stages)
         self.last = any(s.is_last for s in stages)
@@ -101,7 +103,9 @@ class PipelineRun:
     def _schedule(self, window: int) -> Any:
         schedule = self._schedules.get(window)
         if schedule is None:
-            cls = getattr(importlib.import_module("torch.distributed.pipelining"), SCHEDULES[self.layout.schedule])
+            cls = getattr(
+                importlib.import_module("torch.distributed.pipelining"), SCHEDULES[self.layout.schedule]
+            )
             single = self.layout.stages_per_rank == 1 and self.layout.schedule != "Interleaved1F1B"
             try:
                 schedule = cls(
@@ -132,7 +136,6 @@ class PipelineRun:
             return value / window if window != 1 else value
 
         return loss
-
 
     def _unlogged(self, output: Tensor, target: Tensor) -> Tensor:
         """The loss with what it logs sent to a throwaway `Results` (the schedule's shape inference)."""

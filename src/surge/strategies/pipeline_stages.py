@@ -67,7 +67,9 @@ def balanced_split(num_layers: int, num_stages: int) -> list[range]:
     return [range(a, b) for a, b in zip(bounds, bounds[1:])]
 
 
-def build_stages(module: nn.Module, layout: PipelineLayout, pipeline_rank: int) -> tuple[list[nn.Module], str]:
+def build_stages(
+    module: nn.Module, layout: PipelineLayout, pipeline_rank: int
+) -> tuple[list[nn.Module], str]:
     """This rank's stage modules (in stage order) and a one-line description of the whole split."""
     indices = layout.stage_indices(pipeline_rank)
     name = type(module).__name__
@@ -109,7 +111,7 @@ def _split_sequential(
             "give it more layers, or ask for fewer stages."
         )
     split = balanced_split(len(keys), layout.num_stages)
-    stages = [nn.Sequential(*(seq[i] for i in split[s])) for s in indices]
+    stages: list[nn.Module] = [nn.Sequential(*(seq[i] for i in split[s])) for s in indices]
     mine = {i for s in indices for i in split[s]}
     for i, key in enumerate(keys):
         if i not in mine:

@@ -67,7 +67,7 @@ def _pipeline_group(params: Sequence[Tensor]) -> Any:
     """The pipeline group of these parameters' mesh, when it has one of more than one rank."""
     for p in params:
         mesh = getattr(p, "device_mesh", None)
-        root = mesh._get_root_mesh() if mesh is not None and hasattr(mesh, "_get_root_mesh") else None
+        root: Any = mesh._get_root_mesh() if mesh is not None and hasattr(mesh, "_get_root_mesh") else None
         names = tuple(root.mesh_dim_names or ()) if root is not None else ()
         if PIPE in names and root.size(names.index(PIPE)) > 1:
             return root[PIPE].get_group()
