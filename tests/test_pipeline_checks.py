@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 import surge
-from surge.errors import CheckpointError, MisconfigurationError
+from surge.errors import CheckpointError, MisconfigurationError, SurgeRuntimeError
 from surge.strategies import ModelParallel
 from surge.strategies.pipeline_run import PipelineRun
 from surge.strategies.pipeline_stages import (
@@ -106,7 +106,7 @@ def test_stages_given_by_the_module_are_checked():
 
 
 def stage(first: bool, last: bool) -> SimpleNamespace:
-    return SimpleNamespace(is_first=first, is_last=last)
+    return SimpleNamespace(is_first=first, is_last=last, num_stages=2)
 
 
 def test_the_loss_the_micro_batch_rule_and_the_batch_shape_are_refused_by_name():
@@ -121,6 +121,11 @@ def test_the_loss_the_micro_batch_rule_and_the_batch_shape_are_refused_by_name()
         run.for_windows(4, float("inf"))
     with pytest.raises(MisconfigurationError, match=r"reads batches as \(input, target\)"):
         run.micro_batch({"x": torch.ones(2)}, 0, 4)
+    with pytest.raises(MisconfigurationError, match=r"'1F1B'\) cannot run accumulate_grad_batches=1 micro-batches on 2"):
+        run.for_windows(1, 8)
+    run.micro_batch((torch.ones(4, 4), torch.ones(4)), 0, 2)
+    with pytest.raises(SurgeRuntimeError, match=r"different sizes \[3, 4\].*drop_last=True"):
+        run.micro_batch((torch.ones(3, 4), torch.ones(3)), 1, 2)
 
 
 def test_fp16_with_stages_is_refused_by_name():

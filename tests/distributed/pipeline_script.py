@@ -63,6 +63,16 @@ class Rows(surge.loggers.Logger):
         self.rows.append((step, {k: float(v) for k, v in metrics.items() if k != "epoch"}))
 
 
+class Outputs(surge.callbacks.Callback):
+    """The loss `on_train_batch_end` gets, per batch (this rank's)."""
+
+    def __init__(self) -> None:
+        self.losses: list[float] = []
+
+    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
+        self.losses.append(float(outputs["loss"]))
+
+
 def data() -> TensorDataset:
     g = torch.Generator().manual_seed(1)
     x = torch.randn(SAMPLES, 6, generator=g)
@@ -70,37 +80,37 @@ def data() -> TensorDataset:
 
 
 def fit(
-    root: Path, strategy, devices: int, batch_size: int, epochs: int = EPOCHS, ckpt=None, every=None
+    root: Path, strategy, devices: int, batch_size: int, epochs=EPOCHS, ckpt=None, precision="32-true"
 ) -> dict:
     surge.seed_everything(0)
-    rows = Rows()
-    callbacks = [surge.callbacks.ModelCheckpoint(dirpath=root / "ckpt", every_n_epochs=1, save_top_k=-1)]
+    rows, outputs = Rows(), Outputs()
+    checkpoints = surge.callbacks.ModelCheckpoint(dirpath=root / "ckpt", every_n_epochs=1, save_top_k=-1)
+    callbacks = [checkpoints, outputs]
     trainer = surge.Trainer(
         accelerator="cpu", devices=devices, strategy=strategy, max_epochs=epochs,
         accumulate_grad_batches=ACCUMULATE, gradient_clip_val=CLIP, default_root_dir=root,
         enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
-        log_every_n_steps=1, logger=rows, callbacks=callbacks, limit_val_batches=0,
+        log_every_n_steps=1, logger=rows, callbacks=callbacks, limit_val_batches=0, precision=precision,
     )  # fmt: skip
     model = Net()
     trainer.fit(model, DataLoader(data(), batch_size=batch_size), ckpt_path=ckpt)
-    return record(trainer, model, rows)
+    return record(trainer, model, rows, outputs)
 
 
-def record(trainer, model, rows) -> dict:
+def record(trainer, model, rows, outputs) -> dict:
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
     full = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True))  # this rank's stages
     weights = {k: v.detach().cpu().clone() for k, v in full.items()}
-    metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
-    if trainer.world_size > 1:
-        everyone = trainer.strategy.all_gather_object((weights, metrics))
-        weights = {k: v for w, _ in everyone for k, v in w.items()}
-        metrics = [m for _, m in everyone]
-    else:
-        metrics = [metrics]
+    mine = {k: float(v) for k, v in trainer.callback_metrics.items()}, outputs.losses
+    everyone = (
+        trainer.strategy.all_gather_object((weights, mine)) if trainer.world_size > 1 else [(weights, mine)]
+    )
+    weights = {k: v for w, _ in everyone for k, v in w.items()}
     return {
         "state_dict": weights,
-        "metrics": metrics,  # every rank's
+        "metrics": [m for _, (m, _) in everyone],  # every rank's
+        "outputs": [o for _, (_, o) in everyone],  # every rank's
         "rows": rows.rows,
         "global_step": trainer.global_step,
         "split": getattr(trainer.strategy, "pipeline_split", None),
@@ -128,6 +138,7 @@ def two(root: Path) -> dict:
     half = fit(root / "half", pipeline("1F1B"), 2, 8, epochs=2)
     out["resumed"] = fit(root / "resumed", pipeline("1F1B"), 2, 8, ckpt=half["ckpts"][-1])
     out["half_ckpts"] = half["ckpts"]
+    out["bf16"] = fit(root / "bf16", pipeline("1F1B"), 2, 8, precision="bf16-mixed")
     out["other_layout"] = refused(
         lambda: fit(root / "other", pipeline("Interleaved1F1B"), 2, 8, ckpt=half["ckpts"][-1])
     )
@@ -139,7 +150,10 @@ def four(root: Path) -> dict:
 
 
 def one(root: Path) -> dict:
-    return {"reference": fit(root / "reference", "auto", 1, 8)}
+    return {
+        "reference": fit(root / "reference", "auto", 1, 8),
+        "bf16": fit(root / "bf16", "auto", 1, 8, precision="bf16-mixed"),
+    }
 
 
 def main() -> None:

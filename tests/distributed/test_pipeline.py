@@ -2,7 +2,7 @@
 pipeline_script.py) against one plain process with the same loader and accumulation: 12 AdamW steps
 of accumulation 4 (4 micro-batches a step) clipped at a norm of 0.5. One launch per world size runs
 every scenario: GPipe, 1F1B and Interleaved1F1B (2 ranks x 2 stages) on 2 processes, a resume on the
-same layout and a refused one; 2 stages x 2 data-parallel ranks on 4 processes."""
+same layout and a refused one, bf16-mixed; 2 stages x 2 data-parallel ranks on 4 processes."""
 
 from __future__ import annotations
 
@@ -35,8 +35,13 @@ def launch(tmp_path_factory, world: int) -> dict:
 
 
 @pytest.fixture(scope="module")
-def one(tmp_path_factory) -> dict:
-    return launch(tmp_path_factory, 1)["reference"]
+def ones(tmp_path_factory) -> dict:
+    return launch(tmp_path_factory, 1)
+
+
+@pytest.fixture(scope="module")
+def one(ones) -> dict:
+    return ones["reference"]
 
 
 @pytest.fixture(scope="module")
@@ -97,3 +102,19 @@ def test_two_stages_by_two_data_parallel_ranks_train_as_one_process(one, four):
         assert row == pytest.approx(expected, rel=1e-6, abs=0)
     assert all(m == run["metrics"][0] for m in run["metrics"])
     assert run["metrics"][0]["seen"] == 128.0  # each sample once: reduced over the data-parallel group
+
+
+def test_batch_end_sees_the_window_last_loss_on_the_last_stage_and_zero_elsewhere(one, two):
+    first, last = two["1F1B"]["outputs"]
+    (single,) = one["outputs"]
+    assert len(first) == len(last) == len(single) == 48
+    assert first == [0.0] * 48
+    ends = [i for i in range(48) if i % 4 == 3]
+    assert [last[i] for i in ends] == [single[i] for i in ends]
+    assert all(last[i] == 0.0 for i in range(48) if i not in ends)
+
+
+def test_bf16_mixed_stages_train_near_one_process_bf16_run(ones, two):
+    run, single = two["bf16"], ones["bf16"]
+    assert run["global_step"] == 12
+    assert_weights(run, single, 5e-2)  # bf16 rounds at 2^-8; AdamW turns roundings into lr-sized steps
