@@ -33,6 +33,15 @@ class Net(surge.Module):
             nn.Linear(6, 16), nn.Tanh(), nn.Linear(16, 16), nn.Tanh(), nn.Linear(16, 16), nn.Tanh(), nn.Linear(16, 3)
         )  # fmt: skip
 
+    def configure_model(self):
+        mesh = self.device_mesh
+        if mesh is None or mesh["tensor_parallel"].size() == 1:
+            return
+        from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+        col, row = ColwiseParallel(), RowwiseParallel()  # each Linear pair: split columns, then rows
+        parallelize_module(self.layers, mesh["tensor_parallel"], {"0": col, "2": row, "4": col, "6": row})
+
     def pipeline_layers(self) -> nn.Sequential:
         return self.layers
 
@@ -126,9 +135,9 @@ def refused(fn) -> str:
     return "not refused"
 
 
-def pipeline(schedule: str, pp: int = 2, dp: int = 1, **kw) -> ModelParallel:
+def pipeline(schedule: str, pp: int = 2, dp: int = 1, tp: int = 1) -> ModelParallel:
     return ModelParallel(
-        pipeline_parallel=pp, data_parallel=dp, tensor_parallel=1, pipeline_schedule=schedule, **kw
+        pipeline_parallel=pp, data_parallel=dp, tensor_parallel=tp, pipeline_schedule=schedule
     )
 
 
@@ -146,7 +155,10 @@ def two(root: Path) -> dict:
 
 
 def four(root: Path) -> dict:
-    return {"pp2dp2": fit(root / "pp2dp2", pipeline("1F1B", dp=2), 4, 4)}
+    return {
+        "pp2dp2": fit(root / "pp2dp2", pipeline("1F1B", dp=2), 4, 4),
+        "pp2tp2": fit(root / "pp2tp2", pipeline("GPipe", tp=2), 4, 8),
+    }
 
 
 def one(root: Path) -> dict:

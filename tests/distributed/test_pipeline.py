@@ -2,7 +2,7 @@
 pipeline_script.py) against one plain process with the same loader and accumulation: 12 AdamW steps
 of accumulation 4 (4 micro-batches a step) clipped at a norm of 0.5. One launch per world size runs
 every scenario: GPipe, 1F1B and Interleaved1F1B (2 ranks x 2 stages) on 2 processes, a resume on the
-same layout and a refused one, bf16-mixed; 2 stages x 2 data-parallel ranks on 4 processes."""
+same layout and a refused one, bf16-mixed; on 4 processes 2 stages x 2 data-parallel ranks, and 2 stages x 2 tensor-parallel ranks."""
 
 from __future__ import annotations
 
@@ -65,6 +65,13 @@ def assert_weights(run: dict, one: dict, tol: float) -> None:
         torch.testing.assert_close(run["state_dict"][key], value, atol=tol, rtol=0)
 
 
+def assert_rows_close(ours: list, single: list) -> None:
+    assert [step for step, _ in ours] == [step for step, _ in single]
+    for (_, row), (_, expected) in zip(ours, single):
+        assert row.keys() == expected.keys()
+        assert row == pytest.approx(expected, rel=1e-6, abs=0)
+
+
 @pytest.mark.parametrize("schedule", ["GPipe", "1F1B", "Interleaved1F1B"])
 def test_two_stages_train_as_one_process(one, two, schedule):
     run = two[schedule]
@@ -95,11 +102,7 @@ def test_two_stages_by_two_data_parallel_ranks_train_as_one_process(one, four):
     run = four["pp2dp2"]
     assert run["global_step"] == 12
     assert_weights(run, one, 1e-6)
-    ours, single = logged(run), logged(one)
-    assert [step for step, _ in ours] == [step for step, _ in single]
-    for (_, row), (_, expected) in zip(ours, single):
-        assert row.keys() == expected.keys()
-        assert row == pytest.approx(expected, rel=1e-6, abs=0)
+    assert_rows_close(logged(run), logged(one))
     assert all(m == run["metrics"][0] for m in run["metrics"])
     assert run["metrics"][0]["seen"] == 128.0  # each sample once: reduced over the data-parallel group
 
@@ -118,3 +121,10 @@ def test_bf16_mixed_stages_train_near_one_process_bf16_run(ones, two):
     run, single = two["bf16"], ones["bf16"]
     assert run["global_step"] == 12
     assert_weights(run, single, 5e-2)  # bf16 rounds at 2^-8; AdamW turns roundings into lr-sized steps
+
+
+def test_two_stages_by_two_tensor_parallel_ranks_train_as_one_process(one, four):
+    run = four["pp2tp2"]  # a 3-D mesh: the plan of configure_model inside each stage
+    assert run["global_step"] == 12
+    assert_weights(run, one, 1e-6)
+    assert_rows_close(logged(run), logged(one))
