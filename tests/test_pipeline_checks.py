@@ -121,7 +121,9 @@ def test_the_loss_the_micro_batch_rule_and_the_batch_shape_are_refused_by_name()
         run.for_windows(4, float("inf"))
     with pytest.raises(MisconfigurationError, match=r"reads batches as \(input, target\)"):
         run.micro_batch({"x": torch.ones(2)}, 0, 4)
-    with pytest.raises(MisconfigurationError, match=r"'1F1B'\) cannot run accumulate_grad_batches=1 micro-batches on 2"):
+    with pytest.raises(
+        MisconfigurationError, match=r"'1F1B'\) cannot run accumulate_grad_batches=1 micro-batches on 2"
+    ):
         run.for_windows(1, 8)
     run.micro_batch((torch.ones(4, 4), torch.ones(4)), 0, 2)
     with pytest.raises(SurgeRuntimeError, match=r"different sizes \[3, 4\].*drop_last=True"):

@@ -30,16 +30,23 @@ from typing import Any, Literal
 import torch.distributed as dist
 from torch import nn
 
-from ..errors import CheckpointError, MisconfigurationError, bad_value
+from ..errors import MisconfigurationError, bad_value
 from ..rank_zero import info
 from .base import Layout
 from .fsdp import FSDPStrategy, _fsdp, _Steps
 from .materialize import is_meta, materialize
 from .mesh import DATA, PIPE, GroupReducer, MeshShape
 from .mesh_checks import check_data_parallel, check_plan_divides, check_tensor_parallel_applied
+from .pipeline_checkpoint import (
+    check_pipeline_saved,
+    layout_record,
+    restore_stage_optimizers,
+    stage_model_problems,
+    stage_optimizer_states,
+)
 from .pipeline_metrics import PipelineReducer
 from .pipeline_run import PipelineRun
-from .pipeline_stages import PipelineLayout, build_stages, check_pipeline_saved
+from .pipeline_stages import PipelineLayout, build_stages
 
 Size = int | Literal["auto"]
 
@@ -267,13 +274,13 @@ class ModelParallel(FSDPStrategy):
     # -- checkpoints -----------------------------------------------------------------------
     def save_checkpoint(self, state: dict[str, Any], path: str | Path) -> None:
         shape = self._shape()
-        state = {**state, "pipeline": self._pipeline_record()}  # (None without stages)
+        state = {**state, "pipeline": layout_record(self.pipeline)}  # (None without stages)
         super().save_checkpoint({**state, "mesh": [shape.data_parallel, shape.tensor_parallel]}, path)
 
     def load_checkpoint(self, path: str | Path) -> dict[str, Any]:
         ckpt = super().load_checkpoint(path)
         self._shape().check_saved(ckpt.get("mesh"), path)
-        check_pipeline_saved(ckpt.get("pipeline"), self._pipeline_record(), path)
+        check_pipeline_saved(ckpt.get("pipeline"), layout_record(self.pipeline), path)
         return ckpt
 
     def restore_model(
@@ -281,65 +288,21 @@ class ModelParallel(FSDPStrategy):
     ) -> list[str]:
         if self.pipeline is None:
             return super().restore_model(module, ckpt, path, strict)
-        # The checkpoint holds every stage's layers; this rank loads its own and checks only those.
-        from torch.distributed.checkpoint.state_dict import get_model_state_dict
-
-        from ..checkpoint.sharded import saved_model_shapes
-
-        saved = saved_model_shapes(ckpt, path)
-        state: dict[str, Any] = get_model_state_dict(module)
-        mine = {k: tuple(v.shape) for k, v in state.items()}
-        problems = [f"missing keys: {[k for k in mine if k not in saved]}"] * any(
-            k not in saved for k in mine
-        )
-        shapes = [
-            f"{k}: checkpoint {saved[k]} vs model {v}"
-            for k, v in mine.items()
-            if k in saved and saved[k] != v
-        ]
-        problems += [f"shape mismatches: {shapes}"] * bool(shapes)
-        if problems and strict:
-            raise CheckpointError(
-                f"checkpoint {path} does not match {type(module).__name__}: " + "; ".join(problems)
-            )
+        problems = stage_model_problems(module, ckpt, path, strict)  # this rank's stages only
         super().restore_model(module, ckpt, path, strict=False)
         return problems
 
     def optimizer_states(self, module: nn.Module, optimizers: list[Any]) -> list[dict[str, Any]]:
         if self.pipeline is None:
             return super().optimizer_states(module, optimizers)
-        from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
-
-        return [get_optimizer_state_dict(module, opt, options=_flat()) for opt in optimizers]
+        return stage_optimizer_states(module, optimizers)
 
     def restore_optimizers(
         self, module: nn.Module, optimizers: list[Any], ckpt: Mapping[str, Any], path: str | Path
     ) -> None:
         if self.pipeline is None:
             return super().restore_optimizers(module, optimizers, ckpt, path)
-        # Flat keys (`param_groups.<name>.lr`): each stage's groups saved and loaded under its own names.
-        from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict, set_optimizer_state_dict
-
-        from ..checkpoint.sharded import load_into
-
-        templates = [get_optimizer_state_dict(module, opt, options=_flat()) for opt in optimizers]
-        load_into({"optimizer_states": templates}, ckpt, path, partial=True)
-        for opt, loaded in zip(optimizers, templates):
-            set_optimizer_state_dict(module, opt, loaded, options=_flat())
-        return None
-
-    def _pipeline_record(self) -> dict[str, Any] | None:
-        layout = self.pipeline
-        if layout is None:
-            return None
-        return {"pipeline_parallel": layout.pipeline_parallel, "stages": layout.num_stages}
-
-
-def _flat() -> Any:
-    """Optimizer state dicts with flat keys (`param_groups.<name>.lr`): a stage's own names only."""
-    from torch.distributed.checkpoint.state_dict import StateDictOptions
-
-    return StateDictOptions(flatten_optimizer_state_dict=True)
+        return restore_stage_optimizers(module, optimizers, ckpt, path)
 
 
 def _size(strategy: ModelParallel, arg: str, value: Any) -> Size:

@@ -73,6 +73,8 @@ class PipelineRun:
                 "or a dataset size that makes it a multiple (a loader without a length cannot be used)."
             )
         self._schedule(window)  # made now: its errors before the epoch's first batch
+        self._inputs.clear()  # what an epoch cut inside a window left (on_train_batch_start's -1, a stop)
+        self._targets.clear()
         return lambda batch, batch_idx: self.micro_batch(batch, batch_idx, window)
 
     def micro_batch(self, batch: Any, batch_idx: int, window: int) -> Tensor:

@@ -18,7 +18,7 @@ from typing import Any
 
 from torch import nn
 
-from ..errors import CheckpointError, MisconfigurationError, bad_value
+from ..errors import MisconfigurationError, bad_value
 
 # The schedules by the names torchtitan's users know; single-stage ones hold one stage per rank.
 SCHEDULES = {"GPipe": "ScheduleGPipe", "1F1B": "Schedule1F1B", "Interleaved1F1B": "ScheduleInterleaved1F1B"}
@@ -129,19 +129,3 @@ def _check_covered(module: nn.Module, stages: list[nn.Module], indices: list[int
             f"{indices}, so they would get no gradient. Move them into the layers the stages run "
             "(pipeline_layers() or pipeline_stages())."
         )
-
-
-def check_pipeline_saved(saved: Any, here: dict[str, int] | None, path: Any) -> None:
-    """A checkpoint's pipeline layout must be this run's: each stage's shards hold its own layers only."""
-    if saved == here:
-        return
-
-    def said(record: Any) -> str:
-        if not isinstance(record, dict):
-            return "without pipeline stages"
-        return f"with pipeline_parallel={record.get('pipeline_parallel')} ({record.get('stages')} stages)"
-
-    raise CheckpointError(
-        f"{path} was saved {said(saved)}, and this run is {said(here)}: resuming a pipeline on another "
-        "layout is not supported; resume with the pipeline_parallel and stages_per_rank it was saved with."
-    )
