@@ -15,12 +15,8 @@ import surge
 from surge.errors import CheckpointError, MisconfigurationError, SurgeRuntimeError
 from surge.strategies import ModelParallel
 from surge.strategies.pipeline_run import PipelineRun
-from surge.strategies.pipeline_stages import (
-    PipelineLayout,
-    balanced_split,
-    build_stages,
-    check_pipeline_saved,
-)
+from surge.strategies.pipeline_checkpoint import check_pipeline_saved
+from surge.strategies.pipeline_stages import PipelineLayout, balanced_split, build_stages
 
 
 def layout(schedule: str = "1F1B", pp: int = 2, per_rank: int | None = None) -> PipelineLayout:
