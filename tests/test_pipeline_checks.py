@@ -14,8 +14,8 @@ from torch import nn
 import surge
 from surge.errors import CheckpointError, MisconfigurationError, SurgeRuntimeError
 from surge.strategies import ModelParallel
-from surge.strategies.pipeline_run import PipelineRun
 from surge.strategies.pipeline_checkpoint import check_pipeline_saved
+from surge.strategies.pipeline_run import PipelineRun
 from surge.strategies.pipeline_stages import PipelineLayout, balanced_split, build_stages
 
 
