@@ -62,6 +62,20 @@ class Net(surge.Module):
         return torch.optim.AdamW(self.parameters(), lr=0.02)
 
 
+class OwnStages(Net):
+    """Stages the module builds itself: layers 0-4 and 5-6 (not the balanced 0-3 and 4-6)."""
+
+    pipeline_layers = None  # type: ignore[assignment]
+
+    def pipeline_stages(self, stage_indices, num_stages):
+        bounds = [range(0, 5), range(5, 7)]
+        mine = {i for s in stage_indices for i in bounds[s]}
+        for i in range(len(self.layers)):
+            if i not in mine:
+                self.layers.register_module(str(i), None)  # another rank's
+        return [nn.Sequential(*(self.layers[i] for i in bounds[s])) for s in stage_indices]
+
+
 class Rows(surge.loggers.Logger):
     """Every row the loggers get (rank zero)."""
 
@@ -89,7 +103,14 @@ def data() -> TensorDataset:
 
 
 def fit(
-    root: Path, strategy, devices: int, batch_size: int, epochs=EPOCHS, ckpt=None, precision="32-true"
+    root: Path,
+    strategy,
+    devices: int,
+    batch_size: int,
+    epochs=EPOCHS,
+    ckpt=None,
+    precision="32-true",
+    net=Net,
 ) -> dict:
     surge.seed_everything(0)
     rows, outputs = Rows(), Outputs()
@@ -101,7 +122,7 @@ def fit(
         enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
         log_every_n_steps=1, logger=rows, callbacks=callbacks, limit_val_batches=0, precision=precision,
     )  # fmt: skip
-    model = Net()
+    model = net()
     trainer.fit(model, DataLoader(data(), batch_size=batch_size), ckpt_path=ckpt)
     return record(trainer, model, rows, outputs)
 
@@ -147,6 +168,7 @@ def two(root: Path) -> dict:
     half = fit(root / "half", pipeline("1F1B"), 2, 8, epochs=2)
     out["resumed"] = fit(root / "resumed", pipeline("1F1B"), 2, 8, ckpt=half["ckpts"][-1])
     out["half_ckpts"] = half["ckpts"]
+    out["own_stages"] = fit(root / "own", pipeline("1F1B"), 2, 8, net=OwnStages)
     out["bf16"] = fit(root / "bf16", pipeline("1F1B"), 2, 8, precision="bf16-mixed")
     out["other_layout"] = refused(
         lambda: fit(root / "other", pipeline("Interleaved1F1B"), 2, 8, ckpt=half["ckpts"][-1])

@@ -1,8 +1,9 @@
 """Pipeline parallelism on real gloo processes (`ModelParallel(pipeline_parallel=2, ...)`,
 pipeline_script.py) against one plain process with the same loader and accumulation: 12 AdamW steps
 of accumulation 4 (4 micro-batches a step) clipped at a norm of 0.5. One launch per world size runs
-every scenario: GPipe, 1F1B and Interleaved1F1B (2 ranks x 2 stages) on 2 processes, a resume on the
-same layout and a refused one, bf16-mixed; on 4 processes 2 stages x 2 data-parallel ranks, and 2 stages x 2 tensor-parallel ranks."""
+every scenario: GPipe, 1F1B and Interleaved1F1B (2 ranks x 2 stages) on 2 processes, stages the
+module builds, a resume on the same layout and a refused one, bf16-mixed; on 4 processes 2 stages x
+2 data-parallel ranks, and 2 stages x 2 tensor-parallel ranks."""
 
 from __future__ import annotations
 
@@ -128,3 +129,10 @@ def test_two_stages_by_two_tensor_parallel_ranks_train_as_one_process(one, four)
     assert run["global_step"] == 12
     assert_weights(run, one, 1e-6)
     assert_rows_close(logged(run), logged(one))
+
+
+def test_stages_the_module_builds_train_as_one_process(one, two):
+    run = two["own_stages"]  # pipeline_stages(): layers 0-4 and 5-6
+    assert run["split"] == "2 stages from OwnStages.pipeline_stages()"
+    assert_weights(run, one, 1e-6)
+    assert_rows_close(logged(run), logged(one))  # (the clipping norm sums other parts: ulps differ)
