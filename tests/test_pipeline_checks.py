@@ -147,3 +147,35 @@ def test_a_checkpoint_of_another_pipeline_layout_is_refused():
 def test_evaluation_through_stages_is_refused_by_name():
     with pytest.raises(MisconfigurationError, match=r"validation_step through pipeline stages is not built"):
         ModelParallel(pipeline_parallel=2).step_fn(Layers(), "validation_step")
+
+
+class Schedule:
+    """Stands in for torch's schedule: the last stage's loss for each micro-batch's `outputs`."""
+
+    def __init__(self, loss, outputs) -> None:
+        self.loss, self.outputs = loss, outputs
+
+    def step(self, *args, target=None, return_outputs=True):
+        for output, y in zip(self.outputs, target.chunk(len(self.outputs))):
+            self.loss(output, y)
+
+
+def test_the_window_end_loss_is_the_last_micro_batch_s_and_carries_a_non_finite_one():
+    model = Layers()
+    model.pipeline_loss = lambda out, y: out.sum()  # type: ignore[attr-defined]
+    run = PipelineRun(model, [stage(False, True)], layout(), torch.device("cpu"))
+    batch = (torch.ones(2, 4), torch.ones(2))
+
+    def window(*losses: float) -> torch.Tensor:
+        loss = run._loss_fn(2)
+        loss(torch.zeros(()), None)  # the shape inference's call: not counted
+        run._schedule = lambda n: Schedule(loss, [torch.tensor(v) for v in losses])  # type: ignore[method-assign]
+        first = run.micro_batch(batch, 0, 2)
+        assert first.item() == 0.0 and first.requires_grad  # not known before the window's end
+        return run.micro_batch(batch, 1, 2)
+
+    end = window(0.25, 0.75)
+    assert end.item() == 0.75
+    end.backward()  # the schedule ran it: nothing to do
+    assert torch.isnan(window(float("nan"), 0.5))
+    assert not torch.isfinite(window(float("inf"), 0.5))

@@ -8,7 +8,8 @@ schedule orders them). The last stage computes each micro-batch's loss with the 
 `pipeline_loss(output, target)` divided by the window (the division one process makes), where
 `self.log` records metrics as `training_step` would. The value the step returns for the loop carries
 the window-end micro-batch's loss (on the last stage; 0 elsewhere and before the window's end), and
-its backward does nothing: the schedule has run it.
+its backward does nothing: the schedule has run it. That value is inf/NaN when any micro-batch's
+loss of the window is, so `on_nonfinite` and a SpikeGuard see every micro-batch's trouble.
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ class PipelineRun:
         self._schedules: dict[int, Any] = {}
         self._anchor = torch.zeros((), device=device, requires_grad=True)  # what the returned loss hangs on
         self._zero = torch.zeros((), device=device)
-        self._last_loss: Tensor = self._zero
+        self._losses: list[Tensor] = []  # the window's micro-batch losses, on the last stage
         self._inputs: list[Tensor] = []
         self._targets: list[Tensor] = []
 
@@ -75,6 +76,7 @@ class PipelineRun:
         self._schedule(window)  # made now: its errors before the epoch's first batch
         self._inputs.clear()  # what an epoch cut inside a window left (on_train_batch_start's -1, a stop)
         self._targets.clear()
+        self._losses.clear()
         return lambda batch, batch_idx: self.micro_batch(batch, batch_idx, window)
 
     def micro_batch(self, batch: Any, batch_idx: int, window: int) -> Tensor:
@@ -89,7 +91,13 @@ class PipelineRun:
         finally:
             self._inputs.clear()
             self._targets.clear()
-        return _Ran.apply(self._last_loss, self._anchor)
+        losses, self._losses = self._losses, []
+        if not losses:  # not the last stage
+            return _Ran.apply(self._zero, self._anchor)
+        # The last micro-batch's loss, made inf/NaN by any of the window's (0 * a finite sum adds
+        # exactly 0): what on_nonfinite and a SpikeGuard watch sees. On the device, no read.
+        value = losses[-1] + torch.stack(losses).sum() * 0 if len(losses) > 1 else losses[0]
+        return _Ran.apply(value, self._anchor)
 
     def _run(self, window: int) -> None:
         sizes = {t.shape[0] for t in self._targets}
@@ -134,7 +142,7 @@ class PipelineRun:
             if results is not None:
                 results.batch = target
             value = self._loss(output, target)
-            self._last_loss = value.detach()
+            self._losses.append(value.detach())
             return value / window if window != 1 else value
 
         return loss
