@@ -24,8 +24,8 @@ from surge.utilities.clip import clip_grad_norm_over_meshes
 
 
 def test_arguments_are_refused_by_name_when_built():
-    with pytest.raises(MisconfigurationError, match=r"pipeline_parallel=2\) is not supported yet"):
-        ModelParallel(data_parallel=2, tensor_parallel=1, pipeline_parallel=2)
+    with pytest.raises(MisconfigurationError, match=r"ModelParallel\(pipeline_schedule\)='ZB'"):
+        ModelParallel(data_parallel=2, tensor_parallel=1, pipeline_parallel=2, pipeline_schedule="ZB")
     with pytest.raises(MisconfigurationError, match=r"ModelParallel\(tensor_parallel\)=0"):
         ModelParallel(tensor_parallel=0)
     with pytest.raises(MisconfigurationError, match=r"ModelParallelStrategy\(data_parallel_size\)='two'"):

@@ -230,15 +230,17 @@ class FitLoop(FitProgress):
         ctx.parts.publisher.save_loggers()
 
     # -- the training step -----------------------------------------------------------------
-    def _loop_parts(self, batches: Iterator[Any]) -> tuple[LoopParts, LoopParts]:
+    def _loop_parts(self, batches: Iterator[Any], window: int, n: float) -> tuple[LoopParts, LoopParts]:
         """The callables the step uses, looked up once per epoch (timed versions under a profiler):
-        the first batch's (the fit's first step goes through the FLOP count) and the others'."""
+        the first batch's (the fit's first step goes through the FLOP count) and the others'. The
+        strategy decides what runs a batch in windows of `window` (a pipeline: its schedule)."""
         ctx = self.context()
         hooks, precision, module = ctx.parts.hooks, ctx.parts.precision, ctx.parts.module
+        step = batch_only(ctx.training_step_fn(), module.training_step)
         parts = LoopParts(
             batches=batches,
             move=ctx.parts.move,
-            step=batch_only(ctx.training_step_fn(), module.training_step),
+            step=ctx.parts.strategy.micro_batches(step, window, n),
             backward=partial(precision.backward, run=hooks.module_fns["backward"])
             if hooks.overridden("backward")
             else precision.backward,
@@ -264,7 +266,7 @@ class FitLoop(FitProgress):
         model, optim, hooks, strategy = ctx.parts.module, ctx.optim, ctx.parts.hooks, ctx.parts.strategy
         results, validation, signals = ctx.results, ctx.validation, ctx.signals
         val_every = epoch.plan.val_every_n_batches  # 0: validation only at the epoch's end
-        p, steady = self._loop_parts(it)
+        p, steady = self._loop_parts(it, k, epoch.plan.train)
         counting = p is not steady  # the fit's first step through the FLOP count, the rest not
         batches, move, step, backward = p.batches, p.move, p.step, p.backward
         optimizer_step, publish, start_module = p.optimizer_step, p.publish, p.start_module

@@ -32,6 +32,15 @@ class Reducer(Protocol):
     def mean(self, tensor: Tensor) -> Tensor: ...
 
 
+class SharedReads(Protocol):
+    """A reducer whose reads come from one source rank (a pipeline's last stage): every rank takes
+    the source's values and its slots' options at each read."""
+
+    def share_read(
+        self, values: dict[str, float], options: dict[str, tuple[Any, ...]]
+    ) -> tuple[dict[str, float], dict[str, tuple[Any, ...]]]: ...
+
+
 def infer_batch_size(batch: Any) -> int:
     """The size of the first dimension of the first tensor found in a batch (1 if none)."""
     if isinstance(batch, Tensor):
@@ -65,6 +74,7 @@ class Results:
         self.default_on_epoch = stage != "train"
         self._reduce = reduce
         self._own_unsynced = not reduce_unsynced  # `Semantics.epoch_reduces_unsynced`
+        self._share: SharedReads | None = reduce if hasattr(reduce, "share_read") else None  # type: ignore[assignment]
 
     def at_epoch_end(self, on: bool) -> None:
         """While the training epoch's end hooks run (`on`), a bare `self.log` logs per epoch, as Lightning's."""
@@ -175,7 +185,8 @@ class Results:
                     dtype = value.dtype if isinstance(value, Tensor) and floating else torch.float64
                     value = self._reduce.mean(torch.as_tensor(value, dtype=dtype))
                 picked[self._key(s, True)] = value
-        return to_floats(picked)
+        floats = to_floats(picked)
+        return floats if only_prog_bar or self._share is None else self._shared(floats)  # (no call: hot path)
 
     def logs_step_values(self) -> bool:
         """Whether a value with `on_step` goes to the loggers (evaluation writes a row per batch then)."""
@@ -215,7 +226,30 @@ class Results:
         for slot in self.slots.values():
             if slot.on_epoch and (value := self._global_epoch_value(slot)) is not None:
                 values[self._key(slot, False)] = value
-        return to_floats(values)
+        floats = to_floats(values)
+        return floats if self._share is None else self._shared(floats)
+
+    def _shared(self, values: dict[str, float]) -> dict[str, float]:
+        """`values`, or the source rank's where the reducer shares reads (its slots mirrored here, so
+        `flags()` names them); a progress-bar read on one rank stays local (no collective)."""
+        assert self._share is not None
+        options = {
+            s.name: (
+                s.on_step,
+                s.on_epoch,
+                s.prog_bar,
+                s.logger,
+                s.reduce_fx,
+                s.sync_dist,
+                s.add_dataloader_idx,
+            )
+            for s in self.slots.values()
+        }
+        values, options = self._share.share_read(values, options)
+        for name, saved in options.items():
+            if name not in self.slots:
+                self.slots[name] = Slot(name, *saved)
+        return values
 
     def _global_epoch_value(self, slot: Slot) -> Value | None:
         """The epoch aggregate over every process; None when nothing was logged this epoch."""

@@ -15,41 +15,47 @@ from torch import Tensor
 from ..errors import CheckpointError, MisconfigurationError, bad_value
 
 DATA, TENSOR = "data_parallel", "tensor_parallel"  # the mesh's dimension names (Lightning's too)
+PIPE = "pipeline_parallel"  # the outer dimension of a pipelined mesh (present only when its size > 1)
 _OPS = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}
 
 
 @dataclass(frozen=True)
 class MeshShape:
-    """How many ranks each dimension spans: `data_parallel` x `tensor_parallel` = the world size."""
+    """How many ranks each dimension spans: `pipeline_parallel` x `data_parallel` x `tensor_parallel`
+    = the world size (laid out row-major: a pipeline stage's ranks are adjacent)."""
 
     data_parallel: int
     tensor_parallel: int
     owner: str = field(default="ModelParallel", compare=False)  # the constructor (for messages)
+    pipeline_parallel: int = 1
 
     def __post_init__(self) -> None:
-        for arg in ("data_parallel", "tensor_parallel"):
+        for arg in ("data_parallel", "tensor_parallel", "pipeline_parallel"):
             value = getattr(self, arg)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise bad_value(f"{self.owner}({arg})", value, "an int >= 1")
 
     @property
     def size(self) -> int:
-        return self.data_parallel * self.tensor_parallel
+        return self.pipeline_parallel * self.data_parallel * self.tensor_parallel
 
     def check_world(self, world_size: int, names: tuple[str, str], asked: str) -> None:
         """The mesh must cover every process exactly once (`asked`: how the processes were asked for)."""
         if self.size != world_size:
             dp, tp = names
+            pp = f", pipeline_parallel={self.pipeline_parallel}" if self.pipeline_parallel > 1 else ""
             raise MisconfigurationError(
-                f"{self.owner}({dp}={self.data_parallel}, {tp}={self.tensor_parallel}) is a mesh of "
+                f"{self.owner}({dp}={self.data_parallel}, {tp}={self.tensor_parallel}{pp}) is a mesh of "
                 f"{self.size} processes, but {asked} runs {world_size}: choose sizes whose product is "
                 f"{world_size}, or Trainer(devices=..., num_nodes=...) that start {self.size} processes."
             )
 
     def sampler_kwargs(self, global_rank: int) -> dict[str, int]:
         """A sampler's `num_replicas` and `rank`: this rank's place along the data-parallel dimension
-        (the mesh is laid out row-major, so the ranks of one tensor-parallel group are adjacent)."""
-        return {"num_replicas": self.data_parallel, "rank": global_rank // self.tensor_parallel}
+        (the mesh is laid out row-major, so the ranks of one tensor-parallel group are adjacent; the
+        stages of one pipeline read the same batches: the first its inputs, the last its targets)."""
+        rank = (global_rank // self.tensor_parallel) % self.data_parallel
+        return {"num_replicas": self.data_parallel, "rank": rank}
 
     def check_saved(self, saved: Any, path: str | Path) -> None:
         """A checkpoint's `mesh` entry must be this mesh: resharding across layouts is not built yet."""
@@ -67,12 +73,15 @@ class MeshShape:
         )
 
     def build(self, device_type: str) -> Any:
-        """The named DeviceMesh (`"data_parallel"`, `"tensor_parallel"`); every rank calls it."""
+        """The named DeviceMesh (`"data_parallel"`, `"tensor_parallel"`, and `"pipeline_parallel"` first
+        when there are stages); every rank calls it."""
         from torch.distributed.device_mesh import init_device_mesh
 
-        return init_device_mesh(
-            device_type, (self.data_parallel, self.tensor_parallel), mesh_dim_names=(DATA, TENSOR)
-        )
+        sizes: tuple[int, ...] = (self.data_parallel, self.tensor_parallel)
+        names: tuple[str, ...] = (DATA, TENSOR)
+        if self.pipeline_parallel > 1:
+            sizes, names = (self.pipeline_parallel, *sizes), (PIPE, *names)
+        return init_device_mesh(device_type, sizes, mesh_dim_names=names)
 
 
 class GroupReducer:

@@ -12,11 +12,18 @@ clipping takes the global norm over every shard, accumulation defers FSDP's redu
 plan that does not divide a layer, or leaves a parameter out of the data-parallel sharding, is
 refused. A model built on the meta device is allocated shard by shard and initialized by its layers'
 reset_parameters(), as Lightning does. Checkpoints are surge's sharded ones (DCP), and resume on the same mesh.
+
+With `pipeline_parallel=N` the mesh gains an outer `"pipeline_parallel"` dimension: the model's
+layers are split into stages (pipeline_stages.py), each stage sharded over its data-parallel group,
+and each accumulation window runs as micro-batches through the chosen schedule (pipeline_run.py);
+metrics come from the last stage (pipeline_metrics.py), clipping takes the norm over every stage.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -24,21 +31,39 @@ import torch.distributed as dist
 from torch import nn
 
 from ..errors import MisconfigurationError, bad_value
+from ..rank_zero import info
 from .base import Layout
 from .fsdp import FSDPStrategy, _fsdp, _Steps
 from .materialize import is_meta, materialize
-from .mesh import DATA, GroupReducer, MeshShape
+from .mesh import DATA, PIPE, GroupReducer, MeshShape
 from .mesh_checks import check_data_parallel, check_plan_divides, check_tensor_parallel_applied
+from .pipeline_checkpoint import (
+    check_pipeline_saved,
+    layout_record,
+    restore_stage_optimizers,
+    stage_model_problems,
+    stage_optimizer_states,
+)
+from .pipeline_metrics import PipelineReducer
+from .pipeline_run import PipelineRun
+from .pipeline_stages import PipelineLayout, build_stages
 
 Size = int | Literal["auto"]
 
 
 class ModelParallel(FSDPStrategy):
-    """Tensor parallel x FSDP2 on a `data_parallel` x `tensor_parallel` mesh of processes.
+    """Tensor parallel x FSDP2 on a `data_parallel` x `tensor_parallel` mesh of processes, and
+    optionally `pipeline_parallel` stages in front of them.
 
     `"auto"` sizes are Lightning's: `tensor_parallel` = the processes of one node, `data_parallel`
-    = the number of nodes. shard, reshard_after_forward and cpu_offload are `FSDPStrategy`'s,
-    for the units surge shards itself. `pipeline_parallel` must be 1 (not built yet).
+    = the number of nodes; with pipeline stages, `tensor_parallel="auto"` is 1 and `data_parallel="auto"`
+    the processes left. shard, reshard_after_forward and cpu_offload are `FSDPStrategy`'s, for the
+    units surge shards itself. `pipeline_parallel > 1` splits the module's `pipeline_layers()`
+    (an nn.Sequential, balanced by layer count) or takes its `pipeline_stages(...)` into
+    `pipeline_parallel x stages_per_rank` stages, run by `pipeline_schedule` ("GPipe", "1F1B" or
+    "Interleaved1F1B"; stages_per_rank defaults to 1, or 2 for Interleaved1F1B) over the
+    `accumulate_grad_batches` micro-batches of each optimizer step, with `pipeline_loss(output,
+    target)` as the last stage's loss (docs/distributed.md, "Pipeline parallelism").
     """
 
     name = "model_parallel"
@@ -50,17 +75,28 @@ class ModelParallel(FSDPStrategy):
         data_parallel: Size = "auto",
         tensor_parallel: Size = "auto",
         pipeline_parallel: int = 1,
+        pipeline_schedule: str = "1F1B",
+        stages_per_rank: int | None = None,
         shard: Any = None,
         reshard_after_forward: bool = True,
         cpu_offload: bool = False,
         timeout: datetime.timedelta | float = datetime.timedelta(minutes=30),
         process_group_backend: str | None = None,
     ) -> None:
-        if pipeline_parallel != 1:
-            raise MisconfigurationError(
-                f"{type(self).__name__}(pipeline_parallel={pipeline_parallel!r}) is not supported yet: surge "
-                "has no pipeline-parallel engine. Leave pipeline_parallel=1 (tensor x data parallel)."
-            )
+        owner = type(self).__name__
+        if (
+            isinstance(pipeline_parallel, bool)
+            or not isinstance(pipeline_parallel, int)
+            or pipeline_parallel < 1
+        ):
+            raise bad_value(f"{owner}(pipeline_parallel)", pipeline_parallel, "an int >= 1")
+        self.pipeline = (
+            PipelineLayout.of(owner, pipeline_parallel, pipeline_schedule, stages_per_rank)
+            if pipeline_parallel > 1
+            else None
+        )
+        self._run: PipelineRun | None = None  # this rank's stages and schedules (setup_module)
+        self.pipeline_split: str | None = None  # the stages' layers, as shown when they were made
         super().__init__(
             shard=shard, reshard_after_forward=reshard_after_forward, cpu_offload=cpu_offload,
             timeout=timeout, process_group_backend=process_group_backend,
@@ -69,16 +105,25 @@ class ModelParallel(FSDPStrategy):
         self.shape: MeshShape | None = None  # known once the layout is (check_layout)
         self._mesh: Any = None
         self._mesh_world: Any = None  # the default group the mesh was built in
-        self._reducer = GroupReducer(self._data_parallel_group)
+        self._reducer = (
+            GroupReducer(self._data_parallel_group)
+            if self.pipeline is None
+            else PipelineReducer(self._data_parallel_group, self._last_stage_rank)
+        )
 
     # -- the mesh --------------------------------------------------------------------------
     def check_layout(self, layout: Layout) -> None:
         super().check_layout(layout)
         dp, tp = self._asked
+        pp = self.pipeline.pipeline_parallel if self.pipeline is not None else 1
+        if pp > 1:  # "auto" with stages: no tensor parallel, data parallel over what is left
+            tp = 1 if tp == "auto" else tp
+            dp = max(1, layout.processes // (pp * tp)) if dp == "auto" else dp
         self.shape = MeshShape(
             layout.num_nodes if dp == "auto" else dp,
             layout.processes_per_node if tp == "auto" else tp,
             owner=type(self).__name__,
+            pipeline_parallel=pp,
         )
         asked = f"Trainer(devices={layout.requested_devices!r}, num_nodes={layout.num_nodes})"
         self.shape.check_world(layout.processes, self.sizes, asked)
@@ -128,10 +173,32 @@ class ModelParallel(FSDPStrategy):
     def _data_parallel_group(self) -> Any:
         return self.device_mesh[DATA].get_group()
 
+    def _last_stage_rank(self) -> int:
+        """The global rank of the last pipeline stage's first rank (where reported metrics come from)."""
+        shape = self._shape()
+        return (shape.pipeline_parallel - 1) * shape.data_parallel * shape.tensor_parallel
+
+    @property
+    def pipeline_rank(self) -> int:
+        """This rank's place along the pipeline (0: it holds the first stage)."""
+        shape = self._shape()
+        return self.global_rank // (shape.data_parallel * shape.tensor_parallel)
+
+    def connect_precision(self, precision: Any) -> None:
+        if self.pipeline is not None and getattr(precision, "scaler", None) is not None:
+            raise MisconfigurationError(
+                f"{type(self).__name__}(pipeline_parallel={self.pipeline.pipeline_parallel}) with precision="
+                "'16-mixed' is not supported: the pipeline's schedule runs the backward, past the loss "
+                "scaler. Use precision='bf16-mixed' (no loss scaling) or 32."
+            )
+        super().connect_precision(precision)
+
     # -- the module ------------------------------------------------------------------------
     def setup_module(self, module: nn.Module) -> nn.Module:
         if isinstance(self.wrapped, _Steps) and self.wrapped.module is module:
             return module  # parallelized by an earlier stage of this Trainer: once
+        if self.pipeline is not None:
+            return self._setup_pipeline(module, self.pipeline)
         owner, shape = type(self).__name__, self._shape()
         check_tensor_parallel_applied(module, shape.tensor_parallel, owner)
         check_plan_divides(module, shape.tensor_parallel, owner)
@@ -148,18 +215,94 @@ class ModelParallel(FSDPStrategy):
         check_data_parallel(module, owner)
         return module
 
+    def _setup_pipeline(self, module: nn.Module, layout: PipelineLayout) -> nn.Module:
+        """This rank's stages: split off, placed, sharded over the stage's data-parallel group, and
+        wrapped as `PipelineStage`s that the schedules run."""
+        if self._run is not None and self._run.module is module:
+            return module
+        from torch.distributed.pipelining import PipelineStage
+
+        owner, shape = type(self).__name__, self._shape()
+        check_tensor_parallel_applied(module, shape.tensor_parallel, owner)
+        check_plan_divides(module, shape.tensor_parallel, owner)
+        modules, self.pipeline_split = build_stages(module, layout, self.pipeline_rank)
+        self.module = module
+        if not is_meta(module):
+            module.to(self.device)
+        fsdp = _fsdp()
+        options = self._shard_options(fsdp)
+        for stage in modules:
+            for unit in self._units(stage):
+                if not isinstance(unit, fsdp.FSDPModule):
+                    fsdp.fully_shard(unit, **options)
+            fsdp.fully_shard(stage, **options)
+        materialize(module, self.device)
+        check_data_parallel(module, owner)
+        group = self.device_mesh[PIPE].get_group()
+        index = layout.stage_indices(self.pipeline_rank)
+        stages = [
+            PipelineStage(m, i, layout.num_stages, self.device, group=group) for m, i in zip(modules, index)
+        ]
+        self._run = PipelineRun(module, stages, layout, self.device)
+        info(f"pipeline of {layout.num_stages} stages ({layout.schedule}): {self.pipeline_split}")
+        return module
+
+    def step_fn(self, module: nn.Module, hook: str) -> Any:
+        if self.pipeline is None:
+            return super().step_fn(module, hook)
+        if hook != "training_step":
+            raise MisconfigurationError(
+                f"{type(self).__name__}(pipeline_parallel={self.pipeline.pipeline_parallel}) trains only: "
+                f"{hook} through pipeline stages is not built. Fit with limit_val_batches=0 (or no "
+                "validation loader), and evaluate the saved checkpoint on one process."
+            )
+        return getattr(module, hook)  # not run: micro_batches runs the schedule instead
+
+    def micro_batches(self, step: Any, window: int, batches: float) -> Any:
+        if self._run is None:
+            return step
+        return self._run.for_windows(window, batches)
+
+    def no_sync(self) -> contextlib.AbstractContextManager:
+        if self.pipeline is not None:
+            return contextlib.nullcontext()  # the schedule syncs a window's gradients at its last backward
+        return super().no_sync()
+
     def _shard_options(self, fsdp: Any) -> dict[str, Any]:
         return {**super()._shard_options(fsdp), "mesh": self.device_mesh[DATA]}
 
     # -- checkpoints -----------------------------------------------------------------------
     def save_checkpoint(self, state: dict[str, Any], path: str | Path) -> None:
         shape = self._shape()
+        state = {**state, "pipeline": layout_record(self.pipeline)}  # (None without stages)
         super().save_checkpoint({**state, "mesh": [shape.data_parallel, shape.tensor_parallel]}, path)
 
     def load_checkpoint(self, path: str | Path) -> dict[str, Any]:
         ckpt = super().load_checkpoint(path)
         self._shape().check_saved(ckpt.get("mesh"), path)
+        check_pipeline_saved(ckpt.get("pipeline"), layout_record(self.pipeline), path)
         return ckpt
+
+    def restore_model(
+        self, module: nn.Module, ckpt: Mapping[str, Any], path: str | Path, strict: bool = True
+    ) -> list[str]:
+        if self.pipeline is None:
+            return super().restore_model(module, ckpt, path, strict)
+        problems = stage_model_problems(module, ckpt, path, strict)  # this rank's stages only
+        super().restore_model(module, ckpt, path, strict=False)
+        return problems
+
+    def optimizer_states(self, module: nn.Module, optimizers: list[Any]) -> list[dict[str, Any]]:
+        if self.pipeline is None:
+            return super().optimizer_states(module, optimizers)
+        return stage_optimizer_states(module, optimizers)
+
+    def restore_optimizers(
+        self, module: nn.Module, optimizers: list[Any], ckpt: Mapping[str, Any], path: str | Path
+    ) -> None:
+        if self.pipeline is None:
+            return super().restore_optimizers(module, optimizers, ckpt, path)
+        return restore_stage_optimizers(module, optimizers, ckpt, path)
 
 
 def _size(strategy: ModelParallel, arg: str, value: Any) -> Size:

@@ -1,0 +1,168 @@
+"""The training step of a pipeline: the accumulation window's micro-batches through one schedule.
+
+Each loader batch is one micro-batch, `(input, target)`; an accumulation window of
+`accumulate_grad_batches` of them is one optimizer step, as on one process. The fit loop calls the
+step once per batch, as always: the step keeps the window's micro-batches, and at the window's last
+one runs the schedule (forward and backward of every micro-batch on every stage, interleaved as the
+schedule orders them). The last stage computes each micro-batch's loss with the module's
+`pipeline_loss(output, target)` divided by the window (the division one process makes), where
+`self.log` records metrics as `training_step` would. The value the step returns for the loop carries
+the window-end micro-batch's loss (on the last stage; 0 elsewhere and before the window's end), and
+its backward does nothing: the schedule has run it. That value is inf/NaN when any micro-batch's
+loss of the window is, so `on_nonfinite` and a SpikeGuard see every micro-batch's trouble.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from ..errors import MisconfigurationError, SurgeRuntimeError
+from ..metrics.results import Results
+from .pipeline_stages import SCHEDULES, PipelineLayout
+
+
+class _Ran(torch.autograd.Function):
+    """A loss whose backward the schedule already ran: its own backward does nothing."""
+
+    @staticmethod
+    def forward(ctx: Any, value: Tensor, anchor: Tensor) -> Tensor:
+        return value.clone()
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[None, None]:
+        return None, None
+
+
+class PipelineRun:
+    """This rank's stages and the schedules that run them (one per window size, made once)."""
+
+    def __init__(
+        self, module: nn.Module, stages: list[Any], layout: PipelineLayout, device: torch.device
+    ) -> None:
+        self.module, self.stages, self.layout = module, stages, layout
+        self.first = any(s.is_first for s in stages)
+        self.last = any(s.is_last for s in stages)
+        loss = getattr(module, "pipeline_loss", None)
+        if not callable(loss):
+            raise MisconfigurationError(
+                f"{layout.owner}(pipeline_parallel={layout.pipeline_parallel}) needs "
+                f"{type(module).__name__}.pipeline_loss(output, target) -> Tensor: the last stage's loss "
+                "for one micro-batch (log with self.log there; training_step is not run under a pipeline)."
+            )
+        self._loss: Callable[[Tensor, Tensor], Tensor] = loss
+        self._schedules: dict[int, Any] = {}
+        self._anchor = torch.zeros((), device=device, requires_grad=True)  # what the returned loss hangs on
+        self._zero = torch.zeros((), device=device)
+        self._losses: list[Tensor] = []  # the window's micro-batch losses, on the last stage
+        self._inputs: list[Tensor] = []
+        self._targets: list[Tensor] = []
+
+    def for_windows(self, window: int, batches: float) -> Callable[[Any, int], Tensor]:
+        """The step for an epoch of `batches` batches in windows of `window` (checked here, before its first)."""
+        owner = self.layout.owner
+        if batches == math.inf or batches % window:
+            raise MisconfigurationError(
+                f"{owner}(pipeline_parallel={self.layout.pipeline_parallel}) runs each window of "
+                f"accumulate_grad_batches={window} batches as that many micro-batches, so an epoch's batches "
+                f"must be a multiple of it; this epoch has {batches}. Choose limit_train_batches, drop_last=True "
+                "or a dataset size that makes it a multiple (a loader without a length cannot be used)."
+            )
+        self._schedule(window)  # made now: its errors before the epoch's first batch
+        self._inputs.clear()  # what an epoch cut inside a window left (on_train_batch_start's -1, a stop)
+        self._targets.clear()
+        self._losses.clear()
+        return lambda batch, batch_idx: self.micro_batch(batch, batch_idx, window)
+
+    def micro_batch(self, batch: Any, batch_idx: int, window: int) -> Tensor:
+        """Keep one micro-batch; at the window's last, run the schedule over them all."""
+        inputs, target = _pair(batch, self.layout.owner)
+        self._inputs.append(inputs)
+        self._targets.append(target)
+        if batch_idx % window != window - 1:
+            return _Ran.apply(self._zero, self._anchor)
+        try:
+            self._run(window)
+        finally:
+            self._inputs.clear()
+            self._targets.clear()
+        losses, self._losses = self._losses, []
+        if not losses:  # not the last stage
+            return _Ran.apply(self._zero, self._anchor)
+        # The last micro-batch's loss, made inf/NaN by any of the window's (0 * a finite sum adds
+        # exactly 0): what on_nonfinite and a SpikeGuard watch sees. On the device, no read.
+        value = losses[-1] + torch.stack(losses).sum() * 0 if len(losses) > 1 else losses[0]
+        return _Ran.apply(value, self._anchor)
+
+    def _run(self, window: int) -> None:
+        sizes = {t.shape[0] for t in self._targets}
+        if len(sizes) > 1:
+            raise SurgeRuntimeError(
+                f"the micro-batches of one pipeline window have different sizes {sorted(sizes)}; the schedule "
+                "runs equal ones. Use batches of one size (e.g. DataLoader(drop_last=True))."
+            )
+        args = (torch.cat(self._inputs),) if self.first else ()
+        target = torch.cat(self._targets) if self.last else None
+        self._schedule(window).step(*args, target=target, return_outputs=False)
+
+    def _schedule(self, window: int) -> Any:
+        schedule = self._schedules.get(window)
+        if schedule is None:
+            cls = getattr(
+                importlib.import_module("torch.distributed.pipelining"), SCHEDULES[self.layout.schedule]
+            )
+            single = self.layout.stages_per_rank == 1 and self.layout.schedule != "Interleaved1F1B"
+            try:
+                schedule = cls(
+                    self.stages[0] if single else self.stages, n_microbatches=window,
+                    loss_fn=self._loss_fn(window), scale_grads=False,
+                )  # fmt: skip
+            except ValueError as err:
+                raise MisconfigurationError(
+                    f"{self.layout.owner}(pipeline_schedule={self.layout.schedule!r}) cannot run "
+                    f"accumulate_grad_batches={window} micro-batches on {self.layout.num_stages} stages: {err} "
+                    "Choose accumulate_grad_batches accordingly (at least the number of stages)."
+                ) from err
+            self._schedules[window] = schedule
+        return schedule
+
+    def _loss_fn(self, window: int) -> Callable[[Tensor, Tensor], Tensor]:
+        inferring = [True]  # the schedule's first call infers shapes (values not real): not logged
+
+        def loss(output: Tensor, target: Tensor) -> Tensor:
+            if inferring[0]:
+                inferring[0] = False
+                return self._unlogged(output, target)
+            results = getattr(self.module, "_results", None)  # the fit's: self.log weighs by the micro-batch
+            if results is not None:
+                results.batch = target
+            value = self._loss(output, target)
+            self._losses.append(value.detach())
+            return value / window if window != 1 else value
+
+        return loss
+
+    def _unlogged(self, output: Tensor, target: Tensor) -> Tensor:
+        """The loss with what it logs sent to a throwaway `Results` (the schedule's shape inference)."""
+        attach = getattr(self.module, "_attach", None)
+        if attach is None:
+            return self._loss(output, target)
+        previous = attach(results=Results("train"))
+        try:
+            return self._loss(output, target)
+        finally:
+            attach(**previous)
+
+
+def _pair(batch: Any, owner: str) -> tuple[Tensor, Tensor]:
+    if isinstance(batch, list | tuple) and len(batch) == 2 and all(isinstance(t, Tensor) for t in batch):
+        return batch[0], batch[1]
+    raise MisconfigurationError(
+        f"{owner} with pipeline stages reads batches as (input, target), two tensors: the first stage's "
+        f"input and pipeline_loss's target; got {type(batch).__name__}. Make the loader yield such pairs."
+    )

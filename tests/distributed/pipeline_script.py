@@ -1,0 +1,205 @@
+"""Pipeline-parallel jobs for the distributed tests: `python pipeline_script.py --world 2 --out f.pt`
+runs every scenario of that world size one after the other (each a fit on `--world` processes) and
+writes what rank zero recorded; `--world 1` runs the one-process references.
+
+The model is a 7-layer nn.Sequential (`pipeline_layers()`), trained with AdamW, accumulation 4 (the
+micro-batches of each optimizer step) and clipping at a norm of 0.5; each scenario records the
+gathered weights, the rows the logger got, every rank's epoch metrics, the split shown, and what its
+refusals said.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+import surge
+from surge.strategies import ModelParallel
+
+SAMPLES, EPOCHS, ACCUMULATE, CLIP = 128, 3, 4, 0.5  # 128 / 8 = 16 batches: 4 AdamW steps an epoch (12 in all)
+
+
+class Net(surge.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.layers = nn.Sequential(
+            nn.Linear(6, 16), nn.Tanh(), nn.Linear(16, 16), nn.Tanh(), nn.Linear(16, 16), nn.Tanh(), nn.Linear(16, 3)
+        )  # fmt: skip
+
+    def configure_model(self):
+        mesh = self.device_mesh
+        if mesh is None or mesh["tensor_parallel"].size() == 1:
+            return
+        from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+        col, row = ColwiseParallel(), RowwiseParallel()  # each Linear pair: split columns, then rows
+        parallelize_module(self.layers, mesh["tensor_parallel"], {"0": col, "2": row, "4": col, "6": row})
+
+    def pipeline_layers(self) -> nn.Sequential:
+        return self.layers
+
+    def pipeline_loss(self, output, target):
+        loss = F.cross_entropy(output, target)
+        self.log("train_loss", loss, on_step=True, on_epoch=True, sync_dist=True)
+        self.log("seen", float(len(target)), reduce_fx="sum", on_step=False, on_epoch=True, sync_dist=True)
+        return loss
+
+    def forward(self, x):
+        return self.layers(x)
+
+    def training_step(self, batch, batch_idx):  # one process: the same computation, not split
+        x, y = batch
+        return self.pipeline_loss(self(x), y)
+
+    def configure_optimizers(self):
+        return torch.optim.AdamW(self.parameters(), lr=0.02)
+
+
+class OwnStages(Net):
+    """Stages the module builds itself: layers 0-4 and 5-6 (not the balanced 0-3 and 4-6)."""
+
+    pipeline_layers = None  # type: ignore[assignment]
+
+    def pipeline_stages(self, stage_indices, num_stages):
+        bounds = [range(0, 5), range(5, 7)]
+        mine = {i for s in stage_indices for i in bounds[s]}
+        for i in range(len(self.layers)):
+            if i not in mine:
+                self.layers.register_module(str(i), None)  # another rank's
+        return [nn.Sequential(*(self.layers[i] for i in bounds[s])) for s in stage_indices]
+
+
+class Rows(surge.loggers.Logger):
+    """Every row the loggers get (rank zero)."""
+
+    def __init__(self) -> None:
+        self.rows: list[tuple[int, dict[str, float]]] = []
+
+    def log_metrics(self, metrics, step):
+        self.rows.append((step, {k: float(v) for k, v in metrics.items() if k != "epoch"}))
+
+
+class Outputs(surge.callbacks.Callback):
+    """The loss `on_train_batch_end` gets, per batch (this rank's)."""
+
+    def __init__(self) -> None:
+        self.losses: list[float] = []
+
+    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
+        self.losses.append(float(outputs["loss"]))
+
+
+def data() -> TensorDataset:
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(SAMPLES, 6, generator=g)
+    return TensorDataset(x, (x[:, 0] > 0).long() + (x[:, 1] > 0).long())
+
+
+def fit(
+    root: Path,
+    strategy,
+    devices: int,
+    batch_size: int,
+    epochs=EPOCHS,
+    ckpt=None,
+    precision="32-true",
+    net=Net,
+) -> dict:
+    surge.seed_everything(0)
+    rows, outputs = Rows(), Outputs()
+    checkpoints = surge.callbacks.ModelCheckpoint(dirpath=root / "ckpt", every_n_epochs=1, save_top_k=-1)
+    callbacks = [checkpoints, outputs]
+    trainer = surge.Trainer(
+        accelerator="cpu", devices=devices, strategy=strategy, max_epochs=epochs,
+        accumulate_grad_batches=ACCUMULATE, gradient_clip_val=CLIP, default_root_dir=root,
+        enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
+        log_every_n_steps=1, logger=rows, callbacks=callbacks, limit_val_batches=0, precision=precision,
+    )  # fmt: skip
+    model = net()
+    trainer.fit(model, DataLoader(data(), batch_size=batch_size), ckpt_path=ckpt)
+    return record(trainer, model, rows, outputs)
+
+
+def record(trainer, model, rows, outputs) -> dict:
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+    full = get_model_state_dict(model, options=StateDictOptions(full_state_dict=True))  # this rank's stages
+    weights = {k: v.detach().cpu().clone() for k, v in full.items()}
+    mine = {k: float(v) for k, v in trainer.callback_metrics.items()}, outputs.losses
+    everyone = (
+        trainer.strategy.all_gather_object((weights, mine)) if trainer.world_size > 1 else [(weights, mine)]
+    )
+    weights = {k: v for w, _ in everyone for k, v in w.items()}
+    return {
+        "state_dict": weights,
+        "metrics": [m for _, (m, _) in everyone],  # every rank's
+        "outputs": [o for _, (_, o) in everyone],  # every rank's
+        "rows": rows.rows,
+        "global_step": trainer.global_step,
+        "split": getattr(trainer.strategy, "pipeline_split", None),
+        "ckpts": sorted(str(p) for p in (Path(trainer.default_root_dir) / "ckpt").glob("*.ckpt")),
+    }
+
+
+def refused(fn) -> str:
+    try:
+        fn()
+    except Exception as err:  # noqa: BLE001 - the message is what the test reads
+        return f"{type(err).__name__}: {err}"
+    return "not refused"
+
+
+def pipeline(schedule: str, pp: int = 2, dp: int = 1, tp: int = 1) -> ModelParallel:
+    return ModelParallel(
+        pipeline_parallel=pp, data_parallel=dp, tensor_parallel=tp, pipeline_schedule=schedule
+    )
+
+
+def two(root: Path) -> dict:
+    out = {name: fit(root / name, pipeline(name), 2, 8) for name in ("GPipe", "1F1B", "Interleaved1F1B")}
+    # Resume on the same layout: 2 epochs, then the third from the checkpoint.
+    half = fit(root / "half", pipeline("1F1B"), 2, 8, epochs=2)
+    out["resumed"] = fit(root / "resumed", pipeline("1F1B"), 2, 8, ckpt=half["ckpts"][-1])
+    out["half_ckpts"] = half["ckpts"]
+    out["own_stages"] = fit(root / "own", pipeline("1F1B"), 2, 8, net=OwnStages)
+    out["bf16"] = fit(root / "bf16", pipeline("1F1B"), 2, 8, precision="bf16-mixed")
+    out["other_layout"] = refused(
+        lambda: fit(root / "other", pipeline("Interleaved1F1B"), 2, 8, ckpt=half["ckpts"][-1])
+    )
+    return out
+
+
+def four(root: Path) -> dict:
+    return {
+        "pp2dp2": fit(root / "pp2dp2", pipeline("1F1B", dp=2), 4, 4),
+        "pp2tp2": fit(root / "pp2tp2", pipeline("GPipe", tp=2), 4, 8),
+    }
+
+
+def one(root: Path) -> dict:
+    return {
+        "reference": fit(root / "reference", "auto", 1, 8),
+        "bf16": fit(root / "bf16", "auto", 1, 8, precision="bf16-mixed"),
+    }
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--world", type=int, required=True)
+    p.add_argument("--root", required=True)
+    p.add_argument("--out", required=True)
+    args = p.parse_args()
+    out = {1: one, 2: two, 4: four}[args.world](Path(args.root))
+    if int(os.environ.get("RANK", "0")) == 0:
+        torch.save(out, args.out)
+
+
+if __name__ == "__main__":
+    main()

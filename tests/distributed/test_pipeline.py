@@ -1,0 +1,138 @@
+"""Pipeline parallelism on real gloo processes (`ModelParallel(pipeline_parallel=2, ...)`,
+pipeline_script.py) against one plain process with the same loader and accumulation: 12 AdamW steps
+of accumulation 4 (4 micro-batches a step) clipped at a norm of 0.5. One launch per world size runs
+every scenario: GPipe, 1F1B and Interleaved1F1B (2 ranks x 2 stages) on 2 processes, stages the
+module builds, a resume on the same layout and a refused one, bf16-mixed; on 4 processes 2 stages x
+2 data-parallel ranks, and 2 stages x 2 tensor-parallel ranks."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from jobs import PRELOAD, clean_env
+
+import script_server
+from shared_runs import shared_run
+
+SCRIPT = Path(__file__).with_name("pipeline_script.py")
+
+pytestmark = pytest.mark.slow  # 2 and 4 processes on 2 cores
+
+
+def launch(tmp_path_factory, world: int) -> dict:
+    def make(folder: Path) -> dict:
+        out = folder / "out.pt"
+        argv = [str(SCRIPT), "--world", str(world), "--root", str(folder), "--out", str(out)]
+        proc = script_server.run(
+            sys.executable, argv, cwd=folder, env=clean_env(), preload=PRELOAD, timeout=300
+        )
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        return torch.load(out, weights_only=True)
+
+    return shared_run(tmp_path_factory, "pipeline_script", [world], make)
+
+
+@pytest.fixture(scope="module")
+def ones(tmp_path_factory) -> dict:
+    return launch(tmp_path_factory, 1)
+
+
+@pytest.fixture(scope="module")
+def one(ones) -> dict:
+    return ones["reference"]
+
+
+@pytest.fixture(scope="module")
+def two(tmp_path_factory) -> dict:
+    return launch(tmp_path_factory, 2)
+
+
+@pytest.fixture(scope="module")
+def four(tmp_path_factory) -> dict:
+    return launch(tmp_path_factory, 4)
+
+
+def logged(run: dict) -> list:
+    """The rows the loggers got, without goodput's (wall-clock) ones."""
+    return [(step, row) for step, row in run["rows"] if not any(k.startswith("goodput/") for k in row)]
+
+
+def assert_weights(run: dict, one: dict, tol: float) -> None:
+    assert run["state_dict"].keys() == one["state_dict"].keys()
+    for key, value in one["state_dict"].items():
+        torch.testing.assert_close(run["state_dict"][key], value, atol=tol, rtol=0)
+
+
+def assert_rows_close(ours: list, single: list) -> None:
+    assert [step for step, _ in ours] == [step for step, _ in single]
+    for (_, row), (_, expected) in zip(ours, single):
+        assert row.keys() == expected.keys()
+        assert row == pytest.approx(expected, rel=1e-6, abs=0)
+
+
+@pytest.mark.parametrize("schedule", ["GPipe", "1F1B", "Interleaved1F1B"])
+def test_two_stages_train_as_one_process(one, two, schedule):
+    run = two[schedule]
+    assert run["global_step"] == one["global_step"] == 12
+    assert_weights(run, one, 1e-6)
+    assert logged(run) == logged(one)  # the mean over micro-batches, per step and per epoch, exactly
+    assert all(m == one["metrics"][0] for m in run["metrics"])  # every rank: the last stage's values
+
+
+def test_the_split_is_balanced_by_layer_count_and_shown(two):
+    assert two["1F1B"]["split"].endswith("stage 0: layers 0-3, stage 1: layers 4-6")
+    assert two["Interleaved1F1B"]["split"].endswith(
+        "stage 0: layers 0-1, stage 1: layers 2-3, stage 2: layers 4-5, stage 3: layers 6-6"
+    )
+
+
+def test_a_pipeline_resumes_exactly_on_its_layout_and_refuses_another(two):
+    resumed, whole = two["resumed"], two["1F1B"]  # 2 epochs, then the third from their checkpoint
+    assert_weights(resumed, whole, 0.0)
+    assert logged(resumed) == [row for row in logged(whole) if row[0] > 8]  # the third epoch's rows
+    assert (
+        "CheckpointError" in two["other_layout"]
+        and "with pipeline_parallel=2 (2 stages)" in two["other_layout"]
+    )
+
+
+def test_two_stages_by_two_data_parallel_ranks_train_as_one_process(one, four):
+    run = four["pp2dp2"]
+    assert run["global_step"] == 12
+    assert_weights(run, one, 1e-6)
+    assert_rows_close(logged(run), logged(one))
+    assert all(m == run["metrics"][0] for m in run["metrics"])
+    assert run["metrics"][0]["seen"] == 128.0  # each sample once: reduced over the data-parallel group
+
+
+def test_batch_end_sees_the_window_last_loss_on_the_last_stage_and_zero_elsewhere(one, two):
+    first, last = two["1F1B"]["outputs"]
+    (single,) = one["outputs"]
+    assert len(first) == len(last) == len(single) == 48
+    assert first == [0.0] * 48
+    ends = [i for i in range(48) if i % 4 == 3]
+    assert [last[i] for i in ends] == [single[i] for i in ends]
+    assert all(last[i] == 0.0 for i in range(48) if i not in ends)
+
+
+def test_bf16_mixed_stages_train_near_one_process_bf16_run(ones, two):
+    run, single = two["bf16"], ones["bf16"]
+    assert run["global_step"] == 12
+    assert_weights(run, single, 5e-2)  # bf16 rounds at 2^-8; AdamW turns roundings into lr-sized steps
+
+
+def test_two_stages_by_two_tensor_parallel_ranks_train_as_one_process(one, four):
+    run = four["pp2tp2"]  # a 3-D mesh: the plan of configure_model inside each stage
+    assert run["global_step"] == 12
+    assert_weights(run, one, 1e-6)
+    assert_rows_close(logged(run), logged(one))
+
+
+def test_stages_the_module_builds_train_as_one_process(one, two):
+    run = two["own_stages"]  # pipeline_stages(): layers 0-4 and 5-6
+    assert run["split"] == "2 stages from OwnStages.pipeline_stages()"
+    assert_weights(run, one, 1e-6)
+    assert_rows_close(logged(run), logged(one))  # (the clipping norm sums other parts: ulps differ)
