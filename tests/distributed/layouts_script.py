@@ -1,0 +1,147 @@
+"""Checkpoints that move between layouts: `python layouts_script.py MODE ROOT OUT`.
+
+The model and data are mesh_script.py's (a 2-block transformer with a tensor-parallel plan); every
+layout reads the same global batches of 8 (40 samples: 5 optimizer steps), so one process and every
+mesh follow the same trajectory up to the order of their reductions.
+
+MODE "sigterm" (4 processes, 2 x 2): SIGTERM reaches rank zero after step 3; the run saves and exits 143.
+MODE "mesh" (4 processes), one fit after another, each recorded (per-rank losses, the whole state
+  where the fit starts and where it ends) and written to OUT by rank zero:
+  straight   2 x 2, never stopped; ModelCheckpoint every 2 steps (step=2, step=4)
+  same       2 x 2 resumed from step=2, written with async_checkpoint=True
+  requeued   2 x 2 resumed from the "sigterm" run's folder with ckpt_path="auto"
+  dp4        4 x 1 resumed from step=2
+  fsdp       FSDPStrategy on 4 processes, never stopped;  fsdp_to_mesh: 2 x 2 resumed from its step=2
+  then a last fit that is killed (SIGKILL to every rank) while committing its second checkpoint.
+MODE "two" (2 processes, 1 x 2) and MODE "one" (one plain process): resumed from the straight run's step=2.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+from mesh_script import Block, Net, data
+from torch.utils._pytree import tree_map
+from torch.utils.data import DataLoader
+
+import surge
+
+SAMPLES, GLOBAL_BATCH = 40, 8
+STEP2 = "epoch=0-step=2.ckpt"
+LAYOUTS = {"2x2": (2, 2), "4x1": (4, 1), "1x2": (1, 2)}
+RANK = [0]  # this process's rank in the last fit
+
+
+def full_state(module: Any, trainer: Any) -> dict[str, Any] | None:
+    """The whole (gathered) weights and optimizer state, on rank zero (a collective)."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
+
+    options = StateDictOptions(full_state_dict=True, cpu_offload=True)
+    state = get_state_dict(module, trainer.optimizers[0], options=options)
+    if not trainer.is_global_zero:
+        return None
+    # copies: a state dict may hold the live tensors (one process; a mesh dimension of size 1)
+    weights, optim = tree_map(lambda v: v.clone() if isinstance(v, torch.Tensor) else v, state)
+    return {"weights": weights, "optim": optim}
+
+
+class Record(surge.callbacks.Callback):
+    """Each step's loss on this rank; the whole state where training starts (after a resume's
+    restore), at step `at` and at the end; SIGTERM to this process after step `term_at` on rank zero."""
+
+    def __init__(self, at: int | None = None, term_at: int | None = None) -> None:
+        self.losses: list[torch.Tensor] = []
+        self.at, self.term_at = at, term_at
+        self.states: dict[str, Any] = {}
+
+    def on_train_start(self, trainer, module):
+        if trainer.optimizers[0].state:  # resumed (on a fresh optimizer, DCP's state dict would take a step)
+            self.states["loaded"] = full_state(module, trainer)
+
+    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
+        self.losses.append(outputs["loss"].detach().clone())
+        if trainer.global_step == self.at:
+            self.states["at"] = full_state(module, trainer)
+        if trainer.global_step == self.term_at and trainer.is_global_zero:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    def on_train_end(self, trainer, module):
+        self.states["end"] = full_state(module, trainer)
+
+
+def fit(root: Path, layout: str, ckpt: Any = None, record: Record | None = None, **kw: Any) -> dict[str, Any]:
+    """One fit on `layout` ("2x2", "4x1", "1x2", "fsdp" on 4 processes, "one"); what it recorded."""
+    if layout == "one":
+        strategy, devices, dp = "auto", 1, 1
+    elif layout == "fsdp":
+        strategy, devices, dp = surge.strategies.FSDPStrategy(shard={Block}), 4, 4
+    else:
+        dp, tp = LAYOUTS[layout]
+        strategy = surge.strategies.ModelParallel(data_parallel=dp, tensor_parallel=tp, shard={Block})
+        devices = dp * tp
+    record = record or Record()
+    saves = surge.callbacks.ModelCheckpoint(
+        dirpath=root / "checkpoints", every_n_train_steps=2, save_top_k=-1, save_last=True
+    )
+    surge.seed_everything(0)
+    trainer = surge.Trainer(
+        accelerator="cpu", devices=devices, strategy=strategy, max_epochs=1, gradient_clip_val=0.5,
+        default_root_dir=root, enable_progress_bar=False, enable_model_summary=False, logger=False,
+        log_every_n_steps=1,
+        callbacks=[record, saves], **kw,
+    )  # fmt: skip
+    train = DataLoader(data(SAMPLES), batch_size=GLOBAL_BATCH // dp)
+    trainer.fit(Net(), train, ckpt_path=ckpt)
+    losses = torch.stack(record.losses) if record.losses else torch.empty(0)
+    every = trainer.strategy.all_gather_object(losses) if devices > 1 else [losses]
+    RANK[0] = trainer.global_rank
+    return {"losses": every, "data_parallel": dp, "global_step": trainer.global_step, **record.states}
+
+
+def kill_at_second_commit() -> None:
+    """Every rank killed (SIGKILL to the job's process group) once all have written their shards of
+    the second checkpoint and rank zero is about to commit its file: the moment a crash leaves the
+    most debris."""
+    from surge.checkpoint import sharded
+
+    commit, calls = sharded.save_atomic, []
+
+    def dying(state: Any, path: Any) -> Any:
+        calls.append(path)
+        if len(calls) == 2:
+            os.killpg(os.getpgrp(), signal.SIGKILL)
+        return commit(state, path)
+
+    sharded.save_atomic = dying
+
+
+def main(mode: str, root: Path, out: Path) -> None:
+    if mode == "sigterm":
+        fit(root / "sigterm", "2x2", record=Record(term_at=3))
+        raise AssertionError("SIGTERM did not stop the run")
+    runs: dict[str, Any] = {}
+    saved = root / "straight" / "checkpoints" / STEP2
+    if mode == "mesh":
+        runs["straight"] = fit(root / "straight", "2x2", record=Record(at=2))
+        runs["same"] = fit(root / "same", "2x2", saved, async_checkpoint=True)
+        runs["requeued"] = fit(root / "sigterm", "2x2", "auto")
+        runs["dp4"] = fit(root / "dp4", "4x1", saved)
+        runs["fsdp"] = fit(root / "fsdp", "fsdp", record=Record(at=2))
+        runs["fsdp_to_mesh"] = fit(root / "fsdp_to_mesh", "2x2", root / "fsdp" / "checkpoints" / STEP2)
+    else:
+        runs[mode] = fit(root / mode, {"two": "1x2", "one": "one"}[mode], saved)
+    if RANK[0] == 0:
+        torch.save(runs, out)
+    if mode == "mesh":
+        kill_at_second_commit()
+        fit(root / "killed", "2x2")
+        raise AssertionError("the killed fit went on")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3]))

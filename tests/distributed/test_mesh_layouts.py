@@ -1,0 +1,162 @@
+"""Checkpoints of a 2 x 2 tensor-parallel x FSDP2 mesh (4 gloo processes, layouts_script.py): resumed
+on the same mesh bit for bit, on 4 x 1, 1 x 2 and one plain process with the saved state exactly and
+the run that never stopped's losses; an FSDP checkpoint resumed on the mesh; SIGTERM, kill -9 in a
+save and async checkpointing on the mesh; the shards exported as one .safetensors file.
+
+Across layouts the continued losses and weights agree to 1e-6, not bitwise: the sums inside a
+step (the data-parallel gradient average, a row-parallel layer's partial products, the clipping
+norm) are added in another order on another layout, which moves float32 results by an ulp or so.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from jobs import PRELOAD, clean_env
+from safetensors.torch import load_file
+
+import script_server
+from surge.checkpoint import load_checkpoint
+from surge.checkpoint.shard_files import remove_orphan_shards, shard_dir
+from surge.checkpoint.sharded import read_weights
+from surge.cli import main
+from surge.errors import CheckpointError
+
+SCRIPT = Path(__file__).with_name("layouts_script.py")
+STEP2, STEP4 = "epoch=0-step=2.ckpt", "epoch=0-step=4.ckpt"
+TOL = 1e-6  # across layouts: the same sums in another order (module docstring)
+
+pytestmark = pytest.mark.slow  # 4 processes on 2 cores
+
+
+def launch(folder: Path, mode: str) -> tuple[int, str]:
+    argv = [str(SCRIPT), mode, str(folder), str(folder / f"{mode}.pt")]
+    proc = script_server.run(sys.executable, argv, cwd=folder, env=clean_env(), preload=PRELOAD, timeout=400)
+    return proc.returncode, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> tuple[Path, dict]:
+    folder = tmp_path_factory.mktemp("layouts")
+    code, out = launch(folder, "sigterm")
+    assert code == 143 and "SIGTERM: saved" in out, out
+    code, out = launch(folder, "mesh")
+    assert code == -9, out  # its last fit was killed inside a save, as planned
+    for mode in ("two", "one"):
+        code, out = launch(folder, mode)
+        assert code == 0, out
+    found: dict = {}
+    for mode in ("mesh", "two", "one"):
+        found.update(torch.load(folder / f"{mode}.pt", weights_only=True))
+    return folder, found
+
+
+def global_losses(run: dict) -> torch.Tensor:
+    """Each step's loss over the global batch: the mean of the data-parallel ranks' (equal) batches."""
+    ranks = torch.stack([losses.double() for losses in run["losses"]])
+    return ranks[:: len(ranks) // run["data_parallel"]].mean(0)
+
+
+def assert_states(a: dict, b: dict, tol: float = 0.0) -> None:
+    """Weights and optimizer state equal (tol 0: bitwise)."""
+    assert a["weights"].keys() == b["weights"].keys()
+    pairs = [(k, a["weights"][k], b["weights"][k]) for k in a["weights"]]
+    assert a["optim"]["state"].keys() == b["optim"]["state"].keys()
+    for key, state in a["optim"]["state"].items():
+        pairs += [((key, name), value, b["optim"]["state"][key][name]) for name, value in state.items()]
+    for key, x, y in pairs:
+        if tol:
+            torch.testing.assert_close(x, y, atol=tol, rtol=0, msg=lambda m, key=key: f"{key}: {m}")
+        else:
+            assert torch.equal(x, y), key
+
+
+def test_a_resume_on_the_same_mesh_is_bit_exact(runs):
+    _, found = runs
+    straight, same = found["straight"], found["same"]
+    assert straight["global_step"] == same["global_step"] == 5
+    assert_states(straight["at"], same["loaded"])
+    for whole, resumed in zip(straight["losses"], same["losses"]):  # every rank's own losses
+        assert torch.equal(whole[2:], resumed)
+    assert_states(straight["end"], same["end"])
+
+
+@pytest.mark.parametrize("layout", ["dp4", "two", "one"], ids=["to-4x1", "to-1x2", "to-one-process"])
+def test_a_mesh_checkpoint_resumes_on_another_layout(runs, layout):
+    _, found = runs
+    straight, moved = found["straight"], found[layout]
+    assert moved["global_step"] == 5 and moved["data_parallel"] == {"dp4": 4, "two": 1, "one": 1}[layout]
+    assert_states(straight["at"], moved["loaded"])  # resharded, not recomputed: exactly the saved state
+    torch.testing.assert_close(global_losses(moved), global_losses(straight)[2:], atol=TOL, rtol=0)
+    assert_states(straight["end"], moved["end"], tol=TOL)
+
+
+def test_an_fsdp_checkpoint_resumes_on_a_mesh(runs):
+    _, found = runs
+    fsdp, moved = found["fsdp"], found["fsdp_to_mesh"]
+    assert_states(fsdp["at"], moved["loaded"])
+    torch.testing.assert_close(global_losses(moved), global_losses(fsdp)[2:], atol=TOL, rtol=0)
+    assert_states(fsdp["end"], moved["end"], tol=TOL)
+
+
+def test_sigterm_on_a_mesh_saves_and_the_requeued_run_resumes_bit_exact(runs):
+    folder, found = runs
+    assert load_checkpoint(folder / "sigterm" / "checkpoints" / "last.ckpt")["global_step"] >= 3
+    straight, requeued = found["straight"], found["requeued"]
+    done = 5 - len(requeued["losses"][0])  # the step SIGTERM stopped at
+    assert done == 3  # rank zero was signalled after step 3; every rank stopped there
+    for whole, resumed in zip(straight["losses"], requeued["losses"]):
+        assert torch.equal(whole[done:], resumed)
+    assert_states(straight["end"], requeued["end"])
+
+
+def test_kill_9_during_a_mesh_save_leaves_the_previous_checkpoint_whole(runs):
+    folder, found = runs
+    saved = folder / "killed" / "checkpoints"
+    last = load_checkpoint(saved / "last.ckpt")  # the commit of step 4 never happened
+    assert last["global_step"] == 2 and not (saved / STEP4).exists()
+    weights = read_weights(saved / "last.ckpt")  # every shard verified against its digest
+    assert all(torch.equal(weights[k], v) for k, v in found["straight"]["at"]["weights"].items())
+    debris = {p for p in saved.iterdir() if p.is_dir()} - {shard_dir(last, saved / "last.ckpt")}
+    assert len(debris) == 1 and next(iter(debris)).name.startswith(f"{STEP4}.shards-")
+    assert set(remove_orphan_shards(saved)) == debris  # what the next fit's start clears
+    assert read_weights(saved / STEP2).keys() == weights.keys()
+
+
+def test_async_checkpoints_on_a_mesh_equal_the_sync_ones(runs):
+    folder, _ = runs
+    sync, background = folder / "straight" / "checkpoints" / STEP4, folder / "same" / "checkpoints" / STEP4
+    a, b = read_weights(sync), read_weights(background)
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert load_checkpoint(background)["mesh"] == [2, 2]
+
+
+def test_a_mesh_checkpoint_exports_one_safetensors_file(runs, tmp_path):
+    folder, found = runs
+    out = tmp_path / "model.safetensors"
+    assert main(["export", str(folder / "straight" / "checkpoints" / STEP2), "--to", str(out)]) == 0
+    weights = load_file(str(out))
+    saved = found["straight"]["at"]["weights"]
+    assert weights.keys() == saved.keys() and all(torch.equal(weights[k], saved[k]) for k in saved)
+
+
+def test_a_flipped_bit_in_any_mesh_shard_is_refused(runs, tmp_path):
+    folder, _ = runs
+    source = folder / "straight" / "checkpoints"
+    shutil.copy(source / STEP2, tmp_path / STEP2)
+    ckpt = load_checkpoint(tmp_path / STEP2)
+    shards = shard_dir(ckpt, source / STEP2)
+    files = sorted(p.name for p in shards.iterdir())
+    assert len([f for f in files if f.endswith(".distcp")]) == 4  # one a rank
+    for name in files:
+        shutil.rmtree(tmp_path / shards.name, ignore_errors=True)
+        shutil.copytree(shards, tmp_path / shards.name)
+        data = bytearray((tmp_path / shards.name / name).read_bytes())
+        data[len(data) // 2] ^= 1
+        (tmp_path / shards.name / name).write_bytes(bytes(data))
+        with pytest.raises(CheckpointError, match="checksum"):
+            read_weights(tmp_path / STEP2)
