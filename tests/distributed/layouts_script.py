@@ -8,8 +8,8 @@ MODE "sigterm" (4 processes, 2 x 2): SIGTERM reaches rank zero after step 3; the
 MODE "mesh" (4 processes), one fit after another, each recorded (per-rank losses, the whole state
   where the fit starts and where it ends) and written to OUT by rank zero:
   straight   2 x 2, never stopped; ModelCheckpoint every 2 steps (step=2, step=4)
-  same       2 x 2 resumed from step=2, written with async_checkpoint=True
-  requeued   2 x 2 resumed from the "sigterm" run's folder with ckpt_path="auto"
+  requeued   2 x 2 resumed from the "sigterm" run's folder with ckpt_path="auto" (the same mesh),
+             saving step=4 with async_checkpoint=True
   dp4        4 x 1 resumed from step=2
   fsdp       FSDPStrategy on 4 processes, never stopped;  fsdp_to_mesh: 2 x 2 resumed from its step=2
   then a last fit that is killed (SIGKILL to every rank) while committing its second checkpoint.
@@ -52,9 +52,10 @@ def full_state(module: Any, trainer: Any) -> dict[str, Any] | None:
 
 class Record(surge.callbacks.Callback):
     """Each step's loss on this rank; the whole state where training starts (after a resume's
-    restore), at step `at` and at the end; SIGTERM to this process after step `term_at` on rank zero."""
+    restore), after the steps in `at` and at the end; SIGTERM to this process after step `term_at`
+    on rank zero."""
 
-    def __init__(self, at: int | None = None, term_at: int | None = None) -> None:
+    def __init__(self, at: tuple[int, ...] = (), term_at: int | None = None) -> None:
         self.losses: list[torch.Tensor] = []
         self.at, self.term_at = at, term_at
         self.states: dict[str, Any] = {}
@@ -65,8 +66,8 @@ class Record(surge.callbacks.Callback):
 
     def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
         self.losses.append(outputs["loss"].detach().clone())
-        if trainer.global_step == self.at:
-            self.states["at"] = full_state(module, trainer)
+        if trainer.global_step in self.at:
+            self.states[f"at{trainer.global_step}"] = full_state(module, trainer)
         if trainer.global_step == self.term_at and trainer.is_global_zero:
             os.kill(os.getpid(), signal.SIGTERM)
 
@@ -74,8 +75,16 @@ class Record(surge.callbacks.Callback):
         self.states["end"] = full_state(module, trainer)
 
 
-def fit(root: Path, layout: str, ckpt: Any = None, record: Record | None = None, **kw: Any) -> dict[str, Any]:
-    """One fit on `layout` ("2x2", "4x1", "1x2", "fsdp" on 4 processes, "one"); what it recorded."""
+def fit(
+    root: Path,
+    layout: str,
+    ckpt: Any = None,
+    record: Record | None = None,
+    every: int | None = None,
+    **kw: Any,
+) -> dict[str, Any]:
+    """One fit on `layout` ("2x2", "4x1", "1x2", "fsdp" on 4 processes, "one"), saving every `every`
+    steps (None: no ModelCheckpoint); what it recorded."""
     if layout == "one":
         strategy, devices, dp = "auto", 1, 1
     elif layout == "fsdp":
@@ -85,15 +94,20 @@ def fit(root: Path, layout: str, ckpt: Any = None, record: Record | None = None,
         strategy = surge.strategies.ModelParallel(data_parallel=dp, tensor_parallel=tp, shard={Block})
         devices = dp * tp
     record = record or Record()
-    saves = surge.callbacks.ModelCheckpoint(
-        dirpath=root / "checkpoints", every_n_train_steps=2, save_top_k=-1, save_last=True
-    )
+    callbacks: list[Any] = [record]
+    if every is not None:
+        folder = root / "checkpoints"
+        callbacks.append(
+            surge.callbacks.ModelCheckpoint(
+                dirpath=folder, every_n_train_steps=every, save_top_k=-1, save_last=True
+            )
+        )
     surge.seed_everything(0)
     trainer = surge.Trainer(
         accelerator="cpu", devices=devices, strategy=strategy, max_epochs=1, gradient_clip_val=0.5,
         default_root_dir=root, enable_progress_bar=False, enable_model_summary=False, logger=False,
         log_every_n_steps=1,
-        callbacks=[record, saves], **kw,
+        enable_checkpointing=every is not None, callbacks=callbacks, **kw,
     )  # fmt: skip
     train = DataLoader(data(SAMPLES), batch_size=GLOBAL_BATCH // dp)
     trainer.fit(Net(), train, ckpt_path=ckpt)
@@ -122,16 +136,15 @@ def kill_at_second_commit() -> None:
 
 def main(mode: str, root: Path, out: Path) -> None:
     if mode == "sigterm":
-        fit(root / "sigterm", "2x2", record=Record(term_at=3))
+        fit(root / "sigterm", "2x2", record=Record(term_at=3), every=100)  # only SIGTERM's save
         raise AssertionError("SIGTERM did not stop the run")
     runs: dict[str, Any] = {}
     saved = root / "straight" / "checkpoints" / STEP2
     if mode == "mesh":
-        runs["straight"] = fit(root / "straight", "2x2", record=Record(at=2))
-        runs["same"] = fit(root / "same", "2x2", saved, async_checkpoint=True)
-        runs["requeued"] = fit(root / "sigterm", "2x2", "auto")
+        runs["straight"] = fit(root / "straight", "2x2", record=Record(at=(2, 3)), every=2)
+        runs["requeued"] = fit(root / "sigterm", "2x2", "auto", every=4, async_checkpoint=True)
         runs["dp4"] = fit(root / "dp4", "4x1", saved)
-        runs["fsdp"] = fit(root / "fsdp", "fsdp", record=Record(at=2))
+        runs["fsdp"] = fit(root / "fsdp", "fsdp", record=Record(at=(2,)), every=2)
         runs["fsdp_to_mesh"] = fit(root / "fsdp_to_mesh", "2x2", root / "fsdp" / "checkpoints" / STEP2)
     else:
         runs[mode] = fit(root / mode, {"two": "1x2", "one": "one"}[mode], saved)
@@ -139,7 +152,7 @@ def main(mode: str, root: Path, out: Path) -> None:
         torch.save(runs, out)
     if mode == "mesh":
         kill_at_second_commit()
-        fit(root / "killed", "2x2")
+        fit(root / "killed", "2x2", every=2)
         raise AssertionError("the killed fit went on")
 
 
