@@ -13,7 +13,8 @@ MODE "mesh" (4 processes), one fit after another, each recorded (per-rank losses
   dp4        4 x 1 resumed from step=2
   fsdp       FSDPStrategy on 4 processes, never stopped;  fsdp_to_mesh: 2 x 2 resumed from its step=2
   then a last fit that is killed (SIGKILL to every rank) while committing its second checkpoint.
-MODE "two" (2 processes, 1 x 2) and MODE "one" (one plain process): resumed from the straight run's step=2.
+MODE "two" (2 processes, 1 x 2) and MODE "one" (one plain process): resumed from the straight run's step=2;
+  then "two" saves a model with a layer sized by the layout on 1 x 2 and resumes it on 2 x 1 (refused).
 """
 
 from __future__ import annotations
@@ -25,16 +26,27 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from mesh_script import Block, Net, data
+from mesh_script import WIDTH, Block, Net, data
+from torch import nn
 from torch.utils._pytree import tree_map
 from torch.utils.data import DataLoader
 
 import surge
+from surge.errors import CheckpointError
 
 SAMPLES, GLOBAL_BATCH = 40, 8
 STEP2 = "epoch=0-step=2.ckpt"
-LAYOUTS = {"2x2": (2, 2), "4x1": (4, 1), "1x2": (1, 2)}
+LAYOUTS = {"2x2": (2, 2), "4x1": (4, 1), "1x2": (1, 2), "2x1": (2, 1)}
 RANK = [0]  # this process's rank in the last fit
+
+
+class PerRank(Net):
+    """With a layer split by hand, outside the plan: each rank builds its own part, so the layer's
+    (global) size is the layout's, which no resharding can change."""
+
+    def configure_model(self):
+        super().configure_model()
+        self.part = nn.Linear(WIDTH, WIDTH // self.device_mesh["tensor_parallel"].size())
 
 
 def full_state(module: Any, trainer: Any) -> dict[str, Any] | None:
@@ -81,6 +93,7 @@ def fit(
     ckpt: Any = None,
     record: Record | None = None,
     every: int | None = None,
+    model: type[Net] = Net,
     **kw: Any,
 ) -> dict[str, Any]:
     """One fit on `layout` ("2x2", "4x1", "1x2", "fsdp" on 4 processes, "one"), saving every `every`
@@ -110,7 +123,7 @@ def fit(
         enable_checkpointing=every is not None, callbacks=callbacks, **kw,
     )  # fmt: skip
     train = DataLoader(data(SAMPLES), batch_size=GLOBAL_BATCH // dp)
-    trainer.fit(Net(), train, ckpt_path=ckpt)
+    trainer.fit(model(), train, ckpt_path=ckpt)
     losses = torch.stack(record.losses) if record.losses else torch.empty(0)
     every = trainer.strategy.all_gather_object(losses) if devices > 1 else [losses]
     RANK[0] = trainer.global_rank
@@ -148,6 +161,12 @@ def main(mode: str, root: Path, out: Path) -> None:
         runs["fsdp_to_mesh"] = fit(root / "fsdp_to_mesh", "2x2", root / "fsdp" / "checkpoints" / STEP2)
     else:
         runs[mode] = fit(root / mode, {"two": "1x2", "one": "one"}[mode], saved)
+    if mode == "two":  # a layer whose size is the layout's, saved on 1 x 2, resumed on 2 x 1
+        fit(root / "per_rank", "1x2", model=PerRank, every=1, max_steps=1)
+        try:
+            fit(root / "per_rank_2x1", "2x1", root / "per_rank" / "checkpoints" / "last.ckpt", model=PerRank)
+        except CheckpointError as err:
+            runs["refused"] = str(err)
     if RANK[0] == 0:
         torch.save(runs, out)
     if mode == "mesh":

@@ -34,12 +34,8 @@ pytestmark = pytest.mark.slow  # 4 processes on 2 cores
 
 
 def launch(folder: Path, mode: str) -> tuple[int, str]:
-    import time
-
-    t0 = time.monotonic()  # TEMP
     argv = [str(SCRIPT), mode, str(folder), str(folder / f"{mode}.pt")]
     proc = script_server.run(sys.executable, argv, cwd=folder, env=clean_env(), preload=PRELOAD, timeout=400)
-    print("TIME", mode, time.monotonic() - t0)  # TEMP
     return proc.returncode, proc.stdout[-3000:] + proc.stderr[-3000:]
 
 
@@ -160,3 +156,14 @@ def test_a_flipped_bit_in_any_mesh_shard_is_refused(runs, tmp_path):
         (tmp_path / shards.name / name).write_bytes(bytes(data))
         with pytest.raises(CheckpointError, match="checksum"):
             read_weights(tmp_path / STEP2)
+
+
+def test_a_layer_sized_by_the_layout_is_refused_on_another_naming_both(runs):
+    _, found = runs
+    message = found["refused"]  # saved on 1 x 2, resumed on 2 x 1 (layouts_script.py's PerRank)
+    assert "part.weight: checkpoint (8, 16) vs model (16, 16)" in message
+    assert "saved on a mesh of data_parallel=1 x tensor_parallel=2 and this run is a mesh of " in message
+    assert (
+        "data_parallel=2 x tensor_parallel=1" in message
+        and "Resume on the layout it was saved with" in message
+    )

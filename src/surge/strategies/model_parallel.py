@@ -11,17 +11,20 @@ tensor-parallel group read the same batch), metrics are reduced over the data-pa
 clipping takes the global norm over every shard, accumulation defers FSDP's reduce-scatter, and a
 plan that does not divide a layer, or leaves a parameter out of the data-parallel sharding, is
 refused. A model built on the meta device is allocated shard by shard and initialized by its layers'
-reset_parameters(), as Lightning does. Checkpoints are surge's sharded ones (DCP), and resume on the same mesh.
+reset_parameters(), as Lightning does. Checkpoints are surge's sharded ones (DCP): they resume on the
+same mesh exactly, and on another mesh, FSDP, DDP or one process resharded (mesh_resume.py).
 """
 
 from __future__ import annotations
 
 import datetime
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 import torch.distributed as dist
 from torch import nn
+from torch.optim import Optimizer
 
 from ..errors import MisconfigurationError, bad_value
 from .base import Layout
@@ -29,6 +32,7 @@ from .fsdp import FSDPStrategy, _fsdp, _Steps
 from .materialize import is_meta, materialize
 from .mesh import DATA, GroupReducer, MeshShape
 from .mesh_checks import check_data_parallel, check_plan_divides, check_tensor_parallel_applied
+from .mesh_resume import MESH, layout_errors, mesh_entry, say_if_moved
 
 Size = int | Literal["auto"]
 
@@ -151,13 +155,30 @@ class ModelParallel(FSDPStrategy):
     def _shard_options(self, fsdp: Any) -> dict[str, Any]:
         return {**super()._shard_options(fsdp), "mesh": self.device_mesh[DATA]}
 
-    # -- checkpoints -----------------------------------------------------------------------
-    def save_checkpoint(self, state: dict[str, Any], path: str | Path) -> None:
+    # -- checkpoints: DCP shards that reshard onto any layout (mesh_resume.py) ---------------
+    def _sizes(self) -> list[int]:
         shape = self._shape()
-        super().save_checkpoint({**state, "mesh": [shape.data_parallel, shape.tensor_parallel]}, path)
+        return mesh_entry((shape.data_parallel, shape.tensor_parallel))
+
+    def save_checkpoint(self, state: dict[str, Any], path: str | Path) -> None:
+        super().save_checkpoint({**state, MESH: self._sizes()}, path)
 
     def load_checkpoint(self, path: str | Path) -> dict[str, Any]:
-        return super().load_checkpoint(path)
+        ckpt = super().load_checkpoint(path)
+        say_if_moved(ckpt, self._sizes(), path)
+        return ckpt
+
+    def restore_model(
+        self, module: nn.Module, ckpt: Mapping[str, Any], path: str | Path, strict: bool = True
+    ) -> list[str]:
+        with layout_errors(ckpt, self._sizes(), path):
+            return super().restore_model(module, ckpt, path, strict)
+
+    def restore_optimizers(
+        self, module: nn.Module, optimizers: list[Optimizer], ckpt: Mapping[str, Any], path: str | Path
+    ) -> None:
+        with layout_errors(ckpt, self._sizes(), path):
+            super().restore_optimizers(module, optimizers, ckpt, path)
 
 
 def _size(strategy: ModelParallel, arg: str, value: Any) -> Size:
