@@ -13,8 +13,9 @@ MODE "mesh" (4 processes), one fit after another, each recorded (per-rank losses
   dp4        4 x 1 resumed from step=2
   fsdp       FSDPStrategy on 4 processes, never stopped;  fsdp_to_mesh: 2 x 2 resumed from its step=2
   then a last fit that is killed (SIGKILL to every rank) while committing its second checkpoint.
-MODE "two" (2 processes, 1 x 2) and MODE "one" (one plain process): resumed from the straight run's step=2;
-  then "two" saves a model with a layer sized by the layout on 1 x 2 and resumes it on 2 x 1 (refused).
+MODE "one" (one plain process, saving step=4) and MODE "two" (2 processes, 1 x 2): resumed from the
+  straight run's step=2; then "two" resumes the one process's step=4 on 1 x 2, and saves a model with
+  a layer sized by the layout on 1 x 2 and resumes it on 2 x 1 (refused).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ import surge
 from surge.errors import CheckpointError
 
 SAMPLES, GLOBAL_BATCH = 40, 8
-STEP2 = "epoch=0-step=2.ckpt"
+STEP2, STEP4 = "epoch=0-step=2.ckpt", "epoch=0-step=4.ckpt"
 LAYOUTS = {"2x2": (2, 2), "4x1": (4, 1), "1x2": (1, 2), "2x1": (2, 1)}
 RANK = [0]  # this process's rank in the last fit
 
@@ -160,7 +161,10 @@ def main(mode: str, root: Path, out: Path) -> None:
         runs["fsdp"] = fit(root / "fsdp", "fsdp", record=Record(at=(2,)), every=2)
         runs["fsdp_to_mesh"] = fit(root / "fsdp_to_mesh", "2x2", root / "fsdp" / "checkpoints" / STEP2)
     else:
-        runs[mode] = fit(root / mode, {"two": "1x2", "one": "one"}[mode], saved)
+        layout, record = {"two": ("1x2", None), "one": ("one", Record(at=(4,)))}[mode]
+        runs[mode] = fit(root / mode, layout, saved, record=record, every=4 if mode == "one" else None)
+    if mode == "two":  # the one process's whole (not sharded) checkpoint of step 4, resumed on 1 x 2
+        runs["one_to_mesh"] = fit(root / "one_to_mesh", "1x2", root / "one" / "checkpoints" / STEP4)
     if mode == "two":  # a layer whose size is the layout's, saved on 1 x 2, resumed on 2 x 1
         fit(root / "per_rank", "1x2", model=PerRank, every=1, max_steps=1)
         try:

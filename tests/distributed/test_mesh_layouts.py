@@ -1,7 +1,8 @@
 """Checkpoints of a 2 x 2 tensor-parallel x FSDP2 mesh (4 gloo processes, layouts_script.py): resumed
 on the same mesh bit for bit, on 4 x 1, 1 x 2 and one plain process with the saved state exactly and
-the run that never stopped's losses; an FSDP checkpoint resumed on the mesh; SIGTERM, kill -9 in a
-save and async checkpointing on the mesh; the shards exported as one .safetensors file.
+the run that never stopped's losses; FSDP's and one process's checkpoints resumed on a mesh;
+SIGTERM, kill -9 in a save and async checkpointing on the mesh; the shards exported as one
+.safetensors file; a layer sized by the layout refused on another layout.
 
 Across layouts the continued losses and weights agree to 1e-6, not bitwise: the sums inside a
 step (the data-parallel gradient average, a row-parallel layer's partial products, the clipping
@@ -46,7 +47,7 @@ def runs(tmp_path_factory) -> tuple[Path, dict]:
     assert code == 143 and "SIGTERM: saved" in out, out
     code, out = launch(folder, "mesh")
     assert code == -9, out  # its last fit was killed inside a save, as planned
-    for mode in ("two", "one"):
+    for mode in ("one", "two"):  # "two" resumes a checkpoint of "one"
         code, out = launch(folder, mode)
         assert code == 0, out
     found: dict = {}
@@ -73,6 +74,15 @@ def assert_states(a: dict, b: dict, tol: float = 0.0) -> None:
             torch.testing.assert_close(x, y, atol=tol, rtol=0, msg=lambda m, key=key: f"{key}: {m}")
         else:
             assert torch.equal(x, y), key
+
+
+def test_a_one_process_checkpoint_resumes_on_a_mesh(runs):
+    _, found = runs
+    one, moved = found["one"], found["one_to_mesh"]  # a whole state dict (not sharded), saved at step 4
+    assert_states(one["at4"], moved["loaded"])  # each rank took its shards of it
+    assert len(moved["losses"][0]) == 1  # step 5: "one" trained steps 3-5 (resumed at 2)
+    torch.testing.assert_close(global_losses(moved), global_losses(one)[-1:], atol=TOL, rtol=0)
+    assert_states(one["end"], moved["end"], tol=TOL)
 
 
 def test_sigterm_on_a_mesh_saves_at_a_step_and_the_requeued_run_finds_it(runs):
