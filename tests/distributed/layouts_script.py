@@ -41,7 +41,15 @@ LAYOUTS = {"2x2": (2, 2), "4x1": (4, 1), "1x2": (1, 2), "2x1": (2, 1)}
 RANK = [0]  # this process's rank in the last fit
 
 
-class PerRank(Net):
+class Drawn(Net):
+    """Net whose loss is scaled by a random draw each step, the same on every rank (one scalar from
+    the global generator): a resume that lost the RNG's state would train differently."""
+
+    def training_step(self, batch, batch_idx):
+        return super().training_step(batch, batch_idx) * (1 + 0.1 * torch.rand(()))
+
+
+class PerRank(Drawn):
     """With a layer split by hand, outside the plan: each rank builds its own part, so the layer's
     (global) size is the layout's, which no resharding can change."""
 
@@ -94,7 +102,7 @@ def fit(
     ckpt: Any = None,
     record: Record | None = None,
     every: int | None = None,
-    model: type[Net] = Net,
+    model: type[Net] = Drawn,
     **kw: Any,
 ) -> dict[str, Any]:
     """One fit on `layout` ("2x2", "4x1", "1x2", "fsdp" on 4 processes, "one"), saving every `every`
