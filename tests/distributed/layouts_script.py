@@ -7,7 +7,7 @@ mesh follow the same trajectory up to the order of their reductions.
 MODE "sigterm" (4 processes, 2 x 2): SIGTERM reaches rank zero after step 3; the run saves and exits 143.
 MODE "mesh" (4 processes), one fit after another, each recorded (per-rank losses, the whole state
   where the fit starts and where it ends) and written to OUT by rank zero:
-  straight   2 x 2, never stopped; ModelCheckpoint every 2 steps (step=2, step=4)
+  straight   2 x 2, never stopped; ModelCheckpoint every 2 steps (step=2, step=4); trainer.export at the end
   requeued   2 x 2 resumed from the "sigterm" run's folder with ckpt_path="auto" (the same mesh),
              saving step=4 with async_checkpoint=True
   dp4        4 x 1 resumed from step=2
@@ -103,10 +103,11 @@ def fit(
     record: Record | None = None,
     every: int | None = None,
     model: type[Net] = Drawn,
+    export: bool = False,
     **kw: Any,
 ) -> dict[str, Any]:
     """One fit on `layout` ("2x2", "4x1", "1x2", "fsdp" on 4 processes, "one"), saving every `every`
-    steps (None: no ModelCheckpoint); what it recorded."""
+    steps (None: no ModelCheckpoint), exporting the trained weights with `export`; what it recorded."""
     if layout == "one":
         strategy, devices, dp = "auto", 1, 1
     elif layout == "fsdp":
@@ -133,6 +134,8 @@ def fit(
     )  # fmt: skip
     train = DataLoader(data(SAMPLES), batch_size=GLOBAL_BATCH // dp)
     trainer.fit(model(), train, ckpt_path=ckpt)
+    if export:
+        trainer.export(root / "model.safetensors")  # every rank: the shards are gathered
     losses = torch.stack(record.losses) if record.losses else torch.empty(0)
     every = trainer.strategy.all_gather_object(losses) if devices > 1 else [losses]
     RANK[0] = trainer.global_rank
@@ -163,7 +166,7 @@ def main(mode: str, root: Path, out: Path) -> None:
     runs: dict[str, Any] = {}
     saved = root / "straight" / "checkpoints" / STEP2
     if mode == "mesh":
-        runs["straight"] = fit(root / "straight", "2x2", record=Record(at=(2, 3)), every=2)
+        runs["straight"] = fit(root / "straight", "2x2", record=Record(at=(2, 3)), every=2, export=True)
         runs["requeued"] = fit(root / "sigterm", "2x2", "auto", every=4, async_checkpoint=True)
         runs["dp4"] = fit(root / "dp4", "4x1", saved)
         runs["fsdp"] = fit(root / "fsdp", "fsdp", record=Record(at=(2,)), every=2)

@@ -150,6 +150,13 @@ def test_a_mesh_checkpoint_exports_one_safetensors_file(runs, tmp_path):
     assert weights.keys() == saved.keys() and all(torch.equal(weights[k], saved[k]) for k in saved)
 
 
+def test_trainer_export_on_a_mesh_gathers_the_shards(runs):
+    folder, found = runs
+    weights = load_file(str(folder / "straight" / "model.safetensors"))
+    trained = found["straight"]["end"]["weights"]
+    assert weights.keys() == trained.keys() and all(torch.equal(weights[k], trained[k]) for k in trained)
+
+
 def test_a_flipped_bit_in_any_mesh_shard_is_refused(runs, tmp_path):
     folder, _ = runs
     source = folder / "straight" / "checkpoints"
