@@ -136,9 +136,14 @@ def test_kill_9_during_a_mesh_save_leaves_the_previous_checkpoint_whole(runs):
 def test_async_checkpoints_on_a_mesh_equal_the_sync_ones(runs):
     folder, _ = runs
     sync, background = folder / "straight" / "checkpoints" / STEP4, folder / "sigterm" / "checkpoints" / STEP4
-    a, b = read_weights(sync), read_weights(background)
-    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
-    assert load_checkpoint(background)["mesh"] == [2, 2]
+    a, b = load_checkpoint(sync), load_checkpoint(background)
+    assert b["mesh"] == [2, 2] and a["global_step"] == b["global_step"] == 4
+    data = {name: digest for name, digest in a["sharded"]["files"].items() if name.endswith(".distcp")}
+    assert (
+        len(data) == 4 and data.items() <= b["sharded"]["files"].items()
+    )  # each rank's shards: the same bytes
+    weights = read_weights(background)  # verified and loadable
+    assert all(torch.equal(weights[k], v) for k, v in read_weights(sync).items())
 
 
 def test_a_mesh_checkpoint_exports_one_safetensors_file(runs, tmp_path):
