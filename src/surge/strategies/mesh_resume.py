@@ -20,11 +20,6 @@ MESH = "mesh"  # the checkpoint entry: the sizes of the mesh it was saved on, in
 NAMES = ("data_parallel", "tensor_parallel", "pipeline_parallel")
 
 
-def mesh_entry(sizes: tuple[int, ...] | list[int]) -> list[int]:
-    """What a mesh's checkpoint records of its layout."""
-    return [int(size) for size in sizes]
-
-
 def saved_layout(ckpt: Mapping[str, Any]) -> str:
     """The layout `ckpt` was saved on, in words."""
     sizes = ckpt.get(MESH)

@@ -32,7 +32,7 @@ from .fsdp import FSDPStrategy, _fsdp, _Steps
 from .materialize import is_meta, materialize
 from .mesh import DATA, GroupReducer, MeshShape
 from .mesh_checks import check_data_parallel, check_plan_divides, check_tensor_parallel_applied
-from .mesh_resume import MESH, layout_errors, mesh_entry, say_if_moved
+from .mesh_resume import MESH, layout_errors, say_if_moved
 
 Size = int | Literal["auto"]
 
@@ -158,7 +158,7 @@ class ModelParallel(FSDPStrategy):
     # -- checkpoints: DCP shards that reshard onto any layout (mesh_resume.py) ---------------
     def _sizes(self) -> list[int]:
         shape = self._shape()
-        return mesh_entry((shape.data_parallel, shape.tensor_parallel))
+        return [shape.data_parallel, shape.tensor_parallel]  # what the checkpoint records (MESH)
 
     def save_checkpoint(self, state: dict[str, Any], path: str | Path) -> None:
         super().save_checkpoint({**state, MESH: self._sizes()}, path)
