@@ -11,7 +11,7 @@ MODE "mesh" (4 processes), one fit after another, each recorded (per-rank losses
   requeued   2 x 2 resumed from the "sigterm" run's folder with ckpt_path="auto" (the same mesh),
              saving step=4 with async_checkpoint=True
   dp4        4 x 1 resumed from step=2
-  fsdp       FSDPStrategy on 4 processes, never stopped;  fsdp_to_mesh: 2 x 2 resumed from its step=2
+  fsdp       FSDPStrategy on 4 processes, never stopped;  fsdp_to_mesh: 2 x 2 resumed from its step=3
   then a last fit that is killed (SIGKILL to every rank) while committing its second checkpoint.
 MODE "one" (one plain process, saving step=4) and MODE "two" (2 processes, 1 x 2): resumed from the
   straight run's step=2; then "two" resumes the one process's step=4 on 1 x 2, and saves a model with
@@ -36,7 +36,7 @@ import surge
 from surge.errors import CheckpointError
 
 SAMPLES, GLOBAL_BATCH = 40, 8
-STEP2, STEP4 = "epoch=0-step=2.ckpt", "epoch=0-step=4.ckpt"
+STEP2, STEP3, STEP4 = "epoch=0-step=2.ckpt", "epoch=0-step=3.ckpt", "epoch=0-step=4.ckpt"
 LAYOUTS = {"2x2": (2, 2), "4x1": (4, 1), "1x2": (1, 2), "2x1": (2, 1)}
 RANK = [0]  # this process's rank in the last fit
 
@@ -166,11 +166,11 @@ def main(mode: str, root: Path, out: Path) -> None:
     runs: dict[str, Any] = {}
     saved = root / "straight" / "checkpoints" / STEP2
     if mode == "mesh":
-        runs["straight"] = fit(root / "straight", "2x2", record=Record(at=(2, 3)), every=2, export=True)
+        runs["straight"] = fit(root / "straight", "2x2", record=Record(at=(1, 2, 3)), every=2, export=True)
         runs["requeued"] = fit(root / "sigterm", "2x2", "auto", every=4, async_checkpoint=True)
         runs["dp4"] = fit(root / "dp4", "4x1", saved)
-        runs["fsdp"] = fit(root / "fsdp", "fsdp", record=Record(at=(2,)), every=2)
-        runs["fsdp_to_mesh"] = fit(root / "fsdp_to_mesh", "2x2", root / "fsdp" / "checkpoints" / STEP2)
+        runs["fsdp"] = fit(root / "fsdp", "fsdp", record=Record(at=(3,)), every=3)
+        runs["fsdp_to_mesh"] = fit(root / "fsdp_to_mesh", "2x2", root / "fsdp" / "checkpoints" / STEP3)
     else:
         layout, record = {"two": ("1x2", None), "one": ("one", Record(at=(4,)))}[mode]
         runs[mode] = fit(root / mode, layout, saved, record=record, every=4 if mode == "one" else None)
@@ -186,7 +186,7 @@ def main(mode: str, root: Path, out: Path) -> None:
         torch.save(runs, out)
     if mode == "mesh":
         kill_at_second_commit()
-        fit(root / "killed", "2x2", every=2)
+        fit(root / "killed", "2x2", every=1)
         raise AssertionError("the killed fit went on")
 
 

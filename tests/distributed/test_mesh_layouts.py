@@ -28,7 +28,7 @@ from surge.cli import main
 from surge.errors import CheckpointError
 
 SCRIPT = Path(__file__).with_name("layouts_script.py")
-STEP2, STEP4 = "epoch=0-step=2.ckpt", "epoch=0-step=4.ckpt"
+STEP1, STEP2, STEP4 = "epoch=0-step=1.ckpt", "epoch=0-step=2.ckpt", "epoch=0-step=4.ckpt"
 TOL = 1e-6  # across layouts: the same sums in another order (module docstring)
 
 pytestmark = pytest.mark.slow  # 4 processes on 2 cores
@@ -115,22 +115,22 @@ def test_a_mesh_checkpoint_resumes_on_another_layout(runs, layout):
 def test_an_fsdp_checkpoint_resumes_on_a_mesh(runs):
     _, found = runs
     fsdp, moved = found["fsdp"], found["fsdp_to_mesh"]
-    assert_states(fsdp["at2"], moved["loaded"])
-    torch.testing.assert_close(global_losses(moved), global_losses(fsdp)[2:], atol=TOL, rtol=0)
+    assert_states(fsdp["at3"], moved["loaded"])
+    torch.testing.assert_close(global_losses(moved), global_losses(fsdp)[3:], atol=TOL, rtol=0)
     assert_states(fsdp["end"], moved["end"], tol=TOL)
 
 
 def test_kill_9_during_a_mesh_save_leaves_the_previous_checkpoint_whole(runs):
     folder, found = runs
     saved = folder / "killed" / "checkpoints"
-    last = load_checkpoint(saved / "last.ckpt")  # the commit of step 4 never happened
-    assert last["global_step"] == 2 and not (saved / STEP4).exists()
+    last = load_checkpoint(saved / "last.ckpt")  # the commit of step 2 never happened
+    assert last["global_step"] == 1 and not (saved / STEP2).exists()
     weights = read_weights(saved / "last.ckpt")  # every shard verified against its digest
-    assert all(torch.equal(weights[k], v) for k, v in found["straight"]["at2"]["weights"].items())
+    assert all(torch.equal(weights[k], v) for k, v in found["straight"]["at1"]["weights"].items())
     debris = {p for p in saved.iterdir() if p.is_dir()} - {shard_dir(last, saved / "last.ckpt")}
-    assert len(debris) == 1 and next(iter(debris)).name.startswith(f"{STEP4}.shards-")
+    assert len(debris) == 1 and next(iter(debris)).name.startswith(f"{STEP2}.shards-")
     assert set(remove_orphan_shards(saved)) == debris  # what the next fit's start clears
-    assert read_weights(saved / STEP2).keys() == weights.keys()
+    assert read_weights(saved / STEP1).keys() == weights.keys()
 
 
 def test_async_checkpoints_on_a_mesh_equal_the_sync_ones(runs):
