@@ -10,7 +10,7 @@ MODE "mesh" (4 processes), one fit after another, each recorded (per-rank losses
   straight   2 x 2, never stopped; ModelCheckpoint every 2 steps (step=2, step=4); trainer.export at the end
   requeued   2 x 2 resumed from the "sigterm" run's folder with ckpt_path="auto" (the same mesh),
              saving step=4 with async_checkpoint=True
-  dp4        4 x 1 resumed from step=2
+  dp4        4 x 1 resumed from step=2;  to_fsdp: FSDPStrategy on 4 processes resumed from step=2
   fsdp       FSDPStrategy on 4 processes, never stopped;  fsdp_to_mesh: 2 x 2 resumed from its step=3
   then a last fit that is killed (SIGKILL to every rank) while committing its second checkpoint.
 MODE "one" (one plain process, saving step=4) and MODE "two" (2 processes, 1 x 2): resumed from the
@@ -169,6 +169,7 @@ def main(mode: str, root: Path, out: Path) -> None:
         runs["straight"] = fit(root / "straight", "2x2", record=Record(at=(1, 2, 3)), every=2, export=True)
         runs["requeued"] = fit(root / "sigterm", "2x2", "auto", every=4, async_checkpoint=True)
         runs["dp4"] = fit(root / "dp4", "4x1", saved)
+        runs["to_fsdp"] = fit(root / "to_fsdp", "fsdp", saved)
         runs["fsdp"] = fit(root / "fsdp", "fsdp", record=Record(at=(3,)), every=3)
         runs["fsdp_to_mesh"] = fit(root / "fsdp_to_mesh", "2x2", root / "fsdp" / "checkpoints" / STEP3)
     else:

@@ -1,5 +1,5 @@
 """Checkpoints of a 2 x 2 tensor-parallel x FSDP2 mesh (4 gloo processes, layouts_script.py): resumed
-on the same mesh bit for bit, on 4 x 1, 1 x 2 and one plain process with the saved state exactly and
+on the same mesh bit for bit, on 4 x 1, 1 x 2, FSDP and one plain process with the saved state exactly and
 the run that never stopped's losses; FSDP's and one process's checkpoints resumed on a mesh;
 SIGTERM, kill -9 in a save and async checkpointing on the mesh; the shards exported as one
 .safetensors file; a layer sized by the layout refused on another layout.
@@ -102,11 +102,16 @@ def test_a_resume_on_the_same_mesh_is_bit_exact(runs):
     assert_states(straight["end"], requeued["end"])
 
 
-@pytest.mark.parametrize("layout", ["dp4", "two", "one"], ids=["to-4x1", "to-1x2", "to-one-process"])
+@pytest.mark.parametrize(
+    "layout", ["dp4", "two", "one", "to_fsdp"], ids=["to-4x1", "to-1x2", "to-one-process", "to-fsdp"]
+)
 def test_a_mesh_checkpoint_resumes_on_another_layout(runs, layout):
     _, found = runs
     straight, moved = found["straight"], found[layout]
-    assert moved["global_step"] == 5 and moved["data_parallel"] == {"dp4": 4, "two": 1, "one": 1}[layout]
+    assert (
+        moved["global_step"] == 5
+        and moved["data_parallel"] == {"dp4": 4, "two": 1, "one": 1, "to_fsdp": 4}[layout]
+    )
     assert_states(straight["at2"], moved["loaded"])  # resharded, not recomputed: exactly the saved state
     torch.testing.assert_close(global_losses(moved), global_losses(straight)[2:], atol=TOL, rtol=0)
     assert_states(straight["end"], moved["end"], tol=TOL)

@@ -1,6 +1,6 @@
 """Resuming on another layout: a checkpoint's tensors are DCP shards keyed by parameter name with
-their global shapes, so DCP reshards them onto whatever this run holds (another mesh, FSDP, DDP or
-one process), and a mesh's checkpoint records its sizes only to say what moved. What resharding
+their global shapes, so DCP reshards them onto whatever this run holds (another mesh, FSDP or one
+process), and a mesh's checkpoint records its sizes only to say what moved. What resharding
 cannot change is a tensor whose size the layout itself decided (a layer built with a size divided by
 the tensor-parallel size, outside the plan): such a load fails, and its error names both layouts and
 the fix."""

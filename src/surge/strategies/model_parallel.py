@@ -12,7 +12,7 @@ clipping takes the global norm over every shard, accumulation defers FSDP's redu
 plan that does not divide a layer, or leaves a parameter out of the data-parallel sharding, is
 refused. A model built on the meta device is allocated shard by shard and initialized by its layers'
 reset_parameters(), as Lightning does. Checkpoints are surge's sharded ones (DCP): they resume on the
-same mesh exactly, and on another mesh, FSDP, DDP or one process resharded (mesh_resume.py).
+same mesh exactly, and on another mesh, FSDP or one process resharded (mesh_resume.py).
 """
 
 from __future__ import annotations
