@@ -102,15 +102,25 @@ def test_plan_checks(mesh):
     check_plan_divides(even, 2, "ModelParallel")  # also on the 2-D mesh fully_shard made
 
 
-def test_a_checkpoint_from_another_mesh_is_refused_by_name():
-    shape = MeshShape(2, 2)
-    shape.check_saved([2, 2], "a.ckpt")
-    with pytest.raises(
-        CheckpointError, match=r"saved a mesh of data_parallel=1 x tensor_parallel=4.*not supported yet"
+def test_a_load_that_fails_on_another_layout_names_both_layouts_and_the_fix():
+    from surge.strategies.mesh_resume import layout_errors, saved_layout
+
+    assert saved_layout({"mesh": [1, 4]}) == "a mesh of data_parallel=1 x tensor_parallel=4"
+    assert saved_layout({"sharded": {"world_size": 3}}) == "3 process(es) without a device mesh (FSDP)"
+    assert saved_layout({"state_dict": {}}).startswith("one whole state dict")
+    with pytest.raises(CheckpointError) as moved, layout_errors({"mesh": [1, 4]}, [2, 2], "a.ckpt"):
+        raise CheckpointError("shape mismatches: ...")
+    assert str(moved.value).startswith("shape mismatches: ...")
+    assert (
+        "saved on a mesh of data_parallel=1 x tensor_parallel=4 and this run is a mesh of "
+        "data_parallel=2 x tensor_parallel=2" in str(moved.value)
+    )
+    assert "Resume on the layout it was saved with" in str(moved.value)
+    with (
+        pytest.raises(CheckpointError, match=r"^shape mismatches$"),
+        layout_errors({"mesh": [2, 2]}, [2, 2], "a"),
     ):
-        shape.check_saved([1, 4], "a.ckpt")
-    with pytest.raises(CheckpointError, match="without a device mesh"):
-        shape.check_saved(None, "a.ckpt")
+        raise CheckpointError("shape mismatches")  # the same layout: not the layout's fault
 
 
 def test_clipping_over_meshes_equals_torchs_for_plain_tensors():

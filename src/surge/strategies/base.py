@@ -240,6 +240,11 @@ class Strategy:
     def optimizer_states(self, module: nn.Module, optimizers: list[Optimizer]) -> list[dict[str, Any]]:
         return [opt.state_dict() for opt in optimizers]
 
+    def full_model_state(self, module: nn.Module) -> dict[str, Any]:
+        """The whole model's bare weights, on rank zero at least (to write them out); a collective
+        where the weights are sharded (every process calls it)."""
+        return bare_state_dict(module)
+
     checkpoint_writer: CheckpointWriter = CheckpointWriter()  # at once; `async_checkpoint=True` sets another
 
     def use_checkpoint_writer(self, writer: CheckpointWriter) -> None:

@@ -186,6 +186,12 @@ class FSDPStrategy(ProcessGroupStrategy):
 
         return get_model_state_dict(module)  # this rank's shards, keyed by parameter name
 
+    def full_model_state(self, module: nn.Module) -> dict[str, Any]:
+        """Every shard gathered into whole CPU tensors on rank zero (a collective; other ranks get {})."""
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+        return get_model_state_dict(module, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+
     def optimizer_states(self, module: nn.Module, optimizers: list[Optimizer]) -> list[dict[str, Any]]:
         from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
 

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import torch.distributed as dist
 from torch import Tensor
 
-from ..errors import CheckpointError, MisconfigurationError, bad_value
+from ..errors import MisconfigurationError, bad_value
 
 DATA, TENSOR = "data_parallel", "tensor_parallel"  # the mesh's dimension names (Lightning's too)
 PIPE = "pipeline_parallel"  # the outer dimension of a pipelined mesh (present only when its size > 1)
@@ -56,21 +55,6 @@ class MeshShape:
         stages of one pipeline read the same batches: the first its inputs, the last its targets)."""
         rank = (global_rank // self.tensor_parallel) % self.data_parallel
         return {"num_replicas": self.data_parallel, "rank": rank}
-
-    def check_saved(self, saved: Any, path: str | Path) -> None:
-        """A checkpoint's `mesh` entry must be this mesh: resharding across layouts is not built yet."""
-        here = [self.data_parallel, self.tensor_parallel]
-        if saved == here:
-            return
-        where = (
-            f"a mesh of data_parallel={saved[0]} x tensor_parallel={saved[1]}"
-            if isinstance(saved, list) and len(saved) == 2
-            else "without a device mesh (one process, DDP or FSDP)"
-        )
-        raise CheckpointError(
-            f"{path} was saved {where}, and this run's mesh is data_parallel={here[0]} x tensor_parallel="
-            f"{here[1]}: resuming on another layout is not supported yet; resume with the sizes it was saved with."
-        )
 
     def build(self, device_type: str) -> Any:
         """The named DeviceMesh (`"data_parallel"`, `"tensor_parallel"`, and `"pipeline_parallel"` first

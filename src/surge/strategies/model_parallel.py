@@ -11,7 +11,9 @@ tensor-parallel group read the same batch), metrics are reduced over the data-pa
 clipping takes the global norm over every shard, accumulation defers FSDP's reduce-scatter, and a
 plan that does not divide a layer, or leaves a parameter out of the data-parallel sharding, is
 refused. A model built on the meta device is allocated shard by shard and initialized by its layers'
-reset_parameters(), as Lightning does. Checkpoints are surge's sharded ones (DCP), and resume on the same mesh.
+reset_parameters(), as Lightning does. Checkpoints are surge's sharded ones (DCP): they resume on the
+same mesh exactly, and on another mesh, FSDP or one process resharded (mesh_resume.py); with stages,
+on the same pipeline layout only.
 
 With `pipeline_parallel=N` the mesh gains an outer `"pipeline_parallel"` dimension: the model's
 layers are split into stages (pipeline_stages.py), each stage sharded over its data-parallel group,
@@ -29,6 +31,7 @@ from typing import Any, Literal
 
 import torch.distributed as dist
 from torch import nn
+from torch.optim import Optimizer
 
 from ..errors import MisconfigurationError, bad_value
 from ..rank_zero import info
@@ -37,6 +40,7 @@ from .fsdp import FSDPStrategy, _fsdp, _Steps
 from .materialize import is_meta, materialize
 from .mesh import DATA, PIPE, GroupReducer, MeshShape
 from .mesh_checks import check_data_parallel, check_plan_divides, check_tensor_parallel_applied
+from .mesh_resume import MESH, layout_errors, say_if_moved
 from .pipeline_checkpoint import (
     check_pipeline_saved,
     layout_record,
@@ -271,23 +275,27 @@ class ModelParallel(FSDPStrategy):
     def _shard_options(self, fsdp: Any) -> dict[str, Any]:
         return {**super()._shard_options(fsdp), "mesh": self.device_mesh[DATA]}
 
-    # -- checkpoints -----------------------------------------------------------------------
-    def save_checkpoint(self, state: dict[str, Any], path: str | Path) -> None:
+    # -- checkpoints: DCP shards that reshard onto any layout (mesh_resume.py) ---------------
+    def _sizes(self) -> list[int]:
         shape = self._shape()
+        return [shape.data_parallel, shape.tensor_parallel]  # what the checkpoint records (MESH)
+
+    def save_checkpoint(self, state: dict[str, Any], path: str | Path) -> None:
         state = {**state, "pipeline": layout_record(self.pipeline)}  # (None without stages)
-        super().save_checkpoint({**state, "mesh": [shape.data_parallel, shape.tensor_parallel]}, path)
+        super().save_checkpoint({**state, MESH: self._sizes()}, path)
 
     def load_checkpoint(self, path: str | Path) -> dict[str, Any]:
         ckpt = super().load_checkpoint(path)
-        self._shape().check_saved(ckpt.get("mesh"), path)
         check_pipeline_saved(ckpt.get("pipeline"), layout_record(self.pipeline), path)
+        say_if_moved(ckpt, self._sizes(), path)
         return ckpt
 
     def restore_model(
         self, module: nn.Module, ckpt: Mapping[str, Any], path: str | Path, strict: bool = True
     ) -> list[str]:
         if self.pipeline is None:
-            return super().restore_model(module, ckpt, path, strict)
+            with layout_errors(ckpt, self._sizes(), path):
+                return super().restore_model(module, ckpt, path, strict)
         problems = stage_model_problems(module, ckpt, path, strict)  # this rank's stages only
         super().restore_model(module, ckpt, path, strict=False)
         return problems
@@ -298,10 +306,11 @@ class ModelParallel(FSDPStrategy):
         return stage_optimizer_states(module, optimizers)
 
     def restore_optimizers(
-        self, module: nn.Module, optimizers: list[Any], ckpt: Mapping[str, Any], path: str | Path
+        self, module: nn.Module, optimizers: list[Optimizer], ckpt: Mapping[str, Any], path: str | Path
     ) -> None:
         if self.pipeline is None:
-            return super().restore_optimizers(module, optimizers, ckpt, path)
+            with layout_errors(ckpt, self._sizes(), path):
+                return super().restore_optimizers(module, optimizers, ckpt, path)
         return restore_stage_optimizers(module, optimizers, ckpt, path)
 
 

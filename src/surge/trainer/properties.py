@@ -304,9 +304,11 @@ class TrainerProperties(FitDataViews):
         return min(total, self._cfg.max_steps) if self._cfg.max_steps >= 0 else total
 
     def export(self, path: str | Path, module: str | None = None) -> Path:
-        """Write the model's bare weights (or one submodule's) to a `.safetensors` file (`surge.export_safetensors`)."""
+        """Write the model's bare weights (or one submodule's) to a `.safetensors` file (`surge.export_safetensors`).
+        Every process calls it, as `save_checkpoint`: a sharded model (FSDP, a mesh) is gathered first."""
         if self._module is None:
             raise MisconfigurationError("export() needs a model: call fit() first.")
         from ..checkpoint.export import export_safetensors
 
-        return export_safetensors(self._module, path, module) if self.is_global_zero else Path(path)
+        state = self._strategy.full_model_state(self._module)  # a collective when the weights are sharded
+        return export_safetensors(state, path, module) if self.is_global_zero else Path(path)
