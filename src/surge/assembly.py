@@ -18,8 +18,8 @@ from .accelerators import Accelerator
 from .callbacks.base import Callback, overrides
 from .callbacks.timer import Timer
 from .checkpoint.writer import AsyncCheckpointWriter, CheckpointWriter
-from .config import TrainerConfig
-from .config.lightning import check_sync_batchnorm
+from .arguments import TrainerConfig
+from .arguments.lightning import check_sync_batchnorm
 from .config.registry import STRATEGIES
 from .datamodule import DataModule
 from .errors import MisconfigurationError, SurgeTypeError

@@ -10,7 +10,7 @@ import torch
 from torch import Tensor, nn
 
 from ..errors import SurgeRuntimeError
-from ..metrics.log_options import check_log_name, check_log_value, reduction, refuse_log_options
+from .log_options import check_log_name, check_log_value, reduction, refuse_log_options
 from ..rank_zero import warn
 from .hooks import LoopHooks
 from .hparams import HyperparametersMixin, build_from_checkpoint

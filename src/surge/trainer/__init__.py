@@ -20,7 +20,7 @@ from ..assembly import (
     prepare_module,
 )
 from ..callbacks.base import Callback
-from ..checkpoint.run_state import (
+from .run_state import (
     Found,
     RunObjects,
     checkpoint_state,
@@ -29,10 +29,11 @@ from ..checkpoint.run_state import (
     restore_modules,
     restore_training,
 )
-from ..config import TrainerConfig, semantics
-from ..config.declared import takes_arguments_of
+from ..arguments import TrainerConfig
+from ..config import semantics
+from ..arguments.declared import takes_arguments_of
 from ..data.limit_messages import say_explicit_limits
-from ..data.stage_data import LoaderPreparation, check_step_defined, eval_loaders
+from ..loops.stage_data import LoaderPreparation, check_step_defined, eval_loaders
 from ..datamodule import DataModule
 from ..errors import MisconfigurationError, SurgeTypeError
 from ..launch.environment import detect
@@ -63,7 +64,7 @@ from ..speed.compile_cache import CompileCache
 from ..speed.compiled_calls import CompiledCalls
 from ..speed.compiling import compile_watch, compiled_training_step
 from ..speed.cpu_threads import check_cpu_threads
-from ..tune import setup as tune_setup
+from ..loops.fit_data import tuning as tune_setup
 from .stages import StageEntryPoints
 
 
@@ -71,7 +72,7 @@ class Trainer(StageEntryPoints):
     """Trains a `surge.Module`: `Trainer(max_epochs=10).fit(model, train_loader, val_loader)`.
 
     Every argument is keyword-only and checked here, before any work. Each is declared once, as a
-    field of `TrainerConfig` (config/__init__.py); the meanings below come from config/meanings.py
+    field of `TrainerConfig` (arguments/__init__.py); the meanings below come from config/meanings.py
     (`python docs/trainer_arguments.py` writes them here and in docs/trainer.md).
 
     Training length:

@@ -10,9 +10,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ..config.lightning import warn_default_max_epochs
+from ..arguments.lightning import warn_default_max_epochs
 from ..config.paths import writable_dir
-from ..data.stage_data import check_step_defined
+from ..loops.stage_data import check_step_defined
 from ..datamodule import DataModule
 from ..errors import bad_value
 from ..metrics.table import print_results

@@ -16,7 +16,7 @@ from typing import Any
 
 from ...checkpoint import load_checkpoint, save_atomic
 from ...checkpoint.writer import AsyncCheckpointWriter, CheckpointWriter
-from ...config.plugins import Plugins
+from ...arguments.plugins import Plugins
 from ...errors import MisconfigurationError
 
 KIND = "CheckpointIO"

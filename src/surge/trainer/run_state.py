@@ -21,10 +21,10 @@ from ..module.hparams import plain, put_objects
 from ..rank_zero import info, warn
 from ..seed import rng_state
 from ..version import __version__
-from . import advice
-from .callback_state import restore_callbacks, restore_optimization, save_callbacks
-from .layout import check_resumable
-from .values import check_state
+from ..checkpoint import advice
+from ..checkpoint.callback_state import restore_callbacks, restore_optimization, save_callbacks
+from ..checkpoint.layout import check_resumable
+from ..checkpoint.values import check_state
 
 if TYPE_CHECKING:
     from ..loops.fit import FitLoop

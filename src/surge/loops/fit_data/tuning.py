@@ -14,22 +14,22 @@ from typing import TYPE_CHECKING, Any, cast
 from torch.optim import Optimizer
 from torch.utils.data import DataLoader
 
-from ..data import loader_length
-from ..data.combined import CombinedLoader
-from ..errors import MisconfigurationError
-from ..module import Module
-from ..rank_zero import info
-from .auto_workers import AutoWorkers, too_short
-from .batch_size import find_batch_size
-from .loaders import loader_batch_size, with_batch_size, with_workers
-from .workers import cpu_count
+from ...data import loader_length
+from ...data.combined import CombinedLoader
+from ...errors import MisconfigurationError
+from ...module import Module
+from ...rank_zero import info
+from ...tune.auto_workers import AutoWorkers, too_short
+from ...tune.batch_size import find_batch_size
+from ...tune.loaders import loader_batch_size, with_batch_size, with_workers
+from ...tune.workers import cpu_count
 
 if TYPE_CHECKING:
-    from ..callbacks.batch_size_finder import BatchSizeFinder
-    from ..config import TrainerConfig
-    from ..optim import SchedulerConfig
-    from ..strategies import Strategy
-    from ..trainer import Trainer
+    from ...callbacks.batch_size_finder import BatchSizeFinder
+    from ...arguments import TrainerConfig
+    from ...optim import SchedulerConfig
+    from ...strategies import Strategy
+    from ...trainer import Trainer
 
 _LR_KEYS = ("lr", "initial_lr", "max_lr", "min_lr")  # OneCycleLR keeps its range in the param groups
 
@@ -118,7 +118,7 @@ def needs_train_first(tuning: Tuning, scale_lr: str | None) -> bool:
     """Whether a tuner decides the batch, the accumulation or the rates before the optimizers exist,
     or reads the train loader when fit starts (`LearningRateFinder`): the train loader is then asked
     for before `configure_optimizers`."""
-    from ..callbacks.lr_finder import LearningRateFinder
+    from ...callbacks.lr_finder import LearningRateFinder
 
     return (
         _batch_size_finder(tuning.trainer) is not None
@@ -144,7 +144,7 @@ def tune_val_loaders(tuning: Tuning, vals: list[Iterable]) -> list[Iterable]:
 
 
 def _batch_size_finder(trainer: Trainer) -> BatchSizeFinder | None:
-    from ..callbacks.batch_size_finder import BatchSizeFinder
+    from ...callbacks.batch_size_finder import BatchSizeFinder
 
     return next((cb for cb in trainer.callbacks if isinstance(cb, BatchSizeFinder)), None)
 

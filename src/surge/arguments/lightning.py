@@ -8,7 +8,7 @@ from typing import Any
 
 from ..errors import MisconfigurationError, bad_value
 from ..rank_zero import warn
-from . import semantics
+from ..config import semantics
 from .plugins import resolve_plugins
 
 # Lightning's Trainer arguments whose default is None, and the value None stands for (Lightning's default).
@@ -51,7 +51,7 @@ def lightning_defaults(cfg: Any) -> None:
 
 def check_lightning_arguments(cfg: Any) -> None:
     """`min_steps`, `inference_mode`, `sync_batchnorm` are honoured; `plugins` becomes one decided
-    value (config/plugins.py); `barebones` and `model_registry` are refused unless left at their
+    value (arguments/plugins.py); `barebones` and `model_registry` are refused unless left at their
     defaults, with what to do instead."""
     steps = cfg.min_steps
     if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 0):
