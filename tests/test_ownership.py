@@ -13,7 +13,7 @@ SRC = Path(__file__).parents[1] / "src" / "surge"
 # "file: target" as `ast.unparse` writes the target.
 ALLOWED: dict[str, set[str]] = {
     "an option's help text, set on the parser the command itself builds (argparse's way to give it)": {
-        "cli/help.py: action.help",
+        "stage_cli/help.py: action.help",
     },
     "the Trainer's arguments completed where they are checked (arguments/lightning.py is TrainerConfig's "
     "Lightning half): plugins= becomes its decided value, which may set precision and sync_batchnorm": {

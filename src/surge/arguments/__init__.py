@@ -10,17 +10,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeGuard
 
 from ..callbacks.timer import parse_duration
+from ..config.clip_algorithm import GradClipAlgorithmType
+from ..config.paths import user_dir
+from ..config.registry import PRECISIONS, STRATEGIES
 from ..errors import MisconfigurationError, SurgeTypeError, bad_value
 from ..profiler.base import Profiler
 from ..rank_zero import info
 from ..speed.activation_checkpointing import check_policy
 from ..speed.compiling import CompileSpec, compile_spec
-from ..config.clip_algorithm import GradClipAlgorithmType
 from .declared import Resolves
 from .lightning import check_lightning_arguments, lightning_defaults
-from ..config.paths import user_dir
 from .plugins import Plugins
-from ..config.registry import PRECISIONS, STRATEGIES
 
 if TYPE_CHECKING:
     from ..accelerators.base import Accelerator

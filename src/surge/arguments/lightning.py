@@ -6,9 +6,9 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from ..config import semantics
 from ..errors import MisconfigurationError, bad_value
 from ..rank_zero import warn
-from ..config import semantics
 from .plugins import resolve_plugins
 
 # Lightning's Trainer arguments whose default is None, and the value None stands for (Lightning's default).

@@ -15,8 +15,8 @@ import torch
 from torch import nn
 from torch.distributed.constants import default_pg_timeout
 
-from ..callbacks.base import overrides
 from ..arguments.plugins import resolve_plugins
+from ..callbacks.base import overrides
 from ..errors import MisconfigurationError, SurgeTypeError, bad_value
 from ..module import Module
 from ..strategies import ddp as _ddp

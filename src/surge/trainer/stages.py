@@ -12,9 +12,9 @@ from typing import Any
 
 from ..arguments.lightning import warn_default_max_epochs
 from ..config.paths import writable_dir
-from ..loops.stage_data import check_step_defined
 from ..datamodule import DataModule
 from ..errors import bad_value
+from ..loops.stage_data import check_step_defined
 from ..metrics.table import print_results
 from ..module import Module
 from .launching import StageLaunching

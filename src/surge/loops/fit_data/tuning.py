@@ -25,8 +25,8 @@ from ...tune.loaders import loader_batch_size, with_batch_size, with_workers
 from ...tune.workers import cpu_count
 
 if TYPE_CHECKING:
-    from ...callbacks.batch_size_finder import BatchSizeFinder
     from ...arguments import TrainerConfig
+    from ...callbacks.batch_size_finder import BatchSizeFinder
     from ...optim import SchedulerConfig
     from ...strategies import Strategy
     from ...trainer import Trainer
