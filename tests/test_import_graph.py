@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import importlib
 import json
 import os
 import subprocess
@@ -303,9 +304,10 @@ def test_import_surge_and_the_command_load_no_torch_until_a_name_is_used():
     assert out.strip().splitlines()[-1] == "False False [0, 0, 2, 0] [] [] True surge.trainer"
 
 
-def test_an_unknown_public_name_is_an_attribute_error():
+def test_a_subpackage_is_an_attribute_and_an_unknown_name_an_attribute_error():
     import surge
 
+    assert surge.tune is importlib.import_module("surge.tune")  # imported on first use, as before
     try:
         surge.NoSuchName  # noqa: B018
     except AttributeError as err:

@@ -7,6 +7,7 @@ does not), so the `surge` command answers `--help` and checks a config before to
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from typing import TYPE_CHECKING
 
 from . import _moved
@@ -39,6 +40,8 @@ _LAZY = {  # public name -> the module that defines it (a module itself where th
 
 def __getattr__(name: str) -> object:
     where = _LAZY.get(name)
+    if where is None and not name.startswith("__") and importlib.util.find_spec(f"surge.{name}"):
+        where = f"surge.{name}"  # any subpackage, as `import surge; surge.tune` found it when all was loaded
     if where is None:
         raise AttributeError(f"module 'surge' has no attribute {name!r}")
     module = importlib.import_module(where)

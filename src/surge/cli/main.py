@@ -217,7 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
     plot.add_argument("--out", default=None, help="the PNG to write (default RUN_DIR/curves.png)")
     plot.set_defaults(fn=_plot)
 
-    for name, help_text in COMMANDS.items():  # parsed by jsonargparse in cli/config.py
+    for name, help_text in COMMANDS.items():  # parsed by jsonargparse in stage_cli/config.py
         cmd = sub.add_parser(name, help=help_text, add_help=False)
         cmd.add_argument("rest", nargs=argparse.REMAINDER)
         cmd.set_defaults(fn=_config_command)
