@@ -24,7 +24,7 @@ PUBLIC = [
     "surge.checkpoint.sharded",
     "surge.launch",
     "surge.errors",
-    "surge.cli.config",
+    "surge.stage_cli.config",
     "surge.demo",
     # where the Trainer's, the Module's and the strategies' inherited members are defined, so that
     # each has a page and an anchor to link to

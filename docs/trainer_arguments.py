@@ -22,13 +22,14 @@ END = "<!-- end of trainer arguments -->"
 SUMMARY = """Trains a `surge.Module`: `Trainer(max_epochs=10).fit(model, train_loader, val_loader)`.
 
 Every argument is keyword-only and checked here, before any work. Each is declared once, as a
-field of `TrainerConfig` (config/__init__.py); the meanings below come from config/meanings.py
+field of `TrainerConfig` (arguments/__init__.py); the meanings below come from config/meanings.py
 (`python docs/trainer_arguments.py` writes them here and in docs/trainer.md)."""
 
 
 def trainer_source(source: str) -> str:
     """trainer/__init__.py with the Trainer's docstring generated from the meanings."""
-    from surge.config import TrainerConfig, meanings
+    from surge.arguments import TrainerConfig
+    from surge.config import meanings
 
     node = next(n for n in ast.parse(source).body if isinstance(n, ast.ClassDef) and n.name == "Trainer")
     doc = node.body[0]
@@ -42,7 +43,8 @@ def trainer_source(source: str) -> str:
 
 def docs_page(page: str) -> str:
     """docs/trainer.md with the tables between the markers generated from the meanings."""
-    from surge.config import TrainerConfig, meanings
+    from surge.arguments import TrainerConfig
+    from surge.config import meanings
 
     head, begin, rest = page.partition(BEGIN)
     _, end, tail = rest.partition(END)

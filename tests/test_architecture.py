@@ -16,7 +16,7 @@ LONGER_FUNCTIONS = {  # each named, with why it is longer, and the most lines it
     "cli/main.py:build_parser": (90, "a table of argparse declarations, one command after another"),
     "loops/evaluate.py:run_evaluation": (70, "an evaluation stage's one pass, hooks in Lightning's order"),
     "loggers/mlflow.py:__init__": (70, "MLFlowLogger's arguments, each checked before a run is created"),
-    "config/__init__.py:__post_init__": (70, "the Trainer's arguments checked in one place, each with its own message"),
+    "arguments/__init__.py:__post_init__": (70, "the Trainer's arguments checked in one place, each with its own message"),
 }  # fmt: skip
 # `trainer: Any` parameters and attributes: none (the loops' hooks and stage entry take the Trainer,
 # the public API a hook receives; helpers a Protocol of callbacks/trainer_views.py).

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import surge
-from surge.config import TrainerConfig
+from surge.arguments import TrainerConfig
 from surge.config.meanings import GROUPS, meaning, names
 
 ROOT = Path(__file__).resolve().parents[1]

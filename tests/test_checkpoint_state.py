@@ -12,9 +12,9 @@ import torch
 
 from helpers import TinyModel, fast_trainer, make_loaders, params_of, same_params
 from surge.callbacks import Callback, ModelCheckpoint
-from surge.checkpoint.run_state import WEIGHTS_ONLY, checkpoint_state, state_parts
 from surge.rank_zero import SurgeWarning
 from surge.strategies import SingleDeviceStrategy
+from surge.trainer.run_state import WEIGHTS_ONLY, checkpoint_state, state_parts
 
 
 class CountingStrategy(SingleDeviceStrategy):

@@ -73,8 +73,8 @@ def test_an_environment_round_trips_through_the_variables_a_started_rank_gets():
 
 def test_the_strategy_takes_its_ranks_from_the_environment_it_is_given(monkeypatch):
     from surge.accelerators import resolve_accelerator
+    from surge.arguments import TrainerConfig
     from surge.assembly import build_strategy
-    from surge.config import TrainerConfig
 
     for var in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "SLURM_STEP_ID"):
         monkeypatch.delenv(var, raising=False)  # this process itself runs alone

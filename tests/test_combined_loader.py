@@ -14,7 +14,7 @@ from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 import surge
 from helpers import fast_trainer, params_of, same_params
 from surge.data import CombinedLoader
-from surge.data.stage_data import LoaderPreparation
+from surge.loops.stage_data import LoaderPreparation
 
 
 def ids(n: int, first: int = 0) -> DataLoader:

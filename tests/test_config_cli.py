@@ -14,9 +14,9 @@ import yaml
 import script_server
 from surge.callbacks import EarlyStopping
 from surge.cli import main
-from surge.cli.config import SurgeCLI, run_cli
 from surge.demo import DigitsCNN, DigitsData
 from surge.loggers import CSVLogger
+from surge.stage_cli.config import SurgeCLI, run_cli
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 TINY = {

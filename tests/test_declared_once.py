@@ -16,9 +16,9 @@ import pytest
 
 import surge
 from surge.accelerators.base import Accelerator
+from surge.arguments import TrainerConfig
+from surge.arguments.declared import ArgumentView, Resolves
 from surge.callbacks.base import CALLBACK_HOOKS, Callback, CallbackHooks
-from surge.config import TrainerConfig
-from surge.config.declared import ArgumentView, Resolves
 from surge.loggers.base import Logger
 from surge.loops.hooks import Hooks
 from surge.module import Module
@@ -140,7 +140,7 @@ def test_compile_is_parsed_once_by_the_config_into_a_frozen_spec():
         if isinstance(node, ast.Call)
         and getattr(node.func, "id", getattr(node.func, "attr", None)) == "compile_spec"
     )
-    assert callers == ["config/__init__.py"], callers
+    assert callers == ["arguments/__init__.py"], callers
 
 
 def test_no_part_reads_the_compile_argument_as_given():

@@ -17,13 +17,13 @@ from torch.utils.data import DataLoader
 import script_server
 import surge
 from helpers import TinyModel, fast_trainer, make_dataset, make_loaders, params_of, same_params
-from surge.cli.error_report import errors_shown_briefly
 from surge.errors import CheckpointError, MisconfigurationError, SurgeTypeError
 from surge.launch.host import cpu_count
 from surge.loops.step_checks import explain_fetch_error
 from surge.precision import MixedPrecision
 from surge.speed import cpu_threads
 from surge.speed.cpu_threads import ThreadUse
+from surge.stage_cli.error_report import errors_shown_briefly
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 

@@ -1,14 +1,20 @@
-"""surge's modules import each other without cycles, and `import surge` stays light.
+"""surge's modules import each other without cycles, its packages are layers, and `import surge`
+stays light.
 
 The graph is built statically with `ast` over src/surge: every `import` / `from ... import`
 at module level or inside functions counts, relative or absolute; imports under
 `if TYPE_CHECKING:` are left out (they never run). `from pkg.mod import x` is an edge to
 `pkg.mod` (to `pkg.mod.x` when that is a module), not to the package `pkg` it passes through.
+Lifted to packages (each direct subpackage or module of surge), an edge counts for the package
+it passes through too: Python runs `pkg/__init__.py` before `pkg.mod`.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
+import importlib
+import json
 import os
 import subprocess
 import sys
@@ -16,6 +22,21 @@ from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 PACKAGE = SRC / "surge"
+
+# The layers of docs/architecture.md, from the bottom: a package imports only packages of its own
+# layer or of one below (and no cycle, so never both ways).
+LAYERS = (
+    ("errors", "version", "rank_zero", "safe_files", "seed", "utilities", "_moved"),
+    ("config", "checkpoint", "accelerators", "launch"),
+    ("data",),
+    ("module", "datamodule", "precision", "optim"),
+    ("loggers", "metrics", "tune", "strategies"),
+    ("callbacks",),
+    ("speed", "profiler"),
+    ("arguments", "loops"),
+    ("assembly", "trainer"),
+    ("stage_cli", "lightning", "cli", "demo", "__main__"),
+)
 
 # Edges (importer, imported) allowed to close a cycle; keep this minimal. A lower module that needs
 # the Trainer only for a type imports it under TYPE_CHECKING instead.
@@ -109,6 +130,37 @@ def find_cycle(graph: dict[str, set[str]], allowed: set[tuple[str, str]]) -> lis
     return None
 
 
+def _package(module: str) -> str:
+    return ".".join(module.split(".")[:2])
+
+
+def _lazy_names(package: Path) -> dict[str, str]:
+    """The root's public names imported on first use (its `_LAZY` table): `surge.Trainer` -> surge.trainer."""
+    tree = ast.parse((package / "__init__.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "_LAZY" for t in node.targets):
+            return ast.literal_eval(node.value)
+    return {}
+
+
+def package_graph(graph: dict[str, set[str]], lazy: dict[str, str] | None = None) -> dict[str, set[str]]:
+    """Each package of the root to the packages it imports at run time. The root itself is left out
+    (every module runs it first); an `import surge` counts as importing each lazily exported name's
+    package, as it may reach any of them."""
+    root = min(graph, key=len)
+    lazy_packages = {_package(m) for m in (lazy or {}).values()}
+    lifted: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        if module == root:
+            continue
+        edges = lifted.setdefault(_package(module), set())
+        for target in targets:
+            edges |= lazy_packages if target == root else {_package(target)}
+    for name, edges in lifted.items():
+        edges.discard(name)
+    return lifted
+
+
 def test_graph_sees_relative_absolute_and_function_level_imports(tmp_path):
     pkg = tmp_path / "pkg"
     (pkg / "sub").mkdir(parents=True)
@@ -135,6 +187,23 @@ def test_graph_sees_relative_absolute_and_function_level_imports(tmp_path):
     assert find_cycle(import_graph(pkg), set()) == ["pkg", "pkg.a", "pkg.b", "pkg.sub.c", "pkg"]
 
 
+def test_packages_are_lifted_through_their_init(tmp_path):
+    graph = {
+        "pkg": {"pkg.a"},
+        "pkg.a": {"pkg.b.c", "pkg"},
+        "pkg.b": {"pkg.a"},
+        "pkg.b.c": {"pkg.d"},
+        "pkg.d": set(),
+        "pkg.e": {"pkg"},
+    }
+    assert package_graph(graph, {"Thing": "pkg.d"}) == {
+        "pkg.a": {"pkg.b", "pkg.d"},  # `import pkg` may reach any name the root exports lazily
+        "pkg.b": {"pkg.a", "pkg.d"},
+        "pkg.d": set(),
+        "pkg.e": {"pkg.d"},
+    }
+
+
 def test_find_cycle_reports_the_loop():
     graph = {"surge.a": {"surge.b"}, "surge.b": {"surge.c"}, "surge.c": {"surge.a"}, "surge.d": set()}
     assert find_cycle(graph, set()) == ["surge.a", "surge.b", "surge.c", "surge.a"]
@@ -142,8 +211,52 @@ def test_find_cycle_reports_the_loop():
 
 
 def test_no_import_cycle_among_surge_modules():
-    cycle = find_cycle(import_graph(), set())
+    cycle = find_cycle(_surge_graph(), set())
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+@functools.cache
+def _surge_graph() -> dict[str, set[str]]:
+    return import_graph()
+
+
+@functools.cache
+def _surge_packages() -> dict[str, set[str]]:
+    return package_graph(_surge_graph(), _lazy_names(PACKAGE))
+
+
+def test_no_two_packages_import_each_other_both_ways():
+    packages = _surge_packages()
+    both = sorted(f"{a} <-> {b}" for a in packages for b in packages[a] if a < b and a in packages.get(b, ()))
+    assert both == [], both
+
+
+def test_packages_import_only_their_own_layer_or_below():
+    packages = _surge_packages()
+    layer = {f"surge.{name}": i for i, names in enumerate(LAYERS) for name in names}
+    assert sorted(set(packages) - set(layer)) == [], "a package with no layer: add it to LAYERS and docs"
+    upward = sorted(f"{a} -> {b}" for a, targets in packages.items() for b in targets if layer[b] > layer[a])
+    assert upward == [], upward
+    cycle = find_cycle(packages, set())
+    assert cycle is None, "package cycle: " + " -> ".join(cycle)
+
+
+def test_import_surge_runs_only_the_foundation():
+    root = _surge_graph()["surge"]
+    assert {_package(m) for m in root} <= {f"surge.{name}" for name in LAYERS[0]}, sorted(root)
+
+
+def test_every_module_imports_first_in_a_fresh_interpreter():
+    """Each module alone in a fresh process (forked from one that loaded only third-party code): a
+    package cycle that `import surge`'s order would hide fails here, wherever it is entered."""
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    script = Path(__file__).with_name("fresh_imports.py")
+    out = subprocess.run(
+        [sys.executable, str(script), str(SRC)], capture_output=True, text=True, check=True, env=env
+    ).stdout
+    report = json.loads(out.strip().splitlines()[-1])
+    assert report["modules"] > 250
+    assert report["failed"] == {}, report["failed"]
 
 
 OPTIONAL_PACKAGES = {
@@ -167,3 +280,37 @@ def test_import_surge_loads_no_optional_package():
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
     ).stdout
     assert out.strip() == "[]"
+
+
+def test_import_surge_and_the_command_load_no_torch_until_a_name_is_used():
+    """`import surge`, `surge --help`, `surge --version` and a mistyped command answer without torch;
+    the first use of a public name imports what it needs; `dir()` and `import *` see every name."""
+    code = (
+        "import sys, surge\nbefore = 'torch' in sys.modules\n"
+        "from surge.cli import main\n"
+        "codes = []\n"
+        "for argv in (['--help'], ['--version'], ['no-such-command'], ['launch', '--help']):\n"
+        "    try:\n        main(argv)\n    except SystemExit as exit_:\n        codes.append(exit_.code)\n"
+        "after = 'torch' in sys.modules\n"
+        "missing = sorted(set(surge.__all__) - set(dir(surge)))\n"
+        "names = {}\nexec('from surge import *', names)\n"
+        "print(before, after, codes, missing, sorted(set(surge.__all__) - set(names)), 'torch' in sys.modules,"
+        " surge.Trainer.__module__)"
+    )
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env
+    ).stdout
+    assert out.strip().splitlines()[-1] == "False False [0, 0, 2, 0] [] [] True surge.trainer"
+
+
+def test_a_subpackage_is_an_attribute_and_an_unknown_name_an_attribute_error():
+    import surge
+
+    assert surge.tune is importlib.import_module("surge.tune")  # imported on first use, as before
+    try:
+        surge.NoSuchName  # noqa: B018
+    except AttributeError as err:
+        assert "NoSuchName" in str(err)
+    else:
+        raise AssertionError("surge.NoSuchName did not raise")

@@ -1,4 +1,4 @@
-"""`lightning.pytorch.plugins` mapped onto surge's parts (config/plugins.py `resolve_plugins`): each
+"""`lightning.pytorch.plugins` mapped onto surge's parts (arguments/plugins.py `resolve_plugins`): each
 plugin's mapping, Lightning's rules for `plugins=`, and the refusals by name."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pytest
 import torch
 
 import surge
+from surge.arguments.plugins import Plugins, resolve_plugins
 from surge.checkpoint.writer import AsyncCheckpointWriter, CheckpointWriter
-from surge.config.plugins import Plugins, resolve_plugins
 from surge.launch.signals import RequeuePolicy, SignalFlag
 from surge.lightning.plugins import (
     AsyncCheckpointIO,

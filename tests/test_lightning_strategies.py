@@ -222,7 +222,7 @@ def test_parallel_strategy_members_before_the_group_exists():
 def test_plugins_given_to_a_strategy_are_the_trainers_and_one_kind_comes_from_one_place():
     """DDPStrategy(cluster_environment=, checkpoint_io=) decide what Trainer(plugins=) would; the same
     kind given to both is refused with Lightning's words."""
-    from surge.config.plugins import resolve_plugins
+    from surge.arguments.plugins import resolve_plugins
     from surge.lightning.plugins import TorchCheckpointIO
     from surge.lightning.plugins.environments import SLURMEnvironment
 

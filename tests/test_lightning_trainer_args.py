@@ -10,7 +10,7 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 import surge
-from surge.config.lightning import check_sync_batchnorm
+from surge.arguments.lightning import check_sync_batchnorm
 
 # Lightning 2.x's documented Trainer arguments (lightning.pytorch.Trainer.__init__), as data.
 LIGHTNING_TRAINER_ARGS = [

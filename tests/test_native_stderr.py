@@ -76,7 +76,7 @@ def test_the_filter_drops_only_the_markers(tmp_path):
     run = _run(
         """
         import os, sys
-        from surge.profiler.native_stderr import dropping_lines
+        from surge.tune.native_stderr import dropping_lines
 
         print("before", file=sys.stderr, flush=True)
         with dropping_lines():

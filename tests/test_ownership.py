@@ -13,13 +13,13 @@ SRC = Path(__file__).parents[1] / "src" / "surge"
 # "file: target" as `ast.unparse` writes the target.
 ALLOWED: dict[str, set[str]] = {
     "an option's help text, set on the parser the command itself builds (argparse's way to give it)": {
-        "cli/help.py: action.help",
+        "stage_cli/help.py: action.help",
     },
-    "the Trainer's arguments completed where they are checked (config/lightning.py is TrainerConfig's "
+    "the Trainer's arguments completed where they are checked (arguments/lightning.py is TrainerConfig's "
     "Lightning half): plugins= becomes its decided value, which may set precision and sync_batchnorm": {
-        "config/lightning.py: cfg.plugins",
-        "config/lightning.py: cfg.precision",
-        "config/lightning.py: cfg.sync_batchnorm",
+        "arguments/lightning.py: cfg.plugins",
+        "arguments/lightning.py: cfg.precision",
+        "arguments/lightning.py: cfg.sync_batchnorm",
     },
     "Lightning's CombinedLoader API, used as Lightning's loops use it: limits set by the stage, a copy's "
     "loaders, and reset() dropping the inner loaders' persistent iterators so their workers stop": {
@@ -45,8 +45,8 @@ ALLOWED: dict[str, set[str]] = {
         "speed/compiled_calls.py: target._compiled_call_impl",
     },
     "the Trainer's signature, generated from TrainerConfig's fields, on the function surge defines": {
-        "config/declared.py: checked.__signature__",
-        "config/declared.py: checked.__annotations__",
+        "arguments/declared.py: checked.__signature__",
+        "arguments/declared.py: checked.__annotations__",
     },
     "Lightning's logging, set up in the mode as `import lightning.pytorch` sets it up: the logger of the "
     "rank-zero helpers (lightning_utilities) and the propagation of the 'lightning.pytorch' logger": {
@@ -271,7 +271,7 @@ def test_the_batch_plan_and_the_accumulation_have_one_owner():
     accumulation = set().union(*(v for k, v in held.items() if "accumulat" in k))
     assert accumulation == {
         "loops/fit_data/__init__.py:FitData",
-        "config/__init__.py:TrainerConfig",
-        "tune/setup.py:Tuning",  # the configured value a tuner starts from
-        "tune/setup.py:Tuned",  # its decision, which FitData takes over
+        "arguments/__init__.py:TrainerConfig",
+        "loops/fit_data/tuning.py:Tuning",  # the configured value a tuner starts from
+        "loops/fit_data/tuning.py:Tuned",  # its decision, which FitData takes over
     }, accumulation

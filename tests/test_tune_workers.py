@@ -10,7 +10,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 import surge
-import surge.tune.setup
+import surge.loops.fit_data.tuning
 from surge.tune import WorkersResult, measure_num_workers
 
 
@@ -171,7 +171,7 @@ def test_fit_batches_counts_what_the_fit_will_load(trainer_factory):
     loader = DataLoader(Sleepy(100), batch_size=10)  # 10 batches an epoch
 
     def fit_batches(trainer):
-        return surge.tune.setup.fit_batches(loader, trainer._cfg, trainer.world_size)
+        return surge.loops.fit_data.tuning.fit_batches(loader, trainer._cfg, trainer.world_size)
 
     assert fit_batches(trainer_factory(max_epochs=3)) == 30
     assert fit_batches(trainer_factory(max_epochs=3, limit_train_batches=0.5)) == 15

@@ -15,8 +15,12 @@ from types import ModuleType
 
 MOVED = {  # the paths the docs gave before surge's modules became packages
     "surge.cache": "surge.data.cached",
-    "surge.config_cli": "surge.cli.config",
-    "surge.config.cli": "surge.cli.config",
+    "surge.config_cli": "surge.stage_cli.config",
+    "surge.config.cli": "surge.stage_cli.config",
+    "surge.cli.config": "surge.stage_cli.config",
+    "surge.config.declared": "surge.arguments.declared",
+    "surge.config.lightning": "surge.arguments.lightning",
+    "surge.config.plugins": "surge.arguments.plugins",
     "surge.plotting": "surge.profiler.plotting",
     "surge.sharded": "surge.checkpoint.sharded",
     "surge.signals": "surge.launch.signals",

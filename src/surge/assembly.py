@@ -15,11 +15,11 @@ import torch
 from . import data as data_mod
 from . import speed
 from .accelerators import Accelerator
+from .arguments import TrainerConfig
+from .arguments.lightning import check_sync_batchnorm
 from .callbacks.base import Callback, overrides
 from .callbacks.timer import Timer
 from .checkpoint.writer import AsyncCheckpointWriter, CheckpointWriter
-from .config import TrainerConfig
-from .config.lightning import check_sync_batchnorm
 from .config.registry import STRATEGIES
 from .config.semantics import Semantics
 from .datamodule import DataModule

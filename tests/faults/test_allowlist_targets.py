@@ -16,7 +16,7 @@ import pytest
 import torch
 import yaml
 
-from surge.cli.config import SurgeCLI, run_cli
+from surge.stage_cli.config import SurgeCLI, run_cli
 
 PAYLOADS = """
 from pathlib import Path

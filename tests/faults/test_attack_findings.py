@@ -16,8 +16,8 @@ import torch
 import yaml
 
 from helpers import TinyModel, fast_trainer, make_loaders
-from surge.cli.config import run_cli
 from surge.errors import CheckpointError
+from surge.stage_cli.config import run_cli
 
 # -- 1. --allow_class_paths -----------------------------------------------------------------------
 

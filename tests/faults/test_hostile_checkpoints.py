@@ -197,7 +197,7 @@ def test_a_damaged_stride_is_a_checkpoint_error(tmp_path):
 
 # -- 4: a checkpoint that vanishes while "auto" looks ---------------------------------------
 def test_find_checkpoint_skips_checkpoints_that_vanish_meanwhile(tmp_path):
-    from surge.checkpoint.run_state import newest_checkpoints
+    from surge.trainer.run_state import newest_checkpoints
 
     trainer = fast_trainer(default_root_dir=tmp_path)
     keep = save_atomic({"epoch": 0}, tmp_path / "keep.ckpt")

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from surge.cli.config import SurgeCLI, run_cli
+from surge.stage_cli.config import SurgeCLI, run_cli
 
 HOSTILE_MODULE = """
 from typing import Any, Optional

@@ -26,7 +26,6 @@ class LearningRateFinder(Callback):
     in the Lightning mode Lightning's result, `surge.lightning.lr_finder.LRFinder`)."""
 
     SUPPORTED_MODES = MODES
-    reads_train_loader_at_fit_start = True  # so the fit asks for it before configure_optimizers
 
     def __init__(
         self,

@@ -1,6 +1,7 @@
 """The `surge` command (also `python -m surge`): `fit`/`validate`/`test`/`predict` from a config
-(`config.py`), `run` (a Lightning script, unmodified), `demo`, `launch`, `slurm`, `doctor`, `plot`,
-`export`. Each command imports what it runs."""
+(`src/surge/stage_cli/config.py`), `run` (a Lightning script, unmodified), `demo`, `launch`,
+`slurm`, `doctor`, `plot`, `export`. The top level (`main.py`) imports no torch: `surge --help`
+answers at once."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""The `surge` command's top level: its subcommands and their arguments. Each
-command imports what it runs (`import surge` itself still imports torch)."""
+"""The `surge` command's top level: its subcommands and their arguments. Nothing here imports torch,
+so `surge --help`, `surge --version` and a mistyped command answer at once; each command imports
+what it runs. The parts it shares with Lightning's `LightningCLI` are in `src/surge/stage_cli/`."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import sys
 from collections.abc import Sequence
 
 from ..rank_zero import info
-from .commands import COMMANDS, add_export_command
+from ..stage_cli.commands import COMMANDS, add_export_command
+from ..version import __version__
 
 _OWN_PARSER = ("demo", "fit", "validate", "test", "predict")
 
@@ -127,7 +129,7 @@ def _config_command(args: argparse.Namespace) -> int:
             f"surge {args.command}: error: this command needs jsonargparse: {install_hint('cli')}\n"
         )
         return 1
-    from .config import run_cli
+    from ..stage_cli.config import run_cli
 
     # A config names the user's own classes (`class_path: my_model.Net`): find them in the current
     # directory, as `python -m surge fit` would (the `surge` script's own folder is on the path instead).
@@ -144,6 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
         "imported and called); run only configs you trust, or restrict them with --allow_class_paths "
         "(see `surge fit --help`).",
     )
+    parser.add_argument("--version", action="version", version=f"surge {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     demo = sub.add_parser("demo", help="train the digits example (python -m surge.demo)", add_help=False)
@@ -214,7 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
     plot.add_argument("--out", default=None, help="the PNG to write (default RUN_DIR/curves.png)")
     plot.set_defaults(fn=_plot)
 
-    for name, help_text in COMMANDS.items():  # parsed by jsonargparse in cli/config.py
+    for name, help_text in COMMANDS.items():  # parsed by jsonargparse in stage_cli/config.py
         cmd = sub.add_parser(name, help=help_text, add_help=False)
         cmd.add_argument("rest", nargs=argparse.REMAINDER)
         cmd.set_defaults(fn=_config_command)
@@ -224,8 +227,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """The `surge` command; surge's own errors are shown as their message (cli/error_report.py)."""
-    from .error_report import errors_shown_briefly
+    """The `surge` command; surge's own errors are shown as their message (stage_cli/error_report.py)."""
+    from ..stage_cli.error_report import errors_shown_briefly
 
     return errors_shown_briefly(lambda: _main(argv))
 

@@ -20,8 +20,8 @@ from typing import Any
 from ..errors import MisconfigurationError
 
 # surge's entry points: a config under an allowlist never names these, whatever it allows
-NEVER_FROM_CONFIG = ("surge.cli", "surge.__main__", "surge.lightning.mode", "surge.lightning.__main__",
-                     "surge.launch", "surge.launch.signals")  # fmt: skip
+NEVER_FROM_CONFIG = ("surge.cli", "surge.stage_cli", "surge.__main__", "surge.lightning.mode",
+                     "surge.lightning.__main__", "surge.launch", "surge.launch.signals")  # fmt: skip
 MAX_YAML_NODES = 100_000  # expanded values in one YAML document; real configs hold a few hundred
 MAX_YAML_DEPTH = 100  # nested flow brackets; real configs use fewer than ten
 YAML_MODE = "surge_yaml"  # the jsonargparse parser mode whose loader guards the YAML

@@ -26,6 +26,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    from ..cli.error_report import errors_shown_briefly
+    from ..stage_cli.error_report import errors_shown_briefly
 
     raise SystemExit(errors_shown_briefly(main))

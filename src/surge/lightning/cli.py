@@ -22,10 +22,10 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ..callbacks.base import Callback
-from ..cli.config import CONFIG_ERROR, RUN_ERROR, SaveConfig, SurgeCLI, _fail
 from ..datamodule import DataModule
 from ..errors import CheckpointError, SurgeError, bad_value, install_hint
 from ..module import Module
+from ..stage_cli.config import CONFIG_ERROR, RUN_ERROR, SaveConfig, SurgeCLI, _fail
 from ..trainer import Trainer
 from . import cli_checkpoint
 from .seeding import seed_everything

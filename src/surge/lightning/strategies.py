@@ -15,8 +15,8 @@ import torch
 from torch import nn
 from torch.distributed.constants import default_pg_timeout
 
+from ..arguments.plugins import resolve_plugins
 from ..callbacks.base import overrides
-from ..config.plugins import resolve_plugins
 from ..errors import MisconfigurationError, SurgeTypeError, bad_value
 from ..module import Module
 from ..strategies import ddp as _ddp
@@ -47,7 +47,7 @@ def check_start_method(owner: str, start_method: str) -> None:
 def strategy_plugins(**plugins: Any) -> tuple[Any, ...]:
     """`cluster_environment`, `checkpoint_io`, `precision_plugin` handed to a strategy: the ones
     given, checked now (a wrong type fails here); the Trainer joins them with its own `plugins=`
-    (config/lightning.py), refusing a kind given to both, as Lightning does."""
+    (arguments/lightning.py), refusing a kind given to both, as Lightning does."""
     given = tuple(value for value in plugins.values() if value is not None)
     resolve_plugins(list(given))
     return given

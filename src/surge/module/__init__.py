@@ -10,10 +10,10 @@ import torch
 from torch import Tensor, nn
 
 from ..errors import SurgeRuntimeError
-from ..metrics.log_options import check_log_name, check_log_value, reduction, refuse_log_options
 from ..rank_zero import warn
 from .hooks import LoopHooks
 from .hparams import HyperparametersMixin, build_from_checkpoint
+from .log_options import check_log_name, check_log_value, reduction, refuse_log_options
 from .model_hooks import ModelHooks
 from .optimizers import ModuleOptimizers
 

@@ -15,6 +15,7 @@ from ..module.steps import ModuleOptimizerStep
 from ..utilities.clip import norm_clipper
 from .config import SchedulerConfig, check_optimizer_count, configured_optimizers, parse_optimizers
 from .nonfinite import NonFiniteGuard, handed_flag
+from .tensor_lr import refuse_foreach_with_tensor_lr
 
 __all__ = [
     "Optimization",
@@ -288,8 +289,6 @@ class Optimization:
         for config, saved in zip(self.schedulers, saved_scheds):
             config.scheduler.load_state_dict(saved)
         if self._tensor_lr:
-            from ..speed.compiling import refuse_foreach_with_tensor_lr
-
             refuse_foreach_with_tensor_lr(self.optimizers, restored_from=source)
 
 

@@ -27,7 +27,8 @@ from torch import nn
 from torch.optim import Optimizer
 
 from ..callbacks.base import Callback
-from ..errors import MisconfigurationError, bad_value
+from ..errors import bad_value
+from ..optim.tensor_lr import refuse_foreach_with_tensor_lr
 from ..rank_zero import info, warn
 
 if TYPE_CHECKING:
@@ -173,32 +174,6 @@ def compile_optimizers(
     if scheduled:
         refuse_foreach_with_tensor_lr(optimizers)
     return [CompiledStep(opt, spec.options, tensor_lr=scheduled) for opt in optimizers]
-
-
-def refuse_foreach_with_tensor_lr(optimizers: list[Optimizer], restored_from: str | None = None) -> None:
-    """torch's Adam (and AdamW) refuse a tensor lr with `foreach=True, capturable=False`, deep inside
-    the first compiled step: say so before the fit, naming the argument and the fixes. With
-    `restored_from`, the groups are a checkpoint's (torch's load_state_dict brings its settings back)."""
-    for i, opt in enumerate(optimizers):
-        groups = [g for g in opt.param_groups if g.get("foreach") is True and g.get("capturable") is False]
-        if isinstance(opt, torch.optim.Adam | torch.optim.AdamW) and groups:
-            name = type(opt).__name__
-            if restored_from is not None:
-                raise MisconfigurationError(
-                    f"compile='step' with a learning-rate scheduler hands its compiled step each lr as a 0-d tensor, "
-                    f"and torch's {name} refuses a tensor lr with foreach=True and capturable=False: "
-                    f"{restored_from} restores optimizer {i} ({name}) with foreach=True and capturable=False "
-                    "(torch's load_state_dict brings back the saved param groups' settings, whatever the "
-                    f"optimizer is built with now). Resume it with compile=True (the forward only) or "
-                    "without compile."
-                )
-            raise MisconfigurationError(
-                f"compile='step' with a learning-rate scheduler hands its compiled step each lr as a 0-d tensor "
-                f"(so a new rate does not recompile), and torch's {name} refuses a tensor lr with "
-                f"foreach=True and capturable=False (optimizer {i}, {name}(foreach=True)). Pass "
-                f"{name}(..., foreach=True, capturable=True), leave foreach unset, or use fused=True; "
-                "or compile=True (the forward only)."
-            )
 
 
 # -- recompilations and compile time ---------------------------------------------------------------

@@ -9,6 +9,9 @@ from typing import Any
 
 from .. import data as data_mod
 from ..accelerators import resolve_accelerator, resolve_devices
+from ..arguments import TrainerConfig
+from ..arguments.declared import takes_arguments_of
+from ..arguments.lightning import requeue_of
 from ..assembly import (
     anomaly_mode,
     batch_mover,
@@ -20,21 +23,8 @@ from ..assembly import (
     prepare_module,
 )
 from ..callbacks.base import Callback
-from ..checkpoint.run_state import (
-    Found,
-    RunObjects,
-    checkpoint_state,
-    find_checkpoint,
-    restore_model,
-    restore_modules,
-    restore_training,
-)
-from ..config import TrainerConfig
-from ..config.declared import takes_arguments_of
-from ..config.lightning import requeue_of
 from ..config.semantics import Semantics
 from ..data.limit_messages import say_explicit_limits
-from ..data.stage_data import LoaderPreparation, check_step_defined, eval_loaders
 from ..datamodule import DataModule
 from ..errors import MisconfigurationError, SurgeTypeError
 from ..launch.environment import detect
@@ -45,9 +35,11 @@ from ..loops.control import SanityFlag, StopRequest
 from ..loops.evaluate import run_evaluation
 from ..loops.fit import FitLoop
 from ..loops.fit_data import FitData
+from ..loops.fit_data import tuning as tune_setup
 from ..loops.hooks import Hooks
 from ..loops.predict_state import PredictLoop
 from ..loops.rollback import Rollback
+from ..loops.stage_data import LoaderPreparation, check_step_defined, eval_loaders
 from ..loops.stage_exit import until_exit
 from ..loops.stage_hooks import enter_stage, leave_stage
 from ..loops.validation import Validation
@@ -65,7 +57,15 @@ from ..speed.compile_cache import CompileCache
 from ..speed.compiled_calls import CompiledCalls
 from ..speed.compiling import compile_watch, compiled_training_step
 from ..speed.cpu_threads import check_cpu_threads
-from ..tune import setup as tune_setup
+from .run_state import (
+    Found,
+    RunObjects,
+    checkpoint_state,
+    find_checkpoint,
+    restore_model,
+    restore_modules,
+    restore_training,
+)
 from .stages import StageEntryPoints
 
 
@@ -73,7 +73,7 @@ class Trainer(StageEntryPoints):
     """Trains a `surge.Module`: `Trainer(max_epochs=10).fit(model, train_loader, val_loader)`.
 
     Every argument is keyword-only and checked here, before any work. Each is declared once, as a
-    field of `TrainerConfig` (config/__init__.py); the meanings below come from config/meanings.py
+    field of `TrainerConfig` (arguments/__init__.py); the meanings below come from config/meanings.py
     (`python docs/trainer_arguments.py` writes them here and in docs/trainer.md).
 
     Training length:

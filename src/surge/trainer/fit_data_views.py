@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import MisconfigurationError, bad_value
 
 if TYPE_CHECKING:
-    from ..config import TrainerConfig
+    from ..arguments import TrainerConfig
     from ..loops.control import SanityFlag, StopRequest
     from ..loops.fit import FitLoop
     from ..loops.fit_data import FitData

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ..config import TrainerConfig
-from ..config.declared import argument_view
+from ..arguments import TrainerConfig
+from ..arguments.declared import argument_view
 from ..errors import MisconfigurationError
 from ..loops.run_status import RunningStage, TrainerState, trainer_state
 from .fit_data_views import FitDataViews

@@ -10,11 +10,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..config.lightning import warn_default_max_epochs
+from ..arguments.lightning import warn_default_max_epochs
 from ..config.paths import writable_dir
-from ..data.stage_data import check_step_defined
 from ..datamodule import DataModule
 from ..errors import bad_value
+from ..loops.stage_data import check_step_defined
 from ..metrics.table import print_results
 from ..module import Module
 from .launching import StageLaunching

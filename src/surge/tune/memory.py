@@ -43,7 +43,7 @@ def measure_peak(work: Callable[[], Any], device: torch.device) -> int:
 def _cpu_peak(work: Callable[[], Any]) -> int:
     from torch.profiler import ProfilerActivity, profile
 
-    from ..profiler import native_stderr
+    from . import native_stderr
 
     prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
     with native_stderr.dropping_lines():  # torch prints a profiler_start line per profile

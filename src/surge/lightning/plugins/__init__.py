@@ -1,6 +1,6 @@
 """`lightning.pytorch.plugins` under `surge run`: cluster environments, checkpoint IO, precision and
 layer sync, each standing for surge's own part. `Trainer(plugins=...)` turns them into one decided
-value (`surge.config.plugins.resolve_plugins`); see docs/lightning.md, "Plugins"."""
+value (`surge.arguments.plugins.resolve_plugins`); see docs/lightning.md, "Plugins"."""
 
 from __future__ import annotations
 

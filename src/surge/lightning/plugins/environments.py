@@ -14,7 +14,7 @@ import signal
 from abc import ABC, abstractmethod
 from typing import Any
 
-from ...config.plugins import Plugins
+from ...arguments.plugins import Plugins
 from ...errors import MisconfigurationError
 from ...launch import environment as surge_env
 from ...launch.signals import RequeuePolicy

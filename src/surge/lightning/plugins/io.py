@@ -14,9 +14,9 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import Any
 
+from ...arguments.plugins import Plugins
 from ...checkpoint import load_checkpoint, save_atomic
 from ...checkpoint.writer import AsyncCheckpointWriter, CheckpointWriter
-from ...config.plugins import Plugins
 from ...errors import MisconfigurationError
 
 KIND = "CheckpointIO"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ...config.plugins import Plugins
+from ...arguments.plugins import Plugins
 from ...errors import MisconfigurationError
 
 KIND = "TorchSyncBatchNorm"  # Lightning counts every LayerSync under this name

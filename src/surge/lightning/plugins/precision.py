@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from ... import precision as surge_precision
-from ...config.plugins import Plugins
+from ...arguments.plugins import Plugins
 from ...data import cast_floating
 from ...errors import MisconfigurationError
 from .precision_methods import AutocastMethods, PrecisionMethods

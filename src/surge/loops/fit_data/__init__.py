@@ -38,21 +38,21 @@ from ...data.combined import CombinedLoader, inner_loaders
 from ...data.combined_stage import CombinedBatches, combined_inexact_reason, eval_runs
 from ...data.loader_state import inexact_resume_reason
 from ...data.look_ahead import one_ahead
-from ...data.stage_data import NO_TRAIN_DATA, eval_found, fit_train_loader, loaders_defined, stage_source
 from ...data.stateful_loader import LoaderResume, check_train_loader, restore_loader, state_holder
 from ...errors import CheckpointError, MisconfigurationError, bad_value
 from ...module import Module
 from ...rank_zero import info, warn
-from ...tune.setup import Tuned, tune_loaders, tune_val_loaders
+from ..stage_data import NO_TRAIN_DATA, eval_found, fit_train_loader, loaders_defined, stage_source
 from ..validation import BatchPlan, plan_batches
 from .reload import NewLoaders, ReloadSchedule, schedule
+from .tuning import Tuned, tune_loaders, tune_val_loaders
 
 if TYPE_CHECKING:
-    from ...config import TrainerConfig
-    from ...data.stage_data import LoaderPreparation
+    from ...arguments import TrainerConfig
     from ...strategies import Strategy
     from ...tune.auto_workers import AutoWorkers
-    from ...tune.setup import Tuning
+    from ..stage_data import LoaderPreparation
+    from .tuning import Tuning
 
 
 ADVICE_AFTER_BATCHES = 50  # batches the loop's data-wait share is measured over, once a fit

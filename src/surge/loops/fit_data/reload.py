@@ -18,15 +18,15 @@ from torch.utils.data import DataLoader
 
 from ...data.combined import CombinedLoader, inner_loaders
 from ...data.combined_stage import prepared
-from ...data.stage_data import eval_found, fit_train_loader, stage_source
 from ...errors import MisconfigurationError
 from ...seed import rng_untouched, set_rng_state
 from ...tune.loaders import with_batch_size, with_workers
+from ..stage_data import eval_found, fit_train_loader, stage_source
 
 if TYPE_CHECKING:
-    from ...config import TrainerConfig
-    from ...data.stage_data import LoaderPreparation
+    from ...arguments import TrainerConfig
     from ...module import Module
+    from ..stage_data import LoaderPreparation
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ import argparse
 import sys
 from typing import Any
 
-COMMANDS = {  # parsed by jsonargparse in cli/config.py
+COMMANDS = {  # parsed by jsonargparse in stage_cli/config.py
     "fit": "train the model (resume with --ckpt_path)",
     "validate": "run validation_step over the validation data (weights from --ckpt_path)",
     "test": "run test_step over the test data (weights from --ckpt_path)",

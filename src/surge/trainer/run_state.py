@@ -14,6 +14,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import torch
 
+from ..checkpoint import advice
+from ..checkpoint.callback_state import restore_callbacks, restore_optimization, save_callbacks
+from ..checkpoint.layout import check_resumable
+from ..checkpoint.values import check_state
 from ..data.stateful_loader import loader_states
 from ..datamodule import DATAMODULE_HPARAMS_KEY, saved_datamodule_state
 from ..errors import CheckpointError, MisconfigurationError, UntrustedCheckpointError
@@ -21,10 +25,6 @@ from ..module.hparams import plain, put_objects
 from ..rank_zero import info, warn
 from ..seed import rng_state
 from ..version import __version__
-from . import advice
-from .callback_state import restore_callbacks, restore_optimization, save_callbacks
-from .layout import check_resumable
-from .values import check_state
 
 if TYPE_CHECKING:
     from ..loops.fit import FitLoop

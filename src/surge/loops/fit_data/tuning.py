@@ -9,27 +9,28 @@ import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any, Protocol, cast, runtime_checkable
+from typing import TYPE_CHECKING, Any, cast
 
 from torch.optim import Optimizer
 from torch.utils.data import DataLoader
 
-from ..data import loader_length
-from ..data.combined import CombinedLoader
-from ..errors import MisconfigurationError
-from ..module import Module
-from ..optim.rates import scale_rates
-from ..rank_zero import info
-from .auto_workers import AutoWorkers, too_short
-from .batch_size import find_batch_size
-from .loaders import loader_batch_size, with_batch_size, with_workers
-from .workers import cpu_count
+from ...data import loader_length
+from ...data.combined import CombinedLoader
+from ...errors import MisconfigurationError
+from ...module import Module
+from ...optim.rates import scale_rates
+from ...rank_zero import info
+from ...tune.auto_workers import AutoWorkers, too_short
+from ...tune.batch_size import find_batch_size
+from ...tune.loaders import loader_batch_size, with_batch_size, with_workers
+from ...tune.workers import cpu_count
 
 if TYPE_CHECKING:
-    from ..config import TrainerConfig
-    from ..optim import SchedulerConfig
-    from ..strategies import Strategy
-    from ..trainer import Trainer
+    from ...arguments import TrainerConfig
+    from ...callbacks.batch_size_finder import BatchSizeFinder
+    from ...optim import SchedulerConfig
+    from ...strategies import Strategy
+    from ...trainer import Trainer
 
 
 @dataclass(frozen=True)
@@ -116,9 +117,11 @@ def needs_train_first(tuning: Tuning, scale_lr: str | None) -> bool:
     """Whether a tuner decides the batch, the accumulation or the rates before the optimizers exist,
     or reads the train loader when fit starts (`LearningRateFinder`): the train loader is then asked
     for before `configure_optimizers`."""
+    from ...callbacks.lr_finder import LearningRateFinder
+
     return (
         _batch_size_finder(tuning.trainer) is not None
-        or any(getattr(cb, "reads_train_loader_at_fit_start", False) for cb in tuning.trainer.callbacks)
+        or any(isinstance(cb, LearningRateFinder) for cb in tuning.trainer.callbacks)
         or tuning.effective_batch_size is not None
         or (scale_lr is not None)
     )
@@ -139,16 +142,10 @@ def tune_val_loaders(tuning: Tuning, vals: list[Iterable]) -> list[Iterable]:
     return [tuned(v) for v in vals]
 
 
-@runtime_checkable
-class TrainLoaderTuner(Protocol):
-    """A callback that chooses the train loader's batch size before the fit (`BatchSizeFinder`): the
-    tuners below the callbacks know it by this method, not by its class."""
+def _batch_size_finder(trainer: Trainer) -> BatchSizeFinder | None:
+    from ...callbacks.batch_size_finder import BatchSizeFinder
 
-    def tune_train_loader(self, trainer: Trainer, module: Any, loader: Any, given: bool) -> Any: ...
-
-
-def _batch_size_finder(trainer: Trainer) -> TrainLoaderTuner | None:
-    return next((cb for cb in trainer.callbacks if isinstance(cb, TrainLoaderTuner)), None)
+    return next((cb for cb in trainer.callbacks if isinstance(cb, BatchSizeFinder)), None)
 
 
 def plan_effective_batch(tuning: Tuning, model: Module, loader: Any, effective: int) -> tuple[Iterable, int]:

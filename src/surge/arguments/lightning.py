@@ -6,10 +6,10 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
+from ..config.semantics import Semantics
 from ..errors import MisconfigurationError, bad_value
 from ..rank_zero import warn
 from .plugins import Plugins, resolve_plugins
-from .semantics import Semantics
 
 if TYPE_CHECKING:
     from ..launch.signals import RequeuePolicy
@@ -54,7 +54,7 @@ def lightning_defaults(cfg: Any) -> None:
 
 def check_lightning_arguments(cfg: Any) -> None:
     """`min_steps`, `inference_mode`, `sync_batchnorm` are honoured; `plugins` becomes one decided
-    value (config/plugins.py); `barebones` and `model_registry` are refused unless left at their
+    value (arguments/plugins.py); `barebones` and `model_registry` are refused unless left at their
     defaults, with what to do instead."""
     steps = cfg.min_steps
     if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 0):

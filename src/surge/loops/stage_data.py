@@ -9,13 +9,13 @@ from typing import TYPE_CHECKING, Any
 
 from .. import data as data_mod
 from ..callbacks.base import overrides
+from ..data.combined import CombinedLoader
+from ..data.combined_stage import as_combined, check_train_mode, eval_runs, prepared, train_batches
+from ..data.loader_prep import in_order, prepare_loader
 from ..datamodule import DataModule
 from ..errors import MisconfigurationError, SurgeTypeError
 from ..module import Module
 from ..seed import last_seeding
-from .combined import CombinedLoader
-from .combined_stage import as_combined, check_train_mode, eval_runs, prepared, train_batches
-from .loader_prep import in_order, prepare_loader
 
 if TYPE_CHECKING:
     from ..strategies.base import Strategy

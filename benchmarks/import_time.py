@@ -1,0 +1,84 @@
+"""What starting surge costs: `import surge`, `from surge import Trainer, Module` and `surge --help`
+against `import torch`, each in a fresh interpreter.
+
+    python benchmarks/import_time.py --repeats 30
+
+Every case runs in its own subprocess of this one, interleaved (torch, surge, surge's names,
+--help, torch, ...), so a change in the machine's load falls on all of them alike; the report gives
+each case's median and quartiles of wall time, its median CPU time (user + system, which a busy
+machine moves less), each minus torch's, and the load average before and after. surge is imported from this checkout's `src/` (first on `PYTHONPATH`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+CASES = {
+    "import torch": ["-c", "import torch"],
+    "import surge": ["-c", "import surge"],
+    "from surge import Trainer, Module": ["-c", "from surge import Module, Trainer"],
+    "surge --help": ["-m", "surge", "--help"],
+}
+
+
+def timed(args: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """(wall, CPU) seconds of one fresh interpreter; CPU (user + system) moves less with the load."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    subprocess.run([sys.executable, *args], env=env, check=True, stdout=subprocess.DEVNULL)
+    took = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return took, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def quartiles(values: list[float]) -> tuple[float, float, float]:
+    q1, q2, q3 = statistics.quantiles(values, n=4) if len(values) > 1 else (values[0],) * 3
+    return q1, q2, q3
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=30, help="timed runs of each case")
+    args = parser.parse_args()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])}
+    for case in CASES.values():  # warm the file cache; untimed
+        timed(case, env)
+    load_before = os.getloadavg()
+    walls: dict[str, list[float]] = {name: [] for name in CASES}
+    cpus: dict[str, list[float]] = {name: [] for name in CASES}
+    for _ in range(args.repeats):
+        for name, case in CASES.items():
+            took, cpu = timed(case, env)
+            walls[name].append(took)
+            cpus[name].append(cpu)
+    load_after = os.getloadavg()
+    torch_wall, torch_cpu = statistics.median(walls["import torch"]), statistics.median(cpus["import torch"])
+    print(
+        f"{platform.platform()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
+        f"{args.repeats} runs of each case, interleaved; load average "
+        f"{' '.join(f'{x:.2f}' for x in load_before)} before, {' '.join(f'{x:.2f}' for x in load_after)} after\n"
+    )
+    print(
+        "| case | wall, median | wall, quartiles | wall - import torch | CPU, median | CPU - import torch |"
+    )
+    print("|---|---|---|---|---|---|")
+    for name in CASES:
+        q1, q2, q3 = quartiles(walls[name])
+        cpu = statistics.median(cpus[name])
+        print(
+            f"| `{name}` | {q2:.3f} s | {q1:.3f}-{q3:.3f} s | {q2 - torch_wall:+.3f} s "
+            f"| {cpu:.3f} s | {cpu - torch_cpu:+.3f} s |"
+        )
+
+
+if __name__ == "__main__":
+    main()
