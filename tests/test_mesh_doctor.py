@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from surge.profiler.mesh_comm import SCHEDULE_RECORD, MeshComm, measure
-from surge.profiler.mesh_findings import mesh_findings
+from surge.profiler.mesh_findings import mesh_findings, mesh_lines
 from surge.strategies.pipeline_stages import Bubble, PipelineLayout
 
 
@@ -83,3 +83,27 @@ def test_tensor_parallel_and_fsdp_time_are_named_with_their_fixes():
     assert fsdp["kind"] == "fsdp" and "reshard_after_forward=False" in fsdp["message"]
     quiet = MeshComm(steps=4, wall_s=1.0, seconds={"tensor_parallel": 0.1, "fsdp": 0.1})
     assert mesh_findings(quiet, Strategy(None)) == []
+
+
+def test_the_report_shows_each_kind_s_share_and_the_bubble():
+    report = {
+        "mesh": {
+            "steps": 8, "wall_s": 1.0, "tensor_parallel": {"share": 0.36, "per_step": 24.5},
+            "fsdp": {"share": 0.1, "per_step": 2.5}, "pipeline": {"share": 0.0, "per_step": 0.0},
+        },
+        "pipeline": {"bubble": 1 / 3, "pipeline_parallel": 2, "micro_batches": 2, "schedule": "1F1B"},
+    }  # fmt: skip
+    lines = mesh_lines(report)
+    assert lines[0].split() == [
+        "tensor-parallel",
+        "36.0%",
+        "(24.5",
+        "collectives",
+        "per",
+        "step,",
+        "8",
+        "steps",
+        "profiled)",
+    ]
+    assert lines[1].startswith("  fsdp") and len(lines) == 3  # no send/recv line: none counted
+    assert lines[2].split()[:3] == ["pipeline", "bubble", "33.3%"]

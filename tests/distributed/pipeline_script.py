@@ -4,8 +4,8 @@ writes what rank zero recorded; `--world 1` runs the one-process references.
 
 The model is a 7-layer nn.Sequential (`pipeline_layers()`), trained with AdamW, accumulation 4 (the
 micro-batches of each optimizer step) and clipping at a norm of 0.5; each scenario records the
-gathered weights, the rows the logger got, every rank's epoch metrics, the split shown, and what its
-refusals said.
+gathered weights, the rows the logger got, every rank's epoch metrics, the split shown, what its
+refusals said, and, for the scenarios run under the doctor, what it found.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ import torch
 
 from ..callbacks.base import Callback
 from ..rank_zero import info
-from .mesh_findings import MESH_KINDS, mesh_findings
+from .mesh_findings import MESH_KINDS, mesh_findings, mesh_lines
 
 if TYPE_CHECKING:
     from ..callbacks.trainer_views import ProfiledFit
@@ -264,6 +264,7 @@ def render(report: dict[str, Any]) -> str:
             lines.append(f"  {phase:<10} {share:6.1%}  {s['phases'][phase] * 1e3:8.2f} ms")
     if "comm_share" in s:
         lines.append(f"  {'allreduce':<10} {s['comm_share']:6.1%}  (overlaps backward)")
+    lines += mesh_lines(report)
     if report["samples_per_s"]:
         lines.append(
             f"  {report['samples_per_s']:,.0f} samples/s; validation {s.get('validation_s', 0):.2f} s in all"

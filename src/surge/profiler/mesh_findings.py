@@ -91,3 +91,25 @@ def _bubble(bubble: Bubble, comm: MeshComm | None) -> dict[str, Any]:
         f"({bubble.schedule}) each stage idles (p-1)/(v*m+p-1) = {bubble.fraction:.0%} of a step{seen}; {fixes}",
         "numbers": {"share": bubble.fraction, "micro_batches": m, "stages": p * v, "measured_wait": measured},
     }
+
+
+def mesh_lines(report: dict[str, Any]) -> list[str]:
+    """The report's lines for a mesh: each kind of communication's share and count, the bubble."""
+    lines = []
+    mesh, pipeline = report.get("mesh"), report.get("pipeline")
+    if mesh and mesh["steps"]:
+        names = {TENSOR_PARALLEL: "tensor-parallel", FSDP: "fsdp", PIPELINE: "send/recv"}
+        for kind, name in names.items():
+            if mesh[kind]["per_step"]:
+                share, n = mesh[kind]["share"], mesh[kind]["per_step"]
+                lines.append(
+                    f"  {name:<15} {share:6.1%}  ({n:g} collectives per step, {mesh['steps']} steps profiled)"
+                )
+    if pipeline:
+        waited = (mesh or {}).get("schedule", {}).get("waiting_share")
+        seen = f"; measured wait {waited:.0%}" if waited is not None else ""
+        lines.append(
+            f"  pipeline bubble {pipeline['bubble']:6.1%}  ({pipeline['pipeline_parallel']} ranks, "
+            f"{pipeline['micro_batches']} micro-batches, {pipeline['schedule']}{seen})"
+        )
+    return lines

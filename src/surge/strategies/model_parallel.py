@@ -19,6 +19,11 @@ With `pipeline_parallel=N` the mesh gains an outer `"pipeline_parallel"` dimensi
 layers are split into stages (pipeline_stages.py), each stage sharded over its data-parallel group,
 and each accumulation window runs as micro-batches through the chosen schedule (pipeline_run.py);
 metrics come from the last stage (pipeline_metrics.py), clipping takes the norm over every stage.
+
+`compile=` and `activation_checkpointing=` take the model as the plan left it: the checkpointed
+blocks are chosen before sharding, the compiled calls installed on the sharded blocks (dynamo runs
+FSDP's hooks eagerly), and with stages `compile=True` compiles each stage's forward
+(`forward_modules`); the doctor reads the pipeline's bubble from `pipeline_bubble()`.
 """
 
 from __future__ import annotations
