@@ -188,10 +188,8 @@ def two(root: Path) -> dict:
     out["half_ckpts"] = half["ckpts"]
     out["own_stages"] = fit(root / "own", pipeline("1F1B"), 2, 8, net=OwnStages)
     out["bf16"] = fit(root / "bf16", pipeline("1F1B"), 2, 8, precision="bf16-mixed")
-    # each stage's forward compiled (aot_eager: AOTAutograd's graphs, no C++ build) and its Linear
-    # layers checkpointed
-    speed = {"compile": {"backend": "aot_eager"}, "activation_checkpointing": [nn.Linear]}
-    out["compiled"] = fit(root / "compiled", pipeline("1F1B"), 2, 8, **speed)
+    # each stage's forward compiled (aot_eager: AOTAutograd's graphs, no C++ build)
+    out["compiled"] = fit(root / "compiled", pipeline("1F1B"), 2, 8, compile={"backend": "aot_eager"})
     out["doctor2"], out["doctor8"] = diagnosed(root / "doctor2", 2), diagnosed(root / "doctor8", 8)
     out["step_compile"] = refused(lambda: fit(root / "step", pipeline("1F1B"), 2, 8, compile="step"))
     out["other_layout"] = refused(
