@@ -152,11 +152,20 @@ def test_parameters_on_several_meshes_are_clipped_by_surges_norm(mesh):
     assert norm_clipper([one_d]) is torch.nn.utils.clip_grad_norm_
 
 
-@pytest.mark.parametrize(("setting", "value"), [("compile", True), ("activation_checkpointing", [nn.Linear])])
-def test_what_the_mesh_does_not_have_yet_is_refused_by_the_trainer(setting, value):
+@pytest.mark.parametrize(
+    "settings", [{"compile": True}, {"compile": "step"}, {"activation_checkpointing": [nn.Linear]}]
+)
+def test_compile_and_activation_checkpointing_are_accepted_on_a_mesh(settings):
     strategy = ModelParallel(data_parallel=1, tensor_parallel=1)
-    with pytest.raises(MisconfigurationError, match=rf"Trainer\({setting}=.* is not supported yet"):
-        surge.Trainer(accelerator="cpu", devices=1, strategy=strategy, logger=False, **{setting: value})
+    surge.Trainer(accelerator="cpu", devices=1, strategy=strategy, logger=False, **settings)
+
+
+def test_compiling_the_step_through_pipeline_stages_is_refused_by_the_trainer():
+    strategy = ModelParallel(data_parallel=1, tensor_parallel=1, pipeline_parallel=2)
+    with pytest.raises(
+        MisconfigurationError, match=r"Trainer\(compile='step'\) with ModelParallel\(pipeline_parallel=2\)"
+    ):
+        surge.Trainer(accelerator="cpu", devices=2, strategy=strategy, logger=False, compile="step")
 
 
 class _NoReset(nn.Module):

@@ -268,7 +268,7 @@ def prepare_module(
         model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
     for_stage: list[Callback] = list(checkpointing)
     if compiled is not None:
-        for_stage.append(compiled.install())
+        for_stage.append(compiled.install(strategy.forward_modules(model)))
     model._attach(device=next((p.device for p in model.parameters()), strategy.device))
     speed.tensor_core_hint(model.device, precision)
     return for_stage

@@ -120,6 +120,14 @@ def data(n: int) -> TensorDataset:
     return TensorDataset(x, (x[:, :, 0].sum(1) > 0).long() + (x[:, :, 1].sum(1) > 0).long())
 
 
+def compile_arg(value: str | None) -> object:
+    """`--compile regions` -> "regions"; `--compile regions:aot_eager` -> that scope with that backend."""
+    if value is None:
+        return False
+    scope, _, backend = value.partition(":")
+    return {"scope": scope, "backend": backend} if backend else scope
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--mesh", default="1")
@@ -130,6 +138,9 @@ def main() -> None:
     p.add_argument("--clip", type=float, default=None)
     p.add_argument("--precision", default="32-true")
     p.add_argument("--user-shard", action="store_true")
+    p.add_argument("--compile", default=None, help="SCOPE or SCOPE:BACKEND")
+    p.add_argument("--checkpointing", action="store_true", help="activation_checkpointing={Block}")
+    p.add_argument("--doctor", action="store_true", help="profiler: the doctor, its report kept")
     p.add_argument("--root", required=True)
     p.add_argument("--ckpt", default=None)
     p.add_argument("--out", required=True)
@@ -149,7 +160,9 @@ def main() -> None:
         accelerator="cpu", devices=devices, strategy=strategy, max_epochs=args.epochs,
         accumulate_grad_batches=args.accumulate, gradient_clip_val=args.clip, precision=args.precision,
         default_root_dir=args.root, enable_progress_bar=False, enable_model_summary=False,
-        num_sanity_val_steps=0, log_every_n_steps=1, callbacks=[seen],
+        num_sanity_val_steps=0, log_every_n_steps=1, callbacks=[seen], compile=compile_arg(args.compile),
+        activation_checkpointing=[Block] if args.checkpointing else None,
+        profiler=surge.profiler.SimpleProfiler(measure_workers=False) if args.doctor else None,
     )  # fmt: skip
     model = Net(args.user_shard)
     train = DataLoader(dataset, batch_size=args.batch_size)
@@ -168,6 +181,11 @@ def main() -> None:
                 "rows": rows,
                 "global_step": trainer.global_step,
                 "world_size": trainer.world_size,
+                "doctor": {
+                    k: v for k, v in (trainer.profiler.report or {}).items() if k in ("findings", "mesh")
+                }
+                if args.doctor
+                else None,
                 "last_ckpt": trainer.checkpoint_callback.last_model_path
                 or trainer.checkpoint_callback.best_model_path,
             },

@@ -4,8 +4,8 @@ writes what rank zero recorded; `--world 1` runs the one-process references.
 
 The model is a 7-layer nn.Sequential (`pipeline_layers()`), trained with AdamW, accumulation 4 (the
 micro-batches of each optimizer step) and clipping at a norm of 0.5; each scenario records the
-gathered weights, the rows the logger got, every rank's epoch metrics, the split shown, and what its
-refusals said.
+gathered weights, the rows the logger got, every rank's epoch metrics, the split shown, what its
+refusals said, and, for the scenarios run under the doctor, what it found.
 """
 
 from __future__ import annotations
@@ -111,6 +111,8 @@ def fit(
     ckpt=None,
     precision="32-true",
     net=Net,
+    accumulate=ACCUMULATE,
+    **speed,
 ) -> dict:
     surge.seed_everything(0)
     rows, outputs = Rows(), Outputs()
@@ -118,9 +120,10 @@ def fit(
     callbacks = [checkpoints, outputs]
     trainer = surge.Trainer(
         accelerator="cpu", devices=devices, strategy=strategy, max_epochs=epochs,
-        accumulate_grad_batches=ACCUMULATE, gradient_clip_val=CLIP, default_root_dir=root,
+        accumulate_grad_batches=accumulate, gradient_clip_val=CLIP, default_root_dir=root,
         enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
         log_every_n_steps=1, logger=rows, callbacks=callbacks, limit_val_batches=0, precision=precision,
+        **speed,
     )  # fmt: skip
     model = net()
     trainer.fit(model, DataLoader(data(), batch_size=batch_size), ckpt_path=ckpt)
@@ -145,7 +148,22 @@ def record(trainer, model, rows, outputs) -> dict:
         "global_step": trainer.global_step,
         "split": getattr(trainer.strategy, "pipeline_split", None),
         "ckpts": sorted(str(p) for p in (Path(trainer.default_root_dir) / "ckpt").glob("*.ckpt")),
+        "doctor": doctor(trainer.profiler),
     }
+
+
+def doctor(profiler) -> dict | None:
+    """What the doctor found (rank zero's report), when the fit was profiled."""
+    report = getattr(profiler, "report", None)
+    if not report:
+        return None
+    return {key: report.get(key) for key in ("findings", "mesh", "pipeline", "bottleneck")}
+
+
+def diagnosed(root: Path, accumulate: int) -> dict:
+    """One epoch of 1F1B on 2 stages with `accumulate` micro-batches per step, under the doctor."""
+    profiler = surge.profiler.SimpleProfiler(measure_workers=False)
+    return fit(root, pipeline("1F1B"), 2, 8, epochs=1, accumulate=accumulate, profiler=profiler)
 
 
 def refused(fn) -> str:
@@ -170,6 +188,10 @@ def two(root: Path) -> dict:
     out["half_ckpts"] = half["ckpts"]
     out["own_stages"] = fit(root / "own", pipeline("1F1B"), 2, 8, net=OwnStages)
     out["bf16"] = fit(root / "bf16", pipeline("1F1B"), 2, 8, precision="bf16-mixed")
+    # each stage's forward compiled (aot_eager: AOTAutograd's graphs, no C++ build)
+    out["compiled"] = fit(root / "compiled", pipeline("1F1B"), 2, 8, compile={"backend": "aot_eager"})
+    out["doctor2"], out["doctor8"] = diagnosed(root / "doctor2", 2), diagnosed(root / "doctor8", 8)
+    out["step_compile"] = refused(lambda: fit(root / "step", pipeline("1F1B"), 2, 8, compile="step"))
     out["other_layout"] = refused(
         lambda: fit(root / "other", pipeline("Interleaved1F1B"), 2, 8, ckpt=half["ckpts"][-1])
     )

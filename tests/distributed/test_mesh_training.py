@@ -1,6 +1,7 @@
 """Tensor parallel x FSDP2 on a 2 x 2 mesh of 4 gloo processes (`surge.strategies.ModelParallel`,
 mesh_script.py) against one plain process with the whole batch: the weights, the optimizer state,
-what each rank's sampler gave it, the epoch metrics; a resume on the same mesh; bf16-mixed."""
+what each rank's sampler gave it, the epoch metrics; a resume on the same mesh; bf16-mixed; blocks
+checkpointed and compiled, under the doctor."""
 
 from __future__ import annotations
 
@@ -103,3 +104,27 @@ def test_bf16_mixed_on_a_mesh_stays_with_one_process(tmp_path_factory):
     assert four["global_step"] == 20 and four["metrics"]["seen"] == one["metrics"]["seen"] == 80.0
     assert_same_weights(one["state_dict"], four["state_dict"], tol=5e-2)
     assert four["metrics"]["train_loss"] == pytest.approx(one["metrics"]["train_loss"], abs=5e-3)
+
+
+@pytest.fixture(scope="module")
+def sped_up(tmp_path_factory) -> dict:
+    """The `mesh` run with its blocks checkpointed and compiled (dynamo, its eager backend: no C++
+    build), under the doctor."""
+    speed = ("--checkpointing", "--compile", "regions:eager", "--doctor")
+    return shared(tmp_path_factory, "--mesh", "2,2", "--batch-size", "4", "--user-shard", *COMMON, *speed)
+
+
+def test_checkpointed_compiled_blocks_on_a_mesh_train_as_without(mesh, sped_up):
+    _, plain = mesh
+    assert sped_up["global_step"] == plain["global_step"] == 20
+    for key, value in plain["state_dict"].items():
+        torch.testing.assert_close(sped_up["state_dict"][key], value, atol=1e-6, rtol=0)
+    assert sped_up["metrics"]["seen"] == 80.0
+
+
+def test_the_doctor_counts_tensor_parallel_and_fsdp_collectives_on_a_mesh(sped_up):
+    mesh = sped_up["doctor"]["mesh"]
+    assert mesh["steps"] == 8  # the profiled batches
+    assert mesh["tensor_parallel"]["per_step"] > 0 and mesh["fsdp"]["per_step"] > 0
+    assert mesh["pipeline"]["per_step"] == 0 and "schedule" not in mesh
+    assert 0 < mesh["tensor_parallel"]["share"] < 1 and 0 < mesh["fsdp"]["share"] < 1

@@ -2,8 +2,9 @@
 pipeline_script.py) against one plain process with the same loader and accumulation: 12 AdamW steps
 of accumulation 4 (4 micro-batches a step) clipped at a norm of 0.5. One launch per world size runs
 every scenario: GPipe, 1F1B and Interleaved1F1B (2 ranks x 2 stages) on 2 processes, stages the
-module builds, a resume on the same layout and a refused one, bf16-mixed; on 4 processes 2 stages x
-2 data-parallel ranks, and 2 stages x 2 tensor-parallel ranks."""
+module builds, a resume on the same layout and a refused one, bf16-mixed, compiled stages, the
+doctor's bubble at 2 and 8 micro-batches; on 4 processes 2 stages x 2 data-parallel ranks, and 2
+stages x 2 tensor-parallel ranks."""
 
 from __future__ import annotations
 
@@ -136,3 +137,24 @@ def test_stages_the_module_builds_train_as_one_process(one, two):
     assert run["split"] == "2 stages from OwnStages.pipeline_stages()"
     assert_weights(run, one, 1e-6)
     assert_rows_close(logged(run), logged(one))  # (the clipping norm sums other parts: ulps differ)
+
+
+def test_compiled_stages_train_as_one_process(one, two):
+    run = two["compiled"]  # compile=True: each stage's forward (aot_eager backend)
+    assert run["global_step"] == 12
+    assert_weights(run, one, 1e-6)
+    assert_rows_close(logged(run), logged(one))
+    assert "compile='step'" in two["step_compile"] and "pipeline_parallel=2" in two["step_compile"]
+
+
+def test_the_doctor_names_the_bubble_of_two_micro_batches_and_not_of_eight(two):
+    few, many = two["doctor2"]["doctor"], two["doctor8"]["doctor"]
+    assert few["pipeline"]["bubble"] == pytest.approx(1 / 3)  # (p-1)/(m+p-1), 2 stages
+    assert many["pipeline"]["bubble"] == pytest.approx(1 / 9)
+    (bubble,) = [f for f in few["findings"] if f["kind"] == "pipeline_bubble"]
+    assert "33%" in bubble["message"] and "accumulate_grad_batches=8" in bubble["message"]
+    assert "pipeline_bubble" not in [f["kind"] for f in many["findings"]]
+    # measured on the first stage: 2 sends and 2 receives per schedule run, and some waiting
+    schedule = few["mesh"]["schedule"]
+    assert schedule["p2p_per_run"] == 4 and 0 < schedule["waiting_share"] < 1
+    assert bubble["numbers"]["measured_wait"] == schedule["waiting_share"]

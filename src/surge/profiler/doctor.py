@@ -19,10 +19,12 @@ import torch
 
 from ..callbacks.base import Callback
 from ..rank_zero import info
+from .mesh_findings import MESH_KINDS, mesh_findings, mesh_lines
 
 if TYPE_CHECKING:
     from ..callbacks.trainer_views import ProfiledFit
     from ..trainer import Trainer
+    from .mesh_comm import MeshComm
 
 DOCTOR_ENV = "SURGE_DOCTOR"  # how `surge doctor` tells the script it runs (a separate process)
 DATA_BOUND = 0.30  # share of the step spent waiting for data
@@ -101,9 +103,12 @@ def doctor_run(run: DoctorRun) -> Iterator[DoctorRun]:
 class Doctor:
     """Builds the report for one fit from the profiler's measurements."""
 
-    def __init__(self, trainer: ProfiledFit, profiler: Any, measure_workers: bool = True) -> None:
+    def __init__(
+        self, trainer: ProfiledFit, profiler: Any, measure_workers: bool = True, mesh: MeshComm | None = None
+    ) -> None:
         self.trainer, self.profiler = trainer, profiler
         self.measure_workers = measure_workers
+        self.mesh = mesh  # on a device mesh: what its communication took (mesh_comm.py)
 
     def run(self) -> dict[str, Any]:
         t = self.trainer
@@ -120,6 +125,11 @@ class Doctor:
             "host_reads_per_step": self.profiler.syncs.per_step,
             "host_reads": dict(self.profiler.syncs.counts),
         }
+        if self.mesh is not None:
+            report["mesh"] = self.mesh.as_dict()
+        bubble = t.strategy.pipeline_bubble()
+        if bubble is not None:
+            report["pipeline"] = {**vars(bubble), "bubble": bubble.fraction}
         report["findings"] = self.findings(report)
         report["bottleneck"] = report["findings"][0]["kind"] if report["findings"] else "compute"
         if t.is_global_zero:
@@ -155,13 +165,14 @@ class Doctor:
                 "(non-final micro-batches skip the allreduce)",
                 "numbers": {"share": comm},
             })  # fmt: skip
+        out += mesh_findings(self.mesh, t.strategy)
         advice = t.strategy.speed_advice()
         if advice:
             out.append({"kind": "strategy", "message": advice, "numbers": {}})
         device = _device(t)
         if device.type == "cuda":
             out += self._gpu_findings(device, report)
-        if not out or out[0]["kind"] not in ("data", "sync", "communication"):
+        if not out or out[0]["kind"] not in ("data", "sync", "communication", *MESH_KINDS):
             compute = sum(shares.get(p, 0.0) for p in ("forward", "backward", "optimizer"))
             sps = report["samples_per_s"]
             out.insert(0, {
@@ -253,6 +264,7 @@ def render(report: dict[str, Any]) -> str:
             lines.append(f"  {phase:<10} {share:6.1%}  {s['phases'][phase] * 1e3:8.2f} ms")
     if "comm_share" in s:
         lines.append(f"  {'allreduce':<10} {s['comm_share']:6.1%}  (overlaps backward)")
+    lines += mesh_lines(report)
     if report["samples_per_s"]:
         lines.append(
             f"  {report['samples_per_s']:,.0f} samples/s; validation {s.get('validation_s', 0):.2f} s in all"

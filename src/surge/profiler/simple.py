@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 from ..callbacks.base import Callback
 from ..errors import SurgeRuntimeError
 from .base import LoopParts, Profiler
+from .mesh_comm import MeshTrace
 from .syncs import SyncCounter
 from .timing import PhaseTimer
 
@@ -18,7 +19,8 @@ if TYPE_CHECKING:
 
 class SimpleProfiler(Profiler):
     """Phase timing (data, transfer, forward, backward, optimizer, callbacks, logging; validation
-    as a whole; gradient communication from a DDP comm hook) and host reads counted on a few steps.
+    as a whole; gradient communication from a DDP comm hook) and host reads counted on a few steps;
+    on a device mesh, the communication of a few steps from torch.profiler's records (mesh_comm.py).
     At the end of fit the doctor prints where the time went and what to change."""
 
     name = "simple"
@@ -29,12 +31,15 @@ class SimpleProfiler(Profiler):
         self.timer: PhaseTimer | None = None
         self.syncs = SyncCounter()
         self.report: dict[str, Any] | None = None
+        self.mesh: MeshTrace | None = None  # on a device mesh: its communication, from torch.profiler
 
     def setup(self, trainer: Trainer) -> None:
         module = trainer.lightning_module
         self.timer = PhaseTimer(module.device if module is not None else None)
         self.syncs = SyncCounter()
         self._hook_communication(trainer.strategy)
+        on_mesh = trainer.strategy.device_mesh is not None
+        self.mesh = MeshTrace(self.timer.clock, self.timer.exclude) if on_mesh else None
 
     def _phase_timer(self) -> PhaseTimer:
         if self.timer is None:
@@ -64,8 +69,9 @@ class SimpleProfiler(Profiler):
 
     def instrument(self, parts: LoopParts) -> LoopParts:
         timer = self._phase_timer()
+        batches = timer.wrap_iterator(parts.batches)
         return LoopParts(
-            batches=timer.wrap_iterator(parts.batches),
+            batches=self.mesh.wrap(batches) if self.mesh is not None else batches,
             move=timer.wrap("transfer", parts.move),
             step=timer.wrap("forward", self.syncs.wrap(parts.step)),
             backward=timer.wrap("backward", parts.backward),
@@ -80,12 +86,13 @@ class SimpleProfiler(Profiler):
     def finish(self, trainer: Trainer) -> dict[str, Any] | None:
         timer = self._phase_timer()
         timer.finish()
+        mesh = self.mesh.finish() if self.mesh is not None else None
         if not self.diagnose:
             self.report = {"summary": timer.summary()}
             return self.report
         from .doctor import Doctor
 
-        self.report = Doctor(trainer, self, measure_workers=self.measure_workers).run()
+        self.report = Doctor(trainer, self, measure_workers=self.measure_workers, mesh=mesh).run()
         return self.report
 
 

@@ -116,6 +116,11 @@ class PhaseTimer:
     def wrap_hooks(self, fns: Any) -> Any:
         return tuple(self.wrap("callbacks", fn) for fn in fns)
 
+    def exclude(self, seconds: float) -> None:
+        """Leave `seconds` just spent (a profiler's own work) out of the current step's wall time."""
+        if self._step_start is not None:
+            self._step_start += seconds
+
     def add_comm(self, seconds: float) -> None:
         self._comm += seconds
 

@@ -61,8 +61,9 @@ class CompiledCalls(Callback):
     `install` fills the modules' slots, `teardown`/`on_exception` empty them. Holds the modules
     weakly, so a Trainer that remembers it keeps no model alive."""
 
-    def __init__(self, targets: list[nn.Module], options: Mapping[str, Any]) -> None:
-        self._targets = [weakref.ref(t) for t in targets]
+    def __init__(self, targets: list[nn.Module] | None, options: Mapping[str, Any]) -> None:
+        # None: the forward's modules, known once the strategy has set the model up (`install`)
+        self._targets = None if targets is None else [weakref.ref(t) for t in targets]
         self._call = torch.compile(nn.Module._call_impl, **options)
         self._users: dict[int, Any] = {}  # id(module): a compiled call the user had put there, put back
 
@@ -70,16 +71,20 @@ class CompiledCalls(Callback):
     def of(cls, module: nn.Module, spec: CompileSpec) -> CompiledCalls | None:
         """The compiled calls `spec` asks for (scopes "forward" and "regions"); None for others."""
         if spec.scope == "forward":
-            return cls(forward_targets(module), spec.options)
+            return cls(None, spec.options)
         if spec.scope == "regions":
             return cls(region_targets(module), spec.options)
         return None
 
     def modules(self) -> list[nn.Module]:
-        return [t for t in (ref() for ref in self._targets) if t is not None]
+        return [t for t in (ref() for ref in self._targets or ()) if t is not None]
 
-    def install(self) -> CompiledCalls:
-        """For this stage: each module's call runs compiled (torch's slot for it, on the module)."""
+    def install(self, forward_modules: list[nn.Module]) -> CompiledCalls:
+        """For this stage: each module's call runs compiled (torch's slot for it, on the module).
+        `forward_modules`: what runs the model's forward under its strategy (the model itself, or
+        a pipeline's stages on this rank), whose calls scope "forward" compiles; chosen once."""
+        if self._targets is None:
+            self._targets = [weakref.ref(t) for root in forward_modules for t in forward_targets(root)]
         for target in self.modules():
             if "_compiled_call_impl" in vars(target):
                 self._users[id(target)] = vars(target)["_compiled_call_impl"]

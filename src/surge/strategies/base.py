@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from ..accelerators import Accelerator
     from ..config.semantics import Semantics
     from ..launch.environment import ClusterEnvironment
+    from .pipeline_stages import Bubble
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -355,6 +356,15 @@ class Strategy:
 
     def dump_hangs_to(self, directory: Path) -> None:
         """Where each rank writes its stacks when a collective hangs (multi-process strategies)."""
+
+    def forward_modules(self, module: nn.Module) -> list[nn.Module]:
+        """The modules whose calls run `module`'s forward in training once it is set up (what
+        compile=True compiles): the module itself, unless the strategy calls parts of it instead."""
+        return [module]
+
+    def pipeline_bubble(self) -> Bubble | None:
+        """With pipeline stages, the idle share of their latest schedule run (the doctor's); else None."""
+        return None
 
     def speed_advice(self) -> str | None:
         """A known cost of this strategy and what is faster, for the doctor's findings; None: nothing."""

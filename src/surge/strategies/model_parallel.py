@@ -19,6 +19,11 @@ With `pipeline_parallel=N` the mesh gains an outer `"pipeline_parallel"` dimensi
 layers are split into stages (pipeline_stages.py), each stage sharded over its data-parallel group,
 and each accumulation window runs as micro-batches through the chosen schedule (pipeline_run.py);
 metrics come from the last stage (pipeline_metrics.py), clipping takes the norm over every stage.
+
+`compile=` and `activation_checkpointing=` take the model as the plan left it: the checkpointed
+blocks are chosen before sharding, the compiled calls installed on the sharded blocks (dynamo runs
+FSDP's hooks eagerly), and with stages `compile=True` compiles each stage's forward
+(`forward_modules`); the doctor reads the pipeline's bubble from `pipeline_bubble()`.
 """
 
 from __future__ import annotations
@@ -50,7 +55,7 @@ from .pipeline_checkpoint import (
 )
 from .pipeline_metrics import PipelineReducer
 from .pipeline_run import PipelineRun
-from .pipeline_stages import PipelineLayout, build_stages
+from .pipeline_stages import Bubble, PipelineLayout, build_stages
 
 Size = int | Literal["auto"]
 
@@ -101,6 +106,7 @@ class ModelParallel(FSDPStrategy):
         )
         self._run: PipelineRun | None = None  # this rank's stages and schedules (setup_module)
         self.pipeline_split: str | None = None  # the stages' layers, as shown when they were made
+        self._stage_modules: list[nn.Module] = []  # this rank's stage modules (what the schedule calls)
         super().__init__(
             shard=shard, reshard_after_forward=reshard_after_forward, cpu_offload=cpu_offload,
             timeout=timeout, process_group_backend=process_group_backend,
@@ -133,12 +139,15 @@ class ModelParallel(FSDPStrategy):
         self.shape.check_world(layout.processes, self.sizes, asked)
 
     def check_settings(self, **settings: Any) -> None:
-        given = [f"{name}=..." for name, value in settings.items() if value not in (None, False)]
-        if given:
+        """`compile=` and `activation_checkpointing=` apply to the blocks after the tensor-parallel plan
+        (configure_model) and before sharding; only compile="step" through pipeline stages is refused."""
+        spec = settings.get("compile")
+        if self.pipeline is not None and getattr(spec, "scope", None) == "step":
             raise MisconfigurationError(
-                f"Trainer({', '.join(given)}) with {type(self).__name__} is not supported yet: compiling and "
-                "activation checkpointing on a device mesh are not built. Leave them out (or call torch.compile "
-                "or checkpoint_wrapper on your layers yourself in configure_model, after the plan)."
+                f"Trainer(compile='step') with {type(self).__name__}(pipeline_parallel="
+                f"{self.pipeline.pipeline_parallel}) is not supported: the pipeline's schedule runs each "
+                "micro-batch's forward, backward and the sends between stages itself, so there is no one "
+                "training step to compile. Use compile=True (each stage's forward) or compile='regions'."
             )
 
     def setup_environment(self, device: Any) -> None:
@@ -230,6 +239,7 @@ class ModelParallel(FSDPStrategy):
         check_tensor_parallel_applied(module, shape.tensor_parallel, owner)
         check_plan_divides(module, shape.tensor_parallel, owner)
         modules, self.pipeline_split = build_stages(module, layout, self.pipeline_rank)
+        self._stage_modules = modules
         self.module = module
         if not is_meta(module):
             module.to(self.device)
@@ -250,6 +260,15 @@ class ModelParallel(FSDPStrategy):
         self._run = PipelineRun(module, stages, layout, self.device)
         info(f"pipeline of {layout.num_stages} stages ({layout.schedule}): {self.pipeline_split}")
         return module
+
+    def forward_modules(self, module: nn.Module) -> list[nn.Module]:
+        """With pipeline stages, this rank's stage modules: the schedule calls them, never the module."""
+        if self.pipeline is None or self._run is None or self._run.module is not module:
+            return super().forward_modules(module)
+        return list(self._stage_modules)
+
+    def pipeline_bubble(self) -> Bubble | None:
+        return self._run.bubble() if self._run is not None else None
 
     def step_fn(self, module: nn.Module, hook: str) -> Any:
         if self.pipeline is None:

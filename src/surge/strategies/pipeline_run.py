@@ -24,7 +24,9 @@ from torch import Tensor, nn
 
 from ..errors import MisconfigurationError, SurgeRuntimeError
 from ..metrics.results import Results
-from .pipeline_stages import SCHEDULES, PipelineLayout
+from .pipeline_stages import SCHEDULES, Bubble, PipelineLayout
+
+SCHEDULE_RECORD = "surge::pipeline_schedule"  # the profiler's span around each schedule run (the doctor's)
 
 
 class _Ran(torch.autograd.Function):
@@ -62,6 +64,7 @@ class PipelineRun:
         self._losses: list[Tensor] = []  # the window's micro-batch losses, on the last stage
         self._inputs: list[Tensor] = []
         self._targets: list[Tensor] = []
+        self.micro_batches = 0  # of the latest schedule run
 
     def for_windows(self, window: int, batches: float) -> Callable[[Any, int], Tensor]:
         """The step for an epoch of `batches` batches in windows of `window` (checked here, before its first)."""
@@ -108,7 +111,13 @@ class PipelineRun:
             )
         args = (torch.cat(self._inputs),) if self.first else ()
         target = torch.cat(self._targets) if self.last else None
-        self._schedule(window).step(*args, target=target, return_outputs=False)
+        self.micro_batches = window
+        with torch.profiler.record_function(SCHEDULE_RECORD):
+            self._schedule(window).step(*args, target=target, return_outputs=False)
+
+    def bubble(self) -> Bubble | None:
+        """The idle share of the latest schedule run's stages (None before the first run)."""
+        return self.layout.bubble(self.micro_batches) if self.micro_batches else None
 
     def _schedule(self, window: int) -> Any:
         schedule = self._schedules.get(window)

@@ -53,9 +53,32 @@ class PipelineLayout:
     def num_stages(self) -> int:
         return self.pipeline_parallel * self.stages_per_rank
 
+    def bubble(self, micro_batches: int) -> Bubble:
+        return Bubble(self.pipeline_parallel, self.stages_per_rank, micro_batches, self.schedule)
+
     def stage_indices(self, pipeline_rank: int) -> list[int]:
         """The stages pipeline rank `pipeline_rank` runs (looped: rank r holds r, r + pp, ...)."""
         return [pipeline_rank + self.pipeline_parallel * j for j in range(self.stages_per_rank)]
+
+
+@dataclass(frozen=True)
+class Bubble:
+    """The pipeline bubble: the share of a schedule run each stage idles, waiting to fill and drain,
+    (p - 1) / (v * m + p - 1) for p pipeline ranks, v stages per rank and m micro-batches (GPipe and
+    1F1B: v = 1; Interleaved1F1B shrinks it by its v stages per rank)."""
+
+    pipeline_parallel: int
+    stages_per_rank: int
+    micro_batches: int
+    schedule: str
+
+    @property
+    def fraction(self) -> float:
+        p, v, m = self.pipeline_parallel, self.stages_per_rank, self.micro_batches
+        return (p - 1) / (v * m + p - 1)
+
+    def with_micro_batches(self, micro_batches: int) -> Bubble:
+        return Bubble(self.pipeline_parallel, self.stages_per_rank, micro_batches, self.schedule)
 
 
 def balanced_split(num_layers: int, num_stages: int) -> list[range]:
