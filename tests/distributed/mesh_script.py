@@ -16,6 +16,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 import surge
+from surge.speed.activation_checkpointing import is_checkpointed
 
 WIDTH, HEADS = 16, 2
 
@@ -110,6 +111,9 @@ class SeenBatches(surge.callbacks.Callback):
     def __init__(self) -> None:
         self.rows: list[list[float]] = []
 
+    def on_train_start(self, trainer, module):
+        self.checkpointed = sum(is_checkpointed(m) for m in module.modules())  # (hooks gone after fit)
+
     def on_train_batch_start(self, trainer, module, batch, batch_idx):
         self.rows.append(batch[0][:, 0, 0].tolist())
 
@@ -181,6 +185,8 @@ def main() -> None:
                 "rows": rows,
                 "global_step": trainer.global_step,
                 "world_size": trainer.world_size,
+                "checkpointed": seen.checkpointed,
+                "compiled_graphs": torch._dynamo.utils.counters["stats"]["unique_graphs"],
                 "doctor": {
                     k: v for k, v in (trainer.profiler.report or {}).items() if k in ("findings", "mesh")
                 }
