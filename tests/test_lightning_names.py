@@ -135,3 +135,20 @@ def test_loggers_write_lightning_logs_in_lightning_mode(tmp_path):
         assert surge.loggers.CSVLogger(tmp_path, name=None).log_dir == str(tmp_path / "version_0")
     finally:
         mode.uninstall()
+
+
+def test_lightning_utilities_import_torchmetrics_only_when_its_version_flag_is_read():
+    """`compare_version("torchmetrics", ...)` imports torchmetrics (with transformers and scipy, ~2 s):
+    `from lightning.pytorch.utilities import rank_zero_only` must not pay it."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; import surge.lightning.utilities; before = 'torchmetrics' in sys.modules; "
+        "from surge.lightning.utilities.imports import _TORCHMETRICS_GREATER_EQUAL_1_0_0 as flag; "
+        "print(before, flag, 'torchmetrics' in sys.modules)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert out == ["False", "True", "True"]

@@ -24,7 +24,6 @@ _TORCH_GREATER_EQUAL_2_4_1 = compare_version("torch", operator.ge, "2.4.1")
 _TORCH_GREATER_EQUAL_2_5 = compare_version("torch", operator.ge, "2.5.0")
 _TORCH_GREATER_EQUAL_2_6 = compare_version("torch", operator.ge, "2.6.0")
 _TORCH_LESS_EQUAL_2_6 = compare_version("torch", operator.le, "2.6.0")
-_TORCHMETRICS_GREATER_EQUAL_1_0_0 = compare_version("torchmetrics", operator.ge, "1.0.0")
 _NUMPY_AVAILABLE = RequirementCache("numpy")
 _TORCHVISION_AVAILABLE = RequirementCache("torchvision")
 _TORCHMETRICS_AVAILABLE = RequirementCache("torchmetrics")
@@ -36,13 +35,24 @@ _JSONARGPARSE_AVAILABLE = RequirementCache("jsonargparse")
 _SKLEARN_AVAILABLE = RequirementCache("scikit-learn")
 _GYM_AVAILABLE = RequirementCache("gym") or RequirementCache("gymnasium")
 
+
+def __getattr__(name: str) -> bool:
+    """`_TORCHMETRICS_GREATER_EQUAL_1_0_0` on first use: `compare_version` imports torchmetrics
+    (with transformers and scipy, about 2 s), which a script that never reads it should not pay."""
+    if name == "_TORCHMETRICS_GREATER_EQUAL_1_0_0":
+        value = compare_version("torchmetrics", operator.ge, "1.0.0")
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
     "RequirementCache",
     "_GYM_AVAILABLE",
     "_IS_INTERACTIVE",
     "_IS_WINDOWS",
     "_NUMPY_AVAILABLE",
-    "_TORCHMETRICS_GREATER_EQUAL_1_0_0",
+    "_TORCHMETRICS_GREATER_EQUAL_1_0_0",  # noqa: F822 - made on first use (__getattr__)
     "_TORCH_EQUAL_2_4_0",
     "_TORCH_GREATER_EQUAL_2_4_1",
     "_TORCH_GREATER_EQUAL_2_5",
