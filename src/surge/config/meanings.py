@@ -110,7 +110,7 @@ GROUPS: tuple[tuple[str, dict[str, str]], ...] = (
                          "None: torch's setting.",
     }),
     ("Lightning arguments surge refuses", {
-        "barebones": "Lightning's minimal mode. Refused unless False: surge's step is already bare.",
+        "barebones": "Turn off what costs speed (checkpoints, loggers, progress bar, summary, sanity check, self.log), as Lightning.",
         "model_registry": "Lightning's model upload. Refused unless None: use `trainer.export(path)`.",
     }),
 )  # fmt: skip

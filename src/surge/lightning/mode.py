@@ -49,6 +49,7 @@ MODULES = {
     "utilities.seed": "seeding", "utilities.exceptions": "utilities.exceptions",
     "utilities.warnings": "utilities.warnings", "utilities.model_helpers": "utilities.model_helpers",
     "utilities.enums": "utilities.enums",
+    "utilities.data": "utilities.data", "utilities.parameter_tying": "utilities.parameter_tying",
     "utilities.memory": "utilities.memory", "utilities.parsing": "utilities.parsing",
     "core.hooks": "core.hooks", "core.saving": "core.saving", "core.mixins": "core.mixins",
     "core.mixins.hparams_mixin": "core.mixins",

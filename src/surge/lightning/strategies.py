@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Any, ForwardRef, Literal, Optional, Union
 
 import torch
 from torch import nn
@@ -101,6 +101,20 @@ class _LightningArguments:
                 f"devices={layout.requested_devices!r}) runs on {expected}: choose the devices with the Trainer's "
                 "accelerator= and devices= and leave parallel_devices out."
             )
+
+
+class _NoStorageOptions:
+    """Lightning's `save_checkpoint(checkpoint, filepath, storage_options=None)` of a strategy that writes
+    its checkpoints itself: `storage_options` (a CheckpointIO's) is a TypeError, as in Lightning."""
+
+    def save_checkpoint(self, checkpoint: dict[str, Any], filepath: Any, storage_options: Any = None) -> None:
+        if storage_options is not None:
+            name = self._lightning_name  # type: ignore[attr-defined]
+            raise SurgeTypeError(
+                f"`{name}.save_checkpoint(..., storage_options=...)` is not supported because"
+                f" `{name}` does not use the `CheckpointIO`."
+            )
+        super().save_checkpoint(checkpoint, filepath)  # type: ignore[misc]
 
 
 class SingleDeviceStrategy(_LightningArguments, _single.SingleDeviceStrategy):
@@ -198,8 +212,10 @@ def _comm_hook(state: object, hook: Any, wrapper: Any, averaging_period: int | N
     return wrapper(hook) if wrapper is not None and hook is not None else hook
 
 
-class FSDPStrategy(_LightningArguments, FSDPArguments):
+class FSDPStrategy(_NoStorageOptions, _LightningArguments, FSDPArguments):
     """Lightning's `FSDPStrategy`: surge's FSDP2 strategy (`surge.strategies.FSDPStrategy`)."""
+
+    _lightning_name = "FSDPStrategy"  # Lightning's messages name the class, not a subclass
 
     def __init__(
         self,
@@ -238,6 +254,13 @@ class FSDPStrategy(_LightningArguments, FSDPArguments):
         self._check_given_devices(layout)
 
 
+# Lightning's annotation, which LightningCLI parses (`--strategy.device_mesh=[1, 4]`); the value is refused
+# when the strategy is built (fsdp_arguments.py).
+FSDPStrategy.__init__.__annotations__["device_mesh"] = Optional[
+    Union[tuple[int, int], ForwardRef("DeviceMesh")]
+]  # noqa: UP007, UP045
+
+
 class _Refused(Strategy):
     """A Lightning strategy surge has no engine for: importable, refused when built."""
 
@@ -247,11 +270,15 @@ class _Refused(Strategy):
         raise MisconfigurationError(f"{type(self).__name__} is not supported by surge: {self.instead}")
 
 
-class ModelParallelStrategy(_LightningArguments, _model_parallel.ModelParallel):
+class ModelParallelStrategy(_NoStorageOptions, _LightningArguments, _model_parallel.ModelParallel):
     """Lightning's `ModelParallelStrategy`: surge's `ModelParallel` (tensor parallel x FSDP2 on a
     "data_parallel" x "tensor_parallel" mesh; `"auto"` sizes as Lightning resolves them)."""
 
     sizes = ("data_parallel_size", "tensor_parallel_size")
+
+    @property
+    def _lightning_name(self) -> str:
+        return type(self).__name__
 
     def __init__(
         self,

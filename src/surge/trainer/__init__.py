@@ -30,6 +30,7 @@ from ..checkpoint.run_state import (
     restore_training,
 )
 from ..config import TrainerConfig, semantics
+from ..config.barebones import STARTED, announcement, barebones_arguments
 from ..config.declared import takes_arguments_of
 from ..data.limit_messages import say_explicit_limits
 from ..data.stage_data import LoaderPreparation, check_step_defined, eval_loaders
@@ -198,8 +199,8 @@ class Trainer(StageEntryPoints):
 
     Lightning arguments surge refuses:
 
-    - `barebones: bool = False`: Lightning's minimal mode. Refused unless False: surge's step is
-      already bare.
+    - `barebones: bool = False`: Turn off what costs speed (checkpoints, loggers, progress bar,
+      summary, sanity check, self.log), as Lightning.
     - `model_registry: str | None = None`: Lightning's model upload. Refused unless None: use
       `trainer.export(path)`.
     """
@@ -210,7 +211,9 @@ class Trainer(StageEntryPoints):
         if doctor is not None:
             args = doctor.overrides(args)
         say_explicit_limits(args)
-        self._cfg = cfg = TrainerConfig(**args)
+        self._cfg = cfg = TrainerConfig(**barebones_arguments(args))
+        if cfg.barebones:
+            info(announcement())
         self._accelerator = resolve_accelerator(cfg.accelerator)
         self._devices = resolve_devices(self._accelerator, cfg.devices)
         env = cfg.plugins.environment or detect()  # the one reading of where ranks come from
@@ -367,6 +370,8 @@ class Trainer(StageEntryPoints):
 
     def _run_stage(self, stage: str, body: Any, loaders: Any = ()) -> Any:
         status = "success"
+        if self._cfg.barebones:  # no progress bar: say that the run started
+            info(STARTED)
         try:
             result = until_exit(body)  # a tuner's fit ends after its start hook
             self._strategy.finish_checkpoints()  # a background write is durable before the stage ends
