@@ -59,8 +59,14 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'lightning.pytorch' has no attribute {name!r}")
 
 
-if os.environ.get("POSSIBLE_USER_WARNINGS", "").lower() in ("0", "off"):  # as Lightning, at import
-    disable_possible_user_warnings()
+def _on_import() -> None:
+    """As Lightning's package does when it is imported (or reloaded): `POSSIBLE_USER_WARNINGS=0` (or
+    "off") silences `PossibleUserWarning`s."""
+    if os.environ.get("POSSIBLE_USER_WARNINGS", "").lower() in ("0", "off"):
+        disable_possible_user_warnings()
+
+
+_on_import()
 
 __all__ = [
     "Callback",

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 from collections.abc import Callable
-from typing import Any, ForwardRef, Literal, Optional, Union
+from typing import Any, ForwardRef, Literal, Union
 
 import torch
 from torch import nn
@@ -256,9 +256,7 @@ class FSDPStrategy(_NoStorageOptions, _LightningArguments, FSDPArguments):
 
 # Lightning's annotation, which LightningCLI parses (`--strategy.device_mesh=[1, 4]`); the value is refused
 # when the strategy is built (fsdp_arguments.py).
-FSDPStrategy.__init__.__annotations__["device_mesh"] = Optional[
-    Union[tuple[int, int], ForwardRef("DeviceMesh")]
-]  # noqa: UP007, UP045
+FSDPStrategy.__init__.__annotations__["device_mesh"] = Union[tuple[int, int], ForwardRef("DeviceMesh"), None]  # noqa: UP007
 
 
 class _Refused(Strategy):
