@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from surge.lightning.refuse import LightningNameError
+from surge.lightning.refuse import LightningNameError, RefusedAttributeError
 
 
 @pytest.fixture
@@ -108,9 +108,11 @@ def test_a_subclass_of_a_refused_class_imports_and_refuses_when_built(mode):
     )
     with pytest.raises(LightningNameError, match=r"lightning\.fabric\.strategies\.Strategy "):
         MyStrategy()
-    with pytest.raises(LightningNameError, match="_AcceleratorConnector"):
+    with pytest.raises(RefusedAttributeError, match="_AcceleratorConnector"):
         _AcceleratorConnector.some_classmethod  # noqa: B018  (asking the class is a use too)
     assert not hasattr(_AcceleratorConnector, "__wrapped__")  # a probe of a private name is a plain miss
+    assert not hasattr(_AcceleratorConnector, "some_classmethod")  # hasattr answers, as for any class
+    assert getattr(MyStrategy, "launch", None) is None
 
 
 def test_one_stand_in_per_name_whatever_the_spelling(mode):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, ForwardRef, Literal, Union
 
 import torch
@@ -61,6 +61,11 @@ class _LightningArguments:
     plugin_objects: tuple[Any, ...] = ()  # the plugins given to the strategy (`Trainer(plugins=)`'s partners)
     _given_accelerator: Any = None
     _given_devices: list[torch.device] | None = None
+    _restoring: tuple[Any, Any, Any] = (
+        None,
+        None,
+        None,
+    )  # (module, optimizers, path) while a resume loads them
 
     def _take_lightning_arguments(self, accelerator: Any, parallel_devices: Any, **plugins: Any) -> None:
         owner = type(self).__name__
@@ -74,6 +79,27 @@ class _LightningArguments:
         self._given_accelerator, self._given_devices = accelerator, parallel_devices
         self.cluster_environment = plugins.get("cluster_environment")
         self.checkpoint_io = plugins.get("checkpoint_io")
+
+    @property
+    def lightning_restore_optimizer(self) -> bool:
+        """Whether a resumed fit restores the optimizers' states (a subclass may say no, as in Lightning)."""
+        return True
+
+    def load_optimizer_state_dict(self, checkpoint: Mapping[str, Any]) -> None:
+        """Load `checkpoint["optimizer_states"]` into the fit's optimizers (what a resume calls; a subclass
+        may override it, as in Lightning)."""
+        module, optimizers, path = self._restoring
+        super().restore_optimizers(module, optimizers, checkpoint, path)  # type: ignore[misc]
+
+    def restore_optimizers(
+        self, module: nn.Module, optimizers: list[Any], ckpt: Mapping[str, Any], path: Any
+    ) -> None:
+        """As Lightning's resume: through `load_optimizer_state_dict`, unless `lightning_restore_optimizer`
+        says no (the learning-rate schedulers are restored either way)."""
+        if not self.lightning_restore_optimizer:
+            return
+        self._restoring = (module, optimizers, path)
+        self.load_optimizer_state_dict(ckpt)
 
     def tensor_init_context(self, empty_init: bool | None = None) -> contextlib.AbstractContextManager:
         """Layers created inside: on the strategy's device (the one given to it, when one was), in
