@@ -46,7 +46,7 @@ class FSDPArguments(_fsdp.FSDPStrategy):
         )
         from torch.distributed.fsdp import CPUOffload
 
-        self.cpu_offload = CPUOffload(offload_params=offload)  # Lightning's: torch's dataclass
+        self.cpu_offload = CPUOffload(offload_params=offload)  # type: ignore[assignment]  # Lightning's: torch's dataclass
         # Lightning's `kwargs`: what its FSDP1 wrapper would receive (the wrap policy, use_orig_params).
         self.kwargs = {**({"auto_wrap_policy": auto_wrap_policy} if auto_wrap_policy is not None else {}),
                        **kwargs, "use_orig_params": True}  # fmt: skip

@@ -40,7 +40,7 @@ class _restricted_classmethod(classmethod):  # noqa: N801  (Lightning's name, us
     """A classmethod that raises TypeError when called on an instance (`model.load_from_checkpoint(...)`
     would discard its result); callable on the class, inspectable through either."""
 
-    def __get__(self, instance: object, owner: type | None = None) -> Any:  # type: ignore[override]
+    def __get__(self, instance: object, owner: type | None = None) -> Any:
         method = self.__func__
         cls = owner if owner is not None else type(instance)
 

@@ -72,7 +72,8 @@ def collect_init_args(
     """The arguments of each `__init__` on the stack from `frame` outwards (the chain of `super().__init__`
     calls, limited to instances of `classes` when given) appended to `path_args`: the last is the
     most specific class's."""
-    while isinstance(frame.f_back, types.FrameType):
+    back = frame.f_back
+    while isinstance(back, types.FrameType):
         local = frame.f_locals
         if "__class__" in local:
             params = list(inspect.signature(local["__class__"].__init__).parameters)
@@ -80,11 +81,11 @@ def collect_init_args(
             if not classes or isinstance(owner, classes):
                 path_args.append(get_init_args(frame))
                 inside = True
-                frame = frame.f_back
+                frame, back = back, back.f_back
                 continue
         if inside:
             break
-        frame = frame.f_back
+        frame, back = back, back.f_back
     return path_args
 
 
