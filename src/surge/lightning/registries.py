@@ -144,8 +144,11 @@ def strategies() -> StrategyRegistry:
     registry = StrategyRegistry(
         "strategy", {key: STRATEGIES.get(STRATEGIES.name_of(key) or key) for key in names}
     )
-    for name, params in DEEPSPEED.items():  # Lightning's names: built (and refused) by get() or the Trainer
-        registry.register(name, DeepSpeedStrategy, description=f"Lightning's {name}", **params)
+    for name, params in DEEPSPEED.items():  # Lightning's names, refused when get() builds them (the Trainer
+        # refuses the name itself, as before the registry was asked for)
+        LightningRegistry.register(
+            registry, name, DeepSpeedStrategy, description=f"Lightning's {name}", **params
+        )
     return registry
 
 
