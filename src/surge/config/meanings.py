@@ -75,7 +75,7 @@ GROUPS: tuple[tuple[str, dict[str, str]], ...] = (
     ("Logging and progress", {
         "logger": "True: TensorBoard (when installed) and CSV, in one run directory. False: none. "
                   "Or Logger objects.",
-        "log_every_n_steps": "Send step metrics to the loggers every n steps (each send reads the device).",
+        "log_every_n_steps": "Send step metrics to the loggers every n steps (0: never; each send reads the device).",
         "enable_progress_bar": "Show the progress bar.",
         "enable_model_summary": "Print the model summary when the fit starts.",
         "enable_autolog_hparams": "Log the module's and datamodule's hyper-parameters to the loggers.",

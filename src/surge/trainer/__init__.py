@@ -151,8 +151,8 @@ class Trainer(StageEntryPoints):
 
     - `logger: bool | Logger | list[Logger] | None = True`: True: TensorBoard (when installed) and
       CSV, in one run directory. False: none. Or Logger objects.
-    - `log_every_n_steps: int | None = 50`: Send step metrics to the loggers every n steps (each
-      send reads the device).
+    - `log_every_n_steps: int | None = 50`: Send step metrics to the loggers every n steps (0:
+      never; each send reads the device).
     - `enable_progress_bar: bool | None = True`: Show the progress bar.
     - `enable_model_summary: bool | None = True`: Print the model summary when the fit starts.
     - `enable_autolog_hparams: bool = True`: Log the module's and datamodule's hyper-parameters to
