@@ -4,7 +4,8 @@ frameworks: `Trainer(barebones=True)` (its arguments, a fit's files and metrics,
 `utilities.parsing`'s helpers, `_restricted_classmethod`, the FSDP and model-parallel strategies'
 attributes and messages, `StrategyRegistry` (its DeepSpeed entries, a name registered and given to the
 Trainer), a strategy's `lightning_restore_optimizer`, the precision plugins' loop-side methods called by
-hand, and a user class deriving from a class surge only stands in for."""
+hand, a user class deriving from a class surge only stands in for, and `test(model, [0])` (a list of
+plain values is one loader)."""
 
 from __future__ import annotations
 
@@ -247,6 +248,23 @@ def precision_methods() -> None:
         record.put(f"precision/{name}", module.calls)
 
 
+class Seen(L.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.layer, self.seen = nn.Linear(1, 1), []
+
+    def test_step(self, batch, batch_idx, dataloader_idx=0):
+        self.seen.append([repr(batch), batch_idx, dataloader_idx])
+
+
+def list_batches() -> None:
+    """A list of plain values is one loader of those batches; a list of lists, several loaders."""
+    for key, loaders in (("one", [0]), ("two", [[1, 2], [3]])):
+        model = Seen()
+        L.Trainer(barebones=True, accelerator="cpu").test(model, loaders)
+        record.put(f"list_batches/{key}", model.seen)
+
+
 class FromStandIn(Fabric, metaclass=type("Meta", (type,), {})):
     """A class deriving from a class surge only stands in for, with a metaclass of its own."""
 
@@ -265,3 +283,4 @@ if __name__ == "__main__":
     restore_optimizer(root / "restore")
     precision_methods()
     stand_ins()
+    list_batches()
