@@ -71,8 +71,9 @@ class Module(LoopHooks, ModelHooks, ModuleOptimizers, nn.Module, Hyperparameters
     def test_step(self, batch: Any, batch_idx: int) -> Any:
         """Compute and `self.log` test metrics."""
 
-    def predict_step(self, batch: Any, batch_idx: int) -> Any:
-        """Return the prediction for a batch (default: `self(batch)`)."""
+    def predict_step(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> Any:
+        """Return the prediction for a batch (default: `self(batch)`; `dataloader_idx` accepted, as
+        Lightning's default takes it, so an override may pass it to `super().predict_step`)."""
         return self(batch)
 
     def configure_optimizers(self) -> Any:
