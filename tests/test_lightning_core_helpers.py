@@ -49,7 +49,7 @@ def test_parsing_and_saving_helpers_and_their_refusals(tmp_path):
     assert saving.get_filesystem(str(path)).exists(str(path))
     assert hooks.ModelHooks.__name__ == "ModelHooks"
     for module, name in (
-        (parsing, "collect_init_args"),
+        (parsing, "save_hyperparameters"),
         (saving, "load_hparams_from_yaml"),
         (hooks, "DataHooks"),
     ):

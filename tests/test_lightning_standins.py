@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from surge.lightning.refuse import LightningNameError
+from surge.lightning.refuse import LightningNameError, RefusedAttributeError
 
 
 @pytest.fixture
@@ -108,9 +108,11 @@ def test_a_subclass_of_a_refused_class_imports_and_refuses_when_built(mode):
     )
     with pytest.raises(LightningNameError, match=r"lightning\.fabric\.strategies\.Strategy "):
         MyStrategy()
-    with pytest.raises(LightningNameError, match="_AcceleratorConnector"):
+    with pytest.raises(RefusedAttributeError, match="_AcceleratorConnector"):
         _AcceleratorConnector.some_classmethod  # noqa: B018  (asking the class is a use too)
     assert not hasattr(_AcceleratorConnector, "__wrapped__")  # a probe of a private name is a plain miss
+    assert not hasattr(_AcceleratorConnector, "some_classmethod")  # hasattr answers, as for any class
+    assert getattr(MyStrategy, "launch", None) is None
 
 
 def test_one_stand_in_per_name_whatever_the_spelling(mode):
@@ -261,3 +263,27 @@ def test_a_version_gate_takes_the_branch_it_takes_under_lightning_2_6_6(mode):
     versions = {m.__version__ for m in (lightning, pytorch_lightning, lightning.fabric, lightning_fabric)}
     assert versions == {"2.6.6"} and Version(lightning.__version__) >= Version("2.0")
     assert surge.__version__ != "2.6.6"  # surge's own version stays its own
+
+
+def test_a_stand_in_class_is_a_base_with_any_metaclass_or_other_base(mode):
+    """A project's class may derive from a class surge only stands in for together with a metaclass
+    or a base of its own (the conflict would otherwise fail its import); it is refused when built."""
+    import abc
+    import enum
+
+    from lightning.fabric import Fabric
+    from lightning.fabric.strategies import Strategy
+
+    class Meta(abc.ABCMeta):
+        pass
+
+    class Mine(Strategy, metaclass=Meta):
+        pass
+
+    class Flavour(Fabric, enum.Enum):
+        pass
+
+    assert issubclass(Mine, Strategy) and not isinstance(object(), Strategy) and type(Mine) is Meta
+    assert issubclass(Flavour, Fabric)
+    with pytest.raises(LightningNameError, match="Strategy"):
+        Mine()

@@ -92,7 +92,8 @@ def test_fsdp_strategy_maps_onto_fsdp2():
     assert isinstance(s, SurgeFSDP) and s.shard_classes == (nn.Linear,)
     assert (
         s.reshard_after_forward is False
-        and s.cpu_offload is True
+        and s.offload_params is True
+        and s.cpu_offload == CPUOffload(offload_params=True)  # Lightning's: torch's dataclass
         and s.activation_checkpointing_policy is None
     )
     assert S.FSDPStrategy(auto_wrap_policy=ModuleWrapPolicy({nn.GRU})).shard_classes == (nn.GRU,)
@@ -103,7 +104,7 @@ def test_fsdp_strategy_maps_onto_fsdp2():
     sized = functools.partial(size_based_auto_wrap_policy, min_num_params=1000)
     assert S.FSDPStrategy(auto_wrap_policy=sized).shard_min_params == 1000
     full = S.FSDPStrategy(cpu_offload=CPUOffload(offload_params=False), state_dict_type="sharded")
-    assert full.reshard_after_forward is True and full.cpu_offload is False
+    assert full.reshard_after_forward is True and full.offload_params is False
     assert S.FSDPStrategy(activation_checkpointing_policy={nn.Linear}).activation_checkpointing_policy == (
         nn.Linear,
     )

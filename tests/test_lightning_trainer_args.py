@@ -58,7 +58,6 @@ LIGHTNING_TRAINER_ARGS = [
 
 # The ones surge refuses unless left at Lightning's default, with the value that is refused.
 REFUSED = {
-    "barebones": True,
     "model_registry": "my-model",
 }
 
@@ -170,3 +169,26 @@ def test_log_options_surge_does_not_honour_are_refused_by_name(tmp_path, option,
     with pytest.raises(ValueError) as err:
         _trainer(tmp_path).fit(Logs(), _data())
     assert option in str(err.value) and "'loss'" in str(err.value), str(err.value)
+
+
+def test_barebones_turns_off_what_costs_speed_and_self_log(tmp_path):
+    """As Lightning's `Trainer(barebones=True)`: no checkpoint callback, loggers, progress bar or summary,
+    no sanity check, `log_every_n_steps` 0, and `self.log` warns and records nothing."""
+    trainer = surge.Trainer(barebones=True, default_root_dir=tmp_path, max_epochs=1)
+    assert trainer.barebones is True and trainer.loggers == [] and trainer.checkpoint_callback is None
+    assert trainer.num_sanity_val_steps == 0 and trainer.log_every_n_steps == 0
+    assert trainer.progress_bar_callback is None
+    with pytest.warns(UserWarning, match=r"`self.log\(\)` but `Trainer\(barebones=True\)` is configured"):
+        trainer.fit(Recorder(), _data(), _data(16))
+    assert trainer.callback_metrics == {} and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("enable_checkpointing", True), ("logger", True), ("log_every_n_steps", 1), ("num_sanity_val_steps", 2),
+     ("enable_model_summary", True), ("enable_progress_bar", True), ("fast_dev_run", 1),
+     ("detect_anomaly", True), ("profiler", "simple")],
+)  # fmt: skip
+def test_barebones_refuses_a_feature_asked_for_by_name(name, value):
+    with pytest.raises(ValueError, match=rf"barebones=True, {name}=.*disabled in barebones mode"):
+        surge.Trainer(barebones=True, **{name: value})

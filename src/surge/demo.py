@@ -66,7 +66,7 @@ class DigitsCNN(surge.Module):
     def test_step(self, batch: Any, batch_idx: int) -> None:
         self._evaluate(batch, "test")
 
-    def predict_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+    def predict_step(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> torch.Tensor:
         x = batch[0] if isinstance(batch, list | tuple) else batch
         return self(x).argmax(1)
 

@@ -178,7 +178,7 @@ class TrainerConfig:
         ):
             if not isinstance(getattr(self, name), bool):
                 raise bad_value(name, getattr(self, name), "True or False")
-        _check_int("log_every_n_steps", self.log_every_n_steps, 1, "an int >= 1")
+        _check_int("log_every_n_steps", self.log_every_n_steps, 0, "an int >= 0 (0: no step logging)")
         if self.deterministic not in (None, True, False, "warn"):
             raise bad_value("deterministic", self.deterministic, 'None, True, False or "warn"')
         self._check_speed_options()

@@ -54,20 +54,14 @@ def lightning_defaults(cfg: Any) -> None:
 
 def check_lightning_arguments(cfg: Any) -> None:
     """`min_steps`, `inference_mode`, `sync_batchnorm` are honoured; `plugins` becomes one decided
-    value (arguments/plugins.py); `barebones` and `model_registry` are refused unless left at their
-    defaults, with what to do instead."""
+    value (arguments/plugins.py); `model_registry` is refused unless left at its default, with what
+    to do instead (`barebones` is arguments/barebones.py's, applied before the config is built)."""
     steps = cfg.min_steps
     if steps is not None and (isinstance(steps, bool) or not isinstance(steps, int) or steps < 0):
         raise bad_value("min_steps", steps, "None or an int >= 0")
     for name in ("inference_mode", "sync_batchnorm", "barebones"):
         if not isinstance(getattr(cfg, name), bool):
             raise bad_value(name, getattr(cfg, name), "True or False")
-    if cfg.barebones:
-        raise MisconfigurationError(
-            "barebones=True is not supported: surge's step is already bare (no per-step host reads, and hooks "
-            "nobody overrides are never called). For a run without the extras set logger=False, "
-            "enable_checkpointing=False, enable_progress_bar=False and enable_model_summary=False."
-        )
     flags = {"precision": cfg.precision, "async_checkpoint": cfg.async_checkpoint}
     plugins = resolve_plugins(cfg.plugins, **flags)
     given = getattr(cfg.strategy, "plugin_objects", ())  # DDPStrategy(cluster_environment=...) and the like

@@ -118,7 +118,7 @@ class ModelCheckpoint(Callback):
         )
 
     # -- the run -----------------------------------------------------------------------------
-    def setup(self, trainer: "Trainer", module: Any, stage: str) -> None:
+    def setup(self, trainer: "Trainer", pl_module: Any, stage: str) -> None:
         if self.dirpath is None:
             self.dirpath = str(Path(trainer.log_dir) / "checkpoints")
         if stage == "fit" and not trainer.fast_dev_run:  # only a fit saves: no folder for others

@@ -31,7 +31,7 @@ class DeviceStatsMonitor(Callback):
         self._cpu_stats = cpu_stats
         self._step = 0  # the batch's logging step, fixed at its start (its own optimizer step comes later)
 
-    def setup(self, trainer: Trainer, module: Any, stage: str) -> None:
+    def setup(self, trainer: Trainer, pl_module: Any, stage: str) -> None:
         if stage != "fit":
             return
         on_cpu = trainer.root_device.type == "cpu"

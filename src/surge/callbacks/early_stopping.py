@@ -93,7 +93,7 @@ class EarlyStopping(Callback):
     def state_key(self) -> str:
         return self._generate_state_key(monitor=self.monitor, mode=self.mode)
 
-    def setup(self, trainer: Trainer, module: Any, stage: str) -> None:
+    def setup(self, trainer: Trainer, pl_module: Any, stage: str) -> None:
         if self.check_on_train_epoch_end is None:  # validation once per epoch: check at its end
             self._on_train_epoch_end = (
                 trainer.val_check_interval == 1.0 and trainer.check_val_every_n_epoch == 1

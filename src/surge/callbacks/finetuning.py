@@ -121,9 +121,9 @@ class BaseFinetuning(Callback):
         if params:
             optimizer.add_param_group({"params": params, "lr": params_lr / denom})
 
-    def setup(self, trainer: Trainer, module: Any, stage: str) -> None:
+    def setup(self, trainer: Trainer, pl_module: Any, stage: str) -> None:
         if stage == "fit":
-            self.freeze_before_training(module)
+            self.freeze_before_training(pl_module)
 
     def on_train_epoch_start(self, trainer: Trainer, module: Any) -> None:
         epoch, resumed, self._resumed_epoch = trainer.current_epoch, self._resumed_epoch, None
@@ -337,12 +337,12 @@ class BackboneFinetuning(BaseFinetuning):
         super().load_state_dict(state_dict)  # checks the state first
         self.previous_backbone_lr = state_dict.get("previous_backbone_lr")
 
-    def setup(self, trainer: Trainer, module: Any, stage: str) -> None:
-        if not isinstance(getattr(module, "backbone", None), nn.Module):
+    def setup(self, trainer: Trainer, pl_module: Any, stage: str) -> None:
+        if not isinstance(getattr(pl_module, "backbone", None), nn.Module):
             raise MisconfigurationError(
-                f"BackboneFinetuning needs {type(module).__name__}.backbone to be an nn.Module."
+                f"BackboneFinetuning needs {type(pl_module).__name__}.backbone to be an nn.Module."
             )
-        super().setup(trainer, module, stage)
+        super().setup(trainer, pl_module, stage)
 
     def freeze_before_training(self, pl_module: Any) -> None:
         self.freeze(pl_module.backbone)

@@ -63,7 +63,7 @@ class ProgressBar(Callback):
             )
         return self._trainer
 
-    def setup(self, trainer: Trainer, module: Any, stage: str) -> None:
+    def setup(self, trainer: Trainer, pl_module: Any, stage: str) -> None:
         self._trainer = trainer
 
     @property

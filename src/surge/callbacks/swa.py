@@ -73,7 +73,7 @@ class StochasticWeightAveraging(Callback):
         """The last averaged epoch, 0-based."""
         return self._max_epochs - 1
 
-    def setup(self, trainer: Trainer, module: Any, stage: str) -> None:
+    def setup(self, trainer: Trainer, pl_module: Any, stage: str) -> None:
         if stage == "fit" and trainer.strategy.name == "fsdp":
             raise MisconfigurationError(
                 "StochasticWeightAveraging does not support sharded models (strategy='fsdp')."

@@ -120,7 +120,7 @@ class Timer(Callback):
     def on_train_batch_end(self, trainer: Trainer, module: Any, *args: Any) -> None:
         if self._interval != "step" or self._duration is None:
             return
-        if trainer.world_size > 1 and trainer.global_step % trainer.log_every_n_steps:
+        if trainer.world_size > 1 and trainer.global_step % max(1, trainer.log_every_n_steps):
             return  # ranks agree at log intervals (one small collective there), not every step
         self._check_time_remaining(trainer)
 

@@ -75,9 +75,10 @@ GROUPS: tuple[tuple[str, dict[str, str]], ...] = (
     ("Logging and progress", {
         "logger": "True: TensorBoard (when installed) and CSV, in one run directory. False: none. "
                   "Or Logger objects.",
-        "log_every_n_steps": "Send step metrics to the loggers every n steps (each send reads the device).",
+        "log_every_n_steps": "Send step metrics to the loggers every n steps (0: never; each send reads the device).",
         "enable_progress_bar": "Show the progress bar.",
         "enable_model_summary": "Print the model summary when the fit starts.",
+        "barebones": "Turn off what costs speed (checkpoints, loggers, progress bar, summary, sanity check, self.log), as Lightning.",
         "enable_autolog_hparams": "Log the module's and datamodule's hyper-parameters to the loggers.",
         "profiler": '"simple", "advanced", "pytorch", or a Profiler object: where the time goes. '
                     "See docs/doctor.md.",
@@ -110,7 +111,6 @@ GROUPS: tuple[tuple[str, dict[str, str]], ...] = (
                          "None: torch's setting.",
     }),
     ("Lightning arguments surge refuses", {
-        "barebones": "Lightning's minimal mode. Refused unless False: surge's step is already bare.",
         "model_registry": "Lightning's model upload. Refused unless None: use `trainer.export(path)`.",
     }),
 )  # fmt: skip

@@ -59,8 +59,13 @@ def cast_floating(batch: Any, dtype: torch.dtype) -> Any:
 
 
 def is_single_loader(loaders: Any) -> bool:
-    """Whether `loaders` is one loader, not a sequence of them (None is neither)."""
-    return loaders is not None and (isinstance(loaders, DataLoader) or not isinstance(loaders, Sequence))
+    """Whether `loaders` is one loader, not a sequence of them (None is neither). As Lightning reads it, a
+    non-empty sequence with no iterable item (`[0]`, `[1, 2]`) is one loader whose batches are its items."""
+    if loaders is None:
+        return False
+    if isinstance(loaders, DataLoader) or not isinstance(loaders, Sequence):
+        return True
+    return len(loaders) > 0 and not any(hasattr(item, "__iter__") for item in loaders)
 
 
 def as_loader_list(loaders: Any, arg: str) -> list[Iterable]:

@@ -10,6 +10,7 @@ and is refused by name when used (docs/lightning.md lists what is provided).
 from __future__ import annotations
 
 import importlib
+import os
 from typing import Any
 
 from ..callbacks import Callback
@@ -18,6 +19,7 @@ from ..module import Module as LightningModule
 from ..trainer import Trainer
 from .refuse import refuse
 from .seeding import seed_everything
+from .utilities import disable_possible_user_warnings
 
 # The Lightning release whose behaviour the mode reproduces: a project's version gate
 # (`Version(pl.__version__) >= Version("2.0")`) takes the branch it takes under that Lightning.
@@ -56,6 +58,15 @@ def __getattr__(name: str) -> Any:
         raise refuse("lightning", name, REFUSED[name])
     raise AttributeError(f"module 'lightning.pytorch' has no attribute {name!r}")
 
+
+def _on_import() -> None:
+    """As Lightning's package does when it is imported (or reloaded): `POSSIBLE_USER_WARNINGS=0` (or
+    "off") silences `PossibleUserWarning`s."""
+    if os.environ.get("POSSIBLE_USER_WARNINGS", "").lower() in ("0", "off"):
+        disable_possible_user_warnings()
+
+
+_on_import()
 
 __all__ = [
     "Callback",

@@ -36,13 +36,20 @@ class FSDPArguments(_fsdp.FSDPStrategy):
     ) -> None:
         _refuse_unmapped(mixed_precision, device_mesh, state_dict_type, kwargs)
         self.sharding_strategy = _sharding_strategy(sharding_strategy)
+        offload = _offload(cpu_offload)
         super().__init__(
             shard=_shard(auto_wrap_policy, "auto_wrap_policy", sizes=True),
             reshard_after_forward=RESHARD[self.sharding_strategy.name],
-            cpu_offload=_offload(cpu_offload),
+            cpu_offload=offload,
             timeout=timeout,  # type: ignore[arg-type]  # None: 30 minutes
             process_group_backend=process_group_backend,
         )
+        from torch.distributed.fsdp import CPUOffload
+
+        self.cpu_offload = CPUOffload(offload_params=offload)  # type: ignore[assignment]  # Lightning's: torch's dataclass
+        # Lightning's `kwargs`: what its FSDP1 wrapper would receive (the wrap policy, use_orig_params).
+        self.kwargs = {**({"auto_wrap_policy": auto_wrap_policy} if auto_wrap_policy is not None else {}),
+                       **kwargs, "use_orig_params": True}  # fmt: skip
         self.mixed_precision = None
         self.state_dict_type = state_dict_type
         self.activation_checkpointing_policy = _checkpointing(

@@ -49,6 +49,7 @@ MODULES = {
     "utilities.seed": "seeding", "utilities.exceptions": "utilities.exceptions",
     "utilities.warnings": "utilities.warnings", "utilities.model_helpers": "utilities.model_helpers",
     "utilities.enums": "utilities.enums",
+    "utilities.data": "utilities.data", "utilities.parameter_tying": "utilities.parameter_tying",
     "utilities.memory": "utilities.memory", "utilities.parsing": "utilities.parsing",
     "core.hooks": "core.hooks", "core.saving": "core.saving", "core.mixins": "core.mixins",
     "core.mixins.hparams_mixin": "core.mixins",
@@ -142,7 +143,11 @@ class _Alias(importlib.abc.Loader):
         return lightning_submodule(spec.name)
 
     def exec_module(self, module: ModuleType) -> None:
-        """Already executed when surge imported it."""
+        """Already executed when surge imported it; a module's `_on_import` (what Lightning's does each time
+        it is executed) runs again, so `importlib.reload` of the Lightning name has Lightning's effect."""
+        on_import = module.__dict__.get("_on_import")
+        if callable(on_import):
+            on_import()
 
 
 def _probing() -> bool:

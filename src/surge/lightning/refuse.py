@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import abc
 from collections.abc import Callable
 from typing import Any, NoReturn
 
@@ -13,6 +12,11 @@ DOCS = "docs/lightning.md lists every name the Lightning mode provides"
 
 class LightningNameError(SurgeError, ImportError):
     """A Lightning name or module that surge does not provide."""
+
+
+class RefusedAttributeError(SurgeError, AttributeError):
+    """An attribute asked of a stand-in class: an AttributeError (so `hasattr` answers False and
+    `getattr(cls, name, default)` gives the default) that carries the stand-in's refusal."""
 
 
 def refuse(module: str, name: str, reason: str = "surge has no counterpart") -> LightningNameError:
@@ -39,24 +43,44 @@ def refused_at_use(module: str, name: str, reason: str) -> type:
     return refused_class(module, name, str(refuse(module, name, reason)))
 
 
-class RefusedMeta(abc.ABCMeta):
-    """The stand-in classes' type: asking one (or a subclass) for a public attribute it lacks refuses."""
+class RefusedClass:
+    """A stand-in for a Lightning class: importable, usable as a base, an annotation or in
+    `isinstance`/`issubclass`, and refused by name when called (constructed) or asked for a public
+    attribute. It is no class object itself: as a base (`__mro_entries__`) it gives a plain class whose
+    construction refuses, so a user's class may derive from it together with any other base or metaclass."""
 
-    _refusal: str
+    def __init__(self, module: str, name: str, message: str) -> None:
+        def __new__(cls: type, *args: object, **kwargs: object) -> NoReturn:
+            raise LightningNameError(message)
 
-    def __getattr__(cls, attr: str) -> Any:
+        doc = f"Refused: {message}"
+        base = type(name, (), {"__new__": __new__, "__module__": module, "__doc__": doc, "_refusal": message})
+        for attr, value in (("_refusal", message), ("_base", base), ("__name__", name), ("__qualname__", name),
+                            ("__module__", module), ("__doc__", doc)):  # fmt: skip
+            object.__setattr__(self, attr, value)
+
+    def __call__(self, *args: object, **kwargs: object) -> NoReturn:
+        raise LightningNameError(self._refusal)
+
+    def __getattr__(self, attr: str) -> Any:
         if attr.startswith("_"):  # the interpreter's and libraries' probes: a plain miss
             raise AttributeError(attr)
-        raise LightningNameError(cls._refusal)
+        raise RefusedAttributeError(self._refusal)
+
+    def __mro_entries__(self, bases: tuple[object, ...]) -> tuple[type]:
+        return (self._base,)
+
+    def __instancecheck__(self, obj: object) -> bool:
+        return isinstance(obj, self._base)
+
+    def __subclasscheck__(self, cls: type) -> bool:
+        return isinstance(cls, type) and issubclass(cls, self._base)
+
+    def __repr__(self) -> str:
+        return f"<class '{self.__module__}.{self.__name__}'>"
 
 
-def refused_class(module: str, name: str, message: str) -> type:
-    """A class standing for Lightning's `module.name`: importable and subclassable; constructing it
-    (or a subclass) raises `message`; `isinstance(x, it)` is False for anything surge makes."""
-
-    def __new__(cls: type, *args: object, **kwargs: object) -> NoReturn:
-        raise LightningNameError(message)
-
-    doc = f"Refused: {message}"
-    body = {"__new__": __new__, "__module__": module, "__doc__": doc, "_refusal": message}
-    return RefusedMeta(name, (), body)
+def refused_class(module: str, name: str, message: str) -> Any:
+    """A class standing for Lightning's `module.name` (a `RefusedClass`): importable and subclassable;
+    constructing it (or a subclass) raises `message`; `isinstance(x, it)` is False for anything surge makes."""
+    return RefusedClass(module, name, message)

@@ -70,9 +70,62 @@ class LightningRegistry(dict):
 
 
 class StrategyRegistry(LightningRegistry):
+    """Lightning's strategy names; a name registered here is also one `Trainer(strategy=name)` takes:
+    the Trainer builds the class with its `init_params`, as Lightning's does."""
+
+    def register(
+        self,
+        name: str,
+        cls: Callable | None = None,
+        description: str = "",
+        override: bool = False,
+        **init_params: Any,
+    ) -> Callable:
+        def add(target: Callable) -> Callable:
+            super(StrategyRegistry, self).register(name, target, description, override, **init_params)
+            _trainer_name(name, target, init_params)
+            return target
+
+        return add if cls is None else add(cls)
+
+    def remove(self, name: str) -> None:
+        super().remove(name)
+        from ..config.registry import STRATEGIES
+
+        if STRATEGIES.name_of(name) == name and getattr(STRATEGIES.get(name), "lightning_registered", False):
+            STRATEGIES.remove(name)
+
     def available_strategies(self) -> list[str]:
         """The registered names."""
         return list(self)
+
+
+def _trainer_name(name: str, target: Callable, init_params: dict[str, Any]) -> None:
+    """Make `name` (not one of surge's own) a `Trainer(strategy=...)` value that builds `target(**init_params)`."""
+    from ..config.registry import STRATEGIES
+    from ..strategies.base import Strategy
+
+    known = STRATEGIES.name_of(name)
+    if known is not None and not getattr(STRATEGIES.get(known), "lightning_registered", False):
+        return  # surge's own name (the registry lists surge's strategies under their names)
+
+    class Registered:
+        lightning_registered = True
+
+        @classmethod
+        def from_layout(cls, layout: Any) -> Strategy:
+            strategy = target(**init_params)
+            if not isinstance(strategy, Strategy):
+                raise MisconfigurationError(
+                    f"Trainer(strategy={name!r}): StrategyRegistry built {type(strategy).__name__}, which is "
+                    "not a strategy surge runs; register a subclass of a lightning.pytorch.strategies class."
+                )
+            strategy.check_layout(layout)
+            return strategy
+
+    if known is not None:
+        STRATEGIES.remove(known)
+    STRATEGIES.add(name, Registered)
 
 
 class AcceleratorRegistry(LightningRegistry):
@@ -82,14 +135,29 @@ class AcceleratorRegistry(LightningRegistry):
 
 
 @functools.cache
-def strategies() -> StrategyRegistry:
-    """A registry of the strategy names surge's Trainer takes, with surge's classes."""
+def strategies(deepspeed: type) -> StrategyRegistry:
+    """A registry of the strategy names surge's Trainer takes, with surge's classes, and Lightning's
+    DeepSpeed names with `deepspeed` (the stand-in that refuses when built; lightning/strategies.py's)."""
     from ..config.registry import STRATEGIES
 
     names = (*STRATEGIES.names, *STRATEGIES.aliases)
-    return StrategyRegistry(
+    registry = StrategyRegistry(
         "strategy", {key: STRATEGIES.get(STRATEGIES.name_of(key) or key) for key in names}
     )
+    for name, params in DEEPSPEED.items():  # Lightning's names, refused when get() builds them (the Trainer
+        # refuses the name itself, as before the registry was asked for)
+        LightningRegistry.register(
+            registry, name, deepspeed, description=f"Lightning's {name}", **params
+        )
+    return registry
+
+
+# Lightning's DeepSpeed names and their arguments (surge refuses DeepSpeedStrategy when it is built).
+DEEPSPEED: dict[str, dict[str, Any]] = {
+    "deepspeed": {}, "deepspeed_stage_1": {"stage": 1}, "deepspeed_stage_2": {"stage": 2},
+    "deepspeed_stage_2_offload": {"stage": 2, "offload_optimizer": True}, "deepspeed_stage_3": {"stage": 3},
+    "deepspeed_stage_3_offload": {"stage": 3, "offload_parameters": True, "offload_optimizer": True},
+}  # fmt: skip
 
 
 @functools.cache

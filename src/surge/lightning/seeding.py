@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import random
+from collections.abc import Iterator
+
+import numpy as np
+import torch
 
 from .. import seed as _seed
 from ..rank_zero import info, warn
@@ -28,3 +34,17 @@ def seed_everything(seed: int | None = None, workers: bool = False, verbose: boo
     if verbose:
         info(f"Seed set to {seed}")
     return seed
+
+
+@contextlib.contextmanager
+def isolate_rng(include_cuda: bool = True) -> Iterator[None]:
+    """Run a block, then put torch's, numpy's and python's global random states back as they were
+    (and CUDA's, with `include_cuda`; leave it False in a forked process, where CUDA cannot start)."""
+    states = (torch.get_rng_state(), np.random.get_state(), random.getstate())
+    cuda = (torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []) if include_cuda else None
+    yield
+    torch.set_rng_state(states[0])
+    np.random.set_state(states[1])
+    random.setstate(states[2])
+    if cuda is not None:
+        torch.cuda.set_rng_state_all(cuda)

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any, NoReturn
 
 from . import names
-from .refuse import LightningNameError, RefusedMeta, refuse, refused_class
+from .refuse import LightningNameError, RefusedClass, refuse, refused_class
 
 _INTERNAL = "one of Lightning's internals; surge's are its own: use the Trainer's public API"
 _NO_FABRIC = "surge has no Fabric; write a LightningModule and use the Trainer"
@@ -122,8 +122,8 @@ def refusal(obj: object) -> str | None:
         return str(object.__getattribute__(obj, "_message"))
     if isinstance(obj, StandInModule):
         return obj.__doc__
-    if isinstance(obj, RefusedMeta):
-        return obj.__dict__.get("_refusal")  # a subclass of a stand-in is the user's own class
+    if isinstance(obj, RefusedClass):  # (a subclass of a stand-in is the user's own class: None)
+        return str(object.__getattribute__(obj, "_refusal"))
     found = getattr(obj, "refusal", None) if isinstance(obj, types.FunctionType) else None
     return found if isinstance(found, str) else None
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import datetime
-from collections.abc import Callable
-from typing import Any, Literal
+from collections.abc import Callable, Mapping
+from typing import Any, ForwardRef, Literal, Union
 
 import torch
 from torch import nn
@@ -61,6 +61,11 @@ class _LightningArguments:
     plugin_objects: tuple[Any, ...] = ()  # the plugins given to the strategy (`Trainer(plugins=)`'s partners)
     _given_accelerator: Any = None
     _given_devices: list[torch.device] | None = None
+    _restoring: tuple[Any, Any, Any] = (
+        None,
+        None,
+        None,
+    )  # (module, optimizers, path) while a resume loads them
 
     def _take_lightning_arguments(self, accelerator: Any, parallel_devices: Any, **plugins: Any) -> None:
         owner = type(self).__name__
@@ -74,6 +79,27 @@ class _LightningArguments:
         self._given_accelerator, self._given_devices = accelerator, parallel_devices
         self.cluster_environment = plugins.get("cluster_environment")
         self.checkpoint_io = plugins.get("checkpoint_io")
+
+    @property
+    def lightning_restore_optimizer(self) -> bool:
+        """Whether a resumed fit restores the optimizers' states (a subclass may say no, as in Lightning)."""
+        return True
+
+    def load_optimizer_state_dict(self, checkpoint: Mapping[str, Any]) -> None:
+        """Load `checkpoint["optimizer_states"]` into the fit's optimizers (what a resume calls; a subclass
+        may override it, as in Lightning)."""
+        module, optimizers, path = self._restoring
+        super().restore_optimizers(module, optimizers, checkpoint, path)  # type: ignore[misc]
+
+    def restore_optimizers(
+        self, module: nn.Module, optimizers: list[Any], ckpt: Mapping[str, Any], path: Any
+    ) -> None:
+        """As Lightning's resume: through `load_optimizer_state_dict`, unless `lightning_restore_optimizer`
+        says no (the learning-rate schedulers are restored either way)."""
+        if not self.lightning_restore_optimizer:
+            return
+        self._restoring = (module, optimizers, path)
+        self.load_optimizer_state_dict(ckpt)
 
     def tensor_init_context(self, empty_init: bool | None = None) -> contextlib.AbstractContextManager:
         """Layers created inside: on the strategy's device (the one given to it, when one was), in
@@ -101,6 +127,20 @@ class _LightningArguments:
                 f"devices={layout.requested_devices!r}) runs on {expected}: choose the devices with the Trainer's "
                 "accelerator= and devices= and leave parallel_devices out."
             )
+
+
+class _NoStorageOptions:
+    """Lightning's `save_checkpoint(checkpoint, filepath, storage_options=None)` of a strategy that writes
+    its checkpoints itself: `storage_options` (a CheckpointIO's) is a TypeError, as in Lightning."""
+
+    def save_checkpoint(self, checkpoint: dict[str, Any], filepath: Any, storage_options: Any = None) -> None:
+        if storage_options is not None:
+            name = self._lightning_name  # type: ignore[attr-defined]
+            raise SurgeTypeError(
+                f"`{name}.save_checkpoint(..., storage_options=...)` is not supported because"
+                f" `{name}` does not use the `CheckpointIO`."
+            )
+        super().save_checkpoint(checkpoint, filepath)  # type: ignore[misc]
 
 
 class SingleDeviceStrategy(_LightningArguments, _single.SingleDeviceStrategy):
@@ -198,8 +238,10 @@ def _comm_hook(state: object, hook: Any, wrapper: Any, averaging_period: int | N
     return wrapper(hook) if wrapper is not None and hook is not None else hook
 
 
-class FSDPStrategy(_LightningArguments, FSDPArguments):
+class FSDPStrategy(_NoStorageOptions, _LightningArguments, FSDPArguments):
     """Lightning's `FSDPStrategy`: surge's FSDP2 strategy (`surge.strategies.FSDPStrategy`)."""
+
+    _lightning_name = "FSDPStrategy"  # Lightning's messages name the class, not a subclass
 
     def __init__(
         self,
@@ -238,6 +280,11 @@ class FSDPStrategy(_LightningArguments, FSDPArguments):
         self._check_given_devices(layout)
 
 
+# Lightning's annotation, which LightningCLI parses (`--strategy.device_mesh=[1, 4]`); the value is refused
+# when the strategy is built (fsdp_arguments.py).
+FSDPStrategy.__init__.__annotations__["device_mesh"] = Union[tuple[int, int], ForwardRef("DeviceMesh"), None]  # noqa: UP007
+
+
 class _Refused(Strategy):
     """A Lightning strategy surge has no engine for: importable, refused when built."""
 
@@ -247,11 +294,15 @@ class _Refused(Strategy):
         raise MisconfigurationError(f"{type(self).__name__} is not supported by surge: {self.instead}")
 
 
-class ModelParallelStrategy(_LightningArguments, _model_parallel.ModelParallel):
+class ModelParallelStrategy(_NoStorageOptions, _LightningArguments, _model_parallel.ModelParallel):
     """Lightning's `ModelParallelStrategy`: surge's `ModelParallel` (tensor parallel x FSDP2 on a
     "data_parallel" x "tensor_parallel" mesh; `"auto"` sizes as Lightning resolves them)."""
 
     sizes = ("data_parallel_size", "tensor_parallel_size")
+
+    @property
+    def _lightning_name(self) -> str:
+        return type(self).__name__
 
     def __init__(
         self,
@@ -308,7 +359,7 @@ def __getattr__(name: str) -> Any:
     if name == "StrategyRegistry":  # built on first use: it lists surge's strategy names
         from .registries import strategies
 
-        return strategies()
+        return strategies(DeepSpeedStrategy)
     raise AttributeError(f"module 'lightning.pytorch.strategies' has no attribute {name!r}")
 
 

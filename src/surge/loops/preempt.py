@@ -18,7 +18,7 @@ def signalled(loop: FitLoop, single: bool) -> bool:
     ctx, global_step = loop.context(), loop.global_step
     if single:
         return ctx.signals.received is not None
-    if global_step % ctx.settings.log_every_n_steps:
+    if global_step % max(1, ctx.settings.log_every_n_steps):  # 0 (no step logging): every step
         return False
     # Ranks agree at log intervals (one small collective there), so all stop at the same step.
     return ctx.parts.strategy.reduce_bool(ctx.signals.received is not None)

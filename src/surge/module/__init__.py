@@ -71,8 +71,9 @@ class Module(LoopHooks, ModelHooks, ModuleOptimizers, nn.Module, Hyperparameters
     def test_step(self, batch: Any, batch_idx: int) -> Any:
         """Compute and `self.log` test metrics."""
 
-    def predict_step(self, batch: Any, batch_idx: int) -> Any:
-        """Return the prediction for a batch (default: `self(batch)`)."""
+    def predict_step(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> Any:
+        """Return the prediction for a batch (default: `self(batch)`; `dataloader_idx` accepted, as
+        Lightning's default takes it, so an override may pass it to `super().predict_step`)."""
         return self(batch)
 
     def configure_optimizers(self) -> Any:
@@ -161,9 +162,15 @@ class Module(LoopHooks, ModelHooks, ModuleOptimizers, nn.Module, Hyperparameters
         if rank_zero_only or enable_graph or sync_dist_group is not None:
             refuse_log_options(name, rank_zero_only, sync_dist_group, enable_graph)
         reduce_fx = "mean" if reduce_fx == "mean" else reduction(name, reduce_fx)  # (the default: no call)
-        results = self._results
+        results, trainer = self._results, self._trainer
+        if trainer is not None and trainer.barebones:
+            warn(  # as Lightning's words: logging is off in barebones mode
+                "You are trying to `self.log()` but `Trainer(barebones=True)` is configured."
+                " Logging can impact raw speed so it is disabled under this setting."
+            )
+            return
         if results is None:
-            if self._trainer is None:
+            if trainer is None:
                 warn(f"self.log({name!r}) was called without a Trainer running; the value is dropped.")
             return
         check_log_name(name, add_dataloader_idx)

@@ -104,6 +104,9 @@ class FSDPStrategy(ProcessGroupStrategy):
             self.shard_classes = classes
         self.reshard_after_forward = reshard_after_forward
         self.cpu_offload = cpu_offload
+        self.offload_params = (
+            cpu_offload  # what sharding reads (Lightning's `cpu_offload` is torch's CPUOffload)
+        )
         self.precision: Precision | None = None
 
     def connect_precision(self, precision: Precision) -> None:
@@ -142,7 +145,7 @@ class FSDPStrategy(ProcessGroupStrategy):
         dtypes = self.precision.sharded_dtypes() if self.precision is not None else None
         if dtypes is not None:
             options["mp_policy"] = fsdp.MixedPrecisionPolicy(param_dtype=dtypes[0], reduce_dtype=dtypes[1])
-        if self.cpu_offload:
+        if self.offload_params:
             options["offload_policy"] = fsdp.CPUOffloadPolicy()
         return options
 

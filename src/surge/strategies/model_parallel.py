@@ -38,7 +38,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.optim import Optimizer
 
-from ..errors import MisconfigurationError, bad_value
+from ..errors import MisconfigurationError, SurgeRuntimeError, bad_value
 from ..rank_zero import info
 from .base import Layout
 from .fsdp import FSDPStrategy, _fsdp, _Steps
@@ -159,8 +159,9 @@ class ModelParallel(FSDPStrategy):
     def device_mesh(self) -> Any:
         """The DeviceMesh (`mesh["data_parallel"]`, `mesh["tensor_parallel"]`), once processes started."""
         if self._mesh is None:
-            raise MisconfigurationError(
-                "the device mesh exists once the processes have started: use it in configure_model"
+            raise SurgeRuntimeError(
+                "Accessing the device mesh before processes have initialized is not allowed: it exists once "
+                "the processes have started; use it in configure_model"
             )
         return self._mesh
 

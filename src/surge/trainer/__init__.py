@@ -10,6 +10,7 @@ from typing import Any
 from .. import data as data_mod
 from ..accelerators import resolve_accelerator, resolve_devices
 from ..arguments import TrainerConfig
+from ..arguments.barebones import STARTED, announcement, barebones_arguments
 from ..arguments.declared import takes_arguments_of
 from ..arguments.lightning import requeue_of
 from ..assembly import (
@@ -152,10 +153,12 @@ class Trainer(StageEntryPoints):
 
     - `logger: bool | Logger | list[Logger] | None = True`: True: TensorBoard (when installed) and
       CSV, in one run directory. False: none. Or Logger objects.
-    - `log_every_n_steps: int | None = 50`: Send step metrics to the loggers every n steps (each
-      send reads the device).
+    - `log_every_n_steps: int | None = 50`: Send step metrics to the loggers every n steps (0:
+      never; each send reads the device).
     - `enable_progress_bar: bool | None = True`: Show the progress bar.
     - `enable_model_summary: bool | None = True`: Print the model summary when the fit starts.
+    - `barebones: bool = False`: Turn off what costs speed (checkpoints, loggers, progress bar,
+      summary, sanity check, self.log), as Lightning.
     - `enable_autolog_hparams: bool = True`: Log the module's and datamodule's hyper-parameters to
       the loggers.
     - `profiler: str | Profiler | None = None`: "simple", "advanced", "pytorch", or a Profiler
@@ -200,8 +203,6 @@ class Trainer(StageEntryPoints):
 
     Lightning arguments surge refuses:
 
-    - `barebones: bool = False`: Lightning's minimal mode. Refused unless False: surge's step is
-      already bare.
     - `model_registry: str | None = None`: Lightning's model upload. Refused unless None: use
       `trainer.export(path)`.
     """
@@ -213,7 +214,9 @@ class Trainer(StageEntryPoints):
             args = doctor.overrides(args)
         say_explicit_limits(args)
         self._semantics = sem = Semantics.current()  # the one reading of the mode; handed to the parts
-        self._cfg = cfg = TrainerConfig(**args)
+        self._cfg = cfg = TrainerConfig(**barebones_arguments(args))
+        if cfg.barebones:
+            info(announcement())
         self._requeue = requeue_of(cfg.plugins, sem)  # which signal checkpoints, and where
         self._accelerator = resolve_accelerator(cfg.accelerator)
         self._devices = resolve_devices(self._accelerator, cfg.devices)
@@ -375,6 +378,8 @@ class Trainer(StageEntryPoints):
 
     def _run_stage(self, stage: str, body: Any, loaders: Any = ()) -> Any:
         status = "success"
+        if self._cfg.barebones:  # no progress bar: say that the run started
+            info(STARTED)
         try:
             result = until_exit(body)  # a tuner's fit ends after its start hook
             self._strategy.finish_checkpoints()  # a background write is durable before the stage ends

@@ -264,6 +264,7 @@ class TrainerProperties(FitDataViews):
     val_check_interval = argument_view(TrainerConfig.val_check_interval)
     check_val_every_n_epoch = argument_view(TrainerConfig.check_val_every_n_epoch)
     num_sanity_val_steps = argument_view(TrainerConfig.num_sanity_val_steps)
+    barebones = argument_view(TrainerConfig.barebones)
     gradient_clip_val = argument_view(TrainerConfig.gradient_clip_val)
     gradient_clip_algorithm = argument_view(TrainerConfig.gradient_clip_algorithm)
     num_nodes = argument_view(TrainerConfig.num_nodes)

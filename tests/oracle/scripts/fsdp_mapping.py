@@ -70,7 +70,7 @@ def fit(name, strategy, **trainer_args):
         f"{name}/mapped",
         {
             "shard": sorted(c.__name__ for c in strategy.shard_classes),
-            "reshard_after_forward": strategy.reshard_after_forward, "cpu_offload": strategy.cpu_offload,
+            "reshard_after_forward": strategy.reshard_after_forward, "cpu_offload": strategy.offload_params,
             "checkpointing": [c.__name__ for c in strategy.activation_checkpointing_policy or ()],
         },
     )  # fmt: skip

@@ -19,6 +19,7 @@ from ... import precision as surge_precision
 from ...arguments.plugins import Plugins
 from ...data import cast_floating
 from ...errors import MisconfigurationError
+from .loop_methods import LoopMethods
 from .precision_methods import AutocastMethods, PrecisionMethods
 
 KIND = "Precision"
@@ -32,7 +33,7 @@ HOOKS = (
 DTYPES = {"16": torch.float16, "bf16": torch.bfloat16}
 
 
-class Precision(PrecisionMethods):
+class Precision(LoopMethods, PrecisionMethods):
     """Full precision ("32-true"): surge's `FullPrecision`."""
 
     plugin_kind = KIND
@@ -105,6 +106,8 @@ FSDP_PRECISIONS = ("32-true", "16-true", "bf16-true", "16-mixed", "bf16-mixed")
 class FSDPPrecision(Precision):
     """FSDP's precision: the same format as surge's plugin of that name (its FSDP strategy shards
     the loss scaling itself)."""
+
+    unscale_when_skipped, refuses_lbfgs = True, False  # Lightning's FSDP plugin's optimizer_step
 
     def __init__(self, precision: str, scaler: Any = None) -> None:
         if precision not in FSDP_PRECISIONS:
@@ -214,7 +217,7 @@ class XLAPrecision(_Refused):
 
 BUILT_IN = (
     Precision, DoublePrecision, HalfPrecision, MixedPrecision, FSDPPrecision, DeepSpeedPrecision,
-    PrecisionMethods, AutocastMethods, object,
+    LoopMethods, PrecisionMethods, AutocastMethods, object,
 )  # fmt: skip
 
 __all__ = [

@@ -18,6 +18,7 @@ from ...module.hparams import AttributeDict
 from ...utilities import grad_norm, measure_flops
 from ..refuse import module_getattr
 from .imports import _TORCHVISION_AVAILABLE
+from .parameter_tying import find_shared_parameters, set_shared_parameters
 from .rank_zero import (
     rank_zero_debug,
     rank_zero_deprecation,
@@ -56,6 +57,7 @@ __all__ = [
     "apply_to_collection",
     "apply_to_collections",
     "disable_possible_user_warnings",
+    "find_shared_parameters",
     "grad_norm",
     "measure_flops",
     "move_data_to_device",
@@ -64,4 +66,5 @@ __all__ = [
     "rank_zero_info",
     "rank_zero_only",
     "rank_zero_warn",
+    "set_shared_parameters",
 ]
