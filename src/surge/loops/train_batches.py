@@ -98,7 +98,8 @@ class TrainBatches:
         no_sync = strategy.no_sync if strategy.world_size > 1 and late_ok else None
         zero_grad = None if optim.free_after_step else optim.zero_grad_window
         divided, n, max_steps = optim.reports_divided_loss, s.n, s.max_steps
-        batch_idx, pending, window, reported = self.batches_done, 0, k, None
+        batch_idx, pending, reported = self.batches_done, 0, None
+        window: float = k  # the current divisor (a float when n is math.inf)
         for batch in self._fetched(ctx, s, batch_idx):  # fetched, moved, through the batch-start hooks
             window_start = batch_idx - batch_idx % k
             window = k if n - window_start >= k else n - window_start  # min(k, ...) without a call
@@ -326,7 +327,7 @@ class TrainBatches:
         g, rollback = self.global_step, ctx.rollback
         if s.step_schedulers or not ctx.parts.module.automatic_optimization:
             return g + 1
-        due = [_next_multiple(g, every) for every in (s.log_every, s.agree_every) if every]
+        due: list[float] = [_next_multiple(g, every) for every in (s.log_every, s.agree_every) if every]
         if rollback is not None:
             due += [_next_multiple(g, rollback.every), s.max_steps]
         return min(due, default=math.inf)
@@ -358,7 +359,7 @@ class TrainBatches:
 
     def _next_between(self, ctx: FitContext, s: EpochSteps, done: int) -> float:
         """The next batch count at which `_between` has something to do."""
-        due = [s.pace_at] if s.pace_at > done else []
+        due: list[float] = [s.pace_at] if s.pace_at > done else []
         if s.plan.val_every_n_batches:
             due.append(_next_multiple(done, s.plan.val_every_n_batches))
         if s.plateaus:
