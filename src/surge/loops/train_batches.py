@@ -31,7 +31,6 @@ from .step_checks import check_loss, detach_outputs, explain_backward_error, exp
 if TYPE_CHECKING:
     from .context import FitContext, FitSettings
     from .fit_data import EpochData
-    from .validation import BatchPlan
 
 
 @dataclass(slots=True)
@@ -43,8 +42,7 @@ class EpochSteps:
     step: Callable[..., Any]  # the training step (the first one's, then the steady one)
     backward: Callable[[Any], None]  # the precision's, with the backward hooks around it if any
     inspect: Callable[[Tensor], None] | None  # what each loss is handed to (checked once, watched)
-    plan: BatchPlan
-    loader: Any
+    data: EpochData  # the epoch's loader and batch plan, as `FitData.for_epoch` handed them
     n: float  # batches in the epoch (math.inf: no length)
     k: int  # micro-batches per window
     max_steps: float
@@ -192,7 +190,7 @@ class TrainBatches:
                 fetching, t0 = True, clock()
         except Exception as err:
             if fetching:  # a sample raised, or a worker died or timed out
-                explain_fetch_error(err, self.epoch, batch_idx, s.loader)
+                explain_fetch_error(err, self.epoch, batch_idx, s.data.train)
             raise
         s.ran_out = True
 
@@ -211,8 +209,7 @@ class TrainBatches:
             step=first.step,
             backward=_with_hooks(ctx, first.backward),
             inspect=watch,
-            plan=epoch.plan,
-            loader=epoch.train,
+            data=epoch,
             n=epoch.plan.train,
             k=k,
             max_steps=settings.max_steps if settings.max_steps >= 0 else math.inf,
@@ -340,8 +337,8 @@ class TrainBatches:
             preempt(self)  # (ranks agree at log intervals: a collective and a host read there)
         if done == s.pace_at:
             s.pace_at = ctx.data.pace(done, self.data_wait_s)
-        val_every = s.plan.val_every_n_batches
-        if val_every and done % val_every == 0 and validation.due_inside(self.epoch, done, s.plan):
+        val_every = s.data.plan.val_every_n_batches
+        if val_every and done % val_every == 0 and validation.due_inside(self.epoch, done, s.data.plan):
             validation.run_in_fit(self.epoch, zero_grad=window_end)  # host read at its end
             ctx.parts.module._attach(results=ctx.results)
         if window_end and s.plateaus:  # a step-interval ReduceLROnPlateau: after validation
@@ -360,8 +357,8 @@ class TrainBatches:
     def _next_between(self, ctx: FitContext, s: EpochSteps, done: int) -> float:
         """The next batch count at which `_between` has something to do."""
         due: list[float] = [s.pace_at] if s.pace_at > done else []
-        if s.plan.val_every_n_batches:
-            due.append(_next_multiple(done, s.plan.val_every_n_batches))
+        if s.data.plan.val_every_n_batches:
+            due.append(_next_multiple(done, s.data.plan.val_every_n_batches))
         if s.plateaus:
             due.append(min(_next_multiple(done, s.k), s.n))  # the next window's end
         if s.agree_every and not ctx.parts.module.automatic_optimization:
@@ -375,7 +372,7 @@ class TrainBatches:
         optim = ctx.optim
         if s.cut:
             return False, True
-        if not s.ran_out and batch_idx == s.n == loader_length(s.loader):
+        if not s.ran_out and batch_idx == s.n == loader_length(s.data.train):
             # Let the sampler finish its epoch as a plain `for` loop would: RandomSampler with a
             # user generator draws once more at exhaustion, and later epochs depend on that draw.
             s.ran_out = next(s.parts.batches, _END) is _END
