@@ -214,7 +214,7 @@ class TrainBatches:
             k=k,
             max_steps=settings.max_steps if settings.max_steps >= 0 else math.inf,
             log_every=settings.log_every_n_steps if ctx.parts.publisher.loggers else 0,
-            agree_every=max(1, settings.log_every_n_steps) if world > 1 else 0,
+            agree_every=settings.log_every_n_steps if world > 1 else 0,
             step_schedulers=optim.schedules("step"),
             plateaus=optim.step_plateaus(),
             starts=bool(first.start_callbacks) or first.start_module is not None,
