@@ -12,9 +12,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "surge"
 PRIVATE_READ = re.compile(r"(?:^|[^\w])(?:trainer|_trainer|t|tr)\._[A-Za-z]\w*")
 MAX_FUNCTION_LINES = 60  # a file is split where its concept splits; a function where its steps do
 LONGER_FUNCTIONS = {  # each named, with why it is longer, and the most lines it may take
-    "loops/fit.py:_train_batches": (170, "the training step, read top to bottom: to be split into the window's spine and the owners that decide their cadence"),
     "cli/main.py:build_parser": (90, "a table of argparse declarations, one command after another"),
-    "loops/evaluate.py:run_evaluation": (70, "an evaluation stage's one pass, hooks in Lightning's order"),
     "loggers/mlflow.py:__init__": (70, "MLFlowLogger's arguments, each checked before a run is created"),
     "arguments/__init__.py:__post_init__": (70, "the Trainer's arguments checked in one place, each with its own message"),
 }  # fmt: skip

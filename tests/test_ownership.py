@@ -140,6 +140,20 @@ ALLOWED: dict[str, set[str]] = {
         "tune/workers.py: result.spent_s",
         "optim/manual.py: opt._steps",  # LightningOptimizer's own slot, set by object.__setattr__'s twin
     },
+    "the training loop's own record of an epoch (`EpochSteps`, built by `_bind` and read by no other part): "
+    "the parts it swaps after the fit's first step, the flags its owners set, when each is next due": {
+        "loops/train_batches.py: s.inspect",
+        "loops/train_batches.py: s.step",
+        "loops/train_batches.py: s.backward",
+        "loops/train_batches.py: s.after_batch",
+        "loops/train_batches.py: s.cut",
+        "loops/train_batches.py: s.ran_out",
+        "loops/train_batches.py: s.step_due",
+        "loops/train_batches.py: s.between_at",
+        "loops/train_batches.py: s.rolled_back",
+        "loops/train_batches.py: s.snapshot_due",
+        "loops/train_batches.py: s.pace_at",
+    },
     "an object the owner holds privately and fills (mlflow's resume target)": {
         "loggers/mlflow.py: self._target.resume",
         "loggers/mlflow.py: self._target.resume_step",
@@ -147,6 +161,7 @@ ALLOWED: dict[str, set[str]] = {
     },
     "the step's batch handed to its Results in the hot loop: a store, no per-step call": {
         "loops/fit.py: results.batch",
+        "loops/train_batches.py: results.batch",
         "loops/evaluate.py: results.batch",
         "loops/evaluate.py: epoch_end_results.batch",
         # a pipeline's last stage logs its micro-batches at the window's end: each one's target, in turn
@@ -219,6 +234,7 @@ def _self_attributes(cls: ast.ClassDef) -> set[str]:
 
 def test_the_fit_loop_holds_counters_and_its_position_only():
     attributes = _self_attributes(_class("loops/fit.py", "FitLoop"))
+    attributes |= _self_attributes(_class("loops/train_batches.py", "TrainBatches"))  # its batches
     assert len(attributes) <= 10, sorted(attributes)
     assert not attributes & {"train_loader", "reload", "auto_workers", "accumulate", "trainer", "plan"}
 

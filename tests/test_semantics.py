@@ -73,6 +73,7 @@ def test_the_mode_is_read_in_one_place():
 SEMANTIC_NAMES = ("semantics", "divided", "schedules_by_batch", "scheduler_clock", "reports_divided_loss")
 STEP_FUNCTIONS = {  # the training loop (all of it) and what it calls per batch
     "loops/fit.py": None,
+    "loops/train_batches.py": None,
     "optim/__init__.py": ("step", "step_schedulers", "step_schedulers_at_cut", "zero_grad_window"),
 }
 

@@ -146,9 +146,7 @@ def strategies(deepspeed: type) -> StrategyRegistry:
     )
     for name, params in DEEPSPEED.items():  # Lightning's names, refused when get() builds them (the Trainer
         # refuses the name itself, as before the registry was asked for)
-        LightningRegistry.register(
-            registry, name, deepspeed, description=f"Lightning's {name}", **params
-        )
+        LightningRegistry.register(registry, name, deepspeed, description=f"Lightning's {name}", **params)
     return registry
 
 

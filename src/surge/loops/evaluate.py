@@ -43,7 +43,7 @@ def run_evaluation(
     seen = [0] * len(loaders) if seen is None else seen
     if sum(limits) == 0:
         return []  # no batch to run: no hook is called either (as in Lightning)
-    model, hooks, precision, strategy = parts.module, parts.hooks, parts.precision, parts.strategy
+    model, hooks, strategy = parts.module, parts.hooks, parts.strategy
     hook = "validation" if stage == "validate" else stage
     step = batch_only(strategy.step_fn(model, f"{hook}_step"), getattr(model, f"{hook}_step"))
     pass_idx = len(loaders) > 1 and takes_dataloader_idx(getattr(model, f"{hook}_step"))
@@ -51,47 +51,72 @@ def run_evaluation(
     modes = ModuleMode(model)
     unsynced = parts.semantics.epoch_reduces_unsynced
     all_results = [Results(stage, strategy.reducer, unsynced) for _ in loaders]
-    move = parts.move
     try:
         with parts.evaluation_mode():
             modes.to_eval(hooks, f"on_{hook}_model_eval")
             hooks.call(f"on_{hook}_start")
             hooks.call(f"on_{hook}_epoch_start")
             for dl_idx, (loader, limit) in enumerate(zip(loaders, limits)):
-                results = all_results[dl_idx]
-                model._attach(results=results)
-                for batch_idx, batch in enumerate(loader):
-                    if batch_idx >= limit:
-                        break
-                    if move is not None:
-                        batch = move(batch, dl_idx)
-                    results.batch = batch
-                    extra = (dl_idx,) if pass_idx else ()
-                    hooks.call(f"on_{hook}_batch_start", batch, batch_idx, *extra)
-                    with precision.forward_context():
-                        out = step(batch, batch_idx, *extra)
-                    hooks.call(f"on_{hook}_batch_end", out, batch, batch_idx, *extra)
-                    _log_step(parts, results, all_results, dl_idx, seen, sanity)
-                _keep_step_values(parts, results, dl_idx if len(loaders) > 1 else None, sanity)
-            epoch_end_results = (
-                all_results[0] if len(loaders) == 1 else Results(stage, strategy.reducer, unsynced)
-            )
-            model._attach(results=epoch_end_results)
-            epoch_end_results.batch = None  # as Lightning: a mean logged at the epoch's end has weight 1
-            hooks.call(f"on_{hook}_epoch_end")
-            metrics = _collect(all_results, epoch_end_results)  # host read: evaluation end
-            for r in [*all_results, epoch_end_results]:
-                r.reset()  # logged torchmetrics Metrics start the next evaluation empty
-            if not sanity:
-                flags: dict[str, tuple[bool, bool, str]] = {}
-                for r in [*all_results, epoch_end_results]:
-                    flags.update(_suffixed_flags(r, all_results))
-                merged = {k: v for m in metrics for k, v in m.items()}
-                parts.publisher.publish(merged, flags, step=global_step, evaluation=True)
-            hooks.call(f"on_{hook}_end")
+                model._attach(results=all_results[dl_idx])
+                _run_loader(parts, hook, step, loader, limit, dl_idx, pass_idx, all_results, seen, sanity)
+                _keep_step_values(parts, all_results[dl_idx], dl_idx if len(loaders) > 1 else None, sanity)
+            metrics = _end_evaluation(parts, stage, hook, all_results, global_step, sanity)
     finally:
         model._attach(results=previous_results)
         modes.restore(hooks, f"on_{hook}_model_train")
+    return metrics
+
+
+def _run_loader(
+    parts: RunParts,
+    hook: str,
+    step: Any,
+    loader: Iterable,
+    limit: int | float,
+    dl_idx: int,
+    pass_idx: bool,
+    all_results: list[Results],
+    seen: list[int],
+    sanity: bool,
+) -> None:
+    """One loader's batches, up to `limit`: the batch hooks around the step, its step values logged."""
+    hooks, precision, move, results = parts.hooks, parts.precision, parts.move, all_results[dl_idx]
+    for batch_idx, batch in enumerate(loader):
+        if batch_idx >= limit:
+            break
+        if move is not None:
+            batch = move(batch, dl_idx)
+        results.batch = batch
+        extra = (dl_idx,) if pass_idx else ()
+        hooks.call(f"on_{hook}_batch_start", batch, batch_idx, *extra)
+        with precision.forward_context():
+            out = step(batch, batch_idx, *extra)
+        hooks.call(f"on_{hook}_batch_end", out, batch, batch_idx, *extra)
+        _log_step(parts, results, all_results, dl_idx, seen, sanity)
+
+
+def _end_evaluation(
+    parts: RunParts, stage: str, hook: str, all_results: list[Results], global_step: int, sanity: bool
+) -> list[dict[str, float]]:
+    """The evaluation's epoch end: its hook, the metrics read (and published unless a sanity check)."""
+    model, hooks, strategy = parts.module, parts.hooks, parts.strategy
+    unsynced = parts.semantics.epoch_reduces_unsynced
+    epoch_end_results = (
+        all_results[0] if len(all_results) == 1 else Results(stage, strategy.reducer, unsynced)
+    )
+    model._attach(results=epoch_end_results)
+    epoch_end_results.batch = None  # as Lightning: a mean logged at the epoch's end has weight 1
+    hooks.call(f"on_{hook}_epoch_end")
+    metrics = _collect(all_results, epoch_end_results)  # host read: evaluation end
+    for r in [*all_results, epoch_end_results]:
+        r.reset()  # logged torchmetrics Metrics start the next evaluation empty
+    if not sanity:
+        flags: dict[str, tuple[bool, bool, str]] = {}
+        for r in [*all_results, epoch_end_results]:
+            flags.update(_suffixed_flags(r, all_results))
+        merged = {k: v for m in metrics for k, v in m.items()}
+        parts.publisher.publish(merged, flags, step=global_step, evaluation=True)
+    hooks.call(f"on_{hook}_end")
     return metrics
 
 

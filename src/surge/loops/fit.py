@@ -4,36 +4,25 @@ accumulation, backward, and at a window's end the optimizer step. Host reads onl
 
 from __future__ import annotations
 
-import contextlib
-import math
 from collections.abc import Iterator, Mapping
 from dataclasses import replace
-from functools import partial
-from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
-from torch import Tensor
-
-from ..callbacks.batch_end import reads_outputs
-from ..data import loader_length, loader_state
+from ..data import loader_state
 from ..data.stateful_loader import loader_position
 from ..errors import SurgeRuntimeError
-from ..optim.manual import OptimizerSteps, batch_only
-from ..profiler.base import LoopParts
-from . import step_checks
+from ..optim.manual import OptimizerSteps
 from .across_epochs import FitProgress
 from .position import BATCH_END, CLOSED, DONE, RUNNING, EpochStart
-from .preempt import preempt, signalled
 from .resume_results import own_results
-from .rollback import loss_watch
-from .step_checks import check_loss, detach_outputs, explain_backward_error, explain_fetch_error, loss_from
+from .train_batches import TrainBatches
 
 if TYPE_CHECKING:
     from .context import FitContext, FitSettings
     from .fit_data import EpochData
 
 
-class FitLoop(FitProgress):
+class FitLoop(FitProgress, TrainBatches):
     """Counters and the position: where training stands, what a checkpoint records about progress.
     `bind` hands it the fit's context before a checkpoint is restored or it runs; the loaders, the
     batch plan and the accumulation are the context's `FitData`."""
@@ -159,21 +148,27 @@ class FitLoop(FitProgress):
         return self.epoch >= settings.min_epochs and self.global_step >= settings.min_steps
 
     def run(self) -> None:
+        """Epochs until done: each one's start, its batches (the step: `TrainBatches`), its end."""
         ctx, data = self.context(), self.context().data
         if ctx.rollback is not None:  # the first good state (unless a checkpoint brought its own)
             ctx.rollback.start(self)
-        while data.plan.train != 0 and not self.done():
-            self.run_epoch()  # a stop before min_epochs/min_steps waits for them (should_stop stays set)
+        while data.plan.train != 0 and not self.done():  # a stop before min_epochs/min_steps waits
+            epoch, k, it, keep_grads = self._start_epoch()
+            manual = not ctx.parts.module.automatic_optimization  # (Lightning's two loops)
+            train = self._train_manual if manual else self._train_batches
+            exhausted, cut = train(it, epoch, k, keep_grads)
+            self._finish_epoch(epoch, k, exhausted, cut)
         data.stop_at(loader_position(data.train) if self.batches_done else None)  # see there
         self.stopped_inside = self.batches_done > 0  # Lightning counts that epoch: current_epoch
 
-    def run_epoch(self) -> None:
+    def _start_epoch(self) -> tuple[EpochData, int, Iterator[Any], bool]:
+        """The epoch's data, results and start hooks; returns its data, window, batches and whether a
+        resume's window gradients are kept."""
         ctx, start = self.context(), self.start or EpochStart()
         self.start, data = None, ctx.data
         hooks, results, model = ctx.parts.hooks, ctx.results, ctx.parts.module
-        validation, strategy = ctx.validation, ctx.parts.strategy
         epoch = data.for_epoch(
-            self.epoch, self.batches_done, start.rng, start.fresh, validation.due(self.epoch)
+            self.epoch, self.batches_done, start.rng, start.fresh, ctx.validation.due(self.epoch)
         )
         if not start.fresh:
             results.reset()
@@ -190,7 +185,16 @@ class FitLoop(FitProgress):
         it = data.batches(self.epoch, self.batches_done, start.rng, self.epoch_start_rng)
         if ctx.rollback is not None and self.batches_done == 0:
             ctx.rollback.epoch_start(self)  # a snapshot of the judged state the epoch starts from
-        exhausted, cut = self._train_batches(it, epoch, k, start.keep_grads)
+        return epoch, k, it, start.keep_grads
+
+    def _finish_epoch(self, epoch: EpochData, k: int, exhausted: bool, cut: bool) -> None:
+        """After the batches: validation at the epoch's end if due, the end hooks, the ranks agree."""
+        ctx, validation, strategy, data = (
+            self.context(),
+            self.context().validation,
+            self.context().parts.strategy,
+            self.context().data,
+        )
         ctx.end.trained_to(self.batches_done)  # (what the fit's end says: did it train?)
         data.end_epoch()  # num_workers="auto" decided: the loaders for later epochs
         stopped = ctx.stop.requested and self._minimums_met(ctx.settings)  # (Lightning counts the epoch done)
@@ -228,205 +232,3 @@ class FitLoop(FitProgress):
             ctx.optim.step_schedulers("epoch", self.epoch + 1, plateau=True)
         hooks.train_epoch_end_monitors()  # checkpointing and early stopping, on the published metrics
         ctx.parts.publisher.save_loggers()
-
-    # -- the training step -----------------------------------------------------------------
-    def _loop_parts(self, batches: Iterator[Any], window: int, n: float) -> tuple[LoopParts, LoopParts]:
-        """The callables the step uses, looked up once per epoch (timed versions under a profiler):
-        the first batch's (the fit's first step goes through the FLOP count) and the others'. The
-        strategy decides what runs a batch in windows of `window` (a pipeline: its schedule)."""
-        ctx = self.context()
-        hooks, precision, module = ctx.parts.hooks, ctx.parts.precision, ctx.parts.module
-        step = batch_only(ctx.training_step_fn(), module.training_step)
-        parts = LoopParts(
-            batches=batches,
-            move=ctx.parts.move,
-            step=ctx.parts.strategy.micro_batches(step, window, n),
-            backward=partial(precision.backward, run=hooks.module_fns["backward"])
-            if hooks.overridden("backward")
-            else precision.backward,
-            optimizer_step=ctx.optim.step,
-            start_module=hooks.module_fns.get("on_train_batch_start"),
-            start_callbacks=hooks.callback_fns.get("on_train_batch_start", ()),
-            end_module=hooks.module_fns.get("on_train_batch_end"),
-            end_callbacks=hooks.batch_end_callbacks(),
-            publish=ctx.parts.publisher.publish,
-        )
-        parts = ctx.profiler.instrument(parts) if ctx.profiler is not None else parts
-        if ctx.flops is None:
-            return parts, parts
-        return ctx.flops.instrument(parts, manual=not module.automatic_optimization), parts
-
-    def _train_batches(  # noqa: C901 - the step reads top to bottom, in one place
-        self, it: Iterator[Any], epoch: EpochData, k: int, keep_grads: bool
-    ) -> tuple[bool, bool]:
-        """Train on the epoch's batches (`k` per accumulation window); returns whether the loader ran
-        out, and whether `on_train_batch_start` returned -1 (the epoch ends there, no validation)."""
-        ctx = self.context()
-        settings, t, stop, data = ctx.settings, ctx.parts.hooks.trainer, ctx.stop, ctx.data
-        model, optim, hooks, strategy = ctx.parts.module, ctx.optim, ctx.parts.hooks, ctx.parts.strategy
-        results, validation, signals = ctx.results, ctx.validation, ctx.signals
-        val_every = epoch.plan.val_every_n_batches  # 0: validation only at the epoch's end
-        p, steady = self._loop_parts(it, k, epoch.plan.train)
-        counting = p is not steady  # the fit's first step through the FLOP count, the rest not
-        batches, move, step, backward = p.batches, p.move, p.step, p.backward
-        optimizer_step, publish, start_module = p.optimizer_step, p.publish, p.start_module
-        start_callbacks, end_module, end_callbacks = p.start_callbacks, p.end_module, p.end_callbacks
-        batch_ends = bool(end_callbacks) or end_module is not None
-        wants_outputs = end_module is not None or reads_outputs(end_callbacks)  # else none are built
-        n, loader, cut = epoch.plan.train, epoch.train, False
-        max_steps = settings.max_steps if settings.max_steps >= 0 else math.inf
-        log_every = settings.log_every_n_steps if ctx.parts.publisher.loggers else 0
-        single, checked = strategy.world_size == 1, self.global_step > 0
-        # Without a length the last window is only known when the loader runs out; a strategy that
-        # cannot reduce skipped gradients afterwards (FSDP) then syncs every micro-batch.
-        late_ok = n != math.inf or strategy.syncs_late
-        no_sync = strategy.no_sync if not single and late_ok else None
-        manual, divided = not model.automatic_optimization, optim.reports_divided_loss  # (see below)
-        counted, reported, plateaus = optim.scheduler_clock, None, optim.step_plateaus()
-        step_schedulers = optim.schedules("step")  # (sorted at the epoch's start)
-        watch, rollback = loss_watch(optim.guard, ctx.rollback), ctx.rollback
-        forward_context = ctx.parts.precision.forward_context
-        zero_grad = None if optim.free_after_step else optim.zero_grad_window
-        before_backward, after_backward = hooks.any("on_before_backward"), hooks.any("on_after_backward")
-        pending = 0  # micro-batches since the last optimizer step
-        rolled_back = snapshot_due = False  # set by a rollback's check (its batch end and the next batch)
-        window: int | float = k  # the current divisor (n - start is a float when n is math.inf)
-        clock, batch_idx = perf_counter, self.batches_done
-        pace_at = data.pace_mark(batch_idx, measured=ctx.profiler is None)  # the data-wait advice
-        batch: Any = None
-        if not keep_grads and zero_grad is None:  # (else the window's first batch zeroes, as Lightning)
-            optim.zero_grad()  # nothing left over from an epoch that ended inside a window
-        while batch_idx < n:
-            t0 = clock()
-            try:
-                batch = next(batches, _END)
-            except Exception as err:  # a sample raised, or a worker died or timed out
-                explain_fetch_error(err, self.epoch, batch_idx, loader)
-                raise
-            if batch is _END:
-                break
-            self.data_wait_s += clock() - t0
-            if move is not None:
-                batch = move(batch)
-            results.batch = batch
-            for fn in start_callbacks:
-                fn(t, model, batch, batch_idx)
-            if start_module is not None and start_module(batch, batch_idx) == -1:  # the epoch ends here
-                if rollback is not None:
-                    self.global_step = rollback.settle(self, batch_idx)  # host read: judged before its end
-                self.batches_done, cut = batch_idx + 1, True
-                optim.step_schedulers_at_cut(batch_idx, self.epoch)
-                break
-            window_start = batch_idx - batch_idx % k
-            window = k if n - window_start >= k else n - window_start  # min(k, ...) without a call
-            window_end = batch_idx - window_start == window - 1
-            # Non-final micro-batches skip the gradient allreduce. DDP decides that during forward,
-            # so the forward and the backward both run inside no_sync().
-            with no_sync() if no_sync is not None and not window_end else _NO_CONTEXT:
-                with forward_context():
-                    out = step(batch, batch_idx)
-                if manual:
-                    loss = out  # the module steps its optimizers; each step counts (LightningOptimizer)
-                elif out is None:  # no gradient from this batch; its window still steps
-                    step_checks.skipped_batch(ctx, self.epoch, batch_idx, first=batch_idx == window_start)
-                    reported = None
-                else:
-                    loss = out if isinstance(out, Tensor) else loss_from(out, batch_idx)
-                    if not checked:
-                        check_loss(loss)
-                        checked = True
-                    if watch is not None:
-                        watch(loss)  # on the device: inf/NaN counted, read at the next read point
-                    if zero_grad is not None and batch_idx == window_start:
-                        zero_grad(self.epoch, batch_idx)  # the window's first micro-batch (hooks watch)
-                    scaled = loss / window if window != 1 else loss
-                    reported = scaled if divided else loss  # the mode: Lightning's, divided
-                    if before_backward:
-                        hooks.call("on_before_backward", scaled)
-                    try:
-                        backward(scaled)
-                    except RuntimeError as err:
-                        explain_backward_error(err, loss, self.epoch, batch_idx)
-                        raise
-                    if after_backward:
-                        hooks.call("on_after_backward")
-            if not manual:
-                pending += 1
-                if window_end:
-                    pending = 0
-                    optimizer_step(None, reported)  # host read inside with fp16: the scaler's inf check
-                    self.global_step += 1
-                    if step_schedulers:
-                        optim.step_schedulers("step", counted(batch_idx + 1, self.global_step), False)
-                    if rollback is not None and (
-                        self.global_step % rollback.every == 0
-                        or batch_idx + 1 == n
-                        or self.global_step >= max_steps
-                    ):  # host read: a log point, or the epoch's or the fit's end (judged before they act)
-                        back = rollback.check(self, batch_idx + 1, epoch_end=batch_idx + 1 == n)
-                        if back is not None:  # rolled back: this batch's end hooks are skipped, as its window
-                            self.global_step, rolled_back = back, True
-                        snapshot_due = rollback.guard.snapshot_due
-                    if batch_idx + 1 == n:  # the epoch's last batch: epoch schedulers step before validation
-                        optim.step_schedulers("epoch", self.epoch + 1, plateau=False)
-                    if log_every and self.global_step % log_every == 0:
-                        if optim.guard.device_skip:
-                            optim.guard.report(self.global_step)  # host read: a fused optimizer's skips
-                        publish(results.read_step(), results.flags(), step=self.logger_step())  # host read
-            self.batches_done = batch_idx = batch_idx + 1
-            if counting:  # counted: the loop's own step and backward from the next batch on
-                counting, step, backward = False, steady.step, steady.backward
-                ctx.flops.close()  # type: ignore[union-attr]  # (if the step ran no backward)
-            if batch_ends and not rolled_back:
-                detached = detach_outputs(out, reported) if wants_outputs else None
-                self.stage = BATCH_END
-                for fn in end_callbacks:
-                    fn(t, model, detached, batch, batch_idx - 1)
-                if end_module is not None:
-                    end_module(detached, batch, batch_idx - 1)
-                self.stage = RUNNING
-            if manual:  # the module stepped its optimizers; its metrics reach the loggers per batch
-                self.manual_batches += 1
-                if log_every and self.manual_batches % log_every == 0:
-                    publish(results.read_step(), results.flags(), step=self.logger_step())  # host read
-            if window_end and (signals.received is not None or not single) and signalled(self, single):
-                preempt(self)  # (ranks agree at log intervals: a collective and a host read there)
-            if batch_idx == pace_at:
-                pace_at = data.pace(batch_idx, self.data_wait_s)
-            if (
-                val_every
-                and batch_idx % val_every == 0
-                and validation.due_inside(self.epoch, batch_idx, epoch.plan)
-            ):
-                validation.run_in_fit(self.epoch, zero_grad=window_end)  # host read at its end
-                model._attach(results=results)
-            if window_end and plateaus:  # a step-interval ReduceLROnPlateau: after validation, as Lightning
-                optim.step_schedulers("step", counted(batch_idx, self.global_step), plateau=True)
-            if snapshot_due or rolled_back:  # after a check: the state between this batch and the next
-                assert rollback is not None
-                rollback.take_due(self)
-                snapshot_due = rolled_back = False
-            if self.global_step >= max_steps or (stop.requested and self._minimums_met(settings)):
-                if rollback is not None:  # host read: the fit stops on a judged state
-                    self.global_step = rollback.settle(self, batch_idx)
-                break  # (a stop inside a window leaves its gradients unstepped, as Lightning)
-        if batch is not _END and batch_idx == n == loader_length(loader):
-            # Let the sampler finish its epoch as a plain `for` loop would: RandomSampler with a
-            # user generator draws once more at exhaustion, and later epochs depend on that draw.
-            batch = next(batches, _END)
-        if pending and batch is _END:
-            # The loader ran out inside a window (no length to plan by): step the mean over the
-            # micro-batches seen (having run under no_sync, averaged over ranks here).
-            strategy.average_gradients(model)
-            optim.step(grad_scale=window / pending, loss=reported)
-            self.global_step += 1
-            optim.step_schedulers("step", counted(batch_idx, self.global_step))
-        if rollback is not None and batch is _END:  # (known lengths were judged at their last batch)
-            self.global_step = rollback.settle(self, batch_idx)  # host read: the epoch's end
-        if batch is _END and n == math.inf:  # no length: the last batch is known only now
-            optim.step_schedulers("epoch", self.epoch + 1, plateau=False)
-        return batch is _END, cut
-
-
-_END = object()
-_NO_CONTEXT = contextlib.nullcontext()

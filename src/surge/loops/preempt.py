@@ -10,10 +10,10 @@ from ..launch.signals import Preempted, requeue_slurm_job
 from ..rank_zero import info
 
 if TYPE_CHECKING:
-    from .fit import FitLoop
+    from .train_batches import TrainBatches
 
 
-def signalled(loop: FitLoop, single: bool) -> bool:
+def signalled(loop: TrainBatches, single: bool) -> bool:
     """Whether a preemption signal came (under several processes: to any rank, agreed at log intervals)."""
     ctx, global_step = loop.context(), loop.global_step
     if single:
@@ -24,7 +24,7 @@ def signalled(loop: FitLoop, single: bool) -> bool:
     return ctx.parts.strategy.reduce_bool(ctx.signals.received is not None)
 
 
-def preempt(loop: FitLoop) -> None:
+def preempt(loop: TrainBatches) -> None:
     """Checkpoint at this step boundary, requeue under SLURM on the requeue signal, and exit."""
     ctx = loop.context()
     if ctx.rollback is not None:  # the checkpoint holds a judged state (one host read, a collective)

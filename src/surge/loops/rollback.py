@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from ..optim import Optimization
     from ..optim.nonfinite import NonFiniteGuard
     from .context import FitSettings, RunParts
-    from .fit import FitLoop
+    from .train_batches import TrainBatches
 
 __all__ = ["Rollback", "loss_watch", "restore_optimizer"]
 
@@ -74,7 +74,7 @@ class Rollback:
         every = guards[0].check_interval(max(1, settings.log_every_n_steps))
         return cls(guards[0], parts, optim, every, callbacks)
 
-    def start(self, loop: FitLoop) -> None:
+    def start(self, loop: TrainBatches) -> None:
         """When training starts: a snapshot a checkpoint brought is checked against this run before
         anything uses it; resumed inside an epoch without one, the state as it stands is the first
         good one (at an epoch's start `epoch_start` takes it)."""
@@ -86,14 +86,14 @@ class Rollback:
         if not self.guard.pending:
             self.judged_at = loop.global_step
 
-    def epoch_start(self, loop: FitLoop) -> None:
+    def epoch_start(self, loop: TrainBatches) -> None:
         """At an epoch's start, after its start hooks and its loader's iterator: the state was judged
         at the last epoch's end (or is the fit's first), so it is the snapshot a rollback in this
         epoch goes back to; a rollback never undoes an epoch's end."""
         if not self.guard.pending or self.guard.snapshot is None:
             self._take(loop.global_step, loop.epoch, 0)
 
-    def check(self, loop: FitLoop, batches_done: int, epoch_end: bool = False) -> int | None:
+    def check(self, loop: TrainBatches, batches_done: int, epoch_end: bool = False) -> int | None:
         """Judge what happened since the last judgment (after the optimizer step of `batches_done`;
         a host read and, under several processes, one small collective). On a spike, an inf/NaN
         loss or non-finite weights roll back and return the snapshot's step; else None, with a
@@ -114,12 +114,12 @@ class Rollback:
         self.judged_at = self._roll_back(found, since, step, epoch, batches_done)
         return self.judged_at
 
-    def take_due(self, loop: FitLoop) -> None:
+    def take_due(self, loop: TrainBatches) -> None:
         """Between two batches, after a check: the snapshot it found due (the judged state)."""
         if self.guard.snapshot_due:
             self._take(loop.global_step, loop.epoch, loop.batches_done)
 
-    def settle(self, loop: FitLoop, batches_done: int) -> int:
+    def settle(self, loop: TrainBatches, batches_done: int) -> int:
         """Before the fit stops or an epoch ends anywhere but at a check: judge what is left (nothing
         read when nothing is) and roll back on a spike. Returns the step training stands at."""
         self.take_due(loop)

@@ -3,7 +3,6 @@ tune, then stops it): the stage's teardown runs and it returns as if it had fini
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ..callbacks.base import Callback
@@ -38,11 +37,3 @@ class ExitAfterTuning(Callback):
 
     def on_predict_start(self, trainer: Trainer, pl_module: Any) -> None:
         self._end(trainer, "predict")
-
-
-def until_exit(body: Callable[[], Any]) -> Any:
-    """`body()`, or None when it ends with `StageExit`."""
-    try:
-        return body()
-    except StageExit:
-        return None

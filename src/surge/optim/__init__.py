@@ -12,6 +12,7 @@ from torch.optim import Optimizer
 from ..config.semantics import SURGE, Semantics
 from ..errors import CheckpointError, MisconfigurationError
 from ..module.steps import ModuleOptimizerStep
+from ..precision.base import Precision
 from ..utilities.clip import norm_clipper
 from .config import SchedulerConfig, check_optimizer_count, configured_optimizers, parse_optimizers
 from .nonfinite import NonFiniteGuard, handed_flag
@@ -49,6 +50,11 @@ class Optimization:
         self.optimizers = optimizers
         self.schedulers = schedulers
         self._precision = precision
+        # (the base's does nothing: not called per step; the fp16 scaler's updates there)
+        after = getattr(precision, "after_optimizer_steps", None)
+        self._after_steps = (
+            None if getattr(after, "__func__", None) is Precision.after_optimizer_steps else after
+        )
         self._hooks = hooks
         self._before_step = hooks.any("on_before_optimizer_step")
         self._before_zero = hooks.any("on_before_zero_grad")
@@ -135,18 +141,25 @@ class Optimization:
         return clip
 
     def step(self, grad_scale: float | None = None, loss: Any = None) -> None:
-        """One optimizer step for every optimizer (or the module's own `optimizer_step` where it
-        overrides it; its closure returns `loss`, the window's last loss, detached). The gradients
-        are freed right after it, unless a zero_grad hook is overridden or in the Lightning mode:
-        then they stay until the next window's first micro-batch (`zero_grad_window`), Lightning's
-        point, where the hooks see them."""
-        stepped, module_step = True, self._module_step
+        """One optimizer step for every optimizer, each straight through the precision (or the
+        module's own `optimizer_step` where it overrides it; its closure returns `loss`, the window's
+        last loss, detached). The gradients are freed right after it, unless a zero_grad hook is
+        overridden or in the Lightning mode: then they stay until the next window's first
+        micro-batch (`zero_grad_window`), Lightning's point, where the hooks see them."""
+        stepped, module_step, precision = True, self._module_step, self._precision
+        direct = module_step is None and self._allow is None and not self._before_step
         for i, opt in enumerate(self.optimizers):
             if grad_scale is not None:
                 grads = [p.grad for g in opt.param_groups for p in g["params"] if p.grad is not None]
                 if grads:
                     torch._foreach_mul_(grads, grad_scale)
-            if module_step is not None:
+            if direct:  # loop -> optimization -> precision: nothing in between
+                compiled = self.compiled_steps.get(id(opt)) if self.compiled_steps else None
+                if compiled is None:
+                    stepped &= bool(precision.optimizer_step(opt, self._clips[i]))
+                else:
+                    stepped &= bool(precision.optimizer_step(opt, self._clips[i], step=compiled))
+            elif module_step is not None:
                 _, epoch, batch_idx = self._where()
                 stepped &= module_step(i, epoch, batch_idx, loss)
             else:
@@ -155,7 +168,8 @@ class Optimization:
                 stepped &= self._step_one(i)
             if self.free_after_step:
                 opt.zero_grad(set_to_none=True)
-        self._precision.after_optimizer_steps()
+        if self._after_steps is not None:
+            self._after_steps()
         self.skipped = not stepped
 
     def zero_grad_window(self, epoch: int, batch_idx: int) -> None:

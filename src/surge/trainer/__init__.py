@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import weakref
+from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -41,7 +43,7 @@ from ..loops.hooks import Hooks
 from ..loops.predict_state import PredictLoop
 from ..loops.rollback import Rollback
 from ..loops.stage_data import LoaderPreparation, check_step_defined, eval_loaders
-from ..loops.stage_exit import until_exit
+from ..loops.stage_exit import StageExit
 from ..loops.stage_hooks import enter_stage, leave_stage
 from ..loops.validation import Validation
 from ..metrics.publisher import MetricsPublisher
@@ -300,7 +302,8 @@ class Trainer(StageEntryPoints):
                 restore_modules(self._run_objects(), resume)
         data = self._new_fit_data(model, datamodule, loaders)
         self._optim = optim = self._fit_optimization(model, data)
-        self._run_stage("fit", partial(self._fit_stages, parts, optim, data, resume), data.loaders)
+        with self._staged("fit", data.loaders), self._fitting(parts, optim, data, resume):
+            self.fit_loop.run()  # (Trainer.fit -> _fit -> FitLoop.run: nothing between)
 
     def _new_fit_data(self, model: Module, datamodule: DataModule | None, given: tuple[Any, Any]) -> FitData:
         """The owner of fit's loaders; the train loader asked for now when a tuner decides first."""
@@ -345,7 +348,12 @@ class Trainer(StageEntryPoints):
     def _loader_prep(self) -> LoaderPreparation:
         return LoaderPreparation.of(self._cfg, self._accelerator.pin_memory, self._strategy)
 
-    def _fit_stages(self, parts: RunParts, optim: Optimization, data: FitData, resume: Found | None) -> None:
+    @contextlib.contextmanager
+    def _fitting(
+        self, parts: RunParts, optim: Optimization, data: FitData, resume: Found | None
+    ) -> Iterator[None]:
+        """Around the fit loop's run: the fit's start (hooks, sanity check, a resume's restore) before
+        it, its end after; preemption signals are a flag while it runs."""
         hooks, cfg = parts.hooks, self._cfg
         signals = SignalFlag(getattr(self._strategy, "launcher", None), self._requeue)
         with signals.installed(), anomaly_mode(cfg.detect_anomaly):  # preemption: a flag
@@ -366,7 +374,7 @@ class Trainer(StageEntryPoints):
             if self.profiler is not None:
                 self.profiler.setup(self)
             self.fit_loop.context().end.start_at(self.fit_loop.batches_done)  # (after a resume's restore)
-            self.fit_loop.run()
+            yield  # the fit loop runs
             self.fit_loop.context().end.say(
                 self.fit_loop, cfg.limit_train_batches
             )  # why it stopped; if it trained
@@ -377,14 +385,25 @@ class Trainer(StageEntryPoints):
             hooks.call("on_fit_end")
 
     def _run_stage(self, stage: str, body: Any, loaders: Any = ()) -> Any:
+        """`body()` as `stage` (None when a tuner ended it after its start hook)."""
+        result = None
+        with self._staged(stage, loaders):
+            result = body()
+        return result
+
+    @contextlib.contextmanager
+    def _staged(self, stage: str, loaders: Any = ()) -> Iterator[None]:
+        """Around a stage's run: its end (checkpoints durable, the stage left), or on a failure the
+        exception hooks and the strategy's teardown; the loggers finalized either way. A tuner's
+        `StageExit` ends it as if it had finished."""
         status = "success"
         if self._cfg.barebones:  # no progress bar: say that the run started
             info(STARTED)
         try:
-            result = until_exit(body)  # a tuner's fit ends after its start hook
+            with contextlib.suppress(StageExit):  # a tuner's fit ends after its start hook
+                yield
             self._strategy.finish_checkpoints()  # a background write is durable before the stage ends
             leave_stage(self._hooks, self._module, self.datamodule, stage)
-            return result
         except BaseException as err:
             status = "interrupted" if isinstance(err, KeyboardInterrupt | Preempted) else "failed"
             self._hooks.callbacks("on_exception", err)

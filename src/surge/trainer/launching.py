@@ -78,6 +78,11 @@ class StageLaunching(TrainerProperties):
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state, _compiled=WeakKeyDictionary())
 
+    def _in_this_process(self, stage: str) -> bool:
+        """Whether `stage` runs in this process, no stage launcher starting ranks for it."""
+        check_not_importing(stage)  # a spawned process imports a script that has no __main__ guard
+        return self._strategy.stage_launcher is None
+
     def _launched(self, stage: str, model: Any, method: str, *args: Any) -> Any:
         """`getattr(self, method)(*args)` here, or in each rank the stage launcher starts."""
         check_not_importing(stage)  # a spawned process imports a script that has no __main__ guard

@@ -62,7 +62,15 @@ class StageEntryPoints(StageLaunching):
         check_step_defined(model, "training_step", "fit")
         loaders = (train_dataloaders, val_dataloaders)
         ckpt_path = self._requeue.resume_path(ckpt_path, self.default_root_dir)  # a requeued job's
-        self._launched("fit", model, "_fit", model, loaders, datamodule, ckpt_path)
+        if self._in_this_process("fit"):  # (no frame between fit and its loop's but `_fit`)
+            self._fit(model, loaders, datamodule, ckpt_path)
+        else:
+            self._launched("fit", model, "_fit", model, loaders, datamodule, ckpt_path)
+
+    def _fit(
+        self, model: Module, loaders: tuple[Any, Any], datamodule: DataModule | None, ckpt_path: Any
+    ) -> None:
+        raise NotImplementedError  # the Trainer's
 
     def _evaluate(
         self, stage: str, model: Module | None, dataloaders: Any, ckpt_path: Any, datamodule: Any
