@@ -830,6 +830,38 @@ def sharded(ctx: Ctx, out: Outcome) -> None:
     )
 
 
+def device_mesh(ctx: Ctx, out: Outcome) -> None:
+    """ModelParallel's device-mesh path on CUDA/NCCL (a 1 x 1 mesh on one GPU: DTensor, FSDP2 over the
+    data-parallel group) against FSDP2 on the same model and batches: the same losses, and its
+    step time and peak memory. The 4-process layouts are benchmarks/mesh_layouts.py (CPU)."""
+    from surge.strategies import FSDPStrategy, ModelParallel
+
+    batches = make_batches(ctx.plan.small, 30, pin=ctx.cuda)
+    runs = {}
+    for name, strategy in (
+        ("FSDPStrategy", FSDPStrategy(shard={Block})),
+        ("ModelParallel 1x1", ModelParallel(data_parallel=1, tensor_parallel=1, shard={Block})),
+    ):
+        marks, recorder = Marks(5, len(batches) - 1, ctx.device), LossRecorder()
+        if ctx.cuda:
+            torch.cuda.reset_peak_memory_stats()
+        surge_fit(
+            ctx, LMModule(ctx.plan.small), batches, [OnBatchStart(marks), recorder], strategy=strategy,
+            precision="bf16-mixed",
+        )  # fmt: skip
+        peak = torch.cuda.max_memory_allocated() / 2**20 if ctx.cuda else float("nan")
+        runs[name] = recorder.values()
+        out.rows.append({
+            "strategy": name, "step ms": marks.seconds / (len(batches) - 6) * 1e3, "peak MiB": peak,
+            "first loss": runs[name][0], "last loss": runs[name][-1],
+        })  # fmt: skip
+    fsdp, mesh = runs["FSDPStrategy"], runs["ModelParallel 1x1"]
+    out.checks["the mesh's first loss equals FSDP's (same weights, same batch)"] = (
+        abs(mesh[0] - fsdp[0]) < 1e-3
+    )
+    out.checks["the mesh's loss fell below 0.8x its first"] = mesh[-1] < 0.8 * mesh[0]
+
+
 def gpt_run(
     ctx: Ctx, module: surge.Module, batches: Sequence[Tensor], **kwargs: Any
 ) -> tuple[float, list[float]]:
@@ -1025,6 +1057,7 @@ class Section:
 SECTIONS = (
     Section("1. Environment", environment, 30, min_s=0, gpu_only=False),
     Section("2. Precision correctness", correctness, 90, gpu_only=False),
+    Section("15. Device mesh (ModelParallel) on one GPU", device_mesh, 60),  # new: runs early
     Section("3. No hidden syncs", hidden_syncs, 60),
     Section("3b. Trainer speed arguments", speed_arguments, 45),
     Section("4. Throughput vs a raw loop (eager)", throughput(lambda p: p.eager_cases), 150, gpu_only=False),
