@@ -12,7 +12,7 @@ from typing import Any
 from torch import nn
 from torch.optim import Optimizer
 
-from ..errors import CheckpointError
+from ..errors import CheckpointError, IncompatibleCheckpointError
 from .pipeline_stages import PipelineLayout
 
 
@@ -33,7 +33,7 @@ def check_pipeline_saved(saved: Any, here: dict[str, int] | None, path: Any) -> 
             return "without pipeline stages"
         return f"with pipeline_parallel={record.get('pipeline_parallel')} ({record.get('stages')} stages)"
 
-    raise CheckpointError(
+    raise IncompatibleCheckpointError(
         f"{path} was saved {said(saved)}, and this run is {said(here)}: resuming a pipeline on another "
         "layout is not supported; resume with the pipeline_parallel and stages_per_rank it was saved with."
     )
