@@ -110,6 +110,12 @@ def test_the_loss_the_micro_batch_rule_and_the_batch_shape_are_refused_by_name()
         PipelineRun(Layers(), [stage(True, False)], layout(), torch.device("cpu"))
     model = Layers()
     model.pipeline_loss = lambda out, y: out.sum()  # type: ignore[attr-defined]
+    model.automatic_optimization = False  # type: ignore[assignment]
+    with pytest.raises(
+        MisconfigurationError, match=r"manual optimization \(Layers.automatic_optimization=False"
+    ):
+        PipelineRun(model, [stage(True, False)], layout(), torch.device("cpu"))
+    model.automatic_optimization = True  # type: ignore[assignment]
     run = PipelineRun(model, [stage(True, False)], layout(), torch.device("cpu"))
     with pytest.raises(MisconfigurationError, match=r"accumulate_grad_batches=4 .* this epoch has 10"):
         run.for_windows(4, 10)
