@@ -76,6 +76,30 @@ class OwnStages(Net):
         return [nn.Sequential(*(self.layers[i] for i in bounds[s])) for s in stage_indices]
 
 
+class Pair(nn.Module):
+    """Returns a tuple: at the end of a stage, torch sends its items as the next stage's inputs."""
+
+    def forward(self, x):
+        return x, torch.tanh(x)
+
+
+class Join(nn.Module):
+    def forward(self, pair):
+        a, b = pair
+        return a + b
+
+
+class TupleNet(Net):
+    """A tuple crosses the stage boundary (layers 0-3 | 4-6: Pair ends stage 0, Join starts stage 1)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.layers = nn.Sequential(
+            nn.Linear(6, 16), nn.Tanh(), nn.Linear(16, 16), Pair(), Join(), nn.Tanh(), nn.Linear(16, 3)
+        )  # fmt: skip
+
+
 class Rows(surge.loggers.Logger):
     """Every row the loggers get (rank zero)."""
 
@@ -111,6 +135,7 @@ def fit(
     ckpt=None,
     precision="32-true",
     net=Net,
+    accumulate=ACCUMULATE,
 ) -> dict:
     surge.seed_everything(0)
     rows, outputs = Rows(), Outputs()
@@ -118,7 +143,7 @@ def fit(
     callbacks = [checkpoints, outputs]
     trainer = surge.Trainer(
         accelerator="cpu", devices=devices, strategy=strategy, max_epochs=epochs,
-        accumulate_grad_batches=ACCUMULATE, gradient_clip_val=CLIP, default_root_dir=root,
+        accumulate_grad_batches=accumulate, gradient_clip_val=CLIP, default_root_dir=root,
         enable_progress_bar=False, enable_model_summary=False, num_sanity_val_steps=0,
         log_every_n_steps=1, logger=rows, callbacks=callbacks, limit_val_batches=0, precision=precision,
     )  # fmt: skip
@@ -137,8 +162,11 @@ def record(trainer, model, rows, outputs) -> dict:
         trainer.strategy.all_gather_object((weights, mine)) if trainer.world_size > 1 else [(weights, mine)]
     )
     weights = {k: v for w, _ in everyone for k, v in w.items()}
+    exported = Path(trainer.default_root_dir) / "model.safetensors"
+    trainer.export(exported)  # every process calls it; rank zero writes every stage's layers
     return {
         "state_dict": weights,
+        "exported": _read_safetensors(exported) if trainer.is_global_zero else {},
         "metrics": [m for _, (m, _) in everyone],  # every rank's
         "outputs": [o for _, (_, o) in everyone],  # every rank's
         "rows": rows.rows,
@@ -146,6 +174,12 @@ def record(trainer, model, rows, outputs) -> dict:
         "split": getattr(trainer.strategy, "pipeline_split", None),
         "ckpts": sorted(str(p) for p in (Path(trainer.default_root_dir) / "ckpt").glob("*.ckpt")),
     }
+
+
+def _read_safetensors(path: Path) -> dict:
+    from safetensors.torch import load_file
+
+    return load_file(str(path))
 
 
 def refused(fn) -> str:
@@ -170,6 +204,7 @@ def two(root: Path) -> dict:
     out["half_ckpts"] = half["ckpts"]
     out["own_stages"] = fit(root / "own", pipeline("1F1B"), 2, 8, net=OwnStages)
     out["bf16"] = fit(root / "bf16", pipeline("1F1B"), 2, 8, precision="bf16-mixed")
+    out["tuple"] = fit(root / "tuple", pipeline("GPipe"), 2, 8, net=TupleNet, accumulate=1)
     out["other_layout"] = refused(
         lambda: fit(root / "other", pipeline("Interleaved1F1B"), 2, 8, ckpt=half["ckpts"][-1])
     )
@@ -187,6 +222,7 @@ def one(root: Path) -> dict:
     return {
         "reference": fit(root / "reference", "auto", 1, 8),
         "bf16": fit(root / "bf16", "auto", 1, 8, precision="bf16-mixed"),
+        "tuple": fit(root / "tuple", "auto", 1, 8, net=TupleNet, accumulate=1),
     }
 
 

@@ -136,3 +136,18 @@ def test_stages_the_module_builds_train_as_one_process(one, two):
     assert run["split"] == "2 stages from OwnStages.pipeline_stages()"
     assert_weights(run, one, 1e-6)
     assert_rows_close(logged(run), logged(one))  # (the clipping norm sums other parts: ulps differ)
+
+
+def test_a_tuple_crosses_a_stage_boundary_and_gpipe_runs_one_micro_batch_a_step(ones, two):
+    run, single = two["tuple"], ones["tuple"]  # accumulate 1: the first step runs the schedule
+    assert run["global_step"] == single["global_step"] == 48
+    assert_weights(run, single, 1e-6)
+    assert_rows_close(logged(run), logged(single))
+
+
+@pytest.mark.parametrize("scenario", ["1F1B", "Interleaved1F1B", "own_stages", "tuple", "pp2dp2", "pp2tp2"])
+def test_trainer_export_writes_every_stage(two, four, scenario):
+    run = {**two, **four}[scenario]  # rank zero holds the first stage only; the file holds all of them
+    assert run["exported"].keys() == run["state_dict"].keys()
+    for key, value in run["state_dict"].items():
+        assert torch.equal(run["exported"][key], value), key

@@ -62,6 +62,7 @@ class Strategy:
     checkpoint_io: Any = None  # Lightning's checkpoint I/O plugin, when one was given
     _precision_plugin: Any = None
     reseeds_ranks = False  # the Lightning mode's: each stage's set-up re-seeds every rank
+    uncounted_flops: str | None = None  # why the first step's FLOPs cannot be counted here (None: they can)
 
     def __init__(self) -> None:
         self.device = torch.device("cpu")
