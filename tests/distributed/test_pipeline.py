@@ -15,6 +15,7 @@ import torch
 from jobs import PRELOAD, clean_env
 
 import script_server
+import surge
 from shared_runs import shared_run
 
 SCRIPT = Path(__file__).with_name("pipeline_script.py")
@@ -151,3 +152,13 @@ def test_trainer_export_writes_every_stage(two, four, scenario):
     assert run["exported"].keys() == run["state_dict"].keys()
     for key, value in run["state_dict"].items():
         assert torch.equal(run["exported"][key], value), key
+
+
+def test_surge_export_gathers_every_stage_from_a_pipeline_checkpoint(two, tmp_path):
+    from safetensors.torch import load_file
+
+    run = two["Interleaved1F1B"]  # 4 stages on 2 ranks; the last checkpoint holds the final weights
+    out = surge.export_safetensors(run["ckpts"][-1], tmp_path / "model.safetensors")
+    exported = load_file(str(out))
+    assert exported.keys() == run["state_dict"].keys()
+    assert all(torch.equal(exported[k], v) for k, v in run["state_dict"].items())
