@@ -185,3 +185,20 @@ def test_the_window_end_loss_is_the_last_micro_batch_s_and_carries_a_non_finite_
     end.backward()  # the schedule ran it: nothing to do
     assert torch.isnan(window(float("nan"), 0.5))
     assert not torch.isfinite(window(float("inf"), 0.5))
+
+
+def test_a_strategy_that_cannot_validate_refuses_before_training_without_a_sanity_check():
+    from helpers import TinyModel, fast_trainer, make_loaders
+    from surge.strategies import SingleDeviceStrategy
+
+    class TrainsOnly(SingleDeviceStrategy):
+        def step_fn(self, module, hook):
+            if hook == "validation_step":
+                raise MisconfigurationError("validation_step is not built here")
+            return super().step_fn(module, hook)
+
+    model, (train, val) = TinyModel(), make_loaders()
+    trainer = fast_trainer(max_epochs=1, num_sanity_val_steps=0, strategy=TrainsOnly())
+    with pytest.raises(MisconfigurationError, match="validation_step is not built here"):
+        trainer.fit(model, train, val)
+    assert trainer.global_step == 0  # refused before the first batch, not at the epoch's validation
