@@ -35,7 +35,8 @@ def check_pipeline_saved(saved: Any, here: dict[str, int] | None, path: Any) -> 
 
     raise IncompatibleCheckpointError(
         f"{path} was saved {said(saved)}, and this run is {said(here)}: resuming a pipeline on another "
-        "layout is not supported; resume with the pipeline_parallel and stages_per_rank it was saved with."
+        "layout is not supported; resume with the pipeline_parallel and stages_per_rank it was saved with "
+        "(or, to start afresh, leave ckpt_path out or write to another default_root_dir)."
     )
 
 
