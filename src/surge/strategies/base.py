@@ -328,8 +328,9 @@ class Strategy:
         # Sharded optimizer state is keyed by parameter name, so it loads into any layout.
         from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict, set_optimizer_state_dict
 
-        from ..checkpoint.sharded import load_into
+        from ..checkpoint.sharded import check_optimizer_kinds, load_into
 
+        check_optimizer_kinds(optimizers, ckpt, path)
         templates = [get_optimizer_state_dict(module, opt) for opt in optimizers]
         load_into({"optimizer_states": templates}, ckpt, path, partial=True)
         for opt, loaded in zip(optimizers, templates):

@@ -75,8 +75,9 @@ def restore_stage_optimizers(
 ) -> None:
     from torch.distributed.checkpoint.state_dict import set_optimizer_state_dict
 
-    from ..checkpoint.sharded import load_into
+    from ..checkpoint.sharded import check_optimizer_kinds, load_into
 
+    check_optimizer_kinds(optimizers, ckpt, path)
     templates = stage_optimizer_states(module, optimizers)
     load_into({"optimizer_states": templates}, ckpt, path, partial=True)
     for opt, loaded in zip(optimizers, templates):
