@@ -157,3 +157,25 @@ def test_a_resumed_fit_and_validate_restore_the_model_the_same_way(tmp_path):
     for restored in (resumed, evaluated):
         assert torch.equal(restored.net[0].weight, model.net[0].weight)
         assert torch.equal(restored.extra, torch.full((2,), 7.0))
+
+
+def test_auto_refuses_a_checkpoint_of_another_layout_instead_of_starting_afresh(tmp_path):
+    from surge.errors import CheckpointError, IncompatibleCheckpointError
+    from surge.trainer.run_state import find_checkpoint
+
+    newest = tmp_path / "newest.ckpt"
+    newest.write_bytes(b"x")
+
+    def load(path):
+        raise IncompatibleCheckpointError(f"{path} was saved with pipeline_parallel=2")
+
+    for ckpt_path in ("auto", "last", newest):
+        with pytest.raises(IncompatibleCheckpointError, match="pipeline_parallel=2") as err:
+            find_checkpoint(ckpt_path, load, tmp_path, None)
+        assert 'ckpt_path="auto"' not in str(err.value)  # its advice is for broken files
+
+    def broken(path):
+        raise CheckpointError(f"{path} is truncated")
+
+    with pytest.warns(SurgeWarning, match="skipping"):
+        assert find_checkpoint("auto", broken, tmp_path, None) is None  # a broken one is still skipped

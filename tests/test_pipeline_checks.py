@@ -110,6 +110,12 @@ def test_the_loss_the_micro_batch_rule_and_the_batch_shape_are_refused_by_name()
         PipelineRun(Layers(), [stage(True, False)], layout(), torch.device("cpu"))
     model = Layers()
     model.pipeline_loss = lambda out, y: out.sum()  # type: ignore[attr-defined]
+    model.automatic_optimization = False  # type: ignore[assignment]
+    with pytest.raises(
+        MisconfigurationError, match=r"manual optimization \(Layers.automatic_optimization=False"
+    ):
+        PipelineRun(model, [stage(True, False)], layout(), torch.device("cpu"))
+    model.automatic_optimization = True  # type: ignore[assignment]
     run = PipelineRun(model, [stage(True, False)], layout(), torch.device("cpu"))
     with pytest.raises(MisconfigurationError, match=r"accumulate_grad_batches=4 .* this epoch has 10"):
         run.for_windows(4, 10)
@@ -179,3 +185,56 @@ def test_the_window_end_loss_is_the_last_micro_batch_s_and_carries_a_non_finite_
     end.backward()  # the schedule ran it: nothing to do
     assert torch.isnan(window(float("nan"), 0.5))
     assert not torch.isfinite(window(float("inf"), 0.5))
+
+
+def test_a_strategy_that_cannot_validate_refuses_before_training_without_a_sanity_check():
+    from helpers import TinyModel, fast_trainer, make_loaders
+    from surge.strategies import SingleDeviceStrategy
+
+    class TrainsOnly(SingleDeviceStrategy):
+        def step_fn(self, module, hook):
+            if hook == "validation_step":
+                raise MisconfigurationError("validation_step is not built here")
+            return super().step_fn(module, hook)
+
+    model, (train, val) = TinyModel(), make_loaders()
+    trainer = fast_trainer(max_epochs=1, num_sanity_val_steps=0, strategy=TrainsOnly())
+    with pytest.raises(MisconfigurationError, match="validation_step is not built here"):
+        trainer.fit(model, train, val)
+    assert trainer.global_step == 0  # refused before the first batch, not at the epoch's validation
+
+
+@pytest.mark.parametrize("flat", [False, True])  # groups by index (FSDP, a mesh) or by name (stages)
+def test_a_sharded_checkpoint_refuses_another_optimizer_class(tmp_path, flat):
+    import warnings
+
+    from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict
+
+    from surge.checkpoint import load_checkpoint
+    from surge.checkpoint.sharded import save_sharded
+    from surge.strategies import SingleDeviceStrategy
+    from surge.strategies.pipeline_checkpoint import restore_stage_optimizers, stage_optimizer_states
+
+    model = Layers(2)
+    adam = torch.optim.AdamW(model.parameters(), lr=0.02)
+    for p in model.parameters():
+        p.grad = torch.ones_like(p)
+    adam.step()
+    states = stage_optimizer_states(model, [adam]) if flat else [get_optimizer_state_dict(model, adam)]
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*single process")
+        path = save_sharded(
+            {"state_dict": dict(model.state_dict()), "optimizer_states": states}, tmp_path / "x.ckpt",
+            rank=0, world_size=1, broadcast=lambda x: x, gather=lambda x: [x], barrier=lambda: None,
+        )  # fmt: skip
+    ckpt = load_checkpoint(path)
+    restore = restore_stage_optimizers if flat else SingleDeviceStrategy().restore_optimizers
+    sgd = torch.optim.SGD(model.parameters(), lr=0.5)
+    with pytest.raises(
+        CheckpointError, match=r"optimizer 0 \(SGD\): it was saved from another optimizer class"
+    ):
+        restore(model, [sgd], ckpt, path)
+    assert sgd.param_groups[0]["lr"] == 0.5  # untouched
+    again = torch.optim.AdamW(model.parameters(), lr=0.5)
+    restore(model, [again], ckpt, path)  # the same class loads: the saved settings
+    assert again.param_groups[0]["lr"] == 0.02

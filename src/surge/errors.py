@@ -5,7 +5,14 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
-__all__ = ["CheckpointError", "MisconfigurationError", "SurgeError", "SurgeRuntimeError", "SurgeTypeError"]
+__all__ = [
+    "CheckpointError",
+    "IncompatibleCheckpointError",
+    "MisconfigurationError",
+    "SurgeError",
+    "SurgeRuntimeError",
+    "SurgeTypeError",
+]
 
 
 class SurgeError(Exception):
@@ -26,6 +33,11 @@ class SurgeRuntimeError(SurgeError, RuntimeError):
 
 class CheckpointError(SurgeRuntimeError):
     """A checkpoint cannot be written, read or applied."""
+
+
+class IncompatibleCheckpointError(CheckpointError):
+    """A checkpoint that reads whole but was saved on a layout this run cannot resume (another
+    pipeline layout): `ckpt_path="auto"` refuses it rather than skip it and start afresh."""
 
 
 class UntrustedCheckpointError(CheckpointError, ValueError):

@@ -76,6 +76,30 @@ class OwnStages(Net):
         return [nn.Sequential(*(self.layers[i] for i in bounds[s])) for s in stage_indices]
 
 
+class Pair(nn.Module):
+    """Returns a tuple: at the end of a stage, torch sends its items as the next stage's inputs."""
+
+    def forward(self, x):
+        return x, torch.tanh(x)
+
+
+class Join(nn.Module):
+    def forward(self, pair):
+        a, b = pair
+        return a + b
+
+
+class TupleNet(Net):
+    """A tuple crosses the stage boundary (layers 0-3 | 4-6: Pair ends stage 0, Join starts stage 1)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.layers = nn.Sequential(
+            nn.Linear(6, 16), nn.Tanh(), nn.Linear(16, 16), Pair(), Join(), nn.Tanh(), nn.Linear(16, 3)
+        )  # fmt: skip
+
+
 class Rows(surge.loggers.Logger):
     """Every row the loggers get (rank zero)."""
 
@@ -140,8 +164,11 @@ def record(trainer, model, rows, outputs) -> dict:
         trainer.strategy.all_gather_object((weights, mine)) if trainer.world_size > 1 else [(weights, mine)]
     )
     weights = {k: v for w, _ in everyone for k, v in w.items()}
+    exported = Path(trainer.default_root_dir) / "model.safetensors"
+    trainer.export(exported)  # every process calls it; rank zero writes every stage's layers
     return {
         "state_dict": weights,
+        "exported": _read_safetensors(exported) if trainer.is_global_zero else {},
         "metrics": [m for _, (m, _) in everyone],  # every rank's
         "outputs": [o for _, (_, o) in everyone],  # every rank's
         "rows": rows.rows,
@@ -164,6 +191,12 @@ def diagnosed(root: Path, accumulate: int) -> dict:
     """One epoch of 1F1B on 2 stages with `accumulate` micro-batches per step, under the doctor."""
     profiler = surge.profiler.SimpleProfiler(measure_workers=False)
     return fit(root, pipeline("1F1B"), 2, 8, epochs=1, accumulate=accumulate, profiler=profiler)
+
+
+def _read_safetensors(path: Path) -> dict:
+    from safetensors.torch import load_file
+
+    return load_file(str(path))
 
 
 def refused(fn) -> str:
@@ -192,6 +225,7 @@ def two(root: Path) -> dict:
     out["compiled"] = fit(root / "compiled", pipeline("1F1B"), 2, 8, compile={"backend": "aot_eager"})
     out["doctor2"], out["doctor8"] = diagnosed(root / "doctor2", 2), diagnosed(root / "doctor8", 8)
     out["step_compile"] = refused(lambda: fit(root / "step", pipeline("1F1B"), 2, 8, compile="step"))
+    out["tuple"] = fit(root / "tuple", pipeline("GPipe"), 2, 8, net=TupleNet, accumulate=1)
     out["other_layout"] = refused(
         lambda: fit(root / "other", pipeline("Interleaved1F1B"), 2, 8, ckpt=half["ckpts"][-1])
     )
@@ -209,6 +243,7 @@ def one(root: Path) -> dict:
     return {
         "reference": fit(root / "reference", "auto", 1, 8),
         "bf16": fit(root / "bf16", "auto", 1, 8, precision="bf16-mixed"),
+        "tuple": fit(root / "tuple", "auto", 1, 8, net=TupleNet, accumulate=1),
     }
 
 

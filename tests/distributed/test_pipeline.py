@@ -16,6 +16,7 @@ import torch
 from jobs import PRELOAD, clean_env
 
 import script_server
+import surge
 from shared_runs import shared_run
 
 SCRIPT = Path(__file__).with_name("pipeline_script.py")
@@ -158,3 +159,28 @@ def test_the_doctor_names_the_bubble_of_two_micro_batches_and_not_of_eight(two):
     schedule = few["mesh"]["schedule"]
     assert schedule["p2p_per_run"] == 4 and 0 < schedule["waiting_share"] < 1
     assert bubble["numbers"]["measured_wait"] == schedule["waiting_share"]
+
+
+def test_a_tuple_crosses_a_stage_boundary_and_gpipe_runs_one_micro_batch_a_step(ones, two):
+    run, single = two["tuple"], ones["tuple"]  # accumulate 1: the first step runs the schedule
+    assert run["global_step"] == single["global_step"] == 48
+    assert_weights(run, single, 1e-6)
+    assert_rows_close(logged(run), logged(single))
+
+
+@pytest.mark.parametrize("scenario", ["1F1B", "Interleaved1F1B", "own_stages", "tuple", "pp2dp2", "pp2tp2"])
+def test_trainer_export_writes_every_stage(two, four, scenario):
+    run = {**two, **four}[scenario]  # rank zero holds the first stage only; the file holds all of them
+    assert run["exported"].keys() == run["state_dict"].keys()
+    for key, value in run["state_dict"].items():
+        assert torch.equal(run["exported"][key], value), key
+
+
+def test_surge_export_gathers_every_stage_from_a_pipeline_checkpoint(two, tmp_path):
+    from safetensors.torch import load_file
+
+    run = two["Interleaved1F1B"]  # 4 stages on 2 ranks; the last checkpoint holds the final weights
+    out = surge.export_safetensors(run["ckpts"][-1], tmp_path / "model.safetensors")
+    exported = load_file(str(out))
+    assert exported.keys() == run["state_dict"].keys()
+    assert all(torch.equal(exported[k], v) for k, v in run["state_dict"].items())

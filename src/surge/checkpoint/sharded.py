@@ -162,6 +162,23 @@ def saved_model_shapes(ckpt: Mapping[str, Any], path: str | Path) -> dict[str, t
     }
 
 
+def check_optimizer_kinds(optimizers: list[Any], ckpt: Mapping[str, Any], path: str | Path) -> None:
+    """Refuse optimizers of another class than the sharded checkpoint's, as a whole state dict's
+    restore does: their group settings (the last part of each saved `param_groups` key, whether the
+    groups are keyed by index or, flattened, by parameter name) differ both ways."""
+    from ..optim import settings_mismatch
+
+    keys = read_metadata(shard_dir(ckpt, path)).state_dict_metadata
+    for i, opt in enumerate(optimizers):
+        prefix = f"optimizer_states.{i}.param_groups."
+        problem = settings_mismatch(opt, {k.rsplit(".", 1)[1] for k in keys if k.startswith(prefix)})
+        if problem:
+            raise CheckpointError(
+                f"{path} cannot restore optimizer {i} ({type(opt).__name__}): {problem}. Resume with the "
+                "optimizer the run was saved with, or start a new fit from the weights only."
+            )
+
+
 class _Refused(pickle.UnpicklingError):
     """A global outside the metadata allowlist: the file could run code (not merely damaged)."""
 

@@ -121,7 +121,10 @@ class Validation:
     def sanity_check(self, steps: int, flag: SanityFlag) -> None:
         """Validate `steps` batches per loader (-1: all; 0: no sanity check) before training, between
         the sanity-check hooks, with `flag` on meanwhile (`trainer.sanity_checking`); the val loaders
-        are asked for inside it. The global RNG is left as it was."""
+        are asked for inside it. The global RNG is left as it was. A strategy that cannot run
+        validation_step refuses it here, before training, also with no sanity check or on resuming."""
+        if self.data.validates:
+            self.parts.strategy.step_fn(self.parts.module, "validation_step")  # (a look-up)
         if steps == 0 or not self.data.validates:
             return
         hooks = self.parts.hooks

@@ -282,12 +282,16 @@ class GoodputLedger:
         if note:
             self.notes.append(note)
 
-    def count_flops(self, device: torch.device, compiled: bool) -> StepFlops | None:
+    def count_flops(
+        self, device: torch.device, compiled: bool, uncounted: str | None = None
+    ) -> StepFlops | None:
         """The counter of the fit's first step (None under compile=: a dispatch mode around a
-        compiled step would compile it again)."""
-        self.flops = None if compiled else StepFlops(device)
+        compiled step would compile it again; None where the strategy says why not, `uncounted`)."""
+        self.flops = None if compiled or uncounted else StepFlops(device)
         if compiled:
             self.notes.append("FLOPs not counted under compile= (no MFU)")
+        elif uncounted:
+            self.notes.append(f"FLOPs not counted {uncounted} (no MFU)")
         return self.flops
 
     def report(self, steps: int = 0, batches: int = 0) -> Goodput:

@@ -63,6 +63,7 @@ class Strategy:
     checkpoint_io: Any = None  # Lightning's checkpoint I/O plugin, when one was given
     _precision_plugin: Any = None
     reseeds_ranks = False  # the Lightning mode's: each stage's set-up re-seeds every rank
+    uncounted_flops: str | None = None  # why the first step's FLOPs cannot be counted here (None: they can)
 
     def __init__(self) -> None:
         self.device = torch.device("cpu")
@@ -328,8 +329,9 @@ class Strategy:
         # Sharded optimizer state is keyed by parameter name, so it loads into any layout.
         from torch.distributed.checkpoint.state_dict import get_optimizer_state_dict, set_optimizer_state_dict
 
-        from ..checkpoint.sharded import load_into
+        from ..checkpoint.sharded import check_optimizer_kinds, load_into
 
+        check_optimizer_kinds(optimizers, ckpt, path)
         templates = [get_optimizer_state_dict(module, opt) for opt in optimizers]
         load_into({"optimizer_states": templates}, ckpt, path, partial=True)
         for opt, loaded in zip(optimizers, templates):

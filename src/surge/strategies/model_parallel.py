@@ -198,6 +198,12 @@ class ModelParallel(FSDPStrategy):
         shape = self._shape()
         return self.global_rank // (shape.data_parallel * shape.tensor_parallel)
 
+    @property
+    def uncounted_flops(self) -> str | None:  # type: ignore[override]
+        """With stages, the schedule's backward (autograd.grad towards each stage's inputs) cannot run
+        inside torch's FLOP counter, whose module tracking hooks need a whole backward."""
+        return "with pipeline stages" if self.pipeline is not None else None
+
     def connect_precision(self, precision: Any) -> None:
         if self.pipeline is not None and getattr(precision, "scaler", None) is not None:
             raise MisconfigurationError(
@@ -319,6 +325,23 @@ class ModelParallel(FSDPStrategy):
         problems = stage_model_problems(module, ckpt, path, strict)  # this rank's stages only
         super().restore_model(module, ckpt, path, strict=False)
         return problems
+
+    def full_model_state(self, module: nn.Module) -> dict[str, Any]:
+        """With stages, each stage's layers gathered whole on its ranks and sent to rank zero, which
+        holds the union (every stage's); without, FSDP's gather (a collective either way)."""
+        if self.pipeline is None:
+            return super().full_model_state(module)
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+        full: dict[str, Any] = get_model_state_dict(module, options=StateDictOptions(full_state_dict=True))
+        shape = self._shape()
+        first = self.global_rank % (shape.data_parallel * shape.tensor_parallel) == 0  # of its stage
+        mine = {k: v.detach().cpu() for k, v in full.items()} if first else {}
+        box: list[Any] = [None] * self.world_size if self.is_global_zero else []
+        self._enter("gather_object")
+        dist.gather_object(mine, box if self.is_global_zero else None, dst=0)
+        self._leave()
+        return {k: v for part in box for k, v in part.items()}
 
     def optimizer_states(self, module: nn.Module, optimizers: list[Any]) -> list[dict[str, Any]]:
         if self.pipeline is None:

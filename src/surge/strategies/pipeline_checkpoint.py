@@ -12,7 +12,7 @@ from typing import Any
 from torch import nn
 from torch.optim import Optimizer
 
-from ..errors import CheckpointError
+from ..errors import CheckpointError, IncompatibleCheckpointError
 from .pipeline_stages import PipelineLayout
 
 
@@ -33,9 +33,10 @@ def check_pipeline_saved(saved: Any, here: dict[str, int] | None, path: Any) -> 
             return "without pipeline stages"
         return f"with pipeline_parallel={record.get('pipeline_parallel')} ({record.get('stages')} stages)"
 
-    raise CheckpointError(
+    raise IncompatibleCheckpointError(
         f"{path} was saved {said(saved)}, and this run is {said(here)}: resuming a pipeline on another "
-        "layout is not supported; resume with the pipeline_parallel and stages_per_rank it was saved with."
+        "layout is not supported; resume with the pipeline_parallel and stages_per_rank it was saved with "
+        "(or, to start afresh, leave ckpt_path out or write to another default_root_dir)."
     )
 
 
@@ -74,8 +75,9 @@ def restore_stage_optimizers(
 ) -> None:
     from torch.distributed.checkpoint.state_dict import set_optimizer_state_dict
 
-    from ..checkpoint.sharded import load_into
+    from ..checkpoint.sharded import check_optimizer_kinds, load_into
 
+    check_optimizer_kinds(optimizers, ckpt, path)
     templates = stage_optimizer_states(module, optimizers)
     load_into({"optimizer_states": templates}, ckpt, path, partial=True)
     for opt, loaded in zip(optimizers, templates):

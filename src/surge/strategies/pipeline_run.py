@@ -57,6 +57,13 @@ class PipelineRun:
                 f"{type(module).__name__}.pipeline_loss(output, target) -> Tensor: the last stage's loss "
                 "for one micro-batch (log with self.log there; training_step is not run under a pipeline)."
             )
+        if not getattr(module, "automatic_optimization", True):
+            raise MisconfigurationError(
+                f"{layout.owner}(pipeline_parallel={layout.pipeline_parallel}) does not support manual "
+                f"optimization ({type(module).__name__}.automatic_optimization=False): training_step, where "
+                "it would step the optimizers, is not run under a pipeline, so nothing would train. Set "
+                "automatic_optimization = True; the schedule's backward and the optimizer step are surge's."
+            )
         self._loss: Callable[[Tensor, Tensor], Tensor] = loss
         self._schedules: dict[int, Any] = {}
         self._anchor = torch.zeros((), device=device, requires_grad=True)  # what the returned loss hangs on

@@ -134,13 +134,22 @@ def _split_sequential(
             "give it more layers, or ask for fewer stages."
         )
     split = balanced_split(len(keys), layout.num_stages)
-    stages: list[nn.Module] = [nn.Sequential(*(seq[i] for i in split[s])) for s in indices]
+    stages: list[nn.Module] = [_Run(*(seq[i] for i in split[s])) for s in indices]
     mine = {i for s in indices for i in split[s]}
     for i, key in enumerate(keys):
         if i not in mine:
             seq.register_module(key, None)  # another rank's layer: not held, trained or saved here
     ranges = ", ".join(f"stage {s}: layers {r.start}-{r.stop - 1}" for s, r in enumerate(split))
     return stages, f"{len(keys)} layers of {name}.pipeline_layers() -> {ranges}"
+
+
+class _Run(nn.Sequential):
+    """Consecutive layers of the module's nn.Sequential, as one stage. torch's stages pass the items of
+    a tuple the previous stage returned as separate arguments; nn.Sequential passes a layer's tuple
+    on as one value, so the run takes them back as one."""
+
+    def forward(self, *inputs: Any) -> Any:
+        return super().forward(inputs[0] if len(inputs) == 1 else inputs)
 
 
 def _check_covered(module: nn.Module, stages: list[nn.Module], indices: list[int]) -> None:

@@ -339,7 +339,8 @@ class Trainer(StageEntryPoints):
         data.start(self.fit_loop.epoch)
         step = compiled_training_step(self._cfg.compile, self._strategy, parts.module)
         settings, results, profiler = fit_settings(self._cfg), self._train_results, self.profiler
-        flops = self._goodput.count_flops(parts.module.device, self._cfg.compile is not None)
+        compiled, uncounted = self._cfg.compile is not None, self._strategy.uncounted_flops
+        flops = self._goodput.count_flops(parts.module.device, compiled, uncounted)
         self.fit_loop.bind(FitContext(
             parts, settings, optim, results, data, validation, self._stop, self, signals, profiler,
             step, Rollback.of(self.callbacks, parts, optim, settings), flops,  # a SpikeGuard's checks

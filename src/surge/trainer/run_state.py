@@ -20,7 +20,12 @@ from ..checkpoint.layout import check_resumable
 from ..checkpoint.values import check_state
 from ..data.stateful_loader import loader_states
 from ..datamodule import DATAMODULE_HPARAMS_KEY, saved_datamodule_state
-from ..errors import CheckpointError, MisconfigurationError, UntrustedCheckpointError
+from ..errors import (
+    CheckpointError,
+    IncompatibleCheckpointError,
+    MisconfigurationError,
+    UntrustedCheckpointError,
+)
 from ..module.hparams import plain, put_objects
 from ..rank_zero import info, warn
 from ..seed import rng_state
@@ -305,7 +310,8 @@ def find_checkpoint(
 ) -> Found | None:
     """The checkpoint for `ckpt_path`, read (by `load`) and verified once: itself, "best" (of
     `checkpoint_callback`), "last" (newest under `root_dir` and the callback's folder) or "auto"
-    (like "last", but None when there is none, for a first run; an unreadable newest one is skipped)."""
+    (like "last", but None when there is none, for a first run; an unreadable newest one is skipped,
+    one of another layout refused)."""
     if ckpt_path not in ("best", "last", "auto"):
         path = Path(ckpt_path)
         if not path.is_file():
@@ -331,6 +337,8 @@ def find_checkpoint(
     for path in candidates:
         try:
             return Found(path, load(path))
+        except IncompatibleCheckpointError:
+            raise  # whole, but of another layout: starting afresh would drop the run's progress
         except CheckpointError as err:
             warn(f'ckpt_path="auto": skipping {path}: {err}')
     return None
@@ -342,7 +350,7 @@ def _read(
     """The checkpoint at `path`; one that does not read names "auto" and the newest other one."""
     try:
         return Found(path, load(path))
-    except UntrustedCheckpointError:
+    except (UntrustedCheckpointError, IncompatibleCheckpointError):
         raise
     except CheckpointError as err:
         others = [p for p in newest_checkpoints(root_dir, checkpoint_callback, also=path.parent) if p != path]
