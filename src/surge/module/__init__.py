@@ -46,6 +46,8 @@ class Module(LoopHooks, ModelHooks, ModuleOptimizers, nn.Module, Hyperparameters
     values on the device; the Trainer reads them at log intervals, never per step.
     """
 
+    _barebones = False  # the attached Trainer's barebones=True (set by _attach)
+
     strict_loading: bool = True  # resume and ckpt_path= loads: False loads what matches, reports the rest
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -163,7 +165,7 @@ class Module(LoopHooks, ModelHooks, ModuleOptimizers, nn.Module, Hyperparameters
             refuse_log_options(name, rank_zero_only, sync_dist_group, enable_graph)
         reduce_fx = "mean" if reduce_fx == "mean" else reduction(name, reduce_fx)  # (the default: no call)
         results, trainer = self._results, self._trainer
-        if trainer is not None and trainer.barebones:
+        if self._barebones:  # (read when the trainer was attached: no call per log)
             warn(  # as Lightning's words: logging is off in barebones mode
                 "You are trying to `self.log()` but `Trainer(barebones=True)` is configured."
                 " Logging can impact raw speed so it is disabled under this setting."
@@ -257,6 +259,8 @@ class Module(LoopHooks, ModelHooks, ModuleOptimizers, nn.Module, Hyperparameters
         previous = {name: getattr(self, _SLOTS[name]) for name in slots}
         for name, value in slots.items():
             object.__setattr__(self, _SLOTS[name], value)  # plain fields (never a submodule)
+        if "trainer" in slots:  # Trainer(barebones=True): self.log is off while it is attached
+            object.__setattr__(self, "_barebones", bool(getattr(slots["trainer"], "barebones", False)))
         return previous
 
     def _slots(self) -> dict[str, Any]:

@@ -33,7 +33,8 @@ def public(short, module):
 
 def check(value):
     """ "ok", or how a stand-in that refuses when used (surge's: its doc says so) refuses."""
-    if not (inspect.isclass(value) and (value.__doc__ or "").startswith("Refused")):
+    doc = getattr(value, "__doc__", None) or ""  # a stand-in is a callable object, not a class
+    if not (callable(value) and not inspect.isfunction(value) and doc.startswith("Refused")):
         return "ok"
     try:
         value()
