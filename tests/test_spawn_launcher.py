@@ -108,3 +108,14 @@ def test_under_torchrun_every_start_method_joins_the_processes_there(monkeypatch
         monkeypatch.setenv(name, value)
     strategy = surge.Trainer(strategy="ddp_spawn", **CPU2).strategy
     assert strategy.launcher is None and strategy.stage_launcher is None and strategy.global_rank == 1
+
+
+def test_the_ranks_meet_on_the_environments_master_port_when_it_gives_one(monkeypatch):
+    """As Lightning's launchers: `MASTER_PORT` set by the user (or a test's port reservation) is the
+    port the ranks meet on; without it, a free one."""
+    from surge.launch.subprocess_launcher import free_port
+
+    monkeypatch.setenv("MASTER_PORT", "23456")
+    assert free_port() == 23456
+    monkeypatch.delenv("MASTER_PORT")
+    assert 0 < free_port() < 65536

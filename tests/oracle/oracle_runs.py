@@ -20,6 +20,7 @@ import torch
 from oracle_env import lightning_python
 
 import script_server
+from ports import free_port
 
 HERE = Path(__file__).resolve().parent
 SCRIPTS = HERE / "scripts"
@@ -94,6 +95,8 @@ def _env(framework: str, cwd: Path, env: dict[str, str] | None) -> dict[str, str
     for name in ("PL_GLOBAL_SEED", "PL_SEED_WORKERS", "LOCAL_RANK", "RANK", "WORLD_SIZE", "MASTER_PORT"):
         if env is None or name not in env:
             full_env.pop(name, None)
+    if "MASTER_PORT" not in full_env:  # the ranks a run starts meet on a port no other test is given
+        full_env["MASTER_PORT"] = str(free_port())
     return full_env
 
 

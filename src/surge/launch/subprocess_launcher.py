@@ -25,7 +25,11 @@ from .environment import ClusterEnvironment
 
 
 def free_port() -> int:
-    """A TCP port nobody listens on right now, on the loopback interface."""
+    """The port the ranks meet on: `MASTER_PORT` when the environment gives one (as Lightning's
+    launchers read it), else a TCP port nobody listens on right now, on the loopback interface."""
+    given = os.environ.get("MASTER_PORT", "")
+    if given.isdigit() and 0 < int(given) < 65536:
+        return int(given)
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
