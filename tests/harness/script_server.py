@@ -52,6 +52,7 @@ PER_RUN = (
     "_MLFLOW_TELEMETRY_SESSION_ID", "TORCHINDUCTOR_CACHE_DIR", "_TORCHINDUCTOR_PYOBJECT_TENSOR_DATA_PTR",
     "PL_GLOBAL_SEED", "PL_SEED_WORKERS", "WANDB_SERVICE", "KMP_DUPLICATE_LIB_OK", "KMP_INIT_AT_FORK",
     "SURGE_CACHE_DIR",  # each test's own (conftest.py); read when a run writes its records
+    "MASTER_PORT",  # each run's reserved port (tests/oracle/oracle_runs.py); read when ranks start
 )  # fmt: skip
 SERVERS = "SURGE_TEST_SERVERS"  # the session's folder of zygotes: their sockets, and "owner" (pytest's pid)
 # What a training run imports on first use, so a server that imports torch imports them too: torch's
