@@ -166,7 +166,7 @@ def check_optimizer_kinds(optimizers: list[Any], ckpt: Mapping[str, Any], path: 
     """Refuse optimizers of another class than the sharded checkpoint's, as a whole state dict's
     restore does: their group settings (the last part of each saved `param_groups` key, whether the
     groups are keyed by index or, flattened, by parameter name) differ both ways."""
-    from ..optim import settings_mismatch
+    from .optimizer_settings import settings_mismatch
 
     keys = read_metadata(shard_dir(ckpt, path)).state_dict_metadata
     for i, opt in enumerate(optimizers):

@@ -46,13 +46,12 @@ class Module(LoopHooks, ModelHooks, ModuleOptimizers, nn.Module, Hyperparameters
     values on the device; the Trainer reads them at log intervals, never per step.
     """
 
-    _barebones = False  # the attached Trainer's barebones=True (set by _attach)
-
     strict_loading: bool = True  # resume and ckpt_path= loads: False loads what matches, reports the rest
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._trainer: Trainer | None = None
+        self._barebones = False  # the attached Trainer's barebones=True (set by _attach)
         self._results: Results | None = None
         self._device = torch.device("cpu")
         self.automatic_optimization = True

@@ -9,6 +9,7 @@ from typing import Any
 import torch
 from torch.optim import Optimizer
 
+from ..checkpoint.optimizer_settings import settings_differ
 from ..config.semantics import SURGE, Semantics
 from ..errors import CheckpointError, MisconfigurationError
 from ..module.steps import ModuleOptimizerStep
@@ -320,9 +321,6 @@ def precision_step(
     return bool(precision.optimizer_step(optimizer, clip, step=step))
 
 
-_GROUP_BOOKKEEPING = {"params", "param_names", "initial_lr"}
-
-
 def _optimizer_mismatch(opt: Optimizer, saved: Any) -> str | None:
     """Why `saved` (an optimizer state dict) cannot go into `opt`, or None: another optimizer class
     (its settings differ both ways, e.g. Adam's betas against SGD's momentum) or other groups."""
@@ -332,7 +330,7 @@ def _optimizer_mismatch(opt: Optimizer, saved: Any) -> str | None:
     if len(groups) != len(opt.param_groups):
         return f"it saved {len(groups)} parameter groups, this optimizer has {len(opt.param_groups)}"
     for i, (group, own) in enumerate(zip(groups, opt.param_groups)):
-        problem = _settings_differ(opt, set(group), set(own))
+        problem = settings_differ(opt, set(group), set(own))
         if problem:
             return problem
         if len(group.get("params", ())) != len(own["params"]):
@@ -340,23 +338,6 @@ def _optimizer_mismatch(opt: Optimizer, saved: Any) -> str | None:
                 f"its parameter group {i} holds {len(group.get('params', ()))} parameters, this optimizer's "
                 f"{len(own['params'])}"
             )
-    return None
-
-
-def settings_mismatch(opt: Optimizer, saved: set[str]) -> str | None:
-    """Why group settings named `saved` (a sharded checkpoint's) are not `opt`'s, or None."""
-    if not saved:
-        return None  # nothing recorded to compare
-    return _settings_differ(opt, saved, {k for group in opt.param_groups for k in group})
-
-
-def _settings_differ(opt: Optimizer, saved: set[str], own: set[str]) -> str | None:
-    theirs, ours = saved - _GROUP_BOOKKEEPING, own - _GROUP_BOOKKEEPING
-    if theirs - ours and ours - theirs:
-        return (
-            f"it was saved from another optimizer class: its settings {sorted(theirs - ours)} are not "
-            f"{type(opt).__name__}'s, which needs {sorted(ours - theirs)}"
-        )
     return None
 
 
