@@ -126,6 +126,11 @@ def data() -> TensorDataset:
     return TensorDataset(x, (x[:, 0] > 0).long() + (x[:, 1] > 0).long())
 
 
+def shuffled(seed: int) -> DataLoader:
+    """Batches of 8 in an order drawn from a generator seeded with `seed` (the loader's own)."""
+    return DataLoader(data(), batch_size=8, shuffle=True, generator=torch.Generator().manual_seed(seed))
+
+
 def fit(
     root: Path,
     strategy,
@@ -136,6 +141,7 @@ def fit(
     precision="32-true",
     net=Net,
     accumulate=ACCUMULATE,
+    loader=None,
     **speed,
 ) -> dict:
     surge.seed_everything(0)
@@ -150,7 +156,7 @@ def fit(
         **speed,
     )  # fmt: skip
     model = net()
-    trainer.fit(model, DataLoader(data(), batch_size=batch_size), ckpt_path=ckpt)
+    trainer.fit(model, loader or DataLoader(data(), batch_size=batch_size), ckpt_path=ckpt)
     return record(trainer, model, rows, outputs)
 
 
@@ -229,6 +235,20 @@ def two(root: Path) -> dict:
     out["other_layout"] = refused(
         lambda: fit(root / "other", pipeline("Interleaved1F1B"), 2, 8, ckpt=half["ckpts"][-1])
     )
+    # A loader surge does not shard, shuffled by each rank's own seed: the stages (or the
+    # tensor-parallel ranks) would pair one sample's input with another's target.
+    own_order = dict(use_distributed_sampler=False, loader=shuffled(int(os.environ.get("RANK", "0"))))
+    out["stages_differ"] = refused(lambda: fit(root / "differ", pipeline("1F1B"), 2, 8, **own_order))
+    tensor_parallel = ModelParallel(data_parallel=1, tensor_parallel=2)
+    out["tensor_parallel_differs"] = refused(
+        lambda: fit(root / "tp_differ", tensor_parallel, 2, 8, **own_order)
+    )
+    # the same order on every rank (a generator seeded alike): trains as the sampled run does
+    out["own_sampler"] = fit(
+        root / "own_sampler", pipeline("1F1B"), 2, 8, use_distributed_sampler=False, loader=shuffled(5)
+    )
+    # 128 samples in batches of 11: 12 batches (3 windows of 4), the last of 7
+    out["short_batch"] = refused(lambda: fit(root / "short", pipeline("1F1B"), 2, 11, epochs=1))
     return out
 
 
@@ -244,6 +264,7 @@ def one(root: Path) -> dict:
         "reference": fit(root / "reference", "auto", 1, 8),
         "bf16": fit(root / "bf16", "auto", 1, 8, precision="bf16-mixed"),
         "tuple": fit(root / "tuple", "auto", 1, 8, net=TupleNet, accumulate=1),
+        "shuffled": fit(root / "shuffled", "auto", 1, 8, loader=shuffled(5)),
     }
 
 

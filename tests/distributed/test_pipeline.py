@@ -184,3 +184,27 @@ def test_surge_export_gathers_every_stage_from_a_pipeline_checkpoint(two, tmp_pa
     exported = load_file(str(out))
     assert exported.keys() == run["state_dict"].keys()
     assert all(torch.equal(exported[k], v) for k, v in run["state_dict"].items())
+
+
+def test_ranks_of_one_replica_reading_different_batches_are_stopped_at_the_first(two):
+    for scenario, roles in (
+        ("stages_differ", "2 pipeline stages"),
+        ("tensor_parallel_differs", "2 tensor-parallel"),
+    ):
+        said = two[scenario]
+        assert said.startswith("SurgeRuntimeError") and roles in said, said
+        assert "rank 0 and rank 1" in said and "distributed_sampler_kwargs" in said, said
+
+
+def test_a_sampler_of_the_users_with_one_order_on_every_rank_trains_as_one_process(ones, two):
+    run = two["own_sampler"]  # use_distributed_sampler=False, a generator seeded alike
+    assert run["global_step"] == 12
+    assert_weights(run, ones["shuffled"], 1e-6)
+
+
+def test_a_short_last_batch_is_refused_before_the_first_step(two):
+    said = two["short_batch"]
+    assert said.startswith("MisconfigurationError") and "holds 7 samples where the others hold 11" in said, (
+        said
+    )
+    assert "drop_last=True" in said

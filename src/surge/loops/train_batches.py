@@ -200,7 +200,7 @@ class TrainBatches:
     ) -> EpochSteps:
         """What the epoch's step calls, and when each owner is first due."""
         settings, optim, world = ctx.settings, ctx.optim, ctx.parts.strategy.world_size
-        first, steady = self._loop_parts(ctx, batches, k, epoch.plan.train)
+        first, steady = self._loop_parts(ctx, batches, k, epoch)
         watch = loss_watch(optim.guard, ctx.rollback)
         batch_ends = bool(first.end_callbacks) or first.end_module is not None
         s = EpochSteps(
@@ -232,7 +232,7 @@ class TrainBatches:
         return s
 
     def _loop_parts(
-        self, ctx: FitContext, batches: Iterator[Any], window: int, n: float
+        self, ctx: FitContext, batches: Iterator[Any], window: int, epoch: EpochData
     ) -> tuple[LoopParts, LoopParts]:
         """The callables the step uses, looked up once per epoch (timed versions under a profiler):
         the first batch's (the fit's first step goes through the FLOP count) and the others'. The
@@ -242,7 +242,7 @@ class TrainBatches:
         parts = LoopParts(
             batches=batches,
             move=ctx.parts.move,
-            step=ctx.parts.strategy.micro_batches(step, window, n),
+            step=ctx.parts.strategy.micro_batches(step, window, epoch.plan.train, epoch.train),
             backward=partial(precision.backward, run=hooks.module_fns["backward"])
             if hooks.overridden("backward")
             else precision.backward,

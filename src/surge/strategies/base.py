@@ -201,10 +201,12 @@ class Strategy:
         """The callable that runs `hook` (e.g. "training_step") through any wrapper."""
         return getattr(module, hook)
 
-    def micro_batches(self, step: Callable[..., Any], window: int, batches: float) -> Callable[..., Any]:
-        """What the fit loop runs per batch in an epoch of `batches` batches and accumulation windows
-        of `window`, asked once per epoch: `step` itself here; a pipeline runs a window's
-        micro-batches together through its schedule."""
+    def micro_batches(
+        self, step: Callable[..., Any], window: int, batches: float, loader: Any
+    ) -> Callable[..., Any]:
+        """What the fit loop runs per batch in an epoch of `batches` batches from `loader` and
+        accumulation windows of `window`, asked once per epoch: `step` itself here; a pipeline runs a
+        window's micro-batches together through its schedule."""
         return step
 
     def no_sync(self) -> contextlib.AbstractContextManager:

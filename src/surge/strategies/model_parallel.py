@@ -56,6 +56,7 @@ from .pipeline_checkpoint import (
 from .pipeline_metrics import PipelineReducer
 from .pipeline_run import PipelineRun
 from .pipeline_stages import Bubble, PipelineLayout, build_stages
+from .replica_batches import checked_first, fingerprint, mismatch_error, replica_mismatches
 
 Size = int | Literal["auto"]
 
@@ -288,10 +289,23 @@ class ModelParallel(FSDPStrategy):
             )
         return getattr(module, hook)  # not run: micro_batches runs the schedule instead
 
-    def micro_batches(self, step: Any, window: int, batches: float) -> Any:
-        if self._run is None:
+    def micro_batches(self, step: Any, window: int, batches: float, loader: Any) -> Any:
+        if self._run is not None:
+            step = self._run.for_windows(window, batches, loader)
+        shape = self._shape()
+        if shape.size == shape.data_parallel:  # every rank a replica of its own: nothing to agree on
             return step
-        return self._run.for_windows(window, batches)
+        return checked_first(step, self._check_replica_batches)
+
+    def _check_replica_batches(self, batch: Any) -> None:
+        """The ranks of each data-parallel replica hold the same batch (replica_batches.py)."""
+        shape = self._shape()
+        prints = self.all_gather_object(fingerprint(batch))
+        pairs = replica_mismatches(prints, lambda rank: shape.sampler_kwargs(rank)["rank"])
+        if pairs:
+            roles = [f"{n} {what}" for n, what in ((shape.tensor_parallel, "tensor-parallel ranks"),
+                                                  (shape.pipeline_parallel, "pipeline stages")) if n > 1]  # fmt: skip
+            raise mismatch_error(type(self).__name__, pairs, " x ".join(roles))
 
     def no_sync(self) -> contextlib.AbstractContextManager:
         if self.pipeline is not None:

@@ -73,15 +73,25 @@ class PipelineRun:
         self._targets: list[Tensor] = []
         self.micro_batches = 0  # of the latest schedule run
 
-    def for_windows(self, window: int, batches: float) -> Callable[[Any, int], Tensor]:
-        """The step for an epoch of `batches` batches in windows of `window` (checked here, before its first)."""
-        owner = self.layout.owner
+    def for_windows(self, window: int, batches: float, loader: Any) -> Callable[[Any, int], Tensor]:
+        """The step for an epoch of `batches` batches from `loader` in windows of `window` (checked
+        here, before its first batch)."""
+        owner = f"{self.layout.owner}(pipeline_parallel={self.layout.pipeline_parallel})"
         if batches == math.inf or batches % window:
             raise MisconfigurationError(
-                f"{owner}(pipeline_parallel={self.layout.pipeline_parallel}) runs each window of "
-                f"accumulate_grad_batches={window} batches as that many micro-batches, so an epoch's batches "
-                f"must be a multiple of it; this epoch has {batches}. Choose limit_train_batches, drop_last=True "
-                "or a dataset size that makes it a multiple (a loader without a length cannot be used)."
+                f"{owner} runs each window of accumulate_grad_batches={window} batches as that many "
+                f"micro-batches, so an epoch's batches must be a multiple of it; this epoch has {batches}. "
+                "Choose limit_train_batches, drop_last=True or a dataset size that makes it a multiple (a "
+                "loader without a length cannot be used)."
+            )
+        short = short_last_batch(loader, batches)
+        if short is not None:
+            last, size = short
+            raise MisconfigurationError(
+                f"{owner} runs a window's micro-batches as equal slices, but this epoch's last batch holds "
+                f"{last} samples where the others hold {size} (the DataLoader's samples per process do not "
+                f"divide by batch_size={size}). Pass DataLoader(..., drop_last=True), or a batch size or "
+                "limit_train_batches that leaves no short batch."
             )
         self._schedule(window)  # made now: its errors before the epoch's first batch
         self._inputs.clear()  # what an epoch cut inside a window left (on_train_batch_start's -1, a stop)
@@ -173,6 +183,21 @@ class PipelineRun:
             return self._loss(output, target)
         finally:
             attach(**previous)
+
+
+def short_last_batch(loader: Any, batches: float) -> tuple[int, int] | None:
+    """(its size, the batch size) when an epoch of `batches` batches from a DataLoader ends with a
+    short batch; None when it does not or cannot be known before loading (a custom batch sampler)."""
+    from torch.utils.data import DataLoader
+
+    if not isinstance(loader, DataLoader) or loader.batch_size is None or loader.drop_last:
+        return None
+    try:
+        samples = len(loader.sampler)  # type: ignore[arg-type]
+    except TypeError:
+        return None
+    full, rest = divmod(samples, loader.batch_size)
+    return (rest, loader.batch_size) if rest and batches > full else None
 
 
 def _pair(batch: Any, owner: str) -> tuple[Tensor, Tensor]:
