@@ -4,7 +4,7 @@ the same type under `surge run` as under Lightning."""
 
 from __future__ import annotations
 
-from lightning_utilities.core.enums import StrEnum
+from .str_enum import StrEnum
 
 
 class GradClipAlgorithmType(StrEnum):

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from lightning_utilities.core.enums import StrEnum
+from ..config.str_enum import StrEnum
 
 
 class TrainerStatus(StrEnum):
