@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -33,19 +33,7 @@ def mlflow_server(root: Path, timeout: float = 240.0) -> Iterator[str]:
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
     uri = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + timeout
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"mlflow server exited: {(root / 'server.log').read_text()[-2000:]}")
-            try:
-                with urllib.request.urlopen(f"{uri}/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"mlflow server not up after {timeout} s")
-            time.sleep(0.5)
+        wait_healthy(uri, timeout, 0.5, lambda: proc.poll() is None or _exited(root))
         yield uri
     finally:
         try:
@@ -54,6 +42,25 @@ def mlflow_server(root: Path, timeout: float = 240.0) -> Iterator[str]:
         except (ProcessLookupError, subprocess.TimeoutExpired):
             os.killpg(proc.pid, 9)
         log.close()
+
+
+def wait_healthy(uri: str, timeout: float, every: float, alive: Callable[[], bool] = lambda: True) -> None:
+    """Until `uri`/health answers 200; raises when `timeout` passes or `alive()` turns False."""
+    deadline = time.monotonic() + timeout
+    while alive():
+        try:
+            with urllib.request.urlopen(f"{uri}/health", timeout=2) as r:
+                if r.status == 200:
+                    return
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"mlflow server not up after {timeout} s")
+        time.sleep(every)
+
+
+def _exited(root: Path) -> bool:
+    raise RuntimeError(f"mlflow server exited: {(root / 'server.log').read_text()[-2000:]}")
 
 
 class RestartableMlflowServer:
@@ -81,17 +88,7 @@ class RestartableMlflowServer:
 
     def start(self, timeout: float = 240.0) -> None:
         self._command("start")
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                with urllib.request.urlopen(f"{self.uri}/health", timeout=2) as r:
-                    if r.status == 200:
-                        return
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"mlflow server not up after {timeout} s")
-            time.sleep(0.2)
+        wait_healthy(self.uri, timeout, 0.2)
 
     def kill(self) -> None:
         self._command("kill")
