@@ -118,15 +118,15 @@ def test_the_loss_the_micro_batch_rule_and_the_batch_shape_are_refused_by_name()
     model.automatic_optimization = True  # type: ignore[assignment]
     run = PipelineRun(model, [stage(True, False)], layout(), torch.device("cpu"))
     with pytest.raises(MisconfigurationError, match=r"accumulate_grad_batches=4 .* this epoch has 10"):
-        run.for_windows(4, 10)
+        run.for_windows(4, 10, None)
     with pytest.raises(MisconfigurationError, match="a loader without a length"):
-        run.for_windows(4, float("inf"))
+        run.for_windows(4, float("inf"), None)
     with pytest.raises(MisconfigurationError, match=r"reads batches as \(input, target\)"):
         run.micro_batch({"x": torch.ones(2)}, 0, 4)
     with pytest.raises(
         MisconfigurationError, match=r"'1F1B'\) cannot run accumulate_grad_batches=1 micro-batches on 2"
     ):
-        run.for_windows(1, 8)
+        run.for_windows(1, 8, None)
     run.micro_batch((torch.ones(4, 4), torch.ones(4)), 0, 2)
     with pytest.raises(SurgeRuntimeError, match=r"different sizes \[3, 4\].*drop_last=True"):
         run.micro_batch((torch.ones(3, 4), torch.ones(3)), 1, 2)

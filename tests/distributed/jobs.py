@@ -10,6 +10,7 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -75,37 +76,45 @@ def reference_run(tmp_path_factory: pytest.TempPathFactory, *args: str) -> dict:
 def run_group(commands: Sequence[Sequence[str]], *, env: Mapping[str, str], cwd: Path, timeout: float):
     """Run the commands concurrently, each in its own session; returns [(returncode, output)].
 
-    Output goes to files (a full pipe would block a command while the test waits on another). Whatever
-    is still running at the end is killed with its whole process group (an agent's workers included),
-    so a hung rendezvous fails the test instead of leaving processes behind.
+    A command of this interpreter (`sys.executable ...`: torchrun, `surge launch`, a script) is forked
+    from a script server that imported torch and surge, and so are the ranks it starts of the same
+    script (tests/harness/script_server.py); any other command runs as it is, its output to a file (a
+    full pipe would block a command while the test waits on another). Whatever is still running at
+    the end is killed with its whole process tree (an agent's workers included), so a hung rendezvous
+    fails the test instead of leaving processes behind.
     """
-    logs = [cwd / f"command{i}.log" for i in range(len(commands))]
-    procs = []
+    procs = [_start(cmd, env, cwd, cwd / f"command{i}.log") for i, cmd in enumerate(commands)]
+    timed_out = False
     try:
-        for cmd, log in zip(commands, logs):
-            with open(log, "w") as f:
-                procs.append(
-                    subprocess.Popen(
-                        list(cmd),
-                        env=dict(env),
-                        cwd=cwd,
-                        stdout=f,
-                        stderr=subprocess.STDOUT,
-                        stdin=subprocess.DEVNULL,
-                        start_new_session=True,
-                    )  # fmt: skip
-                )
         deadline = time.monotonic() + timeout
-        for proc in procs:
+        for proc, _ in procs:
             try:
                 proc.wait(max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                outs = "\n-----\n".join(log.read_text()[-3000:] for log in logs)
-                raise AssertionError(f"timed out after {timeout} s:\n{outs}") from None
+                timed_out = True
+                break
     finally:
-        for proc in procs:
+        for proc, _ in procs:
             kill_group(proc)
-    return [(proc.returncode, log.read_text()) for proc, log in zip(procs, logs)]
+    outputs = [_output(proc, log) for proc, log in procs]
+    if timed_out:
+        raise AssertionError(f"timed out after {timeout} s:\n" + "\n-----\n".join(o[-3000:] for o in outputs))
+    return [(proc.returncode, out) for (proc, _), out in zip(procs, outputs)]
+
+
+def _start(cmd: Sequence[str], env: Mapping[str, str], cwd: Path, log: Path) -> tuple[Any, Path | None]:
+    if cmd[0] == sys.executable:
+        return script_server.start(sys.executable, list(cmd[1:]), cwd=cwd, env=env, preload=PRELOAD), None
+    with open(log, "w") as f:
+        proc = subprocess.Popen(
+            list(cmd), env=dict(env), cwd=cwd, stdout=f, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )  # fmt: skip
+    return proc, log
+
+
+def _output(proc: Any, log: Path | None) -> str:
+    return log.read_text() if log is not None else proc.stdout + proc.stderr
 
 
 def kill_group(proc: subprocess.Popen) -> None:

@@ -270,6 +270,10 @@ class _Loop:
 RANK_VARIABLES = (
     "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "LOCAL_RANK", "NODE_RANK", "LOCAL_WORLD_SIZE",
     "GROUP_RANK", "SURGE_LAUNCHED", "TORCH_DISABLE_SHARE_RDZV_TCP_STORE", *PER_RUN,
+    # torchrun's agent (torch.distributed.elastic), read when the process group starts
+    "ROLE_NAME", "ROLE_RANK", "ROLE_WORLD_SIZE", "GROUP_WORLD_SIZE", "TORCHELASTIC_RESTART_COUNT",
+    "TORCHELASTIC_MAX_RESTARTS", "TORCHELASTIC_RUN_ID", "TORCHELASTIC_USE_AGENT_STORE",
+    "TORCHELASTIC_ERROR_FILE", "TORCHELASTIC_SIGNALS_TO_HANDLE", "TORCH_NCCL_ASYNC_ERROR_HANDLING",
 )  # fmt: skip
 
 
@@ -366,6 +370,9 @@ def _become(request: dict, main: Any) -> tuple[Any, bool]:
     os.environ.update(request["env"])
     argv = request["argv"]
     sys.orig_argv = [sys.orig_argv[0], *argv]  # the interpreter as the test named it
+    if argv[:1] == ["-u"] or os.environ.get("PYTHONUNBUFFERED"):  # as torchrun starts its workers
+        argv = argv[1:] if argv[:1] == ["-u"] else argv
+        _unbuffered()
     sys.executable = request["shim"]
     sys.stdin = open(0, closefd=False)  # noqa: SIM115 - the process's own stdin
     random.seed()
@@ -402,6 +409,16 @@ def _become(request: dict, main: Any) -> tuple[Any, bool]:
         exec(compile(source, path, "exec", dont_inherit=True), main.__dict__)
 
     return run_file, True
+
+
+def _unbuffered() -> None:
+    """`python -u`: stdout and stderr written through to their files at each write."""
+    import io
+
+    for name, fd in (("stdout", 1), ("stderr", 2)):
+        old = getattr(sys, name)
+        raw = io.FileIO(fd, "w", closefd=False)
+        setattr(sys, name, io.TextIOWrapper(raw, encoding=old.encoding, errors=old.errors, write_through=True))
 
 
 def _importer(path: str) -> bool:

@@ -342,3 +342,17 @@ def test_a_run_that_starts_its_own_script_again_gets_a_forked_rank(tmp_path):
     while psutil.pid_exists(killed) and psutil.Process(killed).status() != psutil.STATUS_ZOMBIE:
         assert time.monotonic() < deadline, "the rank outlived the process its launcher killed"
         time.sleep(0.05)
+
+
+@pytest.mark.parametrize("form", [["-u", "killed.py"], ["-u", "-c", "import killed"]])
+def test_python_u_writes_through_as_a_new_interpreter_does(tmp_path, form):
+    """`python -u` (how torchrun starts its workers): what a run printed is in its output even when
+    it is killed before any flush."""
+    (tmp_path / "killed.py").write_text("import os, signal, sys\nprint('before')\nsys.stderr.write('err')\n"
+                                        "os.kill(os.getpid(), signal.SIGKILL)\n")  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    fresh = subprocess.run([sys.executable, *form], cwd=tmp_path, env=env, capture_output=True, text=True,
+                           stdin=subprocess.DEVNULL)  # fmt: skip
+    forked = script_server.run(sys.executable, form, cwd=tmp_path, env=env, preload=[])
+    assert (fresh.returncode, fresh.stdout, fresh.stderr) == (-9, "before\n", "err")
+    assert (forked.returncode, forked.stdout, forked.stderr) == (fresh.returncode, fresh.stdout, fresh.stderr)
