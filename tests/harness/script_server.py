@@ -368,11 +368,8 @@ def _become(request: dict, main: Any) -> tuple[Any, bool]:
     os.chdir(request["cwd"])
     os.environ.clear()
     os.environ.update(request["env"])
-    argv = request["argv"]
-    sys.orig_argv = [sys.orig_argv[0], *argv]  # the interpreter as the test named it
-    if argv[:1] == ["-u"] or os.environ.get("PYTHONUNBUFFERED"):  # as torchrun starts its workers
-        argv = argv[1:] if argv[:1] == ["-u"] else argv
-        _unbuffered()
+    sys.orig_argv = [sys.orig_argv[0], *request["argv"]]  # the interpreter as the test named it
+    argv = _interpreter_options(request["argv"])
     sys.executable = request["shim"]
     sys.stdin = open(0, closefd=False)  # noqa: SIM115 - the process's own stdin
     random.seed()
@@ -411,6 +408,13 @@ def _become(request: dict, main: Any) -> tuple[Any, bool]:
     return run_file, True
 
 
+def _interpreter_options(argv: list[str]) -> list[str]:
+    """`argv` past the interpreter's own `-u` (as torchrun starts its workers), which is applied."""
+    if argv[:1] == ["-u"] or os.environ.get("PYTHONUNBUFFERED"):
+        _unbuffered()
+    return argv[1:] if argv[:1] == ["-u"] else argv
+
+
 def _unbuffered() -> None:
     """`python -u`: stdout and stderr written through to their files at each write."""
     import io
@@ -418,7 +422,9 @@ def _unbuffered() -> None:
     for name, fd in (("stdout", 1), ("stderr", 2)):
         old = getattr(sys, name)
         raw = io.FileIO(fd, "w", closefd=False)
-        setattr(sys, name, io.TextIOWrapper(raw, encoding=old.encoding, errors=old.errors, write_through=True))
+        setattr(
+            sys, name, io.TextIOWrapper(raw, encoding=old.encoding, errors=old.errors, write_through=True)
+        )
 
 
 def _importer(path: str) -> bool:
