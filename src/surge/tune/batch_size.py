@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import itertools
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -98,7 +99,17 @@ def trial_fits(
 ) -> bool:
     """Whether `steps` steps (training steps, or the evaluation `step` named) on `loader` re-created
     with `batch_size` fit (no out-of-memory error, and within `budget` bytes when given); the model
-    is restored afterwards."""
+    is restored afterwards, and what the trial left is collected before the next."""
+    with _only_new_objects_collected():
+        ok = _trial(model, target, loader, batch_size, steps, budget, step)
+        _free()
+    return ok
+
+
+def _trial(
+    model: Module, target: TrialTarget, loader: DataLoader, batch_size: int, steps: int, budget: int | None,
+    step: str,
+) -> bool:  # fmt: skip
     trial = with_batch_size(loader, batch_size, sampler=None, num_workers=0, shuffle=False)
     train = step == "training_step"
     try:
@@ -118,8 +129,23 @@ def trial_fits(
         if not _is_oom(err):
             raise
         ok = False
-    _free()
     return ok
+
+
+@contextlib.contextmanager
+def _only_new_objects_collected() -> Iterator[None]:
+    """The objects that existed before the trial set aside from the garbage collector (`gc.freeze`)
+    while it runs, so the collection after it walks only what the trial made, not every object that
+    importing torch made. Left alone when the process froze objects itself (unfreezing would undo
+    that)."""
+    frozen = gc.isenabled() and gc.get_freeze_count() == 0
+    if frozen:
+        gc.freeze()
+    try:
+        yield
+    finally:
+        if frozen:
+            gc.unfreeze()
 
 
 def _is_oom(err: BaseException) -> bool:
