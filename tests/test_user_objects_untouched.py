@@ -4,7 +4,6 @@ on the model, no DataLoader changed in place, no variables written for the Train
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -319,13 +318,15 @@ def test_gloo_processes_leave_every_object_as_it_was(tmp_path, monkeypatch, run)
     """Each rank checks its own objects (this file run as the script, below); under FSDP, the
     changes FSDP makes by its nature are named and checked in `what_fsdp_changed`."""
     monkeypatch.syspath_prepend(str(Path(__file__).parent / "distributed"))
-    from jobs import clean_env
+    from jobs import PRELOAD, clean_env
+
+    import script_server
 
     strategy, processes = DISTRIBUTED[run]
-    proc = subprocess.run(
-        [sys.executable, __file__, str(tmp_path), strategy, str(processes)], env=clean_env(),
-        capture_output=True, text=True, timeout=300, cwd=tmp_path,
-    )  # fmt: skip
+    argv = [__file__, str(tmp_path), strategy, str(processes)]  # its ranks are forked as the run is
+    proc = script_server.run(
+        sys.executable, argv, cwd=tmp_path, env=clean_env(), preload=PRELOAD, timeout=300
+    )
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert sorted(p.name for p in tmp_path.glob("rank-*.ok")) == [f"rank-{r}.ok" for r in range(processes)]
 
