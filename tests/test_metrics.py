@@ -1,10 +1,10 @@
-"""`self.log(name, metric)` with a torchmetrics Metric: updated per step, computed and reset per epoch."""
+"""`self.log(name, metric)` with a torchmetrics Metric: updated per step, computed and reset per epoch.
+(torchmetrics is imported where used: its import takes seconds in every worker that collects.)"""
 
 from __future__ import annotations
 
 import pytest
 import torch
-import torchmetrics
 from torch.utils.data import DataLoader
 
 from helpers import TinyModel, fast_trainer, make_dataset
@@ -15,6 +15,8 @@ class Metered(TinyModel):
     """TinyModel with a macro F1 on validation and a sample counter on training."""
 
     def __init__(self, step_update: str = "forward") -> None:
+        import torchmetrics
+
         super().__init__()
         self.step_update = step_update
         self.val_f1 = torchmetrics.classification.MulticlassF1Score(num_classes=2, average="macro")
@@ -44,6 +46,8 @@ def loaders(n_train: int = 20, n_val: int = 20) -> tuple[DataLoader, DataLoader]
 
 
 def test_epoch_value_is_the_metric_computed_over_the_epoch():
+    import torchmetrics
+
     train, val = loaders()
     model = Metered()
     trainer = fast_trainer(max_epochs=2, num_sanity_val_steps=2)
@@ -65,6 +69,8 @@ def test_epoch_value_is_the_metric_computed_over_the_epoch():
 
 
 def test_sanity_check_does_not_leak_into_the_first_validation():
+    import torchmetrics
+
     class Counting(Metered):
         def __init__(self) -> None:
             super().__init__()
