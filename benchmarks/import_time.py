@@ -27,6 +27,14 @@ CASES = {
     "import surge": ["-c", "import surge"],
     "from surge import Trainer, Module": ["-c", "from surge import Module, Trainer"],
     "surge --help": ["-m", "surge", "--help"],
+    # where the names' cost goes: without the garbage collector, and without the interpreter's teardown
+    "import torch, gc disabled": ["-c", "import gc; gc.disable(); import torch"],
+    "from surge import ..., gc disabled": [
+        "-c",
+        "import gc; gc.disable(); from surge import Module, Trainer",
+    ],
+    "import torch, os._exit": ["-c", "import os, torch; os._exit(0)"],
+    "from surge import ..., os._exit": ["-c", "import os; from surge import Module, Trainer; os._exit(0)"],
 }
 
 

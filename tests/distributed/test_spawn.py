@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from jobs import PRELOAD, clean_env
+from jobs import PRELOAD, clean_env, free_port
 
 import script_server
 
@@ -19,7 +19,10 @@ SCRIPT = Path(__file__).with_name("spawn_script.py")
 def job(folder: Path, name: str, *args: str) -> dict:
     out = folder / f"{name}.pt"
     argv = [str(SCRIPT), "--out", str(out), "--root", str(folder / name), *args]
-    proc = script_server.run(sys.executable, argv, cwd=folder, env=clean_env(), preload=PRELOAD, timeout=240)
+    # a port reserved for the job (tests/harness/ports.py): the launcher's own pick, bind(0) then
+    # close, can be taken by another test's connection while spawned ranks import torch
+    env = clean_env({"MASTER_PORT": str(free_port())})
+    proc = script_server.run(sys.executable, argv, cwd=folder, env=env, preload=PRELOAD, timeout=240)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return {**torch.load(out, weights_only=False), "output": proc.stdout + proc.stderr}
 
