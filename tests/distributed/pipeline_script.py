@@ -11,13 +11,15 @@ refusals said, and, for the scenarios run under the doctor, what it found.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import math
 import os
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data import BatchSampler, DataLoader, SequentialSampler, TensorDataset
 
 import surge
 from surge.strategies import ModelParallel
@@ -118,6 +120,42 @@ class Outputs(surge.callbacks.Callback):
 
     def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
         self.losses.append(float(outputs["loss"]))
+
+
+@dataclasses.dataclass
+class Batch:
+    """A batch of the user's own class (not a pytree): its fields are what the ranks compare."""
+
+    x: torch.Tensor
+    y: torch.Tensor
+
+
+class OddBatches(Net):
+    """Reads (x, y) from a dict or a Batch; the batch's other entries only ride along."""
+
+    def training_step(self, batch, batch_idx):
+        x, y = (batch["x"], batch["y"]) if isinstance(batch, dict) else (batch.x, batch.y)
+        return F.cross_entropy(self(x), y)
+
+
+def odd(items) -> dict:
+    """The same on every rank: both infinities (their sum is NaN), a sparse, a complex, a string."""
+    x, y = torch.stack([i[0] for i in items]), torch.stack([i[1] for i in items])
+    ends = torch.tensor([math.inf, -math.inf, math.inf, -math.inf])
+    return {
+        "x": x,
+        "y": y,
+        "ends": ends,
+        "sparse": x.to_sparse(),
+        "complex": torch.complex(x, x),
+        "name": "a",
+    }
+
+
+def rank_shifted(items) -> Batch:
+    """A Batch whose inputs differ on each rank."""
+    x, y = torch.stack([i[0] for i in items]), torch.stack([i[1] for i in items])
+    return Batch(x + int(os.environ.get("RANK", "0")), y)
 
 
 def data() -> TensorDataset:
@@ -249,6 +287,19 @@ def two(root: Path) -> dict:
     )
     # 128 samples in batches of 11: 12 batches (3 windows of 4), the last of 7
     out["short_batch"] = refused(lambda: fit(root / "short", pipeline("1F1B"), 2, 11, epochs=1))
+    # the same short batch from a batch_sampler
+    batches = BatchSampler(SequentialSampler(range(SAMPLES)), 11, drop_last=False)
+    by_sampler = DataLoader(data(), batch_sampler=batches)
+    out["short_batch_sampler"] = refused(
+        lambda: fit(root / "bs", pipeline("1F1B"), 2, 0, 1, loader=by_sampler)
+    )
+    # batches alike on both ranks whatever they hold: train; a Batch of the user's that differs: refused
+    odd_batches = dict(epochs=1, net=OddBatches, loader=DataLoader(data(), batch_size=8, collate_fn=odd))
+    tp_odd = ModelParallel(data_parallel=1, tensor_parallel=2)
+    out["odd_batches"] = fit(root / "odd", tp_odd, 2, 8, **odd_batches)
+    shifted = dict(epochs=1, net=OddBatches, loader=DataLoader(data(), batch_size=8, collate_fn=rank_shifted))
+    tp2 = ModelParallel(data_parallel=1, tensor_parallel=2)
+    out["dataclass_differs"] = refused(lambda: fit(root / "dc", tp2, 2, 8, **shifted))
     return out
 
 

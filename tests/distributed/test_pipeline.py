@@ -208,3 +208,21 @@ def test_a_short_last_batch_is_refused_before_the_first_step(two):
         said
     )
     assert "drop_last=True" in said
+
+
+def test_a_short_last_batch_of_a_batch_sampler_is_refused_before_the_first_step(two):
+    said = two["short_batch_sampler"]  # BatchSampler(..., 11, drop_last=False) over 128 samples
+    assert said.startswith("MisconfigurationError") and "holds 7 samples where the others hold 11" in said, (
+        said
+    )
+
+
+def test_batches_alike_on_every_rank_train_whatever_they_hold(two):
+    # both infinities (a NaN sum), a sparse tensor, a complex one and a string in each batch
+    run = two["odd_batches"]
+    assert run["global_step"] == 4  # 16 batches, accumulation 4
+
+
+def test_a_dataclass_batch_that_differs_between_tensor_parallel_ranks_is_refused(two):
+    said = two["dataclass_differs"]
+    assert said.startswith("SurgeRuntimeError") and "rank 0 and rank 1" in said, said

@@ -187,17 +187,20 @@ class PipelineRun:
 
 def short_last_batch(loader: Any, batches: float) -> tuple[int, int] | None:
     """(its size, the batch size) when an epoch of `batches` batches from a DataLoader ends with a
-    short batch; None when it does not or cannot be known before loading (a custom batch sampler)."""
-    from torch.utils.data import DataLoader
+    short batch; None when it does not or cannot be known before loading (a batch sampler of the
+    user's own class, a sampler without a length)."""
+    from torch.utils.data import BatchSampler, DataLoader
 
-    if not isinstance(loader, DataLoader) or loader.batch_size is None or loader.drop_last:
+    # batch_size=... or batch_sampler=BatchSampler(...): both a plain BatchSampler over a sampler
+    batching = getattr(loader, "batch_sampler", None) if isinstance(loader, DataLoader) else None
+    if type(batching) is not BatchSampler or batching.drop_last:
         return None
     try:
-        samples = len(loader.sampler)  # type: ignore[arg-type]
+        samples = len(batching.sampler)  # type: ignore[arg-type]
     except TypeError:
         return None
-    full, rest = divmod(samples, loader.batch_size)
-    return (rest, loader.batch_size) if rest and batches > full else None
+    full, rest = divmod(samples, batching.batch_size)
+    return (rest, batching.batch_size) if rest and batches > full else None
 
 
 def _pair(batch: Any, owner: str) -> tuple[Tensor, Tensor]:

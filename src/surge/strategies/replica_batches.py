@@ -8,6 +8,9 @@ gathered once per epoch (a few numbers per rank), and a mismatch stops every ran
 
 from __future__ import annotations
 
+import dataclasses
+import math
+import zlib
 from collections.abc import Callable
 from typing import Any
 
@@ -20,14 +23,39 @@ from ..errors import SurgeRuntimeError
 
 def fingerprint(batch: Any) -> list[float]:
     """Per tensor in the batch: its size, the sum of its values and the sum weighted by position
-    (so that the same samples in another order differ), in float64; one host read per tensor."""
+    (so that the same samples in another order differ), in float64; one host read per tensor. A
+    string counts by its CRC, a dataclass by its fields; other non-tensor leaves are not compared."""
     out: list[float] = []
-    for leaf in tree_leaves(batch):
-        if isinstance(leaf, Tensor):
-            flat = torch.nan_to_num(leaf.detach().reshape(-1).to(torch.float64))
+    for leaf in _leaves(batch):
+        if isinstance(leaf, str):
+            out.append(float(zlib.crc32(leaf.encode("utf-8", "surrogatepass"))))
+            continue
+        for part in _strided(leaf):
+            flat = torch.nan_to_num(part.detach().reshape(-1).to(torch.float64))
             position = torch.arange(1, flat.numel() + 1, dtype=torch.float64, device=flat.device)
             out += [float(flat.numel()), *torch.stack([flat.sum(), (flat * position).sum()]).tolist()]
     return out
+
+
+def _leaves(batch: Any) -> list[Any]:
+    found = []
+    for leaf in tree_leaves(batch):
+        if dataclasses.is_dataclass(leaf) and not isinstance(leaf, type):
+            found += _leaves([getattr(leaf, f.name) for f in dataclasses.fields(leaf)])
+        elif isinstance(leaf, Tensor | str):
+            found.append(leaf)
+    return found
+
+
+def _strided(tensor: Tensor) -> list[Tensor]:
+    """Dense tensors that hold `tensor`'s values: a sparse one's indices and values, a nested one's
+    components, a complex one's real and imaginary parts."""
+    if tensor.is_nested:
+        return [p for t in tensor.unbind() for p in _strided(t)]
+    if tensor.layout != torch.strided:
+        coo = tensor.detach().to_sparse().coalesce()  # any sparse layout, in one canonical order
+        return [coo.indices(), *_strided(coo.values())]
+    return [torch.view_as_real(tensor)] if tensor.is_complex() else [tensor]
 
 
 def replica_mismatches(prints: list[list[float]], replica_of: Callable[[int], int]) -> list[tuple[int, int]]:
@@ -42,7 +70,11 @@ def replica_mismatches(prints: list[list[float]], replica_of: Callable[[int], in
 
 
 def _same(a: list[float], b: list[float]) -> bool:
-    return len(a) == len(b) and all(x == y or abs(x - y) <= 1e-9 * max(abs(x), abs(y)) for x, y in zip(a, b))
+    # NaN: a sum where the batch holds both infinities (the same on every rank, so alike)
+    return len(a) == len(b) and all(
+        x == y or (math.isnan(x) and math.isnan(y)) or abs(x - y) <= 1e-9 * max(abs(x), abs(y))
+        for x, y in zip(a, b)
+    )
 
 
 def checked_first(step: Callable[..., Any], check: Callable[[Any], None]) -> Callable[..., Any]:
