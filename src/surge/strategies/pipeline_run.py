@@ -90,8 +90,8 @@ class PipelineRun:
             raise MisconfigurationError(
                 f"{owner} runs a window's micro-batches as equal slices, but this epoch's last batch holds "
                 f"{last} samples where the others hold {size} (the DataLoader's samples per process do not "
-                f"divide by batch_size={size}). Pass DataLoader(..., drop_last=True), or a batch size or "
-                "limit_train_batches that leaves no short batch."
+                f"divide by batch_size={size}). Pass drop_last=True (to the DataLoader, or to your BatchSampler), "
+                "or a batch size or limit_train_batches that leaves no short batch."
             )
         self._schedule(window)  # made now: its errors before the epoch's first batch
         self._inputs.clear()  # what an epoch cut inside a window left (on_train_batch_start's -1, a stop)
