@@ -164,6 +164,23 @@ def data() -> TensorDataset:
     return TensorDataset(x, (x[:, 0] > 0).long() + (x[:, 1] > 0).long())
 
 
+class Validated(Net):
+    def validation_step(self, batch, batch_idx):
+        x, y = batch
+        self.log("val_loss", F.cross_entropy(self(x), y), sync_dist=True)
+
+
+def validated(root: Path, loader: DataLoader) -> str:
+    """A validation run on a 1x2 tensor-parallel mesh, reading `loader` as given (the val metrics, or
+    what refused it)."""
+    strategy = ModelParallel(data_parallel=1, tensor_parallel=2)
+    trainer = surge.Trainer(
+        accelerator="cpu", devices=2, strategy=strategy, default_root_dir=root, logger=False,
+        enable_progress_bar=False, enable_model_summary=False, use_distributed_sampler=False,
+    )  # fmt: skip
+    return refused(lambda: trainer.validate(Validated(), loader, verbose=False))
+
+
 def shuffled(seed: int) -> DataLoader:
     """Batches of 8 in an order drawn from a generator seeded with `seed` (the loader's own)."""
     return DataLoader(data(), batch_size=8, shuffle=True, generator=torch.Generator().manual_seed(seed))
@@ -278,6 +295,8 @@ def two(root: Path) -> dict:
     own_order = dict(use_distributed_sampler=False, loader=shuffled(int(os.environ.get("RANK", "0"))))
     out["stages_differ"] = refused(lambda: fit(root / "differ", pipeline("1F1B"), 2, 8, **own_order))
     tensor_parallel = ModelParallel(data_parallel=1, tensor_parallel=2)
+    out["validation_differs"] = validated(root / "val_differ", shuffled(int(os.environ.get("RANK", "0"))))
+    out["validation_alike"] = validated(root / "val_alike", shuffled(5))
     out["tensor_parallel_differs"] = refused(
         lambda: fit(root / "tp_differ", tensor_parallel, 2, 8, **own_order)
     )

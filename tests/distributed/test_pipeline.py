@@ -226,3 +226,9 @@ def test_batches_alike_on_every_rank_train_whatever_they_hold(two):
 def test_a_dataclass_batch_that_differs_between_tensor_parallel_ranks_is_refused(two):
     said = two["dataclass_differs"]
     assert said.startswith("SurgeRuntimeError") and "rank 0 and rank 1" in said, said
+
+
+def test_a_validation_run_whose_ranks_read_different_batches_is_stopped_too(two):
+    said = two["validation_differs"]  # a 1x2 tensor-parallel mesh, a val loader shuffled per rank
+    assert said.startswith("SurgeRuntimeError") and "the first batch of this validation run" in said, said
+    assert two["validation_alike"] == "not refused"  # the same order on both ranks

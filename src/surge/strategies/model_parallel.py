@@ -280,7 +280,12 @@ class ModelParallel(FSDPStrategy):
 
     def step_fn(self, module: nn.Module, hook: str) -> Any:
         if self.pipeline is None:
-            return super().step_fn(module, hook)
+            step = super().step_fn(module, hook)
+            shape = self._shape()
+            if hook == "training_step" or shape.size == shape.data_parallel:  # (training: micro_batches)
+                return step
+            where = f"the first batch of this {hook.removesuffix('_step')} run"
+            return checked_first(step, lambda batch: self._check_replica_batches(batch, where))
         if hook != "training_step":
             raise MisconfigurationError(
                 f"{type(self).__name__}(pipeline_parallel={self.pipeline.pipeline_parallel}) trains only: "
@@ -295,9 +300,11 @@ class ModelParallel(FSDPStrategy):
         shape = self._shape()
         if shape.size == shape.data_parallel:  # every rank a replica of its own: nothing to agree on
             return step
-        return checked_first(step, self._check_replica_batches)
+        return checked_first(
+            step, lambda batch: self._check_replica_batches(batch, "this epoch's first batch")
+        )
 
-    def _check_replica_batches(self, batch: Any) -> None:
+    def _check_replica_batches(self, batch: Any, where: str) -> None:
         """The ranks of each data-parallel replica hold the same batch (replica_batches.py)."""
         shape = self._shape()
         prints = self.all_gather_object(fingerprint(batch))
@@ -305,7 +312,7 @@ class ModelParallel(FSDPStrategy):
         if pairs:
             roles = [f"{n} {what}" for n, what in ((shape.tensor_parallel, "tensor-parallel ranks"),
                                                   (shape.pipeline_parallel, "pipeline stages")) if n > 1]  # fmt: skip
-            raise mismatch_error(type(self).__name__, pairs, " x ".join(roles))
+            raise mismatch_error(type(self).__name__, pairs, " x ".join(roles), where)
 
     def no_sync(self) -> contextlib.AbstractContextManager:
         if self.pipeline is not None:

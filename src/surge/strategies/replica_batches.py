@@ -3,7 +3,8 @@ takes their inputs as replicated) and its pipeline stages (the first stage's inp
 stage's targets must be the same samples). surge's sampler gives them the same coordinates, but a
 loader it does not shard (`use_distributed_sampler=False`, a sampler of the user's, a shuffle seeded
 by each process's own RNG) can hand them different samples, and training then goes on, wrong and
-silent. So the first batch of each epoch is compared across the ranks: a fingerprint of its tensors,
+silent. So the first batch of each training epoch, and of each validation, test or predict run,
+is compared across the ranks: a fingerprint of its tensors,
 gathered once per epoch (a few numbers per rank), and a mismatch stops every rank with the fix."""
 
 from __future__ import annotations
@@ -90,12 +91,12 @@ def checked_first(step: Callable[..., Any], check: Callable[[Any], None]) -> Cal
     return run
 
 
-def mismatch_error(owner: str, pairs: list[tuple[int, int]], roles: str) -> SurgeRuntimeError:
+def mismatch_error(owner: str, pairs: list[tuple[int, int]], roles: str, where: str) -> SurgeRuntimeError:
     shown = ", ".join(f"rank {a} and rank {b}" for a, b in pairs[:4])
     return SurgeRuntimeError(
-        f"{owner}: the ranks of one data-parallel replica ({roles}) read different batches at this epoch's "
-        f"first batch ({shown}); they must read the same samples, or the model trains on mismatched inputs "
-        "and targets without a word. Keep use_distributed_sampler=True (surge gives them the same "
+        f"{owner}: the ranks of one data-parallel replica ({roles}) read different batches at {where} "
+        f"({shown}); they must read the same samples, or the model runs on mismatched inputs and "
+        "targets without a word. Keep use_distributed_sampler=True (surge gives them the same "
         "data-parallel coordinates), or give your sampler num_replicas and rank from "
         "trainer.strategy.distributed_sampler_kwargs and shuffle with a generator seeded alike on every "
         "rank (DataLoader(..., generator=torch.Generator().manual_seed(seed)))."
