@@ -281,8 +281,7 @@ class ModelParallel(FSDPStrategy):
     def step_fn(self, module: nn.Module, hook: str) -> Any:
         if self.pipeline is None:
             step = super().step_fn(module, hook)
-            shape = self._shape()
-            if hook == "training_step" or shape.size == shape.data_parallel:  # (training: micro_batches)
+            if hook == "training_step" or not self._replicas_span_ranks():  # (training: micro_batches)
                 return step
             where = f"the first batch of this {hook.removesuffix('_step')} run"
             return checked_first(step, lambda batch: self._check_replica_batches(batch, where))
@@ -297,12 +296,17 @@ class ModelParallel(FSDPStrategy):
     def micro_batches(self, step: Any, window: int, batches: float, loader: Any) -> Any:
         if self._run is not None:
             step = self._run.for_windows(window, batches, loader)
-        shape = self._shape()
-        if shape.size == shape.data_parallel:  # every rank a replica of its own: nothing to agree on
+        if not self._replicas_span_ranks():
             return step
         return checked_first(
             step, lambda batch: self._check_replica_batches(batch, "this epoch's first batch")
         )
+
+    def _replicas_span_ranks(self) -> bool:
+        """Whether a data-parallel replica spans several ranks (tensor-parallel or pipeline size > 1),
+        which must then read the same batches; else every rank is a replica of its own."""
+        shape = self._shape()
+        return shape.size != shape.data_parallel
 
     def _check_replica_batches(self, batch: Any, where: str) -> None:
         """The ranks of each data-parallel replica hold the same batch (replica_batches.py)."""
