@@ -1,4 +1,4 @@
-"""What starting surge costs: `import surge`, `from surge import Trainer, Module` and `surge --help`
+"""What starting surge costs: `import surge`, `from surge import Trainer, Module`, `surge --help` and a config mistake
 against `import torch`, each in a fresh interpreter.
 
     python benchmarks/import_time.py --repeats 30
@@ -18,6 +18,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -27,6 +28,12 @@ CASES = {
     "import surge": ["-c", "import surge"],
     "from surge import Trainer, Module": ["-c", "from surge import Module, Trainer"],
     "surge --help": ["-m", "surge", "--help"],
+    # a misspelt Trainer argument: answered by the early check, and by the full parse it precedes
+    "surge fit, a config mistake": ["-m", "surge", "fit", "--config", "{bad}"],
+    "the same, full parse only": [
+        "-c",
+        "from surge.stage_cli.config import run_cli; run_cli(['fit', '--config', '{bad}'])",
+    ],
     # where the names' cost goes: without the garbage collector, and without the interpreter's teardown
     "import torch, gc disabled": ["-c", "import gc; gc.disable(); import torch"],
     "from surge import ..., gc disabled": [
@@ -42,7 +49,10 @@ def timed(args: list[str], env: dict[str, str]) -> tuple[float, float]:
     """(wall, CPU) seconds of one fresh interpreter; CPU (user + system) moves less with the load."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    subprocess.run([sys.executable, *args], env=env, check=True, stdout=subprocess.DEVNULL)
+    # a config mistake exits 2 by design; any other status is a broken case
+    done = subprocess.run([sys.executable, *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    if done.returncode not in (0, 2):
+        raise SystemExit(f"{args} failed:\n{done.stderr.decode()}")
     took = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return took, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -58,13 +68,16 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=30, help="timed runs of each case")
     args = parser.parse_args()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])}
-    for case in CASES.values():  # warm the file cache; untimed
+    bad = Path(tempfile.mkdtemp()) / "bad.yaml"
+    bad.write_text("model: {class_path: surge.demo.DigitsCNN}\ntrainer: {max_epoch: 2}\n")
+    cases = {name: [a.format(bad=bad) for a in case] for name, case in CASES.items()}
+    for case in cases.values():  # warm the file cache; untimed
         timed(case, env)
     load_before = os.getloadavg()
     walls: dict[str, list[float]] = {name: [] for name in CASES}
     cpus: dict[str, list[float]] = {name: [] for name in CASES}
     for _ in range(args.repeats):
-        for name, case in CASES.items():
+        for name, case in cases.items():
             took, cpu = timed(case, env)
             walls[name].append(took)
             cpus[name].append(cpu)

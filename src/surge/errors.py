@@ -50,10 +50,14 @@ def bad_value(arg: str, value: object, allowed: str) -> MisconfigurationError:
 
 
 def did_you_mean(name: str, choices: Iterable[str]) -> str:
-    """` (did you mean 'x'?)` naming the closest of `choices` to a misspelled `name`, or "" when none
-    is close: the one way surge suggests a fix for a name it does not know."""
-    close = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+    """` (did you mean 'x'?)` naming the closest of `choices` to a misspelled `name` (or the one that
+    begins with it), or "" when none is close: the one way surge suggests a fix for a name it does
+    not know."""
+    choices = list(choices)
+    close = difflib.get_close_matches(name, choices, n=1, cutoff=0.6)
+    if not close and len(name) >= 3:  # a name cut short: `seed` for `seed_everything`
+        close = [c for c in choices if c.startswith(name)]
+    return f" (did you mean {close[0]!r}?)" if len(close) == 1 else ""
 
 
 # What each optional extra of the surge-train distribution installs (pyproject.toml's extras; a test

@@ -129,12 +129,19 @@ def _config_command(args: argparse.Namespace) -> int:
             f"surge {args.command}: error: this command needs jsonargparse: {install_hint('cli')}\n"
         )
         return 1
-    from ..stage_cli.config import run_cli
-
     # A config names the user's own classes (`class_path: my_model.Net`): find them in the current
     # directory, as `python -m surge fit` would (the `surge` script's own folder is on the path instead).
     if os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())
+    from ..stage_cli.parse_errors import command_error
+    from ..stage_cli.precheck import config_mistake
+
+    mistake = config_mistake(args.command, args.rest)  # before torch loads: answered at once
+    if mistake is not None:
+        sys.stderr.write(command_error("surge", args.command, mistake))
+        return 2
+    from ..stage_cli.config import run_cli
+
     return run_cli([args.command, *args.rest], prog="surge")
 
 

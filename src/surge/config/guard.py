@@ -139,19 +139,10 @@ def yaml_mode() -> str:
 
 
 def _load_yaml(text: str, path: str = "") -> Any:
-    import yaml
     from jsonargparse import get_loader
 
     source = str(path) if path else "a YAML value (a flag's, or a nested config's)"
-    if _too_deep(text):  # YAML parsers take time quadratic in the depth (and libyaml can crash)
-        raise ConfigRefused(
-            f"{source}: refused, its YAML nests brackets more than {MAX_YAML_DEPTH} deep (no real config does)"
-        )
-    try:
-        for node in yaml.compose_all(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
-            _check_size(node, source)
-    except RecursionError:
-        raise ConfigRefused(f"{source}: refused, its YAML is nested deeper than any real config") from None
+    check_yaml_size(text, source)
     value = get_loader("yaml")(text)
     policy = _POLICY.get()
     if policy is not None:
@@ -161,6 +152,22 @@ def _load_yaml(text: str, path: str = "") -> Any:
         for key, text in import_strings(value, ""):
             policy.check(text, key, source)
     return value
+
+
+def check_yaml_size(text: str, source: str) -> None:
+    """Refuse YAML nested or alias-expanded past any real config's size, before it is expanded
+    (`source` names it in the message)."""
+    import yaml
+
+    if _too_deep(text):  # YAML parsers take time quadratic in the depth (and libyaml can crash)
+        raise ConfigRefused(
+            f"{source}: refused, its YAML nests brackets more than {MAX_YAML_DEPTH} deep (no real config does)"
+        )
+    try:
+        for node in yaml.compose_all(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+            _check_size(node, source)
+    except RecursionError:
+        raise ConfigRefused(f"{source}: refused, its YAML is nested deeper than any real config") from None
 
 
 def import_strings(value: Any, where: str) -> Iterator[tuple[str, str]]:

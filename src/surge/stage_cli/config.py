@@ -31,7 +31,7 @@ from ..module import Module
 from ..rank_zero import info
 from ..trainer import Trainer
 from .commands import COMMANDS
-from .parse_errors import parse_error
+from .parse_errors import command_error, parse_error
 
 CONFIG_ERROR, RUN_ERROR = 2, 1  # exit codes: the config was refused / the run failed
 ALLOW_FLAG = "--allow_class_paths"
@@ -374,9 +374,7 @@ def _dump(parser: Any, cfg: Any) -> str:
 
 
 def _fail(prog: str | None, command: str | None, message: str, code: int) -> None:
-    where = " ".join(p for p in (prog or "surge", command) if p)
-    hint = f"\n(`{where} --help` lists the options; `--print_config` shows the merged config)\n"
-    sys.stderr.write(f"{where}: error: {message.strip()}{hint}")
+    sys.stderr.write(command_error(prog, command, message))
     raise SystemExit(code)
 
 

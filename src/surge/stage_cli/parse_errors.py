@@ -30,7 +30,7 @@ def key_hint(message: str, parser: Any) -> str:
         path, key = init_arg.groups()
         hint = did_you_mean(key, _parameters(path))
         return f"{where}{path} takes no init_args key {key!r}{hint}.\n{message}"
-    found = re.search(r"option '([\w.]+)'|unrecognized arguments: --([\w.]+)", message)
+    found = re.search(r"option '([\w.]+)'|unrecognized arguments: --([\w.]+)", message, re.IGNORECASE)
     if found is None or parser is None:
         return message
     known = [opt[2:] for opt in getattr(parser, "_option_string_actions", {}) if opt.startswith("--")]
@@ -56,3 +56,10 @@ def _refusal(err: BaseException | None) -> config_guard.ConfigRefused | None:
             return err
         err = err.__cause__ or err.__context__
     return None
+
+
+def command_error(prog: str | None, command: str | None, message: str) -> str:
+    """How a refused command line or config is shown: one message, then where to look."""
+    where = " ".join(p for p in (prog or "surge", command) if p)
+    hint = f"\n(`{where} --help` lists the options; `--print_config` shows the merged config)\n"
+    return f"{where}: error: {message.strip()}{hint}"

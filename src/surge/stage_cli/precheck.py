@@ -1,0 +1,167 @@
+"""A config's mistakes found before torch loads. `surge fit --config run.yaml` reads its files and
+flags first, and refuses in a fraction of a second what would otherwise surface after torch's
+import: a file that is missing or not YAML, a section or a Trainer argument that does not exist
+(with the closest name), a section that is not a mapping, and a class_path whose top-level package
+cannot be found. Nothing here imports the code a config names (finding a package runs none of it);
+what needs the classes themselves (types, init_args) is checked by jsonargparse afterwards, so this
+pass only refuses what that parse would refuse too, or would silently ignore."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from ..config import guard as config_guard
+from ..config.meanings import names as trainer_arguments
+from ..errors import did_you_mean
+
+_OWN_FLAGS = ("config", "print_config", "help", "allow_class_paths")
+_DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+")
+
+
+def sections(command: str) -> tuple[str, ...]:
+    """The top-level keys of a `surge COMMAND` config (the parser's own, as stage_cli/config.py adds them)."""
+    return ("model", "data", "trainer", "ckpt_path", "seed_everything") + (
+        ("predictions_path",) if command == "predict" else ()
+    )
+
+
+def config_mistake(command: str, args: Sequence[str]) -> str | None:
+    """The first mistake found in `surge COMMAND ARGS`'s config files and flags, as a message naming
+    the place and the fix; None when none is found here (or when `--help` asks for help)."""
+    if "-h" in args or "--help" in args:
+        return None
+    for source, config in _configs(args):
+        if isinstance(config, str):  # a file that could not be read
+            return config
+        found = _config_mistake(command, config, source)
+        if found is not None:
+            return found
+    return _flag_mistake(command, args)
+
+
+def _configs(args: Sequence[str]) -> Iterator[tuple[str, Any]]:
+    """`(source, loaded config)` for each `--config` value; the config is a message when unreadable."""
+    for value in _flag_values(args, "config"):
+        if os.path.isfile(value):
+            source = value
+            try:
+                with open(value, encoding="utf-8") as file:
+                    text = file.read()
+            except (OSError, UnicodeDecodeError) as err:
+                yield source, f"--config {value}: cannot be read ({err})"
+                return
+        else:  # jsonargparse also takes the config's text itself
+            source, text = "the --config text", value
+        try:
+            config = _load(text, source)
+        except ValueError as err:
+            yield source, str(err)
+            return
+        if source != value and not isinstance(config, dict):
+            yield source, f"--config {value}: no such file (in {os.getcwd()}), nor a config written inline"
+            return
+        yield source, config
+
+
+def _load(text: str, source: str) -> Any:
+    import yaml
+
+    try:
+        config_guard.check_yaml_size(text, source)
+        return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except yaml.MarkedYAMLError as err:
+        mark = err.problem_mark
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        raise ValueError(f"{source}: not valid YAML{where}: {err.problem}") from None
+    except yaml.YAMLError as err:
+        raise ValueError(f"{source}: not valid YAML: {err}") from None
+
+
+def _config_mistake(command: str, config: Any, source: str) -> str | None:
+    if config is None:  # an empty file
+        return None
+    known = sections(command)
+    if not isinstance(config, dict):
+        return (
+            f"{source}: a config is a mapping of sections ({', '.join(known)}), not a {type(config).__name__}"
+        )
+    for key in config:
+        if str(key).rstrip("+") not in known:
+            return _unknown_section(command, str(key), source)
+    trainer = config.get("trainer")
+    if trainer is not None and not isinstance(trainer, dict):
+        return (
+            f"{source}: trainer must be a mapping of Trainer arguments, e.g. `trainer: {{max_epochs: 5}}`, "
+            f"not a {type(trainer).__name__} ({trainer!r})"
+        )
+    for key in trainer or {}:
+        if str(key).rstrip("+") not in trainer_arguments():
+            return _unknown_argument(str(key), source)
+    for where, path in config_guard.class_paths(config, ""):
+        found = _missing_package(path, f"{source}: {where}.class_path")
+        if found is not None:
+            return found
+    return None
+
+
+def _flag_mistake(command: str, args: Sequence[str]) -> str | None:
+    known = sections(command)
+    for i, arg in enumerate(args):
+        if not arg.startswith("--") or arg == "--":
+            continue
+        name, _, inline = arg[2:].partition("=")
+        parts = [p.rstrip("+") for p in name.split(".")]
+        if parts[0] in _OWN_FLAGS:
+            continue
+        if parts[0] not in known:
+            return _unknown_section(command, name, f"--{name}")
+        if parts[0] == "trainer" and len(parts) > 1 and parts[1] not in (*trainer_arguments(), "help"):
+            return _unknown_argument(parts[1], f"--{name}")
+        value = inline if "=" in arg else (args[i + 1] if i + 1 < len(args) else "")
+        if (len(parts) == 1 and parts[0] in ("model", "data")) or parts[-1] == "class_path":
+            found = _missing_package(value, f"--{name}") if _DOTTED.fullmatch(value) else None
+            if found is not None:
+                return found
+    return None
+
+
+def _unknown_section(command: str, key: str, where: str) -> str:
+    known, key = sections(command), key.split(".")[0]
+    if where.startswith("--"):  # a flag
+        hint = did_you_mean(f"--{key}", [f"--{k}" for k in known + _OWN_FLAGS])
+        return f"{where}: `surge {command}` has no option --{key}{hint}"
+    hint = did_you_mean(key, known)
+    return f"{where}: {key!r} is not a section of a `surge {command}` config{hint}; the sections are {', '.join(known)}"
+
+
+def _unknown_argument(key: str, where: str) -> str:
+    return f"{where}: {key!r} is not a Trainer argument{did_you_mean(key, trainer_arguments())}"
+
+
+def _missing_package(path: Any, where: str) -> str | None:
+    """A message when the top-level package of the dotted `path` cannot be found (a bare class name
+    names a subclass already imported, and is jsonargparse's to resolve)."""
+    if not isinstance(path, str) or "." not in path:
+        return None
+    top = path.split(".")[0]
+    try:
+        if importlib.util.find_spec(top) is not None:
+            return None
+    except (ImportError, ValueError):
+        return None
+    return (
+        f"{where} {path!r}: no module named {top!r} is installed or in the current directory "
+        f"({os.getcwd()}); check the spelling, or run from the folder that holds {top}.py"
+    )
+
+
+def _flag_values(args: Sequence[str], flag: str) -> Iterator[str]:
+    for i, arg in enumerate(args):
+        if arg == f"--{flag}" and i + 1 < len(args):
+            yield args[i + 1]
+        elif arg.startswith(f"--{flag}="):
+            yield arg.split("=", 1)[1]
