@@ -8,7 +8,6 @@ from __future__ import annotations
 import inspect
 import os
 import re
-import secrets
 import string
 import time
 from collections.abc import Mapping
@@ -142,6 +141,8 @@ class WandbLogger(Logger):
     def version(self) -> str:
         """The run id (chosen now when none was given, so a checkpoint can name the run)."""
         if self._id is None:
+            import secrets
+
             self._id = "".join(secrets.choice(_ID_CHARS) for _ in range(8))  # as wandb makes them
         return self._id
 

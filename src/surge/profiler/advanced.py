@@ -3,9 +3,7 @@ report names the Python functions that cost the most in each."""
 
 from __future__ import annotations
 
-import cProfile
 import io
-import pstats
 from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, overload
@@ -14,6 +12,8 @@ from .base import LoopParts
 from .simple import SimpleProfiler
 
 if TYPE_CHECKING:
+    import cProfile
+
     from ..trainer import Trainer
 
 
@@ -33,6 +33,8 @@ class AdvancedProfiler(SimpleProfiler):
     def _profiled(self, phase: str, fn: Callable[..., Any]) -> Callable[..., Any]: ...
 
     def _profiled(self, phase: str, fn: Callable[..., Any] | None) -> Callable[..., Any] | None:
+        import cProfile  # with pstats: loaded when this profiler is used, not with surge
+
         if fn is None:
             return None
         profile = self.profiles.setdefault(phase, cProfile.Profile())
@@ -57,6 +59,8 @@ class AdvancedProfiler(SimpleProfiler):
 
     def function_tables(self) -> dict[str, str]:
         """Per phase, the `top` functions by cumulative time (pstats' table)."""
+        import pstats
+
         tables = {}
         for phase, profile in self.profiles.items():
             if not profile.getstats():

@@ -7,11 +7,11 @@ a link planted under either name (`safe_files.write_replacing`).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import socket
 import sys
-import sysconfig
 import threading
 import time
 import traceback
@@ -23,14 +23,21 @@ import torch
 
 from ..safe_files import write_replacing
 
-_LIBRARY = tuple(
-    str(Path(p).resolve())
-    for p in {
-        sysconfig.get_paths()["stdlib"],
-        os.path.dirname(torch.__file__),
-        os.path.dirname(os.path.dirname(__file__)),
-    }
-)
+
+@functools.cache
+def _library() -> tuple[str, ...]:
+    """The folders of Python's, torch's and surge's own code (not the user's), resolved once, when a
+    hang is first written (sysconfig's paths take a module import and a scan to compute)."""
+    import sysconfig
+
+    return tuple(
+        str(Path(p).resolve())
+        for p in {
+            sysconfig.get_paths()["stdlib"],
+            os.path.dirname(torch.__file__),
+            os.path.dirname(os.path.dirname(__file__)),
+        }
+    )
 
 
 def torch_position() -> dict[str, int] | None:
@@ -87,7 +94,7 @@ def where(frame: FrameType | None) -> tuple[str, str]:
         text = f"{frame.f_code.co_name} ({os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno})"
         inner = inner or text
         name = frame.f_code.co_filename  # "<string>", "<frozen ...>": generated code, not the user's
-        if not user and not name.startswith("<") and not str(Path(name).resolve()).startswith(_LIBRARY):
+        if not user and not name.startswith("<") and not str(Path(name).resolve()).startswith(_library()):
             user = text
         if inner and user:
             break

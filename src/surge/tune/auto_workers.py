@@ -14,7 +14,6 @@ switched trains exactly what a fit with `num_workers=<count>` from the start tra
 from __future__ import annotations
 
 import math
-import statistics
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -176,6 +175,8 @@ class AutoWorkers:
 
     @staticmethod
     def _probe(timed: list[tuple[float, float, float, float]]) -> Probe:
+        import statistics  # with decimal and fractions: loaded only when workers are measured
+
         rows = timed[1:]  # the first batch pays for warm-ups of its own
         return Probe(*(statistics.median(r[i] for r in rows) for i in range(4)))
 
