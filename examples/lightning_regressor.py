@@ -1,5 +1,5 @@
 """A plain PyTorch Lightning script: `python examples/lightning_regressor.py` with Lightning
-installed, or `surge run examples/lightning_regressor.py` with surge alone (no edits; no extra needed)."""
+installed, or `surge run examples/lightning_regressor.py` with surge alone (no edits)."""
 
 import argparse
 
