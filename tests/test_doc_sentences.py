@@ -56,6 +56,8 @@ if __name__ == "__main__":
         found = sentences(page.read_text())
         mean = statistics.mean(words(s) for s in found)
         long = [s for s in found if words(s) > LONGEST]
-        print(f"{page.relative_to(ROOT)}: {len(found)} sentences, mean {mean:.1f} words, {len(long)} over {LONGEST}")
+        print(
+            f"{page.relative_to(ROOT)}: {len(found)} sentences, mean {mean:.1f} words, {len(long)} over {LONGEST}"
+        )
         for s in long if sys.argv[1:] else []:
             print(f"  {words(s)}: {s}")
