@@ -42,6 +42,9 @@ MISTAKES = {
         {**GOOD, "trainer": {"callbacks": [{"class_path": "surge_callbacks.Stop"}]}}, [],
         ["trainer.callbacks[0].class_path", "'surge_callbacks'"],
     ),
+    "misspelt dotted key": (
+        {"model": GOOD["model"], "trainer.max_epoch": 2}, [], ["'max_epoch' is not a Trainer argument", "'max_epochs'"]
+    ),
     "config as a list": (["model", "trainer"], [], ["a config is a mapping of sections", "not a list"]),
     "trainer as a number": ({**GOOD, "trainer": 5}, [], ["trainer must be a mapping", "max_epochs: 5"]),
 }  # fmt: skip
@@ -145,3 +148,19 @@ def test_it_knows_exactly_what_the_full_parser_knows(tmp_path, command):
 
     assert tops == set(sections(command))
     assert trainer == set(names())
+
+
+def test_what_the_full_parse_also_takes_passes(tmp_path, monkeypatch):
+    """Dotted keys (at the top and inside trainer), jsonargparse's own keys, and a subclass given
+    as a file (`--model model.yaml`, whose name looks like a module path)."""
+    keys = {
+        "__path__": "run.yaml",
+        "model.class_path": "surge.demo.DigitsCNN",
+        "model.init_args.channels": 4,
+        "trainer.max_epochs": 1,
+        "trainer": {"logger.class_path": "surge.loggers.CSVLogger", "callbacks+": []},
+    }
+    assert config_mistake("fit", _args(tmp_path, keys, [])) is None
+    monkeypatch.chdir(tmp_path)
+    Path("model.yaml").write_text(yaml.safe_dump(GOOD["model"]))
+    assert config_mistake("fit", ["--model", "model.yaml", "--data=model.yaml"]) is None

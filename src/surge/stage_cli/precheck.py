@@ -20,6 +20,8 @@ from ..errors import did_you_mean
 
 _OWN_FLAGS = ("config", "print_config", "help", "allow_class_paths")
 _DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)+")
+# jsonargparse's own keys, which a config may hold (a dumped config keeps `__path__`)
+_META_KEYS = ("__path__", "__default_config__", "__orig__", "__subclasses_disabled__")
 
 
 def sections(command: str) -> tuple[str, ...]:
@@ -89,18 +91,20 @@ def _config_mistake(command: str, config: Any, source: str) -> str | None:
         return (
             f"{source}: a config is a mapping of sections ({', '.join(known)}), not a {type(config).__name__}"
         )
-    for key in config:
-        if str(key).rstrip("+") not in known:
-            return _unknown_section(command, str(key), source)
+    for key in config:  # a key may be dotted, as a flag is: `trainer.max_epochs: 5`
+        found = _name_mistake(command, str(key), source)
+        if found is not None:
+            return found
     trainer = config.get("trainer")
     if trainer is not None and not isinstance(trainer, dict):
         return (
             f"{source}: trainer must be a mapping of Trainer arguments, e.g. `trainer: {{max_epochs: 5}}`, "
             f"not a {type(trainer).__name__} ({trainer!r})"
         )
-    for key in trainer or {}:
-        if str(key).rstrip("+") not in trainer_arguments():
-            return _unknown_argument(str(key), source)
+    for key in trainer or {}:  # `logger.init_args.save_dir: logs` is the logger's
+        found = _name_mistake(command, f"trainer.{key}", source)
+        if found is not None:
+            return found
     for where, path in config_guard.class_paths(config, ""):
         found = _missing_package(path, f"{source}: {where}.class_path")
         if found is not None:
@@ -109,7 +113,6 @@ def _config_mistake(command: str, config: Any, source: str) -> str | None:
 
 
 def _flag_mistake(command: str, args: Sequence[str]) -> str | None:
-    known = sections(command)
     for i, arg in enumerate(args):
         if not arg.startswith("--") or arg == "--":
             continue
@@ -117,15 +120,29 @@ def _flag_mistake(command: str, args: Sequence[str]) -> str | None:
         parts = [p.rstrip("+") for p in name.split(".")]
         if parts[0] in _OWN_FLAGS:
             continue
-        if parts[0] not in known:
-            return _unknown_section(command, name, f"--{name}")
-        if parts[0] == "trainer" and len(parts) > 1 and parts[1] not in (*trainer_arguments(), "help"):
-            return _unknown_argument(parts[1], f"--{name}")
+        found = _name_mistake(command, name, f"--{name}")
+        if found is not None:
+            return found
         value = inline if "=" in arg else (args[i + 1] if i + 1 < len(args) else "")
         if (len(parts) == 1 and parts[0] in ("model", "data")) or parts[-1] == "class_path":
-            found = _missing_package(value, f"--{name}") if _DOTTED.fullmatch(value) else None
+            # `--model model.yaml` names a file holding the class_path, not a module
+            if _DOTTED.fullmatch(value) and not os.path.isfile(value):
+                found = _missing_package(value, f"--{name}")
             if found is not None:
                 return found
+    return None
+
+
+def _name_mistake(command: str, name: str, where: str) -> str | None:
+    """A dotted key (`trainer.max_epochs`, `model.init_args.lr`, as a flag or a config key) that
+    names no section, or no Trainer argument, of `surge COMMAND`."""
+    parts = [p.rstrip("+") for p in name.split(".")]
+    if any(part in _META_KEYS for part in parts):
+        return None
+    if parts[0] not in sections(command):
+        return _unknown_section(command, name, where)
+    if parts[0] == "trainer" and len(parts) > 1 and parts[1] not in (*trainer_arguments(), "help"):
+        return _unknown_argument(parts[1], where)
     return None
 
 
