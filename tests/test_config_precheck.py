@@ -70,6 +70,9 @@ def test_a_file_that_is_missing_or_not_yaml_is_named_with_its_place(tmp_path):
     (tmp_path / "broken.yaml").write_text("trainer:\n  max_epochs: [1, 2\n")
     broken = config_mistake("test", ["--config", str(tmp_path / "broken.yaml")])
     assert "broken.yaml: not valid YAML at line 3" in broken
+    (tmp_path / "latin.yaml").write_bytes("# café\n".encode("latin-1"))
+    latin = config_mistake("fit", ["--config", str(tmp_path / "latin.yaml")])
+    assert "latin.yaml: not UTF-8 text" in latin and "save it as UTF-8" in latin
 
 
 def test_an_alias_bomb_is_refused_before_it_expands(tmp_path):
@@ -164,3 +167,6 @@ def test_what_the_full_parse_also_takes_passes(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     Path("model.yaml").write_text(yaml.safe_dump(GOOD["model"]))
     assert config_mistake("fit", ["--model", "model.yaml", "--data=model.yaml"]) is None
+    monkeypatch.setenv("HOME", str(tmp_path))  # `--config=~/run.yaml`: no shell expands that `~`
+    Path("outer.yaml").write_text("config: run.yaml\n")  # a config that reads another
+    assert config_mistake("fit", ["--config=~/run.yaml", "--config", "outer.yaml"]) is None

@@ -48,12 +48,18 @@ def config_mistake(command: str, args: Sequence[str]) -> str | None:
 def _configs(args: Sequence[str]) -> Iterator[tuple[str, Any]]:
     """`(source, loaded config)` for each `--config` value; the config is a message when unreadable."""
     for value in _flag_values(args, "config"):
-        if os.path.isfile(value):
+        if os.path.isfile(os.path.expanduser(value)):  # jsonargparse expands `~`, as a shell would
             source = value
             try:
-                with open(value, encoding="utf-8") as file:
+                with open(os.path.expanduser(value), encoding="utf-8") as file:
                     text = file.read()
-            except (OSError, UnicodeDecodeError) as err:
+            except UnicodeDecodeError as err:
+                yield (
+                    source,
+                    f"--config {value}: not UTF-8 text ({err.reason} at byte {err.start}); save it as UTF-8",
+                )
+                return
+            except OSError as err:
                 yield source, f"--config {value}: cannot be read ({err})"
                 return
         else:  # jsonargparse also takes the config's text itself
@@ -91,18 +97,17 @@ def _config_mistake(command: str, config: Any, source: str) -> str | None:
         return (
             f"{source}: a config is a mapping of sections ({', '.join(known)}), not a {type(config).__name__}"
         )
-    for key in config:  # a key may be dotted, as a flag is: `trainer.max_epochs: 5`
-        found = _name_mistake(command, str(key), source)
-        if found is not None:
-            return found
     trainer = config.get("trainer")
     if trainer is not None and not isinstance(trainer, dict):
         return (
             f"{source}: trainer must be a mapping of Trainer arguments, e.g. `trainer: {{max_epochs: 5}}`, "
             f"not a {type(trainer).__name__} ({trainer!r})"
         )
-    for key in trainer or {}:  # `logger.init_args.save_dir: logs` is the logger's
-        found = _name_mistake(command, f"trainer.{key}", source)
+    # A key may be dotted, as a flag is (`trainer.max_epochs: 5`; in trainer, `logger.init_args.save_dir`
+    # is the logger's); `config: other.yaml` is read in its place (and not checked here).
+    names = [str(key) for key in config if key != "config"] + [f"trainer.{key}" for key in trainer or {}]
+    for name in names:
+        found = _name_mistake(command, name, source)
         if found is not None:
             return found
     for where, path in config_guard.class_paths(config, ""):
