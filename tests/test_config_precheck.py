@@ -4,6 +4,7 @@ the full parse accepts, and knows exactly the sections and Trainer arguments tha
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -170,3 +171,10 @@ def test_what_the_full_parse_also_takes_passes(tmp_path, monkeypatch):
     monkeypatch.setenv("HOME", str(tmp_path))  # `--config=~/run.yaml`: no shell expands that `~`
     Path("outer.yaml").write_text("config: run.yaml\n")  # a config that reads another
     assert config_mistake("fit", ["--config=~/run.yaml", "--config", "outer.yaml"]) is None
+
+
+@pytest.mark.skipif(importlib.util.find_spec("lightning") is not None, reason="Lightning is installed")
+def test_a_lightning_class_path_is_pointed_at_surges(tmp_path):
+    cb = {"class_path": "lightning.pytorch.callbacks.EarlyStopping", "init_args": {"monitor": "val_loss"}}
+    message = config_mistake("fit", _args(tmp_path, {**GOOD, "trainer": {"callbacks": [cb]}}, []))
+    assert "Lightning is not installed" in message and "surge.lightning.callbacks.EarlyStopping" in message

@@ -175,6 +175,12 @@ def _missing_package(path: Any, where: str) -> str | None:
             return None
     except (ImportError, ValueError):
         return None
+    if top in ("lightning", "pytorch_lightning"):  # mapped onto surge only under `surge run`
+        return (
+            f"{where} {path!r}: Lightning is not installed, and a `surge` config names surge's classes: "
+            "Lightning's are under surge.lightning (e.g. surge.lightning.callbacks.EarlyStopping for "
+            "lightning.pytorch.callbacks.EarlyStopping)"
+        )
     return (
         f"{where} {path!r}: no module named {top!r} is installed or in the current directory "
         f"({os.getcwd()}); check the spelling, or run from the folder that holds {top}.py"
