@@ -178,3 +178,17 @@ def test_a_lightning_class_path_is_pointed_at_surges(tmp_path):
     cb = {"class_path": "lightning.pytorch.callbacks.EarlyStopping", "init_args": {"monitor": "val_loss"}}
     message = config_mistake("fit", _args(tmp_path, {**GOOD, "trainer": {"callbacks": [cb]}}, []))
     assert "Lightning is not installed" in message and "surge.lightning.callbacks.EarlyStopping" in message
+
+
+@pytest.mark.skipif(not os.path.isdir("/dev/fd"), reason="needs /dev/fd")
+def test_a_pipe_is_left_whole_to_the_full_parse_and_a_folder_is_named(tmp_path):
+    """`--config <(...)` is a pipe: read here, the full parse would find it empty."""
+    read, write = os.pipe()
+    os.write(write, b"trainer: {max_epochs: 1}\n")
+    os.close(write)
+    try:
+        assert config_mistake("fit", ["--config", f"/dev/fd/{read}"]) is None
+        assert os.read(read, 100) == b"trainer: {max_epochs: 1}\n"
+    finally:
+        os.close(read)
+    assert "a folder, not a config file" in config_mistake("fit", ["--config", str(tmp_path)])

@@ -48,31 +48,37 @@ def config_mistake(command: str, args: Sequence[str]) -> str | None:
 def _configs(args: Sequence[str]) -> Iterator[tuple[str, Any]]:
     """`(source, loaded config)` for each `--config` value; the config is a message when unreadable."""
     for value in _flag_values(args, "config"):
-        if os.path.isfile(os.path.expanduser(value)):  # jsonargparse expands `~`, as a shell would
-            source = value
-            try:
-                with open(os.path.expanduser(value), encoding="utf-8") as file:
-                    text = file.read()
-            except UnicodeDecodeError as err:
-                yield (
-                    source,
-                    f"--config {value}: not UTF-8 text ({err.reason} at byte {err.start}); save it as UTF-8",
-                )
-                return
-            except OSError as err:
-                yield source, f"--config {value}: cannot be read ({err})"
-                return
-        else:  # jsonargparse also takes the config's text itself
-            source, text = "the --config text", value
+        path = os.path.expanduser(value)  # jsonargparse expands `~`, as a shell would
+        if os.path.isdir(path):
+            yield value, f"--config {value}: a folder, not a config file"
+            return
+        if os.path.exists(path) and not os.path.isfile(path):
+            continue  # a pipe (`--config <(...)`, /dev/stdin) can be read once: by the full parse
         try:
+            if os.path.isfile(path):
+                source, text = value, _read(path, value)
+            else:  # jsonargparse also takes the config's text itself
+                source, text = "the --config text", value
             config = _load(text, source)
         except ValueError as err:
-            yield source, str(err)
+            yield value, str(err)
             return
         if source != value and not isinstance(config, dict):
             yield source, f"--config {value}: no such file (in {os.getcwd()}), nor a config written inline"
             return
         yield source, config
+
+
+def _read(path: str, value: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as file:
+            return file.read()
+    except UnicodeDecodeError as err:
+        raise ValueError(
+            f"--config {value}: not UTF-8 text ({err.reason} at byte {err.start}); save it as UTF-8"
+        ) from None
+    except OSError as err:
+        raise ValueError(f"--config {value}: cannot be read ({err})") from None
 
 
 def _load(text: str, source: str) -> Any:
