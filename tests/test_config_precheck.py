@@ -46,6 +46,7 @@ MISTAKES = {
     "misspelt dotted key": (
         {"model": GOOD["model"], "trainer.max_epoch": 2}, [], ["'max_epoch' is not a Trainer argument", "'max_epochs'"]
     ),
+    "missing subclass file": (GOOD, ["--data", "data.yaml"], ["--data 'data.yaml': no such file in the current directory"]),
     "config as a list": (["model", "trainer"], [], ["a config is a mapping of sections", "not a list"]),
     "trainer as a number": ({**GOOD, "trainer": 5}, [], ["trainer must be a mapping", "max_epochs: 5"]),
 }  # fmt: skip

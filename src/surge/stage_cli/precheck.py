@@ -187,6 +187,10 @@ def _missing_package(path: Any, where: str) -> str | None:
             "Lightning's are under surge.lightning (e.g. surge.lightning.callbacks.EarlyStopping for "
             "lightning.pytorch.callbacks.EarlyStopping)"
         )
+    if path.rsplit(".", 1)[1] in ("yaml", "yml", "json"):  # `--model model.yaml`: a file, meant
+        return (
+            f"{where} {path!r}: no such file in the current directory ({os.getcwd()}), nor a module {top!r}"
+        )
     return (
         f"{where} {path!r}: no module named {top!r} is installed or in the current directory "
         f"({os.getcwd()}); check the spelling, or run from the folder that holds {top}.py"
