@@ -47,6 +47,9 @@ MISTAKES = {
         {"model": GOOD["model"], "trainer.max_epoch": 2}, [], ["'max_epoch' is not a Trainer argument", "'max_epochs'"]
     ),
     "missing subclass file": (GOOD, ["--data", "data.yaml"], ["--data 'data.yaml': no such file in the current directory"]),
+    "missing package, short form": (
+        {**GOOD, "model": "my_modle.Net"}, [], ["model 'my_modle.Net'", "no module named 'my_modle'"]
+    ),
     "config as a list": (["model", "trainer"], [], ["a config is a mapping of sections", "not a list"]),
     "trainer as a number": ({**GOOD, "trainer": 5}, [], ["trainer must be a mapping", "max_epochs: 5"]),
 }  # fmt: skip
@@ -169,6 +172,10 @@ def test_what_the_full_parse_also_takes_passes(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     Path("model.yaml").write_text(yaml.safe_dump(GOOD["model"]))
     assert config_mistake("fit", ["--model", "model.yaml", "--data=model.yaml"]) is None
+    Path("sub").mkdir()  # a subclass's file is found beside the config that names it
+    Path("sub/net.yaml").write_text(yaml.safe_dump(GOOD["model"]))
+    Path("sub/run.yaml").write_text("model: net.yaml\n")
+    assert config_mistake("fit", ["--config", "sub/run.yaml"]) is None
     monkeypatch.setenv("HOME", str(tmp_path))  # `--config=~/run.yaml`: no shell expands that `~`
     Path("outer.yaml").write_text("config: run.yaml\n")  # a config that reads another
     assert config_mistake("fit", ["--config=~/run.yaml", "--config", "outer.yaml"]) is None

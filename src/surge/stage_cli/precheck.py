@@ -116,11 +116,23 @@ def _config_mistake(command: str, config: Any, source: str) -> str | None:
         found = _name_mistake(command, name, source)
         if found is not None:
             return found
-    for where, path in config_guard.class_paths(config, ""):
-        found = _missing_package(path, f"{source}: {where}.class_path")
+    paths = [(f"{where}.class_path", path) for where, path in config_guard.class_paths(config, "")]
+    for where, path in [*paths, *_short_forms(config, source)]:
+        found = _missing_package(path, f"{source}: {where}")
         if found is not None:
             return found
     return None
+
+
+def _short_forms(config: dict[Any, Any], source: str) -> Iterator[tuple[str, str]]:
+    """`model: pkg.Net` (and `data:`), a class_path written alone; not a subclass's config file,
+    which jsonargparse finds beside the config that names it."""
+    folder = os.path.dirname(os.path.expanduser(source)) if os.path.isfile(os.path.expanduser(source)) else ""
+    for key in ("model", "data"):
+        value = config.get(key)
+        named = isinstance(value, str) and _DOTTED.fullmatch(value)
+        if named and not os.path.isfile(os.path.join(folder, value)) and not os.path.isfile(value):
+            yield key, value
 
 
 def _flag_mistake(command: str, args: Sequence[str]) -> str | None:
