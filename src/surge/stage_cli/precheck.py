@@ -130,8 +130,9 @@ def _short_forms(config: dict[Any, Any], source: str) -> Iterator[tuple[str, str
     folder = os.path.dirname(os.path.expanduser(source)) if os.path.isfile(os.path.expanduser(source)) else ""
     for key in ("model", "data"):
         value = config.get(key)
-        named = isinstance(value, str) and _DOTTED.fullmatch(value)
-        if named and not os.path.isfile(os.path.join(folder, value)) and not os.path.isfile(value):
+        if not isinstance(value, str) or not _DOTTED.fullmatch(value):
+            continue
+        if not os.path.isfile(os.path.join(folder, value)) and not os.path.isfile(value):
             yield key, value
 
 
