@@ -134,11 +134,20 @@ def test_valid_command_lines_pass(tmp_path, flags):
     assert config_mistake("fit", _args(tmp_path, GOOD, flags)) is None
 
 
-def test_the_examples_and_an_empty_file_pass(tmp_path):
+def test_the_examples_pass_and_an_empty_or_scalar_file_is_named(tmp_path):
     for path in EXAMPLES.glob("*.yaml"):
         assert config_mistake("fit", ["--config", str(path)]) is None, path
-    (tmp_path / "empty.yaml").write_text("")
-    assert config_mistake("fit", ["--config", str(tmp_path / "empty.yaml")]) is None
+    (tmp_path / "empty.yaml").write_text("# nothing yet\n")  # refused by the full parse too
+    assert "empty.yaml: holds no config (it is empty)" in config_mistake(
+        "fit", ["--config", str(tmp_path / "empty.yaml")]
+    )
+    from surge.stage_cli.config import run_cli
+
+    assert run_cli(["fit", "--config", str(tmp_path / "empty.yaml"), "--model", "surge.demo.DigitsCNN"]) == 2
+    (tmp_path / "word.yaml").write_text("hello\n")
+    assert "a config is a mapping of sections" in config_mistake(
+        "fit", ["--config", str(tmp_path / "word.yaml")]
+    )
     assert config_mistake("predict", _args(tmp_path, {**GOOD, "predictions_path": "p.pt"}, [])) is None
     assert "predictions_path" in config_mistake("fit", _args(tmp_path, {**GOOD, "predictions_path": "p"}, []))
 

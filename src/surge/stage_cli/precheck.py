@@ -36,22 +36,26 @@ def config_mistake(command: str, args: Sequence[str]) -> str | None:
     the place and the fix; None when none is found here (or when `--help` asks for help)."""
     if "-h" in args or "--help" in args:
         return None
-    for source, config in _configs(args):
-        if isinstance(config, str):  # a file that could not be read
-            return config
-        found = _config_mistake(command, config, source)
-        if found is not None:
-            return found
+    try:
+        for source, config in _configs(args):
+            found = _config_mistake(command, config, source)
+            if found is not None:
+                return found
+    except _Unreadable as err:
+        return str(err)
     return _flag_mistake(command, args)
 
 
+class _Unreadable(Exception):
+    """A --config value that gives no config to check; the message names it and the fix."""
+
+
 def _configs(args: Sequence[str]) -> Iterator[tuple[str, Any]]:
-    """`(source, loaded config)` for each `--config` value; the config is a message when unreadable."""
+    """`(source, loaded config)` for each `--config` value, in order (_Unreadable for one that is not)."""
     for value in _flag_values(args, "config"):
         path = os.path.expanduser(value)  # jsonargparse expands `~`, as a shell would
         if os.path.isdir(path):
-            yield value, f"--config {value}: a folder, not a config file"
-            return
+            raise _Unreadable(f"--config {value}: a folder, not a config file")
         if os.path.exists(path) and not os.path.isfile(path):
             continue  # a pipe (`--config <(...)`, /dev/stdin) can be read once: by the full parse
         try:
@@ -61,11 +65,11 @@ def _configs(args: Sequence[str]) -> Iterator[tuple[str, Any]]:
                 source, text = "the --config text", value
             config = _load(text, source)
         except ValueError as err:
-            yield value, str(err)
-            return
+            raise _Unreadable(str(err)) from None
         if source != value and not isinstance(config, dict):
-            yield source, f"--config {value}: no such file (in {os.getcwd()}), nor a config written inline"
-            return
+            raise _Unreadable(
+                f"--config {value}: no such file (in {os.getcwd()}), nor a config written inline"
+            )
         yield source, config
 
 
@@ -96,9 +100,9 @@ def _load(text: str, source: str) -> Any:
 
 
 def _config_mistake(command: str, config: Any, source: str) -> str | None:
-    if config is None:  # an empty file
-        return None
     known = sections(command)
+    if config is None:  # the full parse takes an empty file for inline text, and refuses it
+        return f"{source}: holds no config (it is empty); write its sections ({', '.join(known)}) or leave it out"
     if not isinstance(config, dict):
         return (
             f"{source}: a config is a mapping of sections ({', '.join(known)}), not a {type(config).__name__}"
