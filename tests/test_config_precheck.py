@@ -72,6 +72,8 @@ def test_each_mistake_is_named_with_its_fix(tmp_path, name):
 def test_a_file_that_is_missing_or_not_yaml_is_named_with_its_place(tmp_path):
     missing = config_mistake("fit", ["--config", "nothere.yaml"])
     assert "nothere.yaml: no such file" in missing and os.getcwd() in missing
+    for given in (["--config"], ["--config="], ["--config", ""]):
+        assert "--config needs a value: a config file" in config_mistake("fit", given)
     (tmp_path / "broken.yaml").write_text("trainer:\n  max_epochs: [1, 2\n")
     broken = config_mistake("test", ["--config", str(tmp_path / "broken.yaml")])
     assert "broken.yaml: not valid YAML at line 3" in broken

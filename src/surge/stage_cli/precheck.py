@@ -52,7 +52,11 @@ class _Unreadable(Exception):
 
 def _configs(args: Sequence[str]) -> Iterator[tuple[str, Any]]:
     """`(source, loaded config)` for each `--config` value, in order (_Unreadable for one that is not)."""
+    if args and args[-1] == "--config":
+        raise _Unreadable("--config needs a value: a config file, e.g. --config run.yaml")
     for value in _flag_values(args, "config"):
+        if not value:
+            raise _Unreadable("--config needs a value: a config file, e.g. --config=run.yaml")
         path = os.path.expanduser(value)  # jsonargparse expands `~`, as a shell would
         if os.path.isdir(path):
             raise _Unreadable(f"--config {value}: a folder, not a config file")
