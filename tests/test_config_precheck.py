@@ -180,6 +180,7 @@ def test_what_the_full_parse_also_takes_passes(tmp_path, monkeypatch):
         "trainer": {"logger.class_path": "surge.loggers.CSVLogger", "callbacks+": []},
     }
     assert config_mistake("fit", _args(tmp_path, keys, [])) is None
+    assert config_mistake("fit", ["--config", "ckpt_path: 2024-13-01"]) is None  # text, not a date
     monkeypatch.chdir(tmp_path)
     Path("model.yaml").write_text(yaml.safe_dump(GOOD["model"]))
     assert config_mistake("fit", ["--model", "model.yaml", "--data=model.yaml"]) is None

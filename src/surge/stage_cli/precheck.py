@@ -8,6 +8,7 @@ pass only refuses what that parse would refuse too, or would silently ignore."""
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import re
@@ -94,13 +95,30 @@ def _load(text: str, source: str) -> Any:
 
     try:
         config_guard.check_yaml_size(text, source)
-        return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        return yaml.load(text, Loader=_loader())
+    except config_guard.ConfigRefused:
+        raise
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         raise ValueError(f"{source}: not valid YAML{where}: {err.problem}") from None
-    except yaml.YAMLError as err:
+    except (yaml.YAMLError, ValueError, TypeError) as err:  # such as `!!float abc`
         raise ValueError(f"{source}: not valid YAML: {err}") from None
+
+
+@functools.cache
+def _loader() -> type:
+    """PyYAML's safe loader as jsonargparse's reads a config: with no timestamps, so that
+    `2024-13-01` stays text (PyYAML's own would refuse it as a date)."""
+    import yaml
+
+    base: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    loader: Any = type("ConfigLoader", (base,), {})
+    loader.yaml_implicit_resolvers = {
+        first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+        for first, resolvers in base.yaml_implicit_resolvers.items()
+    }
+    return loader
 
 
 def _config_mistake(command: str, config: Any, source: str) -> str | None:
