@@ -4,6 +4,7 @@ the full parse accepts, and knows exactly the sections and Trainer arguments tha
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -42,6 +43,13 @@ MISTAKES = {
         {**GOOD, "trainer": {"callbacks": [{"class_path": "surge_callbacks.Stop"}]}}, [],
         ["trainer.callbacks[0].class_path", "'surge_callbacks'"],
     ),
+    "misspelt dotted key": (
+        {"model": GOOD["model"], "trainer.max_epoch": 2}, [], ["'max_epoch' is not a Trainer argument", "'max_epochs'"]
+    ),
+    "missing subclass file": (GOOD, ["--data", "data.yaml"], ["--data 'data.yaml': no such file in the current directory"]),
+    "missing package, short form": (
+        {**GOOD, "model": "my_modle.Net"}, [], ["model 'my_modle.Net'", "no module named 'my_modle'"]
+    ),
     "config as a list": (["model", "trainer"], [], ["a config is a mapping of sections", "not a list"]),
     "trainer as a number": ({**GOOD, "trainer": 5}, [], ["trainer must be a mapping", "max_epochs: 5"]),
 }  # fmt: skip
@@ -64,9 +72,14 @@ def test_each_mistake_is_named_with_its_fix(tmp_path, name):
 def test_a_file_that_is_missing_or_not_yaml_is_named_with_its_place(tmp_path):
     missing = config_mistake("fit", ["--config", "nothere.yaml"])
     assert "nothere.yaml: no such file" in missing and os.getcwd() in missing
+    for given in (["--config"], ["--config="], ["--config", ""]):
+        assert "--config needs a value: a config file" in config_mistake("fit", given)
     (tmp_path / "broken.yaml").write_text("trainer:\n  max_epochs: [1, 2\n")
     broken = config_mistake("test", ["--config", str(tmp_path / "broken.yaml")])
     assert "broken.yaml: not valid YAML at line 3" in broken
+    (tmp_path / "latin.yaml").write_bytes("# café\n".encode("latin-1"))
+    latin = config_mistake("fit", ["--config", str(tmp_path / "latin.yaml")])
+    assert "latin.yaml: not UTF-8 text" in latin and "save it as UTF-8" in latin
 
 
 def test_an_alias_bomb_is_refused_before_it_expands(tmp_path):
@@ -123,11 +136,20 @@ def test_valid_command_lines_pass(tmp_path, flags):
     assert config_mistake("fit", _args(tmp_path, GOOD, flags)) is None
 
 
-def test_the_examples_and_an_empty_file_pass(tmp_path):
+def test_the_examples_pass_and_an_empty_or_scalar_file_is_named(tmp_path):
     for path in EXAMPLES.glob("*.yaml"):
         assert config_mistake("fit", ["--config", str(path)]) is None, path
-    (tmp_path / "empty.yaml").write_text("")
-    assert config_mistake("fit", ["--config", str(tmp_path / "empty.yaml")]) is None
+    (tmp_path / "empty.yaml").write_text("# nothing yet\n")  # refused by the full parse too
+    assert "empty.yaml: holds no config (it is empty)" in config_mistake(
+        "fit", ["--config", str(tmp_path / "empty.yaml")]
+    )
+    from surge.stage_cli.config import run_cli
+
+    assert run_cli(["fit", "--config", str(tmp_path / "empty.yaml"), "--model", "surge.demo.DigitsCNN"]) == 2
+    (tmp_path / "word.yaml").write_text("hello\n")
+    assert "a config is a mapping of sections" in config_mistake(
+        "fit", ["--config", str(tmp_path / "word.yaml")]
+    )
     assert config_mistake("predict", _args(tmp_path, {**GOOD, "predictions_path": "p.pt"}, [])) is None
     assert "predictions_path" in config_mistake("fit", _args(tmp_path, {**GOOD, "predictions_path": "p"}, []))
 
@@ -145,3 +167,48 @@ def test_it_knows_exactly_what_the_full_parser_knows(tmp_path, command):
 
     assert tops == set(sections(command))
     assert trainer == set(names())
+
+
+def test_what_the_full_parse_also_takes_passes(tmp_path, monkeypatch):
+    """Dotted keys (at the top and inside trainer), jsonargparse's own keys, and a subclass given
+    as a file (`--model model.yaml`, whose name looks like a module path)."""
+    keys = {
+        "__path__": "run.yaml",
+        "model.class_path": "surge.demo.DigitsCNN",
+        "model.init_args.channels": 4,
+        "trainer.max_epochs": 1,
+        "trainer": {"logger.class_path": "surge.loggers.CSVLogger", "callbacks+": []},
+    }
+    assert config_mistake("fit", _args(tmp_path, keys, [])) is None
+    assert config_mistake("fit", ["--config", "ckpt_path: 2024-13-01"]) is None  # text, not a date
+    monkeypatch.chdir(tmp_path)
+    Path("model.yaml").write_text(yaml.safe_dump(GOOD["model"]))
+    assert config_mistake("fit", ["--model", "model.yaml", "--data=model.yaml"]) is None
+    Path("sub").mkdir()  # a subclass's file is found beside the config that names it
+    Path("sub/net.yaml").write_text(yaml.safe_dump(GOOD["model"]))
+    Path("sub/run.yaml").write_text("model: net.yaml\n")
+    assert config_mistake("fit", ["--config", "sub/run.yaml"]) is None
+    monkeypatch.setenv("HOME", str(tmp_path))  # `--config=~/run.yaml`: no shell expands that `~`
+    Path("outer.yaml").write_text("config: run.yaml\n")  # a config that reads another
+    assert config_mistake("fit", ["--config=~/run.yaml", "--config", "outer.yaml"]) is None
+
+
+@pytest.mark.skipif(importlib.util.find_spec("lightning") is not None, reason="Lightning is installed")
+def test_a_lightning_class_path_is_pointed_at_surges(tmp_path):
+    cb = {"class_path": "lightning.pytorch.callbacks.EarlyStopping", "init_args": {"monitor": "val_loss"}}
+    message = config_mistake("fit", _args(tmp_path, {**GOOD, "trainer": {"callbacks": [cb]}}, []))
+    assert "Lightning is not installed" in message and "surge.lightning.callbacks.EarlyStopping" in message
+
+
+@pytest.mark.skipif(not os.path.isdir("/dev/fd"), reason="needs /dev/fd")
+def test_a_pipe_is_left_whole_to_the_full_parse_and_a_folder_is_named(tmp_path):
+    """`--config <(...)` is a pipe: read here, the full parse would find it empty."""
+    read, write = os.pipe()
+    os.write(write, b"trainer: {max_epochs: 1}\n")
+    os.close(write)
+    try:
+        assert config_mistake("fit", ["--config", f"/dev/fd/{read}"]) is None
+        assert os.read(read, 100) == b"trainer: {max_epochs: 1}\n"
+    finally:
+        os.close(read)
+    assert "a folder, not a config file" in config_mistake("fit", ["--config", str(tmp_path)])
