@@ -113,12 +113,11 @@ def _loader() -> type:
     import yaml
 
     base: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    loader: Any = type("ConfigLoader", (base,), {})
-    loader.yaml_implicit_resolvers = {
-        first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
-        for first, resolvers in base.yaml_implicit_resolvers.items()
+    resolvers = {
+        first: [(tag, regexp) for tag, regexp in found if tag != "tag:yaml.org,2002:timestamp"]
+        for first, found in base.yaml_implicit_resolvers.items()
     }
-    return loader
+    return type("ConfigLoader", (base,), {"yaml_implicit_resolvers": resolvers})
 
 
 def _config_mistake(command: str, config: Any, source: str) -> str | None:
