@@ -229,7 +229,7 @@ def surge_spikeguard_contestant(workload: str, steps: int) -> tuple[Fit, nn.Modu
 
 
 def surge_contestant(
-    workload: str, steps: int, compile: Any = False, guard: Any = None
+    workload: str, steps: int, compile: Any = False, guard: Any = None, on_nonfinite: str | None = "warn"
 ) -> tuple[Fit, nn.Module]:
     import surge
 
@@ -244,7 +244,7 @@ def surge_contestant(
         bar["callbacks"] = [*bar.get("callbacks", []), guard]
     trainer = surge.Trainer(
         max_steps=steps, max_epochs=1000, accelerator="cpu", logger=False, enable_checkpointing=False,
-        enable_model_summary=False, num_sanity_val_steps=0, compile=compile,
+        enable_model_summary=False, num_sanity_val_steps=0, compile=compile, on_nonfinite=on_nonfinite,
         accumulate_grad_batches=workloads.TRAINING[workload].accumulate, **bar,
     )  # fmt: skip
 
