@@ -229,8 +229,10 @@ def surge_spikeguard_contestant(workload: str, steps: int) -> tuple[Fit, nn.Modu
 
 
 def surge_contestant(
-    workload: str, steps: int, compile: Any = False, guard: Any = None, on_nonfinite: str | None = "warn"
+    workload: str, steps: int, compile: Any = False, guard: Any = None, **trainer_args: Any
 ) -> tuple[Fit, nn.Module]:
+    """surge with the benchmark's settings (no logger, checkpoints or summary); `trainer_args` are
+    passed on to the Trainer (benchmarks/step_slope.py: `on_nonfinite=None`)."""
     import surge
 
     log = workloads.TRAINING[workload].log
@@ -244,8 +246,8 @@ def surge_contestant(
         bar["callbacks"] = [*bar.get("callbacks", []), guard]
     trainer = surge.Trainer(
         max_steps=steps, max_epochs=1000, accelerator="cpu", logger=False, enable_checkpointing=False,
-        enable_model_summary=False, num_sanity_val_steps=0, compile=compile, on_nonfinite=on_nonfinite,
-        accumulate_grad_batches=workloads.TRAINING[workload].accumulate, **bar,
+        enable_model_summary=False, num_sanity_val_steps=0, compile=compile,
+        accumulate_grad_batches=workloads.TRAINING[workload].accumulate, **bar, **trainer_args,
     )  # fmt: skip
 
     def fit() -> int:

@@ -166,19 +166,16 @@ def _flag_mistake(command: str, args: Sequence[str]) -> str | None:
         if not arg.startswith("--") or arg == "--":
             continue
         name, _, inline = arg[2:].partition("=")
-        parts = [p.rstrip("+") for p in name.split(".")]
-        if parts[0] in _OWN_FLAGS:
+        if name.split(".")[0] in _OWN_FLAGS:
             continue
         found = _name_mistake(command, name, f"--{name}")
+        value = inline if "=" in arg else (args[i + 1] if i + 1 < len(args) else "")
+        names_class = name in ("model", "data") or name.endswith(".class_path")
+        # `--model model.yaml` names a file holding the class_path, not a module
+        if found is None and names_class and _DOTTED.fullmatch(value) and not os.path.isfile(value):
+            found = _missing_package(value, f"--{name}")
         if found is not None:
             return found
-        value = inline if "=" in arg else (args[i + 1] if i + 1 < len(args) else "")
-        if (len(parts) == 1 and parts[0] in ("model", "data")) or parts[-1] == "class_path":
-            # `--model model.yaml` names a file holding the class_path, not a module
-            if _DOTTED.fullmatch(value) and not os.path.isfile(value):
-                found = _missing_package(value, f"--{name}")
-            if found is not None:
-                return found
     return None
 
 
