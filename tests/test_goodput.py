@@ -130,7 +130,7 @@ class NoLoss(Linear):
 
 
 def test_a_first_step_that_fails_before_its_backward_leaves_no_flop_counter_behind(tmp_path):
-    # FlopCounterMode is a process-wide dispatch mode, and torch.compile skips every frame while one
+    # The count is a process-wide dispatch mode, and torch.compile skips every frame while one
     # is active: a count left open would silently turn each later compiled fit in the process eager.
     from torch.utils._python_dispatch import _get_current_dispatch_mode_stack
 
@@ -238,3 +238,61 @@ def test_a_checkpoint_without_the_accounting_still_resumes(tmp_path):
     goodput = second.goodput
     assert goodput is not None and goodput.runs == 1 and second.global_step == 6
     assert any("no goodput accounting" in note for note in goodput.notes)
+
+
+def _counted_models():
+    nn = torch.nn
+    yield "mlp", nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 10)), lambda: torch.randn(8, 32)
+    yield "cnn", nn.Sequential(
+        nn.Conv2d(1, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(4 * 13 * 13, 10)
+    ), lambda: torch.randn(2, 1, 28, 28)
+    yield "transformer", nn.TransformerEncoderLayer(16, 2, 32, batch_first=True), lambda: torch.randn(2, 5, 16)
+    yield "embedding_gru", nn.Sequential(nn.Embedding(20, 8), nn.GRU(8, 8)), lambda: torch.randint(0, 20, (3, 4))
+    yield "frozen_first_layer", nn.Sequential(nn.Linear(8, 8).requires_grad_(False), nn.Linear(8, 2)), lambda: torch.randn(
+        4, 8
+    )
+
+
+@pytest.mark.parametrize("name", ["mlp", "cnn", "transformer", "embedding_gru", "frozen_first_layer"])
+def test_the_step_count_equals_torchs_flop_counter(name):
+    """surge's count drops FlopCounterMode's per-module attribution, not a FLOP: both totals agree
+    (decompositions included: the GRU is counted through its decomposition)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from surge.profiler.flop_count import FlopCount
+
+    model, make_input = next((m, x) for n, m, x in _counted_models() if n == name)
+
+    def step() -> None:
+        torch.manual_seed(0)
+        out = model(make_input())
+        out = out[0] if isinstance(out, tuple) else out
+        out.float().pow(2).mean().backward()
+
+    reference, ours = FlopCounterMode(display=False), FlopCount()
+    with reference:
+        step()
+    with ours:
+        step()
+    assert ours.total == reference.get_total_flops() > 0
+    assert ours.uncounted is None
+
+
+def test_a_higher_order_op_is_run_and_named_and_the_partial_count_gives_no_flops_per_s():
+    """`torch.cond` runs (its value as without the count); the count names it rather than passing a
+    smaller total off as the step's, and the report then gives no FLOP/s, with a note saying why."""
+    from surge.profiler.flop_count import FlopCount
+    from surge.profiler.flops import StepFlops
+
+    lin = torch.nn.Linear(3, 2)
+    x = torch.randn(4, 3)
+    with torch.no_grad():
+        plain = torch.cond(x.sum() > 0, lambda t: lin(t), lambda t: lin(t) * 2, (x,))
+        count = FlopCount()
+        with count:
+            counted = torch.cond(x.sum() > 0, lambda t: lin(t), lambda t: lin(t) * 2, (x,))
+    assert torch.equal(plain, counted)
+    assert count.uncounted == "cond"
+    flops = StepFlops(torch.device("cpu"))
+    flops.counted, flops.uncounted = 48.0, "cond"
+    assert "flops_per_s" not in flops.values(train_s=1.0, steps=10)

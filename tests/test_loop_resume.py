@@ -102,3 +102,47 @@ def test_ckpt_path_last_finds_the_newest_checkpoint(tmp_path):
 def test_ckpt_path_auto_starts_fresh_without_a_checkpoint(tmp_path):
     _, trainer = _run(tmp_path, 3, ckpt="auto", max_epochs=1)
     assert trainer.global_step == 7
+
+
+class PythonRandom(Net):
+    """A loss scaled by python's `random`: a resume is exact only if python's RNG state is."""
+
+    def training_step(self, batch, batch_idx):
+        import random
+
+        return super().training_step(batch, batch_idx) * (0.5 + random.random())
+
+
+def _with_python_words_as_lists(state):
+    """The RNG states as older checkpoints wrote them: python's 625 words a list, not a tensor."""
+    if isinstance(state, dict):
+        if {"version", "state", "gauss"} <= state.keys() and isinstance(state["state"], torch.Tensor):
+            return {**state, "state": state["state"].tolist()}
+        return {k: _with_python_words_as_lists(v) for k, v in state.items()}
+    if isinstance(state, list):
+        return [_with_python_words_as_lists(v) for v in state]
+    return state
+
+
+def test_a_checkpoint_with_python_rng_words_as_a_list_still_resumes_bit_exact(tmp_path):
+    """Checkpoints keep python's RNG words as one tensor (a list before); both forms resume the same."""
+    from surge.checkpoint import save_atomic
+
+    def run(root, seed, ckpt=None, **kw):
+        surge.seed_everything(seed)
+        model = PythonRandom()
+        trainer = _trainer(root, **kw)
+        trainer.fit(model, _loader(), ckpt_path=ckpt)
+        return model
+
+    full = run(tmp_path / "full", 3, max_epochs=2)
+    run(tmp_path / "part", 3, max_steps=10)
+    new = next((tmp_path / "part").rglob("*.ckpt"))
+    state = torch.load(new, weights_only=True)
+    assert isinstance(state["rng"]["python"]["state"], torch.Tensor)
+    old = save_atomic(_with_python_words_as_lists(state), tmp_path / "old.ckpt")
+    assert isinstance(torch.load(old, weights_only=True)["rng"]["python"]["state"], list)
+    for ckpt in (new, old):
+        resumed = run(tmp_path / f"resumed-{ckpt.stem}", 7, ckpt=ckpt, max_epochs=2)
+        assert torch.equal(torch.stack(full.losses[10:]), torch.stack(resumed.losses))
+        assert all(torch.equal(p, q) for p, q in zip(full.parameters(), resumed.parameters()))

@@ -62,11 +62,12 @@ def worker_init_fn(worker_id: int) -> None:
 
 
 def rng_state() -> dict[str, Any]:
-    """Every RNG state a resumed run needs, in types `torch.load(weights_only=True)` accepts."""
+    """Every RNG state a resumed run needs, in types `torch.load(weights_only=True)` accepts; each
+    generator's words as one tensor (a checkpoint's checks and digest see one value, not 625)."""
     version, mt, gauss = random.getstate()
     kind, keys, pos, has_gauss, cached = np.random.get_state()
     state: dict[str, Any] = {
-        "python": {"version": version, "state": list(mt), "gauss": gauss},
+        "python": {"version": version, "state": torch.from_numpy(np.array(mt, dtype=np.int64)), "gauss": gauss},
         "numpy": {
             "kind": kind,
             "keys": torch.from_numpy(np.asarray(keys, dtype=np.int64)),
@@ -82,9 +83,11 @@ def rng_state() -> dict[str, Any]:
 
 
 def set_rng_state(state: dict[str, Any]) -> None:
-    """Restore what `rng_state` captured."""
+    """Restore what `rng_state` captured (older checkpoints keep python's words as a list)."""
     py = state["python"]
-    random.setstate((py["version"], tuple(py["state"]), py["gauss"]))
+    words = py["state"]
+    words = words.tolist() if isinstance(words, torch.Tensor) else words
+    random.setstate((py["version"], tuple(words), py["gauss"]))
     npst = state["numpy"]
     np.random.set_state(
         (npst["kind"], npst["keys"].numpy().astype(np.uint32), npst["pos"], npst["has_gauss"], npst["cached"])

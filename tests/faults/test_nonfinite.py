@@ -110,6 +110,67 @@ def test_warn_says_so_at_the_epoch_end_without_a_per_step_read(tmp_path, item_re
     assert reads["n"] == unchecked  # the guard adds no .item() (its one read per epoch is a tolist)
 
 
+class _Losses(surge.Module):
+    """Returns `value(batch_idx)` times a trainable zero-gradient term as its loss (any value, any shape)."""
+
+    def __init__(self, value) -> None:
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.zeros(()))
+        self.value = value
+
+    def training_step(self, batch, batch_idx):
+        return self.value(batch_idx) + self.w * 0
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+def _long_fit(tmp_path, model, batches: int, **kwargs):
+    loader = DataLoader(TensorDataset(torch.zeros(batches, 1)), batch_size=1)
+    trainer = surge.Trainer(
+        max_epochs=1, default_root_dir=tmp_path, enable_progress_bar=False, enable_checkpointing=False,
+        enable_model_summary=False, logger=False, on_nonfinite="warn", **kwargs,
+    )  # fmt: skip
+    trainer.fit(model, loader)
+    return trainer
+
+
+@pytest.mark.parametrize("bad_at", [0, 255, 256, 700, 899])
+def test_warn_sees_a_nan_at_any_point_of_a_long_epoch_with_no_read_inside(tmp_path, bad_at):
+    """No logger: the epoch's end is the only read point, 900 losses after its start (past the
+    point where the kept losses are counted on the device and let go)."""
+    nan = float("nan")
+    model = _Losses(lambda i: torch.tensor(nan if i == bad_at else 1.0))
+    with pytest.warns(UserWarning, match="non-finite loss was seen between step 0 and 900"):
+        trainer = _long_fit(tmp_path, model, 900)
+    assert len(trainer._optim.guard._pending) == 0  # counted at the read point
+
+
+def test_the_losses_kept_between_reads_stay_bounded(tmp_path):
+    seen: list[int] = []
+
+    class Watching(_Losses):
+        def on_train_batch_end(self, outputs, batch, batch_idx):
+            seen.append(len(self.trainer._optim.guard._pending))
+
+    _long_fit(tmp_path, Watching(lambda i: torch.tensor(1.0)), 600)
+    assert max(seen) < 256 and len(seen) == 600
+
+
+def test_large_finite_losses_and_mixed_shapes_and_dtypes_are_no_false_alarm(tmp_path, recwarn):
+    """Finite losses whose sum would overflow float32 (or float16), one-element shapes () and (1,)
+    and half-precision losses mixed: not one of them is inf/NaN, so nothing is said."""
+
+    def value(i: int) -> torch.Tensor:
+        shape = () if i % 2 else (1,)
+        dtype = torch.float16 if i % 3 == 0 else torch.float32
+        big = 6e4 if dtype == torch.float16 else 3e38
+        return torch.full(shape, big, dtype=dtype)
+
+    _long_fit(tmp_path, _Losses(value), 600)
+    assert not [w for w in recwarn if "non-finite" in str(w.message)]
+
+
 def test_a_fused_optimizer_skips_on_the_device(tmp_path, item_reads):
     reads = item_reads
     _fit(tmp_path, Poisoned(fused=True), on_nonfinite=None)

@@ -109,7 +109,7 @@ def _rng(rng: Any) -> None:
     np_state = rng.get("numpy") if isinstance(rng, Mapping) else None
     ok = (
         isinstance(py, Mapping)
-        and isinstance(py.get("state"), list)
+        and isinstance(py.get("state"), list | Tensor)  # (a list in older checkpoints)
         and isinstance(np_state, Mapping)
         and isinstance(np_state.get("keys"), Tensor)
         and isinstance(rng.get("torch"), Tensor)

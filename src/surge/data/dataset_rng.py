@@ -35,8 +35,10 @@ def _has_items(dataset: Any) -> bool:
 
 
 def _same_rng(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    pa, pb = a["python"], b["python"]
     return (
-        a["python"] == b["python"]
+        (pa["version"], pa["gauss"]) == (pb["version"], pb["gauss"])
+        and torch.equal(pa["state"], pb["state"])
         and torch.equal(a["numpy"]["keys"], b["numpy"]["keys"])
         and a["numpy"]["pos"] == b["numpy"]["pos"]
         and torch.equal(a["torch"], b["torch"])

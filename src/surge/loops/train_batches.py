@@ -91,7 +91,7 @@ class TrainBatches:
         ctx = self.context()
         s = self._bind(ctx, it, epoch, k, keep_grads)
         optim, stop, signals, strategy = ctx.optim, ctx.stop, ctx.signals, ctx.parts.strategy
-        optimizer_step, forward_context = s.parts.optimizer_step, ctx.parts.precision.forward_context
+        optimizer_step = s.parts.optimizer_step
         late_ok = s.n != math.inf or strategy.syncs_late  # (else a strategy like FSDP syncs each micro-batch)
         no_sync = strategy.no_sync if strategy.world_size > 1 and late_ok else None
         zero_grad = None if optim.free_after_step else optim.zero_grad_window
@@ -105,8 +105,7 @@ class TrainBatches:
             # Non-final micro-batches skip the gradient allreduce. DDP decides that during forward,
             # so the forward and the backward both run inside no_sync().
             with no_sync() if no_sync is not None and not window_end else _NO_CONTEXT:
-                with forward_context():
-                    out = s.step(batch, batch_idx)
+                out = s.step(batch, batch_idx)  # (in the precision's forward context)
                 if out is None:  # no gradient from this batch; its window still steps
                     step_checks.skipped_batch(ctx, self.epoch, batch_idx, first=batch_idx == window_start)
                     reported = None
@@ -148,10 +147,9 @@ class TrainBatches:
         ctx = self.context()
         results, stop, signals, publish = ctx.results, ctx.stop, ctx.signals, ctx.parts.publisher.publish
         s = self._bind(ctx, it, epoch, k, keep_grads)
-        forward_context, batch_idx = ctx.parts.precision.forward_context, self.batches_done
+        batch_idx = self.batches_done
         for batch in self._fetched(ctx, s, batch_idx):  # fetched, moved, through the batch-start hooks
-            with forward_context():
-                out = s.step(batch, batch_idx)
+            out = s.step(batch, batch_idx)  # (in the precision's forward context)
             self.batches_done = batch_idx = batch_idx + 1
             if s.after_batch:
                 self._after_batch(ctx, s, out, None, batch, batch_idx - 1)
@@ -239,10 +237,11 @@ class TrainBatches:
         strategy decides what runs a batch in windows of `window` (a pipeline: its schedule)."""
         hooks, precision, module = ctx.parts.hooks, ctx.parts.precision, ctx.parts.module
         step = batch_only(ctx.training_step_fn(), module.training_step)
+        step = ctx.parts.strategy.micro_batches(step, window, epoch.plan.train, epoch.train)
         parts = LoopParts(
             batches=batches,
             move=ctx.parts.move,
-            step=ctx.parts.strategy.micro_batches(step, window, epoch.plan.train, epoch.train),
+            step=precision.in_forward_context(step),
             backward=partial(precision.backward, run=hooks.module_fns["backward"])
             if hooks.overridden("backward")
             else precision.backward,

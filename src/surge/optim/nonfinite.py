@@ -1,7 +1,8 @@
 """`on_nonfinite`: what happens when a loss or a gradient holds inf or NaN.
 
-- "warn" (default): every loss is checked on the device; the count is read where values are
-  read anyway (log intervals, epoch ends), so it adds no sync, and a warning names the steps.
+- "warn" (default): every loss is kept (detached) and checked on the device where values are read
+  anyway (log intervals, epoch ends), all at once: no kernel and no sync per step; a warning names
+  the steps.
 - "skip": the optimizer step of a window whose loss or gradients are non-finite is skipped,
   counted and reported.
 - "raise": training stops with the step, epoch and batch index, before the step is applied.
@@ -37,15 +38,17 @@ class NonFiniteError(SurgeRuntimeError):
     """A loss or gradient was inf/NaN under `on_nonfinite="raise"`."""
 
 
+_FOLD_EVERY = 256  # watched losses kept before they are counted on the device (memory stays bounded)
+
+
 def _accumulator(loss: Tensor) -> Tensor:
-    """The running sum for losses like the first one (its shape: no reshape per step), which must be
-    a real number."""
+    """The device count of non-finite losses, on the first loss's device; that loss must be real."""
     if loss.is_complex():
         raise MisconfigurationError(
             f"training_step returned a complex loss (dtype {loss.dtype}); it must be real. Reduce it to a "
             "real number, e.g. loss.abs() or loss.real."
         )
-    return torch.zeros(loss.shape, device=loss.device)
+    return torch.zeros((), device=loss.device)
 
 
 @contextlib.contextmanager
@@ -71,7 +74,9 @@ class NonFiniteGuard:
             getattr(opt, "_step_supports_amp_scaling", False) for opt in optimizers
         )
         self.skipped = 0  # steps skipped with a host decision
-        self._loss_bad: Tensor | None = None  # sum of losses since the last read: inf/NaN if any was
+        self._loss_bad: Tensor | None = None  # non-finite losses since the last read (a device count)
+        self._pending: list[Tensor] = []  # losses watched since the last fold (detached; no kernel ran)
+        self._kept = 0  # len(self._pending), kept without a call per step
         self._steps_bad: Tensor | None = None  # steps the fused optimizers skipped (device)
         self._one: dict[torch.device, Tensor] = {}
         self._since = 0
@@ -86,22 +91,34 @@ class NonFiniteGuard:
         return self.mode is not None
 
     def watch(self, loss: Tensor) -> None:
-        """Add a micro-batch's loss to a running sum on the device: one in-place add per step, and
-        an inf/NaN anywhere makes the sum non-finite (no read here)."""
-        total = self._loss_bad
-        if total is None:
-            total = self._loss_bad = _accumulator(loss)
-        try:
-            total.add_(loss.detach())
-        except RuntimeError:  # a one-element loss of another shape than the first, e.g. (1,) after ()
-            total.add_(loss.detach().reshape(total.shape))
+        """Keep a micro-batch's loss, detached, for the next read point: no kernel runs per step.
+        The kept losses' inf/NaN are counted on the device there (or every `_FOLD_EVERY` losses)."""
+        self._pending.append(loss.detach())
+        self._kept += 1
+        if self._kept == _FOLD_EVERY:
+            self._fold()
+
+    def _fold(self) -> Tensor | None:
+        """The count of non-finite losses, with the kept ones counted (one stack, one add for all)."""
+        pending = self._pending
+        if pending:
+            if self._loss_bad is None:
+                self._loss_bad = _accumulator(pending[0])
+            self._pending, self._kept = [], 0
+            try:
+                kept = torch.stack(pending)
+            except RuntimeError:  # one-element losses of different shapes, e.g. (1,) after ()
+                kept = torch.stack([p.reshape(()) for p in pending])
+            self._loss_bad.add_(kept.isfinite().logical_not().sum())
+        return self._loss_bad
 
     def _loss_flag(self, total: Tensor) -> Tensor:
-        """1.0 (a scalar) if a loss summed into `total` since the last read was inf/NaN."""
-        return total.isfinite().logical_not().reshape(())
+        """True (a scalar) if a loss counted into `total` since the last read was inf/NaN."""
+        return total.gt(0)
 
     def forget(self) -> None:
         """The losses watched since the last read were rolled back (`SpikeGuard`): not reported."""
+        self._pending, self._kept = [], 0
         if self._loss_bad is not None:
             self._loss_bad.zero_()
 
@@ -149,7 +166,7 @@ class NonFiniteGuard:
             torch._amp_foreach_non_finite_check_and_unscale_(tensors, flag, one.to(dev))
             if flag is not found:
                 found.add_(flag.to(device))
-        if self._loss_bad is not None:
+        if self._fold() is not None:
             found.add_(self._loss_flag(self._loss_bad).to(device)).clamp_(max=1)
             self._loss_bad.zero_()
         return found
@@ -159,7 +176,7 @@ class NonFiniteGuard:
         if self.mode is None:
             return
         flags = []
-        if self._loss_bad is not None:
+        if self._fold() is not None:
             flags.append(self._loss_flag(self._loss_bad).float())
         if self._steps_bad is not None:
             flags.append(self._steps_bad.float().to(flags[0].device if flags else self._steps_bad.device))

@@ -13,6 +13,7 @@ from torch.optim import Optimizer
 from ..rank_zero import info
 
 M = TypeVar("M", bound=torch.nn.Module)  # a module converted in place, returned as itself
+R = TypeVar("R")
 
 
 @contextlib.contextmanager
@@ -46,6 +47,19 @@ class Precision:
     def forward_context(self) -> contextlib.AbstractContextManager:
         """The context every step hook runs in (autocast for mixed modes)."""
         return _NO_CONTEXT  # one object for every step (nullcontext is reusable)
+
+    def in_forward_context(self, fn: Callable[..., R]) -> Callable[..., R]:
+        """`fn` run inside `forward_context()` (the training loop binds it once per epoch): `fn`
+        itself where that context does nothing, so an fp32 step makes no context calls."""
+        if self.forward_context() is _NO_CONTEXT:
+            return fn
+        forward_context = self.forward_context
+
+        def in_context(*args: Any, **kwargs: Any) -> R:
+            with forward_context():
+                return fn(*args, **kwargs)
+
+        return in_context
 
     def convert_module(self, module: M) -> M:
         """Cast the module's parameters for "-true" modes; a no-op otherwise."""

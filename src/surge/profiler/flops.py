@@ -1,8 +1,8 @@
 """FLOPs of a training step, counted once, and the device's dense peak: the model FLOPs
 utilisation (MFU) a goodput report gives on a GPU, the achieved FLOP/s on any device.
 
-The count runs `torch.utils.flop_counter.FlopCounterMode` around the fit's first training step
-(its forward and backward; the optimizer's elementwise work is not counted, as is usual for MFU).
+The count runs `FlopCount` (torch's FLOP formulas, `flop_count.py`) around the fit's first training
+step (its forward and backward; the optimizer's elementwise work is not counted, as is usual for MFU).
 Only that one step goes through the counting wrappers: later epochs' steps are the loop's own.
 The mode is a process-wide dispatch mode (torch.compile skips every frame while one is active), so
 it is closed whatever happens: at the backward's end, at the next step if no backward came, and at
@@ -29,6 +29,7 @@ class StepFlops:
     def __init__(self, device: torch.device) -> None:
         self.device = device
         self.counted: float | None = None
+        self.uncounted: str | None = None  # a higher-order op the count could not see into
         self._mode: Any = None
 
     def instrument(self, parts: LoopParts, manual: bool = False) -> LoopParts:
@@ -46,9 +47,9 @@ class StepFlops:
                 self.close()
             if self.counted is not None:
                 return fn(*args, **kwargs)
-            from torch.utils.flop_counter import FlopCounterMode
+            from .flop_count import FlopCount
 
-            self._mode = FlopCounterMode(display=False)
+            self._mode = FlopCount()
             self._mode.__enter__()
             try:
                 out = fn(*args, **kwargs)
@@ -77,13 +78,13 @@ class StepFlops:
         mode, self._mode = self._mode, None
         if mode is not None:
             mode.__exit__(None, None, None)
-            self.counted = float(mode.get_total_flops())
+            self.counted, self.uncounted = float(mode.total), mode.uncounted
 
     def values(self, train_s: float, steps: int) -> dict[str, Any]:
         """What the report shows: FLOPs per step, FLOP/s over the training time, and the MFU."""
         name, peak = peak_flops(self.device)
         counted = self.counted
-        if not counted or train_s <= 0:
+        if not counted or self.uncounted or train_s <= 0:  # (a partial count is no FLOP/s)
             return {"device": name}
         rate = counted * steps / train_s
         return {
