@@ -81,7 +81,9 @@ def test_logged_values_hold_no_graph_and_memory_stays_flat(tmp_path):
         def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
             if trainer.global_step in (500, 2000):
                 gc.collect()
-                live[trainer.global_step] = sum(1 for o in gc.get_objects() if isinstance(o, torch.Tensor))
+                tensors = sum(1 for o in gc.get_objects() if isinstance(o, torch.Tensor))
+                # (less the non-finite watch's kept losses: fewer than 256, checked in tests/faults/test_nonfinite.py)
+                live[trainer.global_step] = tensors - len(trainer._optim.guard._pending)
                 slot = trainer._train_results.slots["loss"]
                 assert slot.last.grad_fn is None and not slot.last.requires_grad
                 assert slot.total.grad_fn is None
