@@ -8,8 +8,8 @@ What the step calls is bound once per epoch (`EpochSteps`). Host reads only wher
 
 from __future__ import annotations
 
-import contextlib
 import math
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
@@ -94,6 +94,9 @@ class TrainBatches:
         optimizer_step = s.parts.optimizer_step
         late_ok = s.n != math.inf or strategy.syncs_late  # (else a strategy like FSDP syncs each micro-batch)
         no_sync = strategy.no_sync if strategy.world_size > 1 and late_ok else None
+        # A context that does nothing, entered and left in C (a nullcontext is two Python calls a
+        # micro-batch): a reentrant lock this epoch's loop alone holds, so no thread ever waits on it.
+        no_context = threading.RLock()
         zero_grad = None if optim.free_after_step else optim.zero_grad_window
         divided, n, max_steps = optim.reports_divided_loss, s.n, s.max_steps
         batch_idx, pending, reported = self.batches_done, 0, None
@@ -104,7 +107,7 @@ class TrainBatches:
             window_end = batch_idx - window_start == window - 1
             # Non-final micro-batches skip the gradient allreduce. DDP decides that during forward,
             # so the forward and the backward both run inside no_sync().
-            with no_sync() if no_sync is not None and not window_end else _NO_CONTEXT:
+            with no_sync() if no_sync is not None and not window_end else no_context:
                 out = s.step(batch, batch_idx)  # (in the precision's forward context)
                 if out is None:  # no gradient from this batch; its window still steps
                     step_checks.skipped_batch(ctx, self.epoch, batch_idx, first=batch_idx == window_start)
@@ -244,7 +247,7 @@ class TrainBatches:
             step=precision.in_forward_context(step),
             backward=partial(precision.backward, run=hooks.module_fns["backward"])
             if hooks.overridden("backward")
-            else precision.backward,
+            else precision.loss_backward(),
             optimizer_step=ctx.optim.step,
             start_module=hooks.module_fns.get("on_train_batch_start"),
             start_callbacks=hooks.callback_fns.get("on_train_batch_start", ()),
@@ -421,4 +424,3 @@ def _next_multiple(done: int, every: int) -> int:
 
 
 _END = object()
-_NO_CONTEXT = contextlib.nullcontext()

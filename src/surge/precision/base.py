@@ -85,6 +85,11 @@ class Precision:
         else:
             run(loss)
 
+    def loss_backward(self) -> Callable[[Tensor], None]:
+        """What the training loop hands each (scaled) loss to, bound once per epoch: `Tensor.backward`
+        itself where `backward` is this base's, so a step makes no call of the precision's."""
+        return Tensor.backward if type(self).backward is Precision.backward else self.backward
+
     def unscale_gradients(self, optimizer: Optimizer) -> None:
         """Make gradients true-scale before clipping (loss-scaling plugins override)."""
 
