@@ -157,6 +157,24 @@ def test_the_losses_kept_between_reads_stay_bounded(tmp_path):
     assert max(seen) < 256 and len(seen) == 600
 
 
+def test_a_loss_viewing_a_large_tensor_does_not_keep_that_tensor_alive(tmp_path):
+    """A loss that is one element of a bigger tensor (`per_sample[0]`): what the watch keeps until
+    its read point is that element, not the whole tensor each step (256 of them between folds)."""
+    kept: list[int] = []
+
+    class Viewing(_Losses):
+        def training_step(self, batch, batch_idx):
+            per_sample = torch.ones(100_000) + self.w * 0
+            return per_sample[0]
+
+        def on_train_batch_end(self, outputs, batch, batch_idx):
+            pending = self.trainer._optim.guard._pending
+            kept.append(sum(p.untyped_storage().nbytes() for p in pending))
+
+    _long_fit(tmp_path, Viewing(None), 20)
+    assert max(kept) <= 20 * 8  # a few bytes per kept loss (the view alone would keep 400 kB each)
+
+
 def test_large_finite_losses_and_mixed_shapes_and_dtypes_are_no_false_alarm(tmp_path, recwarn):
     """Finite losses whose sum would overflow float32 (or float16), one-element shapes () and (1,)
     and half-precision losses mixed: not one of them is inf/NaN, so nothing is said."""

@@ -92,8 +92,10 @@ class NonFiniteGuard:
 
     def watch(self, loss: Tensor) -> None:
         """Keep a micro-batch's loss, detached, for the next read point: no kernel runs per step.
-        The kept losses' inf/NaN are counted on the device there (or every `_FOLD_EVERY` losses)."""
-        self._pending.append(loss.detach())
+        The kept losses' inf/NaN are counted on the device there (or every `_FOLD_EVERY` losses).
+        A loss that views a bigger tensor (`per_sample[0]`) is copied: kept as it is, it would keep
+        that whole tensor alive until the read point."""
+        self._pending.append(loss.detach() if loss._base is None else loss.detach().clone())
         self._kept += 1
         if self._kept == _FOLD_EVERY:
             self._fold()
