@@ -189,6 +189,37 @@ def test_large_finite_losses_and_mixed_shapes_and_dtypes_are_no_false_alarm(tmp_
     assert not [w for w in recwarn if "non-finite" in str(w.message)]
 
 
+class ManualPoisoned(Poisoned):
+    """`Poisoned` stepping its optimizer itself (automatic_optimization=False)."""
+
+    def __init__(self, bad=()) -> None:
+        super().__init__(bad)
+        self.automatic_optimization = False
+
+    def training_step(self, batch, batch_idx):
+        opt = self.optimizers()
+        loss = super().training_step(batch, batch_idx)
+        opt.zero_grad()
+        self.manual_backward(loss)
+        opt.step()
+
+
+def test_manual_optimization_warns_of_a_nan_loss_given_to_manual_backward(tmp_path):
+    with pytest.warns(UserWarning, match="non-finite loss was seen between step 0 and 8"):
+        _fit(tmp_path, ManualPoisoned(bad={2}))
+
+
+@pytest.mark.parametrize("mode", ["skip", "raise"])
+def test_manual_optimization_refuses_what_only_the_loop_can_decide(tmp_path, mode):
+    """The module steps its optimizers: surge cannot skip a step or stop before it, so the mode is
+    refused by name before any batch (it used to be ignored: the NaN step was applied)."""
+    model = ManualPoisoned(bad={2})
+    before = model.lin.weight.detach().clone()
+    with pytest.raises(surge.MisconfigurationError, match=f'on_nonfinite="{mode}".*manual optimization'):
+        _fit(tmp_path, model, on_nonfinite=mode)
+    assert torch.equal(model.lin.weight, before)
+
+
 def test_a_fused_optimizer_skips_on_the_device(tmp_path, item_reads):
     reads = item_reads
     _fit(tmp_path, Poisoned(fused=True), on_nonfinite=None)
