@@ -21,6 +21,7 @@ fp16 with a GradScaler already skips non-finite steps; the guard leaves those to
 from __future__ import annotations
 
 import contextlib
+import warnings
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 
@@ -29,7 +30,7 @@ from torch import Tensor
 from torch.optim import Optimizer
 
 from ..errors import MisconfigurationError, SurgeRuntimeError
-from ..rank_zero import info, warn
+from ..rank_zero import SurgeWarning, global_rank, info, warn
 
 MODES = ("raise", "skip", "warn")
 
@@ -202,7 +203,17 @@ class NonFiniteGuard:
         if self._loss_bad is not None:
             self._loss_bad.zero_()
         if loss_bad and self.mode == "warn":
-            warn(
-                f"a non-finite loss was seen between step {since} and {step}; the weights may be ruined. "
+            _warn_seen(
+                f"between step {since} and {step}; the weights may be ruined. "
                 'on_nonfinite="skip" skips such steps, "raise" stops at the first.'
             )
+
+
+def _warn_seen(where: str) -> None:
+    """A non-finite loss seen by this process: said on every rank that saw one (its rank named), as
+    the other ranks' losses may all be finite (the allreduced gradients carry it to their weights)."""
+    rank = global_rank()
+    if rank == 0:
+        warn(f"a non-finite loss was seen {where}")
+    else:
+        warnings.warn(f"a non-finite loss was seen on rank {rank} {where}", SurgeWarning, stacklevel=3)
