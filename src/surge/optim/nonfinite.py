@@ -169,9 +169,10 @@ class NonFiniteGuard:
             torch._amp_foreach_non_finite_check_and_unscale_(tensors, flag, one.to(dev))
             if flag is not found:
                 found.add_(flag.to(device))
-        if self._fold() is not None:
-            found.add_(self._loss_flag(self._loss_bad).to(device)).clamp_(max=1)
-            self._loss_bad.zero_()
+        total = self._fold()
+        if total is not None:
+            found.add_(self._loss_flag(total).to(device)).clamp_(max=1)
+            total.zero_()
         return found
 
     def report(self, step: int) -> None:
@@ -179,8 +180,9 @@ class NonFiniteGuard:
         if self.mode is None:
             return
         flags = []
-        if self._fold() is not None:
-            flags.append(self._loss_flag(self._loss_bad).float())
+        total = self._fold()
+        if total is not None:
+            flags.append(self._loss_flag(total).float())
         if self._steps_bad is not None:
             flags.append(self._steps_bad.float().to(flags[0].device if flags else self._steps_bad.device))
         if not flags:
