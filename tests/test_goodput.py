@@ -124,6 +124,24 @@ def test_the_flops_counted_for_a_linear_model_equal_the_formula(tmp_path):
     assert goodput.mfu is None and goodput.device == "cpu"  # no peak on CPU: achieved FLOP/s only
 
 
+class SkipsFirst(Linear):
+    def training_step(self, batch, batch_idx):
+        loss = super().training_step(batch, batch_idx)  # (the forward runs; its loss is dropped)
+        return None if batch_idx == 0 else loss
+
+
+def test_a_first_step_without_a_backward_gives_no_flops_per_s(tmp_path):
+    """The fit's first step returns None (no backward): its count is a forward alone, about a third
+    of a trained step's, so it is no step's FLOPs; the report says so instead of a low FLOP/s."""
+    trainer = surge.Trainer(max_epochs=1, default_root_dir=tmp_path, logger=False, enable_checkpointing=False,
+                            enable_progress_bar=False, enable_model_summary=False)  # fmt: skip
+    trainer.fit(SkipsFirst(), DataLoader(_data(16, slow=False), batch_size=4))
+    goodput = trainer.goodput
+    assert goodput is not None and trainer.global_step == 4
+    assert goodput.flops_per_step is None and goodput.flops_per_s is None
+    assert any("no FLOP/s" in note and "no backward" in note for note in goodput.notes)
+
+
 class NoLoss(Linear):
     def training_step(self, batch, batch_idx):
         return {"not_loss": super().training_step(batch, batch_idx)}  # refused after the forward ran

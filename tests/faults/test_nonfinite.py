@@ -157,6 +157,24 @@ def test_the_losses_kept_between_reads_stay_bounded(tmp_path):
     assert max(seen) < 256 and len(seen) == 600
 
 
+def test_a_loss_viewing_a_large_tensor_does_not_keep_that_tensor_alive(tmp_path):
+    """A loss that is one element of a bigger tensor (`per_sample[0]`): what the watch keeps until
+    its read point is that element, not the whole tensor each step (256 of them between folds)."""
+    kept: list[int] = []
+
+    class Viewing(_Losses):
+        def training_step(self, batch, batch_idx):
+            per_sample = torch.ones(100_000) + self.w * 0
+            return per_sample[0]
+
+        def on_train_batch_end(self, outputs, batch, batch_idx):
+            pending = self.trainer._optim.guard._pending
+            kept.append(sum(p.untyped_storage().nbytes() for p in pending))
+
+    _long_fit(tmp_path, Viewing(None), 20)
+    assert max(kept) <= 20 * 8  # a few bytes per kept loss (the view alone would keep 400 kB each)
+
+
 def test_large_finite_losses_and_mixed_shapes_and_dtypes_are_no_false_alarm(tmp_path, recwarn):
     """Finite losses whose sum would overflow float32 (or float16), one-element shapes () and (1,)
     and half-precision losses mixed: not one of them is inf/NaN, so nothing is said."""
@@ -169,6 +187,37 @@ def test_large_finite_losses_and_mixed_shapes_and_dtypes_are_no_false_alarm(tmp_
 
     _long_fit(tmp_path, _Losses(value), 600)
     assert not [w for w in recwarn if "non-finite" in str(w.message)]
+
+
+class ManualPoisoned(Poisoned):
+    """`Poisoned` stepping its optimizer itself (automatic_optimization=False)."""
+
+    def __init__(self, bad=()) -> None:
+        super().__init__(bad)
+        self.automatic_optimization = False
+
+    def training_step(self, batch, batch_idx):
+        opt = self.optimizers()
+        loss = super().training_step(batch, batch_idx)
+        opt.zero_grad()
+        self.manual_backward(loss)
+        opt.step()
+
+
+def test_manual_optimization_warns_of_a_nan_loss_given_to_manual_backward(tmp_path):
+    with pytest.warns(UserWarning, match="non-finite loss was seen between step 0 and 8"):
+        _fit(tmp_path, ManualPoisoned(bad={2}))
+
+
+@pytest.mark.parametrize("mode", ["skip", "raise"])
+def test_manual_optimization_refuses_what_only_the_loop_can_decide(tmp_path, mode):
+    """The module steps its optimizers: surge cannot skip a step or stop before it, so the mode is
+    refused by name before any batch (it used to be ignored: the NaN step was applied)."""
+    model = ManualPoisoned(bad={2})
+    before = model.lin.weight.detach().clone()
+    with pytest.raises(surge.MisconfigurationError, match=f'on_nonfinite="{mode}".*manual optimization'):
+        _fit(tmp_path, model, on_nonfinite=mode)
+    assert torch.equal(model.lin.weight, before)
 
 
 def test_a_fused_optimizer_skips_on_the_device(tmp_path, item_reads):

@@ -76,3 +76,13 @@ def test_a_nan_on_one_rank_stops_every_rank_before_the_step(tmp_path):
     pattern = r"\[rank[01]\]: surge.optim.nonfinite.NonFiniteError: non-finite loss or gradients at step 4"
     assert re.search(pattern, output), output[-3000:]
     assert not _ranks_left(before, tmp_path)
+
+
+@pytest.mark.slow
+def test_a_nan_loss_on_one_rank_at_the_epochs_last_step_is_warned_about(tmp_path):
+    """Rank 1 alone computes a NaN loss at step 20, the epoch's last: the allreduce ruins every
+    rank's weights after it, while rank 0's losses all stayed finite. Rank 1 says so, by rank."""
+    proc, _ = _job(tmp_path, "--poison-rank", "1", "--fail-step", "20", "--nonfinite", "warn")
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, output[-3000:]
+    assert "a non-finite loss was seen on rank 1 between step 0 and 20" in output, output[-3000:]

@@ -63,7 +63,8 @@ class FitLoop(FitProgress, TrainBatches):
             ctx.optim.manual(ctx.data.accumulate)
         parts.module._attach(results=ctx.results, optimizer_steps=OptimizerSteps(
             ctx.optim.optimizers, parts.precision, parts.hooks, parts.strategy, parts.module,
-            count=self._count_step if manual else None, compiled=ctx.optim.compiled_steps))  # fmt: skip
+            count=self._count_step if manual else None, compiled=ctx.optim.compiled_steps,
+            watch=ctx.optim.guard.watch if manual and ctx.optim.guard.active else None))  # fmt: skip
 
     def _count_step(self) -> None:
         self.global_step += 1

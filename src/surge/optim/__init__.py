@@ -200,6 +200,13 @@ class Optimization:
                 "(automatic_optimization=False): call self.clip_gradients(opt, gradient_clip_val=...) "
                 "in training_step instead, and drop gradient_clip_val."
             )
+        if self.guard.mode in ("raise", "skip"):
+            raise MisconfigurationError(
+                f'on_nonfinite="{self.guard.mode}" is not supported with manual optimization '
+                "(automatic_optimization=False): the module steps its optimizers, so surge cannot decide "
+                'before a step. Check torch.isfinite(loss) before opt.step() yourself, and set on_nonfinite="warn" '
+                "(a non-finite loss given to manual_backward is reported) or None."
+            )
         self._manual = True
         self.refresh_schedulers()
 

@@ -135,6 +135,7 @@ class OptimizerSteps:
         module: Module,
         count: Callable[[], None] | None,
         compiled: Mapping[int, Callable[[], Any]] | None = None,
+        watch: Callable[[Tensor], None] | None = None,
     ) -> None:
         self.optimizers = [LightningOptimizer(opt) for opt in optimizers]
         self._compiled = compiled or {}  # compile="step": the compiled step of each optimizer, by id
@@ -146,6 +147,7 @@ class OptimizerSteps:
         self._before_backward = hooks.any("on_before_backward")
         self._after_backward = hooks.any("on_after_backward")
         self._module_backward = hooks.module_fns.get("backward")  # the module's own, if overridden
+        self._watch = watch  # the non-finite guard's (manual optimization: it sees no other loss)
 
     def _call(self, name: str, *args: Any) -> None:
         self._hooks.callbacks(name, *args)
@@ -155,6 +157,8 @@ class OptimizerSteps:
         """`manual_backward`: `on_before_backward(loss)`, the precision's (scaled) backward, then
         `on_after_backward()`; `args`/`kwargs` go to `loss.backward` (e.g. `retain_graph=True`)."""
         self._strategy.prepare_manual_backward(loss)
+        if self._watch is not None and loss.numel() == 1:  # (a tensor backward with `gradient=`: not a loss)
+            self._watch(loss)
         if self._before_backward:
             self._call("on_before_backward", loss)
         run = self._module_backward

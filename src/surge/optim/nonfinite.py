@@ -21,6 +21,7 @@ fp16 with a GradScaler already skips non-finite steps; the guard leaves those to
 from __future__ import annotations
 
 import contextlib
+import warnings
 from collections import defaultdict
 from collections.abc import Callable, Iterator
 
@@ -29,7 +30,7 @@ from torch import Tensor
 from torch.optim import Optimizer
 
 from ..errors import MisconfigurationError, SurgeRuntimeError
-from ..rank_zero import info, warn
+from ..rank_zero import SurgeWarning, global_rank, info, warn
 
 MODES = ("raise", "skip", "warn")
 
@@ -92,8 +93,10 @@ class NonFiniteGuard:
 
     def watch(self, loss: Tensor) -> None:
         """Keep a micro-batch's loss, detached, for the next read point: no kernel runs per step.
-        The kept losses' inf/NaN are counted on the device there (or every `_FOLD_EVERY` losses)."""
-        self._pending.append(loss.detach())
+        The kept losses' inf/NaN are counted on the device there (or every `_FOLD_EVERY` losses).
+        A loss that views a bigger tensor (`per_sample[0]`) is copied: kept as it is, it would keep
+        that whole tensor alive until the read point."""
+        self._pending.append(loss.detach() if loss._base is None else loss.detach().clone())
         self._kept += 1
         if self._kept == _FOLD_EVERY:
             self._fold()
@@ -166,9 +169,10 @@ class NonFiniteGuard:
             torch._amp_foreach_non_finite_check_and_unscale_(tensors, flag, one.to(dev))
             if flag is not found:
                 found.add_(flag.to(device))
-        if self._fold() is not None:
-            found.add_(self._loss_flag(self._loss_bad).to(device)).clamp_(max=1)
-            self._loss_bad.zero_()
+        total = self._fold()
+        if total is not None:
+            found.add_(self._loss_flag(total).to(device)).clamp_(max=1)
+            total.zero_()
         return found
 
     def report(self, step: int) -> None:
@@ -176,8 +180,9 @@ class NonFiniteGuard:
         if self.mode is None:
             return
         flags = []
-        if self._fold() is not None:
-            flags.append(self._loss_flag(self._loss_bad).float())
+        total = self._fold()
+        if total is not None:
+            flags.append(self._loss_flag(total).float())
         if self._steps_bad is not None:
             flags.append(self._steps_bad.float().to(flags[0].device if flags else self._steps_bad.device))
         if not flags:
@@ -200,7 +205,17 @@ class NonFiniteGuard:
         if self._loss_bad is not None:
             self._loss_bad.zero_()
         if loss_bad and self.mode == "warn":
-            warn(
-                f"a non-finite loss was seen between step {since} and {step}; the weights may be ruined. "
+            _warn_seen(
+                f"between step {since} and {step}; the weights may be ruined. "
                 'on_nonfinite="skip" skips such steps, "raise" stops at the first.'
             )
+
+
+def _warn_seen(where: str) -> None:
+    """A non-finite loss seen by this process: said on every rank that saw one (its rank named), as
+    the other ranks' losses may all be finite (the allreduced gradients carry it to their weights)."""
+    rank = global_rank()
+    if rank == 0:
+        warn(f"a non-finite loss was seen {where}")
+    else:
+        warnings.warn(f"a non-finite loss was seen on rank {rank} {where}", SurgeWarning, stacklevel=3)

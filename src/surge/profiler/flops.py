@@ -6,7 +6,8 @@ step (its forward and backward; the optimizer's elementwise work is not counted,
 Only that one step goes through the counting wrappers: later epochs' steps are the loop's own.
 The mode is a process-wide dispatch mode (torch.compile skips every frame while one is active), so
 it is closed whatever happens: at the backward's end, at the next step if no backward came, and at
-the fit's end or failure (`close`).
+the fit's end or failure (`close`). A count that no backward closed is a forward alone, no step's:
+the report then gives no FLOP/s and says why (`NO_BACKWARD`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ import torch
 from ..accelerators.peak_flops import PEAK_DENSE_FLOPS, peak_flops
 from .base import LoopParts
 
-__all__ = ["PEAK_DENSE_FLOPS", "StepFlops", "peak_flops"]
+__all__ = ["NO_BACKWARD", "PEAK_DENSE_FLOPS", "StepFlops", "peak_flops"]
+
+NO_BACKWARD = "no backward"  # `uncounted` of a first step that ended without one (a forward alone)
 
 
 class StepFlops:
@@ -56,8 +59,8 @@ class StepFlops:
             except BaseException:
                 self.close()
                 raise
-            if closes:
-                self.close()
+            if closes:  # (manual optimization: the step ran its own backward)
+                self._finish(whole=True)
             return out
 
         return counted
@@ -69,16 +72,21 @@ class StepFlops:
             try:
                 return fn(*args, **kwargs)
             finally:
-                self.close()
+                self._finish(whole=True)
 
         return counted
 
     def close(self) -> None:
-        """Ends the count if it is open (what it saw is the step's count); idempotent."""
+        """Ends the count if it is still open: the step ended without a backward, so what it saw is
+        a forward alone, no step's count (`uncounted` says so); idempotent."""
+        self._finish(whole=False)
+
+    def _finish(self, whole: bool) -> None:
         mode, self._mode = self._mode, None
         if mode is not None:
             mode.__exit__(None, None, None)
-            self.counted, self.uncounted = float(mode.total), mode.uncounted
+            self.counted = float(mode.total)
+            self.uncounted = mode.uncounted or (None if whole else NO_BACKWARD)
 
     def values(self, train_s: float, steps: int) -> dict[str, Any]:
         """What the report shows: FLOPs per step, FLOP/s over the training time, and the MFU."""

@@ -29,7 +29,7 @@ import torch
 from ..errors import CheckpointError
 from ..rank_zero import info
 from ..safe_files import read_bounded
-from .flops import StepFlops
+from .flops import NO_BACKWARD, StepFlops
 
 VERSION = 1
 CATEGORIES = (
@@ -309,8 +309,14 @@ class GoodputLedger:
                 f"compile: {run['compile']:.2f} s; the artifacts read from {self._cached_from} served none of this "
                 "run's graphs (another model's, or other settings'): it compiled afresh"
             )
-        if self.flops is not None and self.flops.uncounted:
-            notes.append(f"no FLOP/s: the first step ran {self.flops.uncounted}, whose FLOPs the count cannot see")
+        if self.flops is not None and self.flops.uncounted == NO_BACKWARD:
+            notes.append(
+                "no FLOP/s: the first step ran no backward (its count, a forward alone, is no step's)"
+            )
+        elif self.flops is not None and self.flops.uncounted:
+            notes.append(
+                f"no FLOP/s: the first step ran {self.flops.uncounted}, whose FLOPs the count cannot see"
+            )
         if extra.get("flops_per_s") and extra.get("mfu") is None and extra.get("device", "cpu") != "cpu":
             notes.append(f"no MFU: {extra['device']}'s dense peak is not in surge's table (PEAK_DENSE_FLOPS)")
         return Goodput(seconds, self.runs, steps, notes=tuple(notes), run_seconds=run, **extra)
