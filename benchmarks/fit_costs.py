@@ -32,7 +32,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 import child  # noqa: E402
 import workloads  # noqa: E402
 
-BENCHMARK = dict(logger=False, enable_checkpointing=False, enable_model_summary=False, enable_progress_bar=False)
+BENCHMARK = dict(
+    logger=False, enable_checkpointing=False, enable_model_summary=False, enable_progress_bar=False
+)
 CONFIGS: dict[str, dict[str, Any] | None] = {
     "hand-written loop": None,
     "defaults": {},

@@ -261,13 +261,32 @@ def test_a_checkpoint_without_the_accounting_still_resumes(tmp_path):
 def _counted_models():
     nn = torch.nn
     yield "mlp", nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 10)), lambda: torch.randn(8, 32)
-    yield "cnn", nn.Sequential(
-        nn.Conv2d(1, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(4 * 13 * 13, 10)
-    ), lambda: torch.randn(2, 1, 28, 28)
-    yield "transformer", nn.TransformerEncoderLayer(16, 2, 32, batch_first=True), lambda: torch.randn(2, 5, 16)
-    yield "embedding_gru", nn.Sequential(nn.Embedding(20, 8), nn.GRU(8, 8)), lambda: torch.randint(0, 20, (3, 4))
-    yield "frozen_first_layer", nn.Sequential(nn.Linear(8, 8).requires_grad_(False), nn.Linear(8, 2)), lambda: torch.randn(
-        4, 8
+    yield (
+        "cnn",
+        nn.Sequential(
+            nn.Conv2d(1, 4, 3),
+            nn.BatchNorm2d(4),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Flatten(),
+            nn.Linear(4 * 13 * 13, 10),
+        ),
+        lambda: torch.randn(2, 1, 28, 28),
+    )
+    yield (
+        "transformer",
+        nn.TransformerEncoderLayer(16, 2, 32, batch_first=True),
+        lambda: torch.randn(2, 5, 16),
+    )
+    yield (
+        "embedding_gru",
+        nn.Sequential(nn.Embedding(20, 8), nn.GRU(8, 8)),
+        lambda: torch.randint(0, 20, (3, 4)),
+    )
+    yield (
+        "frozen_first_layer",
+        nn.Sequential(nn.Linear(8, 8).requires_grad_(False), nn.Linear(8, 2)),
+        lambda: torch.randn(4, 8),
     )
 
 

@@ -67,7 +67,11 @@ def rng_state() -> dict[str, Any]:
     version, mt, gauss = random.getstate()
     kind, keys, pos, has_gauss, cached = np.random.get_state()
     state: dict[str, Any] = {
-        "python": {"version": version, "state": torch.from_numpy(np.array(mt, dtype=np.int64)), "gauss": gauss},
+        "python": {
+            "version": version,
+            "state": torch.from_numpy(np.array(mt, dtype=np.int64)),
+            "gauss": gauss,
+        },
         "numpy": {
             "kind": kind,
             "keys": torch.from_numpy(np.asarray(keys, dtype=np.int64)),
