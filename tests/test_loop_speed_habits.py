@@ -67,7 +67,8 @@ def test_logging_every_step_reads_the_host_only_at_intervals(tmp_path, host_read
     # hooks read (the progress line's callback is one), then last step values, epoch values, the progress
     # line, the non-finite count, the progress bar's step values put in before the epoch's first published
     # value so its keys keep Lightning's order) - never per step.
-    assert counts["tolist"] <= 500 // 50 + 5 * 7
+    # ... and at each log interval, the non-finite watch's count (one small transfer of its own)
+    assert counts["tolist"] <= 2 * (500 // 50) + 5 * 7
     rows = (Path(trainer.log_dir) / "metrics.csv").read_text().splitlines()
     header = rows[0].split(",")
     assert header == sorted(header, key=lambda n: (n.startswith("goodput/"), n))  # surge's own columns last

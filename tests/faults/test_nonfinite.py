@@ -284,3 +284,29 @@ def test_the_flag_handed_to_a_fused_optimizer_is_taken_back_after_each_step(tmp_
 def test_bad_mode_is_refused():
     with pytest.raises(ValueError, match="on_nonfinite.*'ignore'.*raise"):
         surge.Trainer(on_nonfinite="ignore")
+
+
+def test_warn_says_so_at_the_next_log_interval_not_only_at_the_epochs_end(tmp_path):
+    """One long epoch (a pretraining run's): a NaN at batch 3 is named within its log interval
+    (steps 0-10), while the fit is still inside the epoch, not only when the epoch or the fit ends."""
+    nan = float("nan")
+    seen_at: list[int] = []
+
+    class Noting(_Losses):
+        def on_train_batch_end(self, outputs, batch, batch_idx):
+            if not seen_at and any("non-finite loss" in str(w.message) for w in caught):
+                seen_at.append(batch_idx)
+
+    loader = DataLoader(TensorDataset(torch.zeros(1000, 1)), batch_size=1)
+    trainer = surge.Trainer(
+        max_steps=300, default_root_dir=tmp_path, enable_progress_bar=False, enable_checkpointing=False,
+        enable_model_summary=False, logger=surge.loggers.CSVLogger(tmp_path), log_every_n_steps=10,
+    )  # fmt: skip
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        trainer.fit(Noting(lambda i: torch.tensor(nan if i == 3 else 1.0)), loader)
+    said = [str(w.message) for w in caught if "non-finite loss" in str(w.message)]
+    assert len(said) == 1 and "between step 0 and 10" in said[0]
+    assert seen_at == [9]  # said at step 10's log point, during the epoch

@@ -1,7 +1,8 @@
 """`on_nonfinite`: what happens when a loss or a gradient holds inf or NaN.
 
-- "warn" (default): every loss is kept (detached) and checked on the device at each epoch's end,
-  all at once: no kernel and no sync per step; a warning names the steps between which it was seen.
+- "warn" (default): every loss is kept (detached) and checked on the device where values are read
+  anyway (the loggers' log intervals, epoch ends), all at once: no kernel and no sync per step; a
+  warning names the steps between which it was seen.
 - "skip": the optimizer step of a window whose loss or gradients are non-finite is skipped,
   counted and reported.
 - "raise": training stops with the step, epoch and batch index, before the step is applied.
@@ -91,8 +92,8 @@ class NonFiniteGuard:
         return self.mode is not None
 
     def watch(self, loss: Tensor) -> None:
-        """Keep a micro-batch's loss, detached, for the next read point (the epoch's end): no kernel
-        runs per step. The kept losses' inf/NaN are counted on the device there (or every
+        """Keep a micro-batch's loss, detached, for the next read point (a log interval, the epoch's
+        end): no kernel runs per step. The kept losses' inf/NaN are counted on the device there (or every
         `_FOLD_EVERY` losses).
         A loss that views a bigger tensor (`per_sample[0]`) is copied: kept as it is, it would keep
         that whole tensor alive until the read point."""
