@@ -314,7 +314,7 @@ class TrainBatches:
         g = self.global_step
         if s.log_every and g % s.log_every == 0:
             if optim.guard.active:
-                optim.guard.report(g)  # host read: the non-finite losses (a fused optimizer's skips) since the last
+                optim.guard.report(g)  # host read: non-finite losses and skips
             publish, results = s.parts.publish, ctx.results
             publish(results.read_step(), results.flags(), step=self.logger_step())  # host read
         if s.rolled_back or s.snapshot_due or (s.agree_every and g % s.agree_every == 0):
