@@ -310,3 +310,24 @@ def test_warn_says_so_at_the_next_log_interval_not_only_at_the_epochs_end(tmp_pa
     said = [str(w.message) for w in caught if "non-finite loss" in str(w.message)]
     assert len(said) == 1 and "between step 0 and 10" in said[0]
     assert seen_at == [9]  # said at step 10's log point, during the epoch
+
+
+def test_a_hook_changing_the_outputs_loss_in_place_hides_no_nan(tmp_path):
+    """`on_train_batch_end` gets a copy of the loss (Lightning's `detach().clone()`): a hook that
+    cleans it in place changes neither what the watch kept nor the loss training_step returned."""
+    nan = float("nan")
+    returned: list[torch.Tensor] = []
+
+    class Cleaning(_Losses):
+        def training_step(self, batch, batch_idx):
+            loss = super().training_step(batch, batch_idx)
+            returned.append(loss)
+            return loss
+
+        def on_train_batch_end(self, outputs, batch, batch_idx):
+            assert outputs["loss"].data_ptr() != returned[-1].data_ptr()
+            outputs["loss"].nan_to_num_(0.0)
+
+    with pytest.warns(UserWarning, match="non-finite loss was seen between step 0 and 20"):
+        _long_fit(tmp_path, Cleaning(lambda i: torch.tensor(nan if i == 7 else 1.0)), 20)
+    assert torch.isnan(returned[7])

@@ -146,17 +146,21 @@ def check_loss(loss: Any) -> None:
         )
 
 
-def detach_outputs(out: Any, loss: Tensor | None = None) -> Any:
+def detach_outputs(out: Any, loss: Tensor | None = None, copy: bool = True) -> Any:
     """`training_step`'s output as `on_train_batch_end` gets it, detached; as in Lightning, a
-    returned loss tensor comes as `{"loss": loss}` and None as `{}`. `loss` replaces the returned
-    loss (the Lightning mode: divided by the accumulation window, as Lightning's outputs are)."""
+    returned loss tensor comes as `{"loss": loss}` and None as `{}`. With `copy` (automatic
+    optimization, as Lightning's `detach().clone()`) the loss is a copy: a hook that changes it in
+    place changes neither a logged value nor what the non-finite watch kept. `loss` replaces the
+    returned loss (the Lightning mode: divided by the accumulation window, as Lightning's outputs are)."""
     if isinstance(out, Tensor):
-        return {"loss": (out if loss is None else loss).detach()}  # (out itself, or divided)
+        value = (out if loss is None else loss).detach()  # (out itself, or divided)
+        return {"loss": value.clone() if copy else value}
     if out is None:
         return {}
     if isinstance(out, Mapping):
         detached = {k: v.detach() if isinstance(v, Tensor) else v for k, v in out.items()}
-        if loss is not None and loss is not out.get("loss"):  # (own API: the loss as returned)
-            detached["loss"] = loss.detach()
+        kept = out.get("loss") if loss is None or loss is out.get("loss") else loss  # (own API: as returned)
+        if isinstance(kept, Tensor):
+            detached["loss"] = kept.detach().clone() if copy else kept.detach()
         return detached
     return out

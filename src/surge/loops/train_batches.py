@@ -287,7 +287,8 @@ class TrainBatches:
                 ctx.flops.close()  # (if the step ran no backward)
         if not s.batch_ends or s.rolled_back:
             return
-        detached = detach_outputs(out, reported) if s.wants_outputs else None
+        copy = ctx.parts.module.automatic_optimization  # (Lightning copies that loss only)
+        detached = detach_outputs(out, reported, copy) if s.wants_outputs else None
         t, model, end = ctx.parts.hooks.trainer, ctx.parts.module, s.parts.end_module
         self.stage = BATCH_END
         for fn in s.parts.end_callbacks:
