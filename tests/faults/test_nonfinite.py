@@ -209,6 +209,16 @@ def test_manual_optimization_warns_of_a_nan_loss_given_to_manual_backward(tmp_pa
         _fit(tmp_path, ManualPoisoned(bad={2}))
 
 
+def test_manual_optimization_warns_at_the_log_interval_too(tmp_path):
+    """Both loops read the count at the loggers' log intervals: batch 2's NaN is named at step 4."""
+    trainer = surge.Trainer(
+        max_epochs=1, default_root_dir=tmp_path, enable_progress_bar=False, enable_checkpointing=False,
+        enable_model_summary=False, logger=surge.loggers.CSVLogger(tmp_path), log_every_n_steps=4,
+    )  # fmt: skip
+    with pytest.warns(UserWarning, match="non-finite loss was seen between step 0 and 4"):
+        trainer.fit(ManualPoisoned(bad={2}), _loader())
+
+
 @pytest.mark.parametrize("mode", ["skip", "raise"])
 def test_manual_optimization_refuses_what_only_the_loop_can_decide(tmp_path, mode):
     """The module steps its optimizers: surge cannot skip a step or stop before it, so the mode is

@@ -8,8 +8,8 @@ What the step calls is bound once per epoch (`EpochSteps`). Host reads only wher
 
 from __future__ import annotations
 
+import contextlib
 import math
-import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
@@ -94,9 +94,6 @@ class TrainBatches:
         optimizer_step = s.parts.optimizer_step
         late_ok = s.n != math.inf or strategy.syncs_late  # (else a strategy like FSDP syncs each micro-batch)
         no_sync = strategy.no_sync if strategy.world_size > 1 and late_ok else None
-        # A context that does nothing, entered and left in C (a nullcontext is two Python calls a
-        # micro-batch): a reentrant lock this epoch's loop alone holds, so no thread ever waits on it.
-        no_context = threading.RLock()
         zero_grad = None if optim.free_after_step else optim.zero_grad_window
         divided, n, max_steps = optim.reports_divided_loss, s.n, s.max_steps
         batch_idx, pending, reported = self.batches_done, 0, None
@@ -107,7 +104,7 @@ class TrainBatches:
             window_end = batch_idx - window_start == window - 1
             # Non-final micro-batches skip the gradient allreduce. DDP decides that during forward,
             # so the forward and the backward both run inside no_sync().
-            with no_sync() if no_sync is not None and not window_end else no_context:
+            with no_sync() if no_sync is not None and not window_end else _NO_CONTEXT:
                 out = s.step(batch, batch_idx)  # (in the precision's forward context)
                 if out is None:  # no gradient from this batch; its window still steps
                     step_checks.skipped_batch(ctx, self.epoch, batch_idx, first=batch_idx == window_start)
@@ -148,7 +145,7 @@ class TrainBatches:
         """Manual optimization's batches: the module steps its optimizers (each step counts); its
         metrics reach the loggers per batch. Returns as `_train_batches`."""
         ctx = self.context()
-        results, stop, signals, publish = ctx.results, ctx.stop, ctx.signals, ctx.parts.publisher.publish
+        stop, signals = ctx.stop, ctx.signals
         s = self._bind(ctx, it, epoch, k, keep_grads)
         batch_idx = self.batches_done
         for batch in self._fetched(ctx, s, batch_idx):  # fetched, moved, through the batch-start hooks
@@ -158,7 +155,7 @@ class TrainBatches:
                 self._after_batch(ctx, s, out, None, batch, batch_idx - 1)
             self.manual_batches += 1
             if s.log_every and self.manual_batches % s.log_every == 0:
-                publish(results.read_step(), results.flags(), step=self.logger_step())  # host read
+                self._log_point(ctx, s)
             due = batch_idx >= s.between_at or self.global_step >= s.max_steps
             if (due or stop.requested or signals.received is not None) and self._between(
                 ctx, s, batch_idx, True
@@ -314,13 +311,16 @@ class TrainBatches:
             optim.step_schedulers("epoch", self.epoch + 1, plateau=False)
         g = self.global_step
         if s.log_every and g % s.log_every == 0:
-            if optim.guard.active:
-                optim.guard.report(g)  # host read: non-finite losses and skips
-            publish, results = s.parts.publish, ctx.results
-            publish(results.read_step(), results.flags(), step=self.logger_step())  # host read
+            self._log_point(ctx, s)
         if s.rolled_back or s.snapshot_due or (s.agree_every and g % s.agree_every == 0):
             s.between_at = done  # (the ranks agree on a preemption at log intervals)
         s.step_due = self._next_step_due(ctx, s)
+
+    def _log_point(self, ctx: FitContext, s: EpochSteps) -> None:
+        """A log interval (either loop): what the non-finite guard counted since the last one, then
+        the step's values to the loggers (host reads: where values are read anyway)."""
+        ctx.optim.guard.report(self.global_step)
+        s.parts.publish(ctx.results.read_step(), ctx.results.flags(), step=self.logger_step())
 
     def _next_step_due(self, ctx: FitContext, s: EpochSteps) -> float:
         """The next global step at which `_after_step` has something to do."""
@@ -425,3 +425,4 @@ def _next_multiple(done: int, every: int) -> int:
 
 
 _END = object()
+_NO_CONTEXT = contextlib.nullcontext()

@@ -29,7 +29,7 @@ import torch
 from torch import Tensor
 from torch.optim import Optimizer
 
-from ..errors import MisconfigurationError, SurgeRuntimeError
+from ..errors import SurgeRuntimeError
 from ..rank_zero import SurgeWarning, global_rank, info, warn
 
 MODES = ("raise", "skip", "warn")
@@ -40,16 +40,6 @@ class NonFiniteError(SurgeRuntimeError):
 
 
 _FOLD_EVERY = 256  # watched losses kept before they are counted on the device (memory stays bounded)
-
-
-def _accumulator(loss: Tensor) -> Tensor:
-    """The device count of non-finite losses, on the first loss's device; that loss must be real."""
-    if loss.is_complex():
-        raise MisconfigurationError(
-            f"training_step returned a complex loss (dtype {loss.dtype}); it must be real. Reduce it to a "
-            "real number, e.g. loss.abs() or loss.real."
-        )
-    return torch.zeros((), device=loss.device)
 
 
 @contextlib.contextmanager
@@ -77,7 +67,6 @@ class NonFiniteGuard:
         self.skipped = 0  # steps skipped with a host decision
         self._loss_bad: Tensor | None = None  # non-finite losses since the last read (a device count)
         self._pending: list[Tensor] = []  # losses watched since the last fold (detached; no kernel ran)
-        self._kept = 0  # len(self._pending), kept without a call per step
         self._steps_bad: Tensor | None = None  # steps the fused optimizers skipped (device)
         self._one: dict[torch.device, Tensor] = {}
         self._since = 0
@@ -97,9 +86,9 @@ class NonFiniteGuard:
         `_FOLD_EVERY` losses).
         A loss that views a bigger tensor (`per_sample[0]`) is copied: kept as it is, it would keep
         that whole tensor alive until the read point."""
-        self._pending.append(loss.detach() if loss._base is None else loss.detach().clone())
-        self._kept += 1
-        if self._kept == _FOLD_EVERY:
+        pending = self._pending
+        pending.append(loss.detach() if loss._base is None else loss.detach().clone())
+        if len(pending) == _FOLD_EVERY:
             self._fold()
 
     def _fold(self) -> Tensor | None:
@@ -107,8 +96,8 @@ class NonFiniteGuard:
         pending = self._pending
         if pending:
             if self._loss_bad is None:
-                self._loss_bad = _accumulator(pending[0])
-            self._pending, self._kept = [], 0
+                self._loss_bad = torch.zeros((), device=pending[0].device)
+            self._pending = []
             try:
                 kept = torch.stack(pending)
             except RuntimeError:  # one-element losses of different shapes, e.g. (1,) after ()
@@ -122,7 +111,7 @@ class NonFiniteGuard:
 
     def forget(self) -> None:
         """The losses watched since the last read were rolled back (`SpikeGuard`): not reported."""
-        self._pending, self._kept = [], 0
+        self._pending = []
         if self._loss_bad is not None:
             self._loss_bad.zero_()
 
