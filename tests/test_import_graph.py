@@ -20,6 +20,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 SRC = Path(__file__).resolve().parents[1] / "src"
 PACKAGE = SRC / "surge"
 
@@ -314,3 +316,57 @@ def test_a_subpackage_is_an_attribute_and_an_unknown_name_an_attribute_error():
         assert "NoSuchName" in str(err)
     else:
         raise AssertionError("surge.NoSuchName did not raise")
+
+
+LAZY_PACKAGES = ("callbacks", "launch", "loggers", "profiler", "strategies", "tune")
+NOT_IN_A_DEFAULT_FIT = (
+    "surge.strategies.ddp", "surge.strategies.fsdp", "surge.strategies.model_parallel", "surge.strategies.dp",
+    "surge.strategies.pipeline_stages", "surge.tune.batch_size", "surge.tune.auto_workers",
+    "surge.profiler.doctor", "surge.profiler.advanced", "surge.callbacks.swa", "surge.callbacks.rich_progress",
+    "surge.callbacks.batch_size_finder", "surge.callbacks.trainer_views", "surge.launch.multiprocessing_launcher",
+    "surge.loggers.mlflow", "surge.loggers.wandb",
+)  # fmt: skip
+
+
+def test_a_default_fit_imports_no_module_it_does_not_use(tmp_path):
+    """A package's names load with their own module (`config/lazy_names.py`): a default fit on one
+    process imports no other strategy, tuner, profiler or callback. A strategy name not registered
+    yet loads every built-in first, so a user's class that takes a built-in's name is refused at its
+    registration, and every name resolves."""
+    code = (
+        "import sys, torch, surge\n"
+        "from torch.utils.data import DataLoader, TensorDataset\n"
+        "class M(surge.Module):\n"
+        "    def __init__(self):\n        super().__init__(); self.l = torch.nn.Linear(2, 1)\n"
+        "    def training_step(self, b, i):\n        return self.l(b[0]).sum()\n"
+        "    def configure_optimizers(self):\n        return torch.optim.SGD(self.parameters(), lr=0.1)\n"
+        "data = DataLoader(TensorDataset(torch.randn(8, 2)), batch_size=4)\n"
+        f"surge.Trainer(max_steps=2, default_root_dir={str(tmp_path)!r}, enable_progress_bar=False)"
+        ".fit(M(), train_dataloaders=data)\n"
+        f"print(sorted(set({NOT_IN_A_DEFAULT_FIT!r}) & set(sys.modules)))\n"
+        "from surge.strategies import register_strategy\n"
+        "try:\n    register_strategy('fsdp')(type('Mine', (surge.strategies.Strategy,), {}))\n"
+        "except surge.MisconfigurationError as err:\n    print('refused:', err)\n"
+        "from surge.config.registry import STRATEGIES\n"
+        "print(STRATEGIES.name_of('ddp_spawn'), 'surge.strategies.fsdp' in sys.modules)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stdout.strip().splitlines()[-3:]
+    assert lines[0] == "[]", lines[0]
+    assert lines[1].startswith("refused: strategy='fsdp' is registered already (for FSDPStrategy)"), lines[1]
+    assert lines[2] == "ddp_spawn True"
+
+
+@pytest.mark.parametrize("name", LAZY_PACKAGES)
+def test_a_lazy_package_gives_every_name_it_lists(name):
+    package = importlib.import_module(f"surge.{name}")
+    assert set(package.__all__) <= set(dir(package))
+    names: dict[str, object] = {}
+    exec(f"from surge.{name} import *", names)  # noqa: S102
+    assert set(package.__all__) <= set(names)
+    for public in package.__all__:
+        assert getattr(getattr(package, public), "__module__", "surge.").startswith("surge."), public
+    with pytest.raises(AttributeError, match=f"'surge.{name}' has no attribute 'NoSuchName'"):
+        package.NoSuchName  # noqa: B018

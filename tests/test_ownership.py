@@ -61,7 +61,7 @@ ALLOWED: dict[str, set[str]] = {
         "callbacks/accumulation.py: trainer.accumulate_grad_batches",
         "callbacks/early_stopping.py: trainer.should_stop",
         "callbacks/timer.py: trainer.should_stop",
-        "profiler/doctor.py: trainer.should_stop",  # surge doctor's fit ends as an early stop does
+        "profiler/doctor_run.py: trainer.should_stop",  # surge doctor's fit ends as an early stop does
         "lightning/tuner.py: trainer.callbacks",
         "loops/stage_hooks.py: datamodule.trainer",  # LightningDataModule.trainer, set as Lightning does
     },

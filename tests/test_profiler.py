@@ -138,7 +138,7 @@ def test_surge_doctor_runs_a_script_profiled(tmp_path):
 
 
 def test_the_doctor_reaches_a_trainer_only_through_its_documented_channel(tmp_path, monkeypatch):
-    from surge.profiler.doctor import DoctorRun, doctor_run
+    from surge.profiler.doctor_run import DoctorRun, doctor_run
 
     # The variable `surge doctor` sets is read once, when the process imports surge, never by a Trainer.
     monkeypatch.setenv("SURGE_DOCTOR", "7")
@@ -153,7 +153,7 @@ def test_the_doctor_reaches_a_trainer_only_through_its_documented_channel(tmp_pa
 
 
 def test_the_doctors_fit_ends_as_an_early_stop_so_the_script_reads_its_validation(tmp_path):
-    from surge.profiler.doctor import DoctorRun, doctor_run
+    from surge.profiler.doctor_run import DoctorRun, doctor_run
 
     with doctor_run(DoctorRun(steps=5)):  # 32 batches an epoch, 3 epochs, at least 2: the doctor ends at 5
         trainer = surge.Trainer(

@@ -25,7 +25,6 @@ from .config.semantics import Semantics
 from .datamodule import DataModule
 from .errors import MisconfigurationError, SurgeTypeError
 from .launch.environment import ClusterEnvironment
-from .launch.multiprocessing_launcher import is_interactive
 from .loggers.base import Logger
 from .loops.context import FitSettings
 from .loops.fit import FitLoop
@@ -73,6 +72,8 @@ def build_strategy(
 
 def auto_ddp(env: ClusterEnvironment) -> str:
     """DDP for `strategy="auto"` on several processes: started by a fork in an interactive session."""
+    from .launch.multiprocessing_launcher import is_interactive  # (the launchers: only for several processes)
+
     return "ddp_fork" if env.source == "local" and is_interactive() else "ddp"
 
 

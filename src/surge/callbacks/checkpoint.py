@@ -30,10 +30,10 @@ from .checkpoint_options import (
     validates_after_epoch,
 )
 from .checkpoint_restore import own_files, warn_if_moved
-from .trainer_views import Saving
 
 if TYPE_CHECKING:
     from ..trainer import Trainer
+    from .trainer_views import Saving
 
 
 class ModelCheckpoint(Callback):
@@ -206,7 +206,7 @@ class ModelCheckpoint(Callback):
             self._commit(trainer)
 
     # -- when --------------------------------------------------------------------------------
-    def _skip(self, trainer: Saving) -> bool:
+    def _skip(self, trainer: "Saving") -> bool:
         return (
             bool(trainer.fast_dev_run)  # a fast_dev_run writes no checkpoints, as in Lightning
             or not trainer.fitting
@@ -214,7 +214,7 @@ class ModelCheckpoint(Callback):
             or self._last_saved_step == trainer.global_step
         )
 
-    def _epoch_save(self, trainer: Saving, candidates: dict[str, Tensor]) -> None:
+    def _epoch_save(self, trainer: "Saving", candidates: dict[str, Tensor]) -> None:
         every = self.every_n_epochs
         if every >= 1 and (trainer.current_epoch + 1) % every == 0:
             self._save_topk(trainer, candidates)
@@ -223,12 +223,12 @@ class ModelCheckpoint(Callback):
         self._commit(trainer)
 
     # -- what --------------------------------------------------------------------------------
-    def _save_topk_and_last(self, trainer: Saving, candidates: dict[str, Tensor]) -> None:
+    def _save_topk_and_last(self, trainer: "Saving", candidates: dict[str, Tensor]) -> None:
         self._save_topk(trainer, candidates)
         self._save_last(trainer, candidates)
         self._commit(trainer)
 
-    def _save_topk(self, trainer: Saving, candidates: dict[str, Tensor]) -> None:
+    def _save_topk(self, trainer: "Saving", candidates: dict[str, Tensor]) -> None:
         if self.save_top_k == 0:
             return
         if self.monitor is None:
@@ -252,14 +252,16 @@ class ModelCheckpoint(Callback):
                 f"{self.monitor!r} was not in top {self.save_top_k}"
             )
 
-    def _qualifies(self, trainer: Saving, current: Tensor) -> bool:
+    def _qualifies(self, trainer: "Saving", current: Tensor) -> bool:
         if self.save_top_k == -1 or len(self.best_k_models) < self.save_top_k:
             return True
         kth = float(self.best_k_models[self.kth_best_model_path])
         better = float(current) < kth if self.mode == "min" else float(current) > kth
         return trainer.strategy.reduce_bool(better) if trainer.world_size > 1 else better
 
-    def _update_best_and_save(self, trainer: Saving, current: Tensor, candidates: dict[str, Tensor]) -> None:
+    def _update_best_and_save(
+        self, trainer: "Saving", current: Tensor, candidates: dict[str, Tensor]
+    ) -> None:
         k = len(self.best_k_models) + 1 if self.save_top_k == -1 else self.save_top_k
         doomed = ""
         if len(self.best_k_models) == k:
@@ -286,7 +288,7 @@ class ModelCheckpoint(Callback):
         if doomed:
             self._remove(trainer, doomed, path)
 
-    def _save_latest(self, trainer: Saving, candidates: dict[str, Tensor]) -> None:
+    def _save_latest(self, trainer: "Saving", candidates: dict[str, Tensor]) -> None:
         """No monitor: the newest checkpoint is the best; `save_top_k` newest files are kept."""
         previous = self.best_model_path
         path = self._free_name(lambda v: self.format_checkpoint_name(candidates, ver=v), keep=previous)
@@ -297,7 +299,7 @@ class ModelCheckpoint(Callback):
         while self.save_top_k != -1 and len(self._recent) > self.save_top_k:
             self._remove(trainer, self._recent.pop(0), path)
 
-    def _save_last(self, trainer: Saving, candidates: dict[str, Tensor]) -> None:
+    def _save_last(self, trainer: "Saving", candidates: dict[str, Tensor]) -> None:
         if not self.save_last:
             return
         name = self.CHECKPOINT_NAME_LAST
@@ -314,12 +316,12 @@ class ModelCheckpoint(Callback):
         if previous:
             self._remove(trainer, previous, path)
 
-    def _save_checkpoint(self, trainer: Saving, path: str) -> None:
+    def _save_checkpoint(self, trainer: "Saving", path: str) -> None:
         trainer.save_checkpoint(path, self.save_weights_only)
         self._last_saved_step, self._last_saved = trainer.global_step, path
         self._unannounced = True
 
-    def _commit(self, trainer: Saving) -> None:
+    def _commit(self, trainer: "Saving") -> None:
         """Delete the files pushed out, now that what replaced them (and last.ckpt) is written; the
         loggers (log_model uploads) hear of new files once durable: after a background write."""
         for path in self._doomed:
@@ -330,7 +332,7 @@ class ModelCheckpoint(Callback):
             trainer.strategy.checkpoint_writer.then(lambda: tell_loggers(loggers, saved))
         self._unannounced = False
 
-    def _remove(self, trainer: Saving, previous: str, current: str) -> None:
+    def _remove(self, trainer: "Saving", previous: str, current: str) -> None:
         """Delete `previous` later, unless it is `current`, the resumed checkpoint, or outside `dirpath`."""
         if previous == current or previous in self._doomed:
             return

@@ -5,6 +5,7 @@ run (a second live run is refused on every process), and cleared of what a kille
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..checkpoint import remove_stale_temporaries
 from ..checkpoint.shard_files import remove_orphan_shards
@@ -12,7 +13,9 @@ from ..config.paths import DirectoryClaim, writable_dir
 from ..config.run_records import LOCK_IN_DIRECTORY
 from ..errors import MisconfigurationError
 from ..rank_zero import warn
-from .trainer_views import CheckpointRun
+
+if TYPE_CHECKING:
+    from .trainer_views import CheckpointRun
 
 
 def prepare_directory(

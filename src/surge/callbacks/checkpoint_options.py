@@ -11,7 +11,7 @@ import re
 import string
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
@@ -19,7 +19,9 @@ from torch import Tensor
 from ..config.semantics import Semantics
 from ..errors import MisconfigurationError, bad_value
 from ..rank_zero import warn
-from .trainer_views import Progress, Ranks, ValidationCadence
+
+if TYPE_CHECKING:
+    from .trainer_views import Progress, Ranks, ValidationCadence
 
 _FIELD = re.compile(r"\{([^{}:!]+)([^{}]*)\}")
 

@@ -8,10 +8,10 @@ import torch
 
 from ..errors import MisconfigurationError, bad_value
 from .base import Callback
-from .trainer_views import StatsLogging
 
 if TYPE_CHECKING:
     from ..trainer import Trainer
+    from .trainer_views import StatsLogging
 
 
 class DeviceStatsMonitor(Callback):

@@ -14,10 +14,10 @@ from torch import Tensor
 from ..errors import MisconfigurationError, SurgeRuntimeError, bad_value
 from ..rank_zero import warn
 from .base import Callback
-from .trainer_views import StopCheck
 
 if TYPE_CHECKING:
     from ..trainer import Trainer
+    from .trainer_views import StopCheck
 
 log = logging.getLogger(__name__)
 

@@ -10,10 +10,10 @@ import torch
 
 from ..errors import bad_value
 from .base import Callback
-from .trainer_views import LearningRates
 
 if TYPE_CHECKING:
     from ..trainer import Trainer
+    from .trainer_views import LearningRates
 
 
 class LearningRateMonitor(Callback):

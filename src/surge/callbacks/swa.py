@@ -24,10 +24,10 @@ from ..errors import CheckpointError, MisconfigurationError, bad_value
 from ..optim import SchedulerConfig
 from ..rank_zero import info
 from .base import Callback
-from .trainer_views import Averaging
 
 if TYPE_CHECKING:
     from ..trainer import Trainer
+    from .trainer_views import Averaging
 
 
 AvgFn = Callable[[Tensor, Tensor, Tensor], Tensor]

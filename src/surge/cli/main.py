@@ -59,7 +59,7 @@ def _demo(args: argparse.Namespace) -> int:
 def _doctor(args: argparse.Namespace) -> int:
     import subprocess
 
-    from ..profiler.doctor import DoctorRun
+    from ..profiler.doctor_run import DoctorRun
 
     # The script runs as itself (its own __main__, its own launcher for devices=N), so the request
     # crosses a process boundary as a variable; the doctor module reads it once in that process,

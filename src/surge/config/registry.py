@@ -1,7 +1,9 @@
 """Names for `Trainer(strategy=...)` and `Trainer(precision=...)`: each plugin file registers its own.
 
 A registry maps a name (and its aliases) to a class. The built-in plugins register themselves when
-their package is imported, which the first lookup does, so a lookup always sees them.
+their module is imported. A lookup of a name not registered yet imports them all first (the
+package's `load_all`, where its modules load lazily), so a lookup always sees them, and a run that
+names only the default never imports the others.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ class Registry:
 
     def add(self, name: str, cls: type, aliases: Iterable[str] = ()) -> None:
         """Register `cls` under `name` and `aliases`; a string already taken (by another class) is an error."""
+        if not getattr(cls, "__module__", "").startswith(f"{self.package}."):
+            self._load()  # a user's class: the built-ins first, so that a clash with one is named here
         keys = [name, *aliases]
         for key in keys:
             if not isinstance(key, str) or not key:
@@ -52,11 +56,15 @@ class Registry:
 
     def name_of(self, key: object) -> str | None:
         """The registered name `key` stands for, or None."""
-        self._load()
-        return self._keys.get(key) if isinstance(key, str) else None
+        if not isinstance(key, str):
+            return None
+        if key not in self._keys:
+            self._load()
+        return self._keys.get(key)
 
     def get(self, name: str) -> type:
-        self._load()
+        if name not in self._classes:
+            self._load()
         return self._classes[name]
 
     @property
@@ -72,7 +80,10 @@ class Registry:
     def _load(self) -> None:
         if not self._loaded:
             self._loaded = True
-            importlib.import_module(self.package)  # the built-ins register themselves
+            package = importlib.import_module(self.package)  # the built-ins register themselves
+            load_all = getattr(package, "load_all", None)  # (a package whose modules load lazily)
+            if load_all is not None:
+                load_all()
 
 
 STRATEGIES = Registry("strategy", "surge.strategies")

@@ -2,10 +2,30 @@
 installed, with `metrics.csv` beside it; `CSVLogger` alone otherwise. `MLFlowLogger` imports mlflow
 only when its run is first used, `WandbLogger` wandb when it is made."""
 
-from .base import Logger
-from .csv import CSVLogger
-from .mlflow import MLFlowLogger
-from .tensorboard import TensorBoardLogger
-from .wandb import WandbLogger
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..config.lazy_names import LazyNames
+
+if TYPE_CHECKING:
+    from .base import Logger
+    from .csv import CSVLogger
+    from .mlflow import MLFlowLogger
+    from .tensorboard import TensorBoardLogger
+    from .wandb import WandbLogger
+
+_NAMES = LazyNames(
+    __name__,
+    {
+        "Logger": "base",
+        "CSVLogger": "csv",
+        "MLFlowLogger": "mlflow",
+        "TensorBoardLogger": "tensorboard",
+        "WandbLogger": "wandb",
+    },
+)
+__getattr__ = _NAMES.attribute
+__dir__ = _NAMES.listing
 
 __all__ = ["CSVLogger", "Logger", "MLFlowLogger", "TensorBoardLogger", "WandbLogger"]

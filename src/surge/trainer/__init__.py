@@ -52,7 +52,7 @@ from ..module import Module
 from ..optim import Optimization, configured_optimizers
 from ..precision import Precision, precision_plugin
 from ..profiler import Profiler, build_profiler
-from ..profiler.doctor import requested as requested_doctor_run
+from ..profiler.doctor_run import requested as requested_doctor_run
 from ..profiler.goodput_watch import GoodputLedger, GoodputWatch
 from ..rank_zero import info
 from ..seed import set_rng_state

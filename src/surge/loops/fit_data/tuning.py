@@ -6,6 +6,7 @@ Called by `Trainer.fit` before the first step; each says what it chose (rank zer
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import partial
@@ -20,10 +21,7 @@ from ...errors import MisconfigurationError
 from ...module import Module
 from ...optim.rates import scale_rates
 from ...rank_zero import info
-from ...tune.auto_workers import AutoWorkers, too_short
-from ...tune.batch_size import find_batch_size
 from ...tune.loaders import loader_batch_size, with_batch_size, with_workers
-from ...tune.workers import cpu_count
 
 if TYPE_CHECKING:
     from ...arguments import TrainerConfig
@@ -31,6 +29,7 @@ if TYPE_CHECKING:
     from ...optim import SchedulerConfig
     from ...strategies import Strategy
     from ...trainer import Trainer
+    from ...tune.auto_workers import AutoWorkers
 
 
 @dataclass(frozen=True)
@@ -143,9 +142,10 @@ def tune_val_loaders(tuning: Tuning, vals: list[Iterable]) -> list[Iterable]:
 
 
 def _batch_size_finder(trainer: Trainer) -> BatchSizeFinder | None:
-    from ...callbacks.batch_size_finder import BatchSizeFinder
-
-    return next((cb for cb in trainer.callbacks if isinstance(cb, BatchSizeFinder)), None)
+    finder = sys.modules.get("surge.callbacks.batch_size_finder")  # not imported: none was made
+    if finder is None:
+        return None
+    return next((cb for cb in trainer.callbacks if isinstance(cb, finder.BatchSizeFinder)), None)
 
 
 def plan_effective_batch(tuning: Tuning, model: Module, loader: Any, effective: int) -> tuple[Iterable, int]:
@@ -162,6 +162,8 @@ def plan_effective_batch(tuning: Tuning, model: Module, loader: Any, effective: 
     per_rank = math.ceil(effective / world)
     fits = current
     if tuning.cuda:
+        from ...tune.batch_size import find_batch_size  # (the tuners: imported when asked for)
+
         fits = find_batch_size(model, loader, trainer=tuning.trainer, max_batch_size=per_rank, verbose=False)
         if tuning.strategy.world_size > 1:
             fits = tuning.strategy.broadcast(fits)
@@ -176,6 +178,9 @@ def plan_effective_batch(tuning: Tuning, model: Module, loader: Any, effective: 
 
 
 def _auto_workers(tuning: Tuning, train: Any) -> tuple[Iterable, Callable[..., AutoWorkers] | None]:
+    from ...tune.auto_workers import AutoWorkers, too_short  # (imported when asked for)
+    from ...tune.workers import cpu_count
+
     _need_dataloader(train, "auto")
     batches = tuning.fit_batches(train)
     if too_short(batches):

@@ -1,0 +1,40 @@
+"""A package's public names, each imported from its module when first read.
+
+A package whose `__init__` imported every module made `from surge.callbacks import ModelCheckpoint`
+load all of them (and their imports): a default fit paid for the pipeline strategies, the
+tuners and every callback it never used. With `LazyNames` the package's `__getattr__` imports
+only the module a name lives in, once; `dir()` and `from package import *` still see every name.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from typing import Any
+
+
+class LazyNames:
+    """Name -> module (relative to `package`) for one package; install with
+    `__getattr__ = names.attribute` and `__dir__ = names.listing` in its `__init__`."""
+
+    def __init__(self, package: str, where: Mapping[str, str]) -> None:
+        self.package = package
+        self.where = dict(where)
+
+    def attribute(self, name: str) -> Any:
+        """The name's value, its module imported now (a module's `__getattr__`)."""
+        module = self.where.get(name)
+        if module is None:
+            raise AttributeError(f"module {self.package!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(f".{module}", self.package), name)
+        setattr(importlib.import_module(self.package), name, value)  # once: later reads are plain
+        return value
+
+    def listing(self) -> list[str]:
+        """Every name, loaded or not (a module's `__dir__`)."""
+        return sorted({*vars(importlib.import_module(self.package)), *self.where})
+
+    def load_all(self) -> None:
+        """Import every module (a registry's built-ins register themselves when imported)."""
+        for name in self.where:
+            self.attribute(name)
