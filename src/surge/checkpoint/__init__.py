@@ -50,19 +50,16 @@ def content_digest(obj: Any, version: int = FORMAT_VERSION) -> str:
     return h.hexdigest()
 
 
+_PLAIN = (int, float, str, bool, type(None))  # fed as their repr: the common leaves, told apart first
+
+
 def _feed(h: Any, obj: Any, version: int) -> None:
-    if isinstance(obj, Tensor):
-        t = obj.detach().cpu().contiguous()
-        extra = ""
-        if version >= 2:  # how it was stored too, not only its values
-            extra = f"{type(obj).__name__}{obj.requires_grad}{obj.stride()}{obj.storage_offset()}"
-        h.update(f"T{t.dtype}{tuple(t.shape)}{extra}".encode())
-        if t.numel():
-            flat = t.reshape(-1)
-            if flat.stride(-1) != 1:  # one element with any stride is "contiguous"
-                flat = flat.clone(memory_format=torch.contiguous_format)
-            h.update(flat.view(torch.uint8).numpy().tobytes())
-    elif isinstance(obj, Mapping):
+    kind = type(obj)
+    if kind in _PLAIN:  # (the same bytes as the last branch, without the checks before it)
+        h.update(repr(obj).encode())
+    elif isinstance(obj, Tensor):
+        _feed_tensor(h, obj, version)
+    elif kind is dict or isinstance(obj, Mapping):
         h.update(b"{")
         for key in sorted(obj, key=repr):
             h.update(repr(key).encode())
@@ -77,6 +74,25 @@ def _feed(h: Any, obj: Any, version: int) -> None:
         h.update(f"{type(obj).__name__}{sorted(map(repr, obj))}".encode())  # repr order is per process
     else:
         h.update(repr(obj).encode())
+
+
+def _feed_tensor(h: Any, obj: Tensor, version: int) -> None:
+    """A tensor's dtype, shape (and with version 2 its type, `requires_grad`, strides and storage
+    offset), then its values' bytes in row-major order, read in place where they are contiguous."""
+    t = obj.detach()
+    if t.device.type != "cpu":
+        t = t.cpu()
+    if not t.is_contiguous():
+        t = t.contiguous()
+    extra = ""
+    if version >= 2:  # how it was stored too, not only its values
+        extra = f"{type(obj).__name__}{obj.requires_grad}{obj.stride()}{obj.storage_offset()}"
+    h.update(f"T{t.dtype}{tuple(t.shape)}{extra}".encode())
+    if t.numel():
+        flat = t.reshape(-1)
+        if flat.stride(-1) != 1:  # one element with any stride is "contiguous"
+            flat = flat.clone(memory_format=torch.contiguous_format)
+        h.update(flat.view(torch.uint8).numpy())  # (the buffer itself: no copy of a large tensor)
 
 
 def save_atomic(state: dict[str, Any], path: str | Path) -> Path:
