@@ -128,12 +128,13 @@ def _counted(func: Any) -> Any:
 
 def _shapes(value: Any) -> Any:
     """`value` with every tensor in it replaced by its shape, through the containers torch's pytree
-    walks (lists, tuples, dicts); anything else as it is."""
-    kind = type(value)
+    walks (lists, tuples, dicts; a torch.Size is a leaf there too); anything else as it is."""
     if isinstance(value, torch.Tensor):
         return value.shape
-    if kind is tuple or kind is list:
-        return kind(_shapes(v) for v in value)
-    if kind is dict:
+    if isinstance(value, list):
+        return [_shapes(v) for v in value]
+    if isinstance(value, tuple) and type(value) is not torch.Size:  # (a structseq: as a plain tuple)
+        return tuple(_shapes(v) for v in value)
+    if isinstance(value, dict):
         return {k: _shapes(v) for k, v in value.items()}
     return value
