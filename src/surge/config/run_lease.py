@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import json
 import math
 import os
@@ -43,11 +44,16 @@ _MAX_BYTES = 4096
 def machine() -> tuple[str, str]:
     """This machine as a lease names it: its host name and its boot (a reboot or another node with the
     same host name, a pod restarted elsewhere, is another machine)."""
+    return socket.gethostname(), _boot()
+
+
+@functools.cache
+def _boot() -> str:
+    """This boot's id, read once: it cannot change while the process lives."""
     try:
-        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
     except OSError:
-        boot = ""
-    return socket.gethostname(), boot
+        return ""
 
 
 @dataclass(frozen=True)
