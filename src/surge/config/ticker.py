@@ -3,10 +3,11 @@ the goodput heartbeat): a fit adds its jobs and takes them off again without sta
 thread of its own (a thread's start and join each wait for the scheduler: on a busy machine they
 cost a short fit milliseconds).
 
-The thread starts with the first job. `Job.cancel` returns once no run of the job is in progress
-and none will start; a job cancelled from inside its own run does not wait for itself. A job that
-raises is reported as an uncaught exception in a thread would be (`threading.excepthook`) and runs
-no more. A process made by fork has no thread and no job of its parent's (as with a thread per job,
+Jobs run one after another, so each must be a short write: one that blocks (a hung filesystem)
+delays the others as long. The thread starts with the first job. `Job.cancel` returns once no run
+of the job is in progress and none will start; a job cancelled from inside its own run does not
+wait for itself. A job that raises is reported as an uncaught exception in a thread would be
+(`threading.excepthook`) and runs no more. A process made by fork has no thread and no job of its parent's (as with a thread per job,
 which fork does not copy); its own first job starts its own thread.
 """
 
