@@ -37,6 +37,14 @@ class Job:
             pass
         self._ticker._remove(self)
 
+    def _next(self, now: float) -> None:
+        """Due again one period from `now` (the ticker, as it starts a run)."""
+        self.due = now + self.period
+
+    def _orphan(self) -> None:
+        """In a forked child: not this process's job (a lock the parent's thread held is let go)."""
+        self._running, self.cancelled = threading.RLock(), True
+
     def _run(self) -> None:
         with self._running:
             if self.cancelled:
@@ -82,7 +90,7 @@ class Ticker:
                     self._changed.wait(wait)
                     continue
                 for job in due:
-                    job.due = now + job.period
+                    job._next(now)
             for job in due:  # (outside the lock: a job may add or cancel jobs)
                 job._run()
                 if job.cancelled:
@@ -91,7 +99,7 @@ class Ticker:
     def _after_fork(self) -> None:
         """In a forked child: the parent's thread is not there, nor are its jobs this process's."""
         for job in self._jobs:
-            job._running, job.cancelled = threading.RLock(), True
+            job._orphan()
         self._changed, self._jobs, self._thread = threading.Condition(), [], None
 
 
