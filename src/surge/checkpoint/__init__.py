@@ -50,19 +50,16 @@ def content_digest(obj: Any, version: int = FORMAT_VERSION) -> str:
     return h.hexdigest()
 
 
+_PLAIN = (int, float, str, bool, type(None))  # fed as their repr: the common leaves, told apart first
+
+
 def _feed(h: Any, obj: Any, version: int) -> None:
-    if isinstance(obj, Tensor):
-        t = obj.detach().cpu().contiguous()
-        extra = ""
-        if version >= 2:  # how it was stored too, not only its values
-            extra = f"{type(obj).__name__}{obj.requires_grad}{obj.stride()}{obj.storage_offset()}"
-        h.update(f"T{t.dtype}{tuple(t.shape)}{extra}".encode())
-        if t.numel():
-            flat = t.reshape(-1)
-            if flat.stride(-1) != 1:  # one element with any stride is "contiguous"
-                flat = flat.clone(memory_format=torch.contiguous_format)
-            h.update(flat.view(torch.uint8).numpy().tobytes())
-    elif isinstance(obj, Mapping):
+    kind = type(obj)
+    if kind in _PLAIN:  # (the same bytes as the last branch, without the checks before it)
+        h.update(repr(obj).encode())
+    elif isinstance(obj, Tensor):
+        _feed_tensor(h, obj, version)
+    elif kind is dict or isinstance(obj, Mapping):
         h.update(b"{")
         for key in sorted(obj, key=repr):
             h.update(repr(key).encode())
@@ -79,6 +76,25 @@ def _feed(h: Any, obj: Any, version: int) -> None:
         h.update(repr(obj).encode())
 
 
+def _feed_tensor(h: Any, obj: Tensor, version: int) -> None:
+    """A tensor's dtype, shape (and with version 2 its type, `requires_grad`, strides and storage
+    offset), then its values' bytes in row-major order, read in place where they are contiguous."""
+    t = obj.detach()
+    if t.device.type != "cpu":
+        t = t.cpu()
+    if not t.is_contiguous():
+        t = t.contiguous()
+    extra = ""
+    if version >= 2:  # how it was stored too, not only its values
+        extra = f"{type(obj).__name__}{obj.requires_grad}{obj.stride()}{obj.storage_offset()}"
+    h.update(f"T{t.dtype}{tuple(t.shape)}{extra}".encode())
+    if t.numel():
+        flat = t.reshape(-1)
+        if flat.stride(-1) != 1:  # one element with any stride is "contiguous"
+            flat = flat.clone(memory_format=torch.contiguous_format)
+        h.update(flat.view(torch.uint8).numpy())  # (the buffer itself: no copy of a large tensor)
+
+
 def save_atomic(state: dict[str, Any], path: str | Path) -> Path:
     """Write `state` to `path` so that a crash leaves either the old file or the new one, never half.
 
@@ -93,10 +109,8 @@ def save_atomic(state: dict[str, Any], path: str | Path) -> Path:
     record = f"{_DIGEST_PREFIX}{content_digest(state)}".encode()
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
     try:
-        with open(tmp, "w+b") as f:
-            torch.save(state, f)
-            f.flush()
-            _append_record(f, record)
+        with open(tmp, "wb") as f:
+            _write_archive(state, f, record)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -112,12 +126,15 @@ def save_atomic(state: dict[str, Any], path: str | Path) -> Path:
     return path
 
 
-def _append_record(f: Any, record: bytes) -> None:
-    """Add the digest record to the zip torch.save just wrote (torch ignores records it does not know)."""
-    f.seek(0)
-    with zipfile.ZipFile(f, "a") as archive:
-        folder = archive.namelist()[0].split("/", 1)[0]
-        archive.writestr(f"{folder}/{_DIGEST_RECORD}", record)
+def _write_archive(state: dict[str, Any], f: Any, record: bytes) -> None:
+    """`torch.save(state, f)` with the digest record among torch's own records (torch ignores records
+    it does not know), in one pass: the file is never reopened to add it. Uses torch.save's own two
+    steps (its zip writer and `_save`, with torch.save's defaults)."""
+    from torch import serialization
+
+    with serialization._open_zipfile_writer(f) as archive:
+        serialization._save(state, archive, pickle, serialization.DEFAULT_PROTOCOL, False)
+        archive.write_record(_DIGEST_RECORD, record, len(record))
 
 
 def _os_error(err: BaseException | None) -> OSError | None:

@@ -1,8 +1,8 @@
 """A lease on a checkpoint folder: one live run holds it, and it lapses by itself when that run is
 gone, on whatever machine it ran.
 
-The holder writes its machine (host name and boot), its pid, a refresh count and the time, and a
-daemon thread rewrites the file every `REFRESH_S` (nothing per training step). Another run that
+The holder writes its machine (host name and boot), its pid, a refresh count and the time, and the
+process's ticker thread (`ticker.py`) rewrites the file every `REFRESH_S` (nothing per training step). Another run that
 finds the file judges it:
 
 - its own process (a fit after a fit): taken;
@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import json
 import math
 import os
 import socket
-import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -34,6 +34,7 @@ from pathlib import Path
 
 from ..rank_zero import info, warn
 from ..safe_files import read_bounded, write_replacing
+from .ticker import TICKER, Job
 
 REFRESH_S = 5.0  # how often a holder rewrites its lease
 TTL_S = 30.0  # a lease not refreshed for this long belongs to a run that is gone
@@ -43,11 +44,16 @@ _MAX_BYTES = 4096
 def machine() -> tuple[str, str]:
     """This machine as a lease names it: its host name and its boot (a reboot or another node with the
     same host name, a pod restarted elsewhere, is another machine)."""
+    return socket.gethostname(), _boot()
+
+
+@functools.cache
+def _boot() -> str:
+    """This boot's id, read once: it cannot change while the process lives."""
     try:
-        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
     except OSError:
-        boot = ""
-    return socket.gethostname(), boot
+        return ""
 
 
 @dataclass(frozen=True)
@@ -112,8 +118,7 @@ class RunLease:
         self.pid = os.getpid()
         self._count = 0
         self._held = False
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._refreshing: Job | None = None  # `renew` every `refresh` seconds while held
         self._said = False
         self._budget: float | None = None
         self._watching: tuple[Holder, float] | None = None  # the lease being watched, since when
@@ -124,7 +129,7 @@ class RunLease:
         when the file cannot be made). With a `budget` (seconds), a watch of another machine's lease
         that has not concluded by then returns False: call again to go on watching (distributed
         ranks meanwhile agree to wait, each within their collectives' timeout)."""
-        self.release()  # taken again (a fit after a fit): one refresh thread at a time
+        self.release()  # taken again (a fit after a fit): one refresh at a time
         self._budget = budget
         for _ in range(8):  # a stale lease is removed, then made again exclusively (a racing run wins once)
             if self._create():
@@ -150,10 +155,9 @@ class RunLease:
             return
         self._held = False
         atexit.unregister(self.release)
-        self._stop.set()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join()
-        self._thread = None
+        if self._refreshing is not None:
+            self._refreshing.cancel()  # (a refresh under way finishes first: none follows)
+            self._refreshing = None
         holder = self.read()
         if holder is not None and self._mine(holder):
             with contextlib.suppress(OSError):
@@ -251,16 +255,10 @@ class RunLease:
         return Holder(self.host, self.boot, self.pid, self._count, self._wall()).to_bytes()
 
     def _start(self) -> None:
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._keep, name="surge-lease", daemon=True)
-        self._thread.start()
-
-    def _keep(self) -> None:
-        while not self._stop.wait(self.refresh):
-            self.renew()
+        self._refreshing = TICKER.every(self.refresh, self.renew)
 
     def renew(self) -> bool:
-        """Refresh the lease now (the daemon thread's work); False, said once, when it is no longer
+        """Refresh the lease now (the ticker thread's work); False, said once, when it is no longer
         this run's or cannot be written."""
         holder = self.read()
         if holder is not None and not self._mine(holder):

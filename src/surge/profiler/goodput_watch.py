@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ..callbacks.base import Callback
 from ..config.run_records import heartbeat_file
 from ..config.semantics import SURGE, Semantics
+from ..config.ticker import TICKER, Job
 from ..rank_zero import info, warn
 from ..safe_files import write_replacing
 from ..speed.compiling import compile_events
@@ -33,31 +33,27 @@ HEARTBEAT_S = 1.0  # how often the run's sign of life is rewritten (its redone w
 
 
 class Heartbeat:
-    """Rewrites `path` from a daemon thread every `HEARTBEAT_S`: the job, the run, the time and
+    """Rewrites `path` from the process's ticker thread every `HEARTBEAT_S`: the job, the run, the time and
     the status ("running"; "finished" or "failed" at the end). Atomic (a rename), not fsynced: a
     power cut may lose the last second, a killed process loses nothing written."""
 
     def __init__(self, path: Path, ledger: GoodputLedger) -> None:
         self.path, self.ledger = path, ledger
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._beating: Job | None = None
         self._said = False  # a write failed (said once)
 
     def start(self) -> None:
         self._write("running")
-        self._thread = threading.Thread(target=self._beat, name="surge-goodput-heartbeat", daemon=True)
-        self._thread.start()
+        self._beating = TICKER.every(HEARTBEAT_S, self._beat)
 
     def stop(self, status: str) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-            self._thread = None
+        if self._beating is not None:
+            self._beating.cancel()  # (a beat under way finishes first: the status is written last)
+            self._beating = None
         self._write(status)
 
     def _beat(self) -> None:
-        while not self._stop.wait(HEARTBEAT_S):
-            self._write("running")
+        self._write("running")
 
     def _write(self, status: str) -> None:
         record = {"job": self.ledger.job, "run": self.ledger.run, "time": time.time(), "status": status}

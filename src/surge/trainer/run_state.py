@@ -136,8 +136,9 @@ def checkpoint_state(run: RunObjects, weights_only: bool = False) -> dict[str, A
     run.hooks.callbacks(
         "on_save_checkpoint", state, after=after
     )  # the callbacks, then the module (as Lightning)
-    run.hooks.module("on_save_checkpoint", state)
-    check_state(state, f"{_class_name(run.module)}.on_save_checkpoint")
+    if "on_save_checkpoint" in run.hooks.module_fns:  # (a hook that does not run changes nothing)
+        run.hooks.module("on_save_checkpoint", state)
+        check_state(state, f"{_class_name(run.module)}.on_save_checkpoint")
     return state
 
 
