@@ -109,8 +109,10 @@ def save_atomic(state: dict[str, Any], path: str | Path) -> Path:
     record = f"{_DIGEST_PREFIX}{content_digest(state)}".encode()
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
     try:
-        with open(tmp, "wb") as f:
-            _write_archive(state, f, record)
+        with open(tmp, "w+b") as f:
+            torch.save(state, f)
+            f.flush()
+            _append_record(f, record)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -126,15 +128,12 @@ def save_atomic(state: dict[str, Any], path: str | Path) -> Path:
     return path
 
 
-def _write_archive(state: dict[str, Any], f: Any, record: bytes) -> None:
-    """`torch.save(state, f)` with the digest record among torch's own records (torch ignores records
-    it does not know), in one pass: the file is never reopened to add it. Uses torch.save's own two
-    steps (its zip writer and `_save`, with torch.save's defaults)."""
-    from torch import serialization
-
-    with serialization._open_zipfile_writer(f) as archive:
-        serialization._save(state, archive, pickle, serialization.DEFAULT_PROTOCOL, False)
-        archive.write_record(_DIGEST_RECORD, record, len(record))
+def _append_record(f: Any, record: bytes) -> None:
+    """Add the digest record to the zip torch.save just wrote (torch ignores records it does not know)."""
+    f.seek(0)
+    with zipfile.ZipFile(f, "a") as archive:
+        folder = archive.namelist()[0].split("/", 1)[0]
+        archive.writestr(f"{folder}/{_DIGEST_RECORD}", record)
 
 
 def _os_error(err: BaseException | None) -> OSError | None:

@@ -1,7 +1,7 @@
 """Who writes a checkpoint, and when: at once (the default) or in the background (`async_checkpoint=True`).
 
-Both writers run the same steps in the same order: the file (`save_atomic`: temporary file with its
-digest record, fsync, atomic rename, directory fsync), then what must follow a durable file (the `last`
+Both writers run the same steps in the same order: the file (`save_atomic`: temporary file, fsync,
+digest record, atomic rename, directory fsync), then what must follow a durable file (the `last`
 link, top-k deletions). The background writer first snapshots the state off the device, so the
 training steps that follow cannot change what is written, and at most one write is pending.
 """
