@@ -370,3 +370,64 @@ def test_a_lazy_package_gives_every_name_it_lists(name):
         assert getattr(getattr(package, public), "__module__", "surge.").startswith("surge."), public
     with pytest.raises(AttributeError, match=f"'surge.{name}' has no attribute 'NoSuchName'"):
         package.NoSuchName  # noqa: B018
+
+
+def _lazy_init_tree(name: str) -> ast.Module:
+    return ast.parse((PACKAGE / name / "__init__.py").read_text())
+
+
+def _type_checking_names(tree: ast.Module) -> set[str]:
+    """The names a type checker sees at a package's top level: its imports (those under
+    `if TYPE_CHECKING:` included), definitions and annotated or assigned names."""
+    seen: set[str] = set()
+    body = list(tree.body)
+    for node in tree.body:
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
+            body += node.body
+    for node in body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            seen |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            seen.add(node.name)
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            seen.add(node.target.id)
+        elif isinstance(node, ast.Assign):
+            seen |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+    return seen
+
+
+@pytest.mark.parametrize("name", LAZY_PACKAGES)
+def test_a_type_checker_sees_every_name_of_a_lazy_package_and_no_catch_all(name):
+    """A module-level `__getattr__` that a type checker reads makes every attribute of the package
+    `Any`: mypy would pass `from surge.callbacks import ModelChekpoint`. So it is installed only
+    where type checkers do not look, and every public name is imported for them instead."""
+    tree = _lazy_init_tree(name)
+    top_level = _type_checking_names(tree)
+    assert "__getattr__" not in top_level and "__dir__" not in top_level, name
+    package = importlib.import_module(f"surge.{name}")
+    assert set(package.__all__) <= top_level, sorted(set(package.__all__) - top_level)
+
+
+def test_a_lazy_package_keeps_what_its_eager_form_gave(tmp_path):
+    """In a fresh interpreter: a submodule is an attribute of its package without being imported
+    first, as when the package imported them all; `PROFILERS` maps names to classes; a built-in
+    strategy can be removed by name before any strategy module is loaded (then it stays removed);
+    a class whose `__module__` is None registers."""
+    code = (
+        "import sys, surge.callbacks, surge.strategies, surge.profiler\n"
+        "from surge.config.registry import STRATEGIES\n"
+        "STRATEGIES.remove('fsdp'); print(STRATEGIES.name_of('fsdp'), STRATEGIES.name_of('fsdp_cpu_offload'))\n"
+        "print(surge.callbacks.swa.__name__, surge.strategies.dp.__name__)\n"
+        "print(sorted((k, v.__name__) for k, v in surge.profiler.PROFILERS.items()))\n"
+        "cls = type('Mine', (surge.strategies.Strategy,), {'__module__': None})\n"
+        "surge.strategies.register_strategy('mine')(cls); print(STRATEGIES.get('mine') is cls)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.splitlines() == [
+        "None fsdp_cpu_offload",
+        "surge.callbacks.swa surge.strategies.dp",
+        "[('advanced', 'AdvancedProfiler'), ('pytorch', 'PyTorchProfiler'), ('simple', 'SimpleProfiler')]",
+        "True",
+    ]

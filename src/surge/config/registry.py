@@ -28,7 +28,8 @@ class Registry:
 
     def add(self, name: str, cls: type, aliases: Iterable[str] = ()) -> None:
         """Register `cls` under `name` and `aliases`; a string already taken (by another class) is an error."""
-        if not getattr(cls, "__module__", "").startswith(f"{self.package}."):
+        module = getattr(cls, "__module__", None)
+        if not (isinstance(module, str) and module.startswith(f"{self.package}.")):
             self._load()  # a user's class: the built-ins first, so that a clash with one is named here
         keys = [name, *aliases]
         for key in keys:
@@ -43,7 +44,9 @@ class Registry:
         self._keys.update(dict.fromkeys(keys, name))
 
     def remove(self, name: str) -> None:
-        """Forget `name` and its aliases."""
+        """Forget `name` and its aliases (a built-in not loaded yet is loaded first, then forgotten)."""
+        if name not in self._classes:
+            self._load()
         self._classes.pop(name)
         self._keys = {k: v for k, v in self._keys.items() if v != name}
 
