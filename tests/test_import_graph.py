@@ -409,25 +409,50 @@ def test_a_type_checker_sees_every_name_of_a_lazy_package_and_no_catch_all(name)
 
 
 def test_a_lazy_package_keeps_what_its_eager_form_gave(tmp_path):
-    """In a fresh interpreter: a submodule is an attribute of its package without being imported
-    first, as when the package imported them all; `PROFILERS` maps names to classes; a built-in
-    strategy can be removed by name before any strategy module is loaded (then it stays removed);
-    a class whose `__module__` is None registers."""
+    """In a fresh interpreter: threads that look strategy names up at once all find them (one
+    imports the built-ins, the others wait for it, not for a registry half filled); a submodule is
+    an attribute of its package without being imported first, as when the package imported them
+    all; `PROFILERS` maps names to classes."""
     code = (
-        "import sys, surge.callbacks, surge.strategies, surge.profiler\n"
+        "import threading, surge.callbacks, surge.strategies, surge.profiler\n"
         "from surge.config.registry import STRATEGIES\n"
-        "STRATEGIES.remove('fsdp'); print(STRATEGIES.name_of('fsdp'), STRATEGIES.name_of('fsdp_cpu_offload'))\n"
+        "found, names, start = {}, ('fsdp', 'ddp_spawn', 'dp', 'fsdp_cpu_offload'), threading.Barrier(4)\n"
+        "def look(name):\n    start.wait(); found[name] = STRATEGIES.name_of(name)\n"
+        "threads = [threading.Thread(target=look, args=(n,)) for n in names]\n"
+        "[t.start() for t in threads]; [t.join() for t in threads]\n"
+        "print(all(found[n] == n for n in names), found)\n"
         "print(surge.callbacks.swa.__name__, surge.strategies.dp.__name__)\n"
         "print(sorted((k, v.__name__) for k, v in surge.profiler.PROFILERS.items()))\n"
-        "cls = type('Mine', (surge.strategies.Strategy,), {'__module__': None})\n"
-        "surge.strategies.register_strategy('mine')(cls); print(STRATEGIES.get('mine') is cls)\n"
     )
     env = {**os.environ, "PYTHONPATH": str(SRC)}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path)
     assert out.returncode == 0, out.stderr[-3000:]
-    assert out.stdout.splitlines() == [
-        "None fsdp_cpu_offload",
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("True "), lines[0]
+    assert lines[1:] == [
         "surge.callbacks.swa surge.strategies.dp",
         "[('advanced', 'AdvancedProfiler'), ('pytorch', 'PyTorchProfiler'), ('simple', 'SimpleProfiler')]",
-        "True",
     ]
+
+
+def test_a_registry_removes_a_built_in_not_loaded_yet_and_takes_a_class_of_no_module(tmp_path, monkeypatch):
+    """`remove` of a built-in no lookup has loaded yet loads the built-ins first, then forgets it
+    (a user replacing a built-in does this after `import surge.strategies`); a class whose
+    `__module__` is None is a user's class."""
+    from surge.config.registry import Registry
+    from surge.errors import MisconfigurationError
+
+    (tmp_path / "lazy_builtins").mkdir()
+    (tmp_path / "lazy_builtins" / "__init__.py").write_text(
+        "REGISTRY = None\nclass Builtin: ...\ndef load_all():\n    REGISTRY.add('builtin', Builtin, aliases=('b',))\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    registry = Registry("thing", "lazy_builtins")
+    monkeypatch.setattr(importlib.import_module("lazy_builtins"), "REGISTRY", registry)
+    registry.remove("builtin")
+    assert registry.name_of("builtin") is None and registry.name_of("b") is None
+    mine = type("Mine", (), {"__module__": None})
+    registry.add("mine", mine)
+    assert registry.get("mine") is mine
+    with pytest.raises(MisconfigurationError, match="'mine' is registered already"):
+        registry.add("mine", type("Other", (), {}))
