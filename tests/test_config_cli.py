@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -60,6 +61,29 @@ def test_callbacks_and_loggers_come_from_class_path_lists(tmp_path):
     stopper = cli.trainer.early_stopping_callback
     assert isinstance(stopper, EarlyStopping) and stopper.monitor == "val_acc"
     assert isinstance(cli.trainer.logger, CSVLogger)
+
+
+def test_a_short_class_path_names_any_callback_logger_strategy_or_profiler(tmp_path):
+    """In a fresh interpreter, where no callback, logger, strategy or profiler module was imported
+    yet (their packages load a name when first used): a short class_path still names any of them."""
+    trainer = {**TINY["trainer"], "default_root_dir": str(tmp_path),
+               "callbacks": [{"class_path": "StochasticWeightAveraging", "init_args": {"swa_lrs": 0.01}}],
+               "logger": {"class_path": "TensorBoardLogger", "init_args": {"save_dir": str(tmp_path)}},
+               "strategy": {"class_path": "SingleDeviceStrategy"}, "profiler": {"class_path": "AdvancedProfiler"}}  # fmt: skip
+    code = (
+        "import sys\nfrom surge.stage_cli.config import SurgeCLI\n"
+        "t = SurgeCLI(args=['fit', '--config', sys.argv[1], '--trainer.callbacks+=LearningRateMonitor'], run=False).trainer\n"
+        "print(*(type(x).__name__ for x in (*t.callbacks, t.logger, t.strategy, t.profiler)))\n"
+    )  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    config = write_config(tmp_path, trainer=trainer)
+    out = subprocess.run(
+        [sys.executable, "-c", code, config], capture_output=True, text=True, env=env, cwd=tmp_path
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    names = out.stdout.split()
+    assert {"StochasticWeightAveraging", "LearningRateMonitor", "TensorBoardLogger"} <= set(names), names
+    assert names[-2:] == ["SingleDeviceStrategy", "AdvancedProfiler"], names
 
 
 def test_print_config_prints_yaml_that_round_trips(tmp_path, capsys):

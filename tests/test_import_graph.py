@@ -370,3 +370,89 @@ def test_a_lazy_package_gives_every_name_it_lists(name):
         assert getattr(getattr(package, public), "__module__", "surge.").startswith("surge."), public
     with pytest.raises(AttributeError, match=f"'surge.{name}' has no attribute 'NoSuchName'"):
         package.NoSuchName  # noqa: B018
+
+
+def _lazy_init_tree(name: str) -> ast.Module:
+    return ast.parse((PACKAGE / name / "__init__.py").read_text())
+
+
+def _type_checking_names(tree: ast.Module) -> set[str]:
+    """The names a type checker sees at a package's top level: its imports (those under
+    `if TYPE_CHECKING:` included), definitions and annotated or assigned names."""
+    seen: set[str] = set()
+    body = list(tree.body)
+    for node in tree.body:
+        if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING":
+            body += node.body
+    for node in body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            seen |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            seen.add(node.name)
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            seen.add(node.target.id)
+        elif isinstance(node, ast.Assign):
+            seen |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+    return seen
+
+
+@pytest.mark.parametrize("name", LAZY_PACKAGES)
+def test_a_type_checker_sees_every_name_of_a_lazy_package_and_no_catch_all(name):
+    """A module-level `__getattr__` that a type checker reads makes every attribute of the package
+    `Any`: mypy would pass `from surge.callbacks import ModelChekpoint`. So it is installed only
+    where type checkers do not look, and every public name is imported for them instead."""
+    tree = _lazy_init_tree(name)
+    top_level = _type_checking_names(tree)
+    assert "__getattr__" not in top_level and "__dir__" not in top_level, name
+    package = importlib.import_module(f"surge.{name}")
+    assert set(package.__all__) <= top_level, sorted(set(package.__all__) - top_level)
+
+
+def test_a_lazy_package_keeps_what_its_eager_form_gave(tmp_path):
+    """In a fresh interpreter: threads that look strategy names up at once all find them (one
+    imports the built-ins, the others wait for it, not for a registry half filled); a submodule is
+    an attribute of its package without being imported first, as when the package imported them
+    all; `PROFILERS` maps names to classes."""
+    code = (
+        "import threading, surge.callbacks, surge.strategies, surge.profiler\n"
+        "from surge.config.registry import STRATEGIES\n"
+        "found, names, start = {}, ('fsdp', 'ddp_spawn', 'dp', 'fsdp_cpu_offload'), threading.Barrier(4)\n"
+        "def look(name):\n    start.wait(); found[name] = STRATEGIES.name_of(name)\n"
+        "threads = [threading.Thread(target=look, args=(n,)) for n in names]\n"
+        "[t.start() for t in threads]; [t.join() for t in threads]\n"
+        "print(all(found[n] == n for n in names), found)\n"
+        "print(surge.callbacks.swa.__name__, surge.strategies.dp.__name__)\n"
+        "print(sorted((k, v.__name__) for k, v in surge.profiler.PROFILERS.items()))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("True "), lines[0]
+    assert lines[1:] == [
+        "surge.callbacks.swa surge.strategies.dp",
+        "[('advanced', 'AdvancedProfiler'), ('pytorch', 'PyTorchProfiler'), ('simple', 'SimpleProfiler')]",
+    ]
+
+
+def test_a_registry_removes_a_built_in_not_loaded_yet_and_takes_a_class_of_no_module(tmp_path, monkeypatch):
+    """`remove` of a built-in no lookup has loaded yet loads the built-ins first, then forgets it
+    (a user replacing a built-in does this after `import surge.strategies`); a class whose
+    `__module__` is None is a user's class."""
+    from surge.config.registry import Registry
+    from surge.errors import MisconfigurationError
+
+    (tmp_path / "lazy_builtins").mkdir()
+    (tmp_path / "lazy_builtins" / "__init__.py").write_text(
+        "REGISTRY = None\nclass Builtin: ...\ndef load_all():\n    REGISTRY.add('builtin', Builtin, aliases=('b',))\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    registry = Registry("thing", "lazy_builtins")
+    monkeypatch.setattr(importlib.import_module("lazy_builtins"), "REGISTRY", registry)
+    registry.remove("builtin")
+    assert registry.name_of("builtin") is None and registry.name_of("b") is None
+    mine = type("Mine", (), {"__module__": None})
+    registry.add("mine", mine)
+    assert registry.get("mine") is mine
+    with pytest.raises(MisconfigurationError, match="'mine' is registered already"):
+        registry.add("mine", type("Other", (), {}))

@@ -9,6 +9,7 @@ only the module a name lives in, once; `dir()` and `from package import *` still
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from collections.abc import Mapping
 from typing import Any
 
@@ -25,14 +26,23 @@ class LazyNames:
         """The name's value, its module imported now (a module's `__getattr__`)."""
         module = self.where.get(name)
         if module is None:
-            raise AttributeError(f"module {self.package!r} has no attribute {name!r}")
+            return self.submodule(name)
         value = getattr(importlib.import_module(f".{module}", self.package), name)
         setattr(importlib.import_module(self.package), name, value)  # once: later reads are plain
         return value
 
+    def submodule(self, name: str) -> Any:
+        """The package's submodule `name`, imported now: `import surge.callbacks` then
+        `surge.callbacks.checkpoint` finds it, as when the package imported every module."""
+        full = f"{self.package}.{name}"
+        if name.isidentifier() and not name.startswith("__") and importlib.util.find_spec(full) is not None:
+            return importlib.import_module(full)
+        raise AttributeError(f"module {self.package!r} has no attribute {name!r}")
+
     def listing(self) -> list[str]:
-        """Every name, loaded or not (a module's `__dir__`)."""
-        return sorted({*vars(importlib.import_module(self.package)), *self.where})
+        """Every name, loaded or not (a module's `__dir__`), and every name in `__all__`."""
+        names = vars(importlib.import_module(self.package))
+        return sorted({*names, *self.where, *names.get("__all__", ())})
 
     def load_all(self) -> None:
         """Import every module (a registry's built-ins register themselves when imported)."""

@@ -9,6 +9,7 @@ names only the default never imports the others.
 from __future__ import annotations
 
 import importlib
+import threading
 from collections.abc import Callable, Iterable
 from typing import TypeVar
 
@@ -24,11 +25,14 @@ class Registry:
         self.argument, self.package = argument, package
         self._classes: dict[str, type] = {}
         self._keys: dict[str, str] = {}  # every accepted string -> its name
-        self._loaded = False
+        self._loaded = False  # every built-in registered
+        self._importing = False  # (a lookup while this thread imports them returns at once)
+        self._lock = threading.RLock()  # another thread's first lookup waits for every built-in
 
     def add(self, name: str, cls: type, aliases: Iterable[str] = ()) -> None:
         """Register `cls` under `name` and `aliases`; a string already taken (by another class) is an error."""
-        if not getattr(cls, "__module__", "").startswith(f"{self.package}."):
+        module = getattr(cls, "__module__", None)
+        if not (isinstance(module, str) and module.startswith(f"{self.package}.")):
             self._load()  # a user's class: the built-ins first, so that a clash with one is named here
         keys = [name, *aliases]
         for key in keys:
@@ -43,7 +47,9 @@ class Registry:
         self._keys.update(dict.fromkeys(keys, name))
 
     def remove(self, name: str) -> None:
-        """Forget `name` and its aliases."""
+        """Forget `name` and its aliases (a built-in not loaded yet is loaded first, then forgotten)."""
+        if name not in self._classes:
+            self._load()
         self._classes.pop(name)
         self._keys = {k: v for k, v in self._keys.items() if v != name}
 
@@ -78,12 +84,19 @@ class Registry:
         return tuple(k for k, v in self._keys.items() if k != v)
 
     def _load(self) -> None:
-        if not self._loaded:
-            self._loaded = True
-            package = importlib.import_module(self.package)  # the built-ins register themselves
-            load_all = getattr(package, "load_all", None)  # (a package whose modules load lazily)
-            if load_all is not None:
-                load_all()
+        if self._loaded:
+            return
+        with self._lock:
+            if self._loaded or self._importing:
+                return
+            self._importing = True
+            try:
+                package = importlib.import_module(self.package)  # the built-ins register themselves
+                load_all = getattr(package, "load_all", None)  # (a package whose modules load lazily)
+                if load_all is not None:
+                    load_all()
+            finally:
+                self._importing, self._loaded = False, True
 
 
 STRATEGIES = Registry("strategy", "surge.strategies")

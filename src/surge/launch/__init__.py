@@ -19,7 +19,8 @@ _NAMES = LazyNames(
         "free_port": "subprocess_launcher",
     },
 )
-__getattr__ = _NAMES.attribute
-__dir__ = _NAMES.listing
+if not TYPE_CHECKING:  # (a type checker reads the imports above: a misspelt name stays an error)
+    __getattr__ = _NAMES.attribute
+    __dir__ = _NAMES.listing
 
 __all__ = ["ClusterEnvironment", "SubprocessLauncher", "detect", "free_port"]

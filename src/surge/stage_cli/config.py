@@ -116,6 +116,7 @@ class SurgeCLI:
         self._data_class = datamodule_class
         self._model_subclass = model_class is None or subclass_mode_model
         self._data_subclass = datamodule_class is None or subclass_mode_data
+        _import_every_plugin()
         self.parser = self._root_parser(prog)
         args = list(sys.argv[1:] if args is None else args)
         args, self.class_path_policy = self._policy(args, allow_class_paths)
@@ -305,6 +306,17 @@ def _as_fit(cfg: Any) -> Any:
     from jsonargparse import Namespace
 
     return Namespace(subcommand="fit", fit=cfg)
+
+
+def _import_every_plugin() -> None:
+    """Import each callback, logger, profiler and strategy surge has: their packages load a name
+    when it is first used (config/lazy_names.py), and jsonargparse resolves a short class_path
+    (`class_path: EarlyStopping`) only among the subclasses imported already."""
+    from .. import callbacks, loggers, profiler, strategies
+
+    for package in (callbacks, loggers, profiler, strategies):
+        for name in package.__all__:
+            getattr(package, name)
 
 
 def _new_parser(parser_class: type | None = None, **kwargs: Any) -> Any:

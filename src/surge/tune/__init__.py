@@ -23,8 +23,9 @@ _NAMES = LazyNames(
         "plan_num_workers": "workers",
     },
 )
-__getattr__ = _NAMES.attribute
-__dir__ = _NAMES.listing
+if not TYPE_CHECKING:  # (a type checker reads the imports above: a misspelt name stays an error)
+    __getattr__ = _NAMES.attribute
+    __dir__ = _NAMES.listing
 
 __all__ = [
     "LRFinderResult",
