@@ -2,11 +2,14 @@
 against `import torch`, each in a fresh interpreter.
 
     python benchmarks/import_time.py --repeats 30
+    python benchmarks/import_time.py --repeats 15 --names-only --before /path/to/other/checkout/src
 
 Every case runs in its own subprocess of this one, interleaved (torch, surge, surge's names,
 --help, torch, ...), so a change in the machine's load falls on all of them alike; the report gives
 each case's median and quartiles of wall time, its median CPU time (user + system, which a busy
 machine moves less), each minus torch's, and the load average before and after. surge is imported from this checkout's `src/` (first on `PYTHONPATH`).
+`--before SRC` adds the names' import from another checkout's `src/` (a commit to compare with),
+interleaved with the others; `--names-only` keeps `import torch` and the names' cases alone.
 """
 
 from __future__ import annotations
@@ -69,22 +72,32 @@ def quartiles(values: list[float]) -> tuple[float, float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=30, help="timed runs of each case")
+    parser.add_argument("--before", type=Path, help="another checkout's src/: its names' import, compared")
+    parser.add_argument("--names-only", action="store_true", help="only `import torch` and the names")
     args = parser.parse_args()
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")])}
     bad = Path(tempfile.mkdtemp()) / "bad.yaml"
     bad.write_text("model: {class_path: surge.demo.DigitsCNN}\ntrainer: {max_epoch: 2}\n")
-    cases = {name: [a.format(bad=bad) for a in case] for name, case in CASES.items()}
-    # surge's bytecode cached, as an installed package's is (pip compiles it; an interpreter run
-    # with PYTHONDONTWRITEBYTECODE would otherwise recompile every changed module, each time)
-    subprocess.run([sys.executable, "-m", "compileall", "-q", str(SRC)], check=True)
-    for case in cases.values():  # warm the file cache; untimed
-        timed(case, env)
+    names = "from surge import Trainer, Module"
+    chosen = {k: v for k, v in CASES.items() if not args.names_only or k in ("import torch", names)}
+    cases = {name: ([a.format(bad=bad) for a in case], SRC) for name, case in chosen.items()}
+    if args.before is not None:
+        cases[f"{names}, before"] = (CASES[names], args.before.resolve())
+    for _, src in cases.values():
+        # surge's bytecode cached, as an installed package's is (pip compiles it; an interpreter run
+        # with PYTHONDONTWRITEBYTECODE would otherwise recompile every changed module, each time)
+        subprocess.run([sys.executable, "-m", "compileall", "-q", str(src)], check=True)
+    envs = {
+        src: {**os.environ, "PYTHONPATH": os.pathsep.join([str(src), os.environ.get("PYTHONPATH", "")])}
+        for _, src in cases.values()
+    }
+    for case, src in cases.values():  # warm the file cache; untimed
+        timed(case, envs[src])
     load_before = os.getloadavg()
-    walls: dict[str, list[float]] = {name: [] for name in CASES}
-    cpus: dict[str, list[float]] = {name: [] for name in CASES}
+    walls: dict[str, list[float]] = {name: [] for name in cases}
+    cpus: dict[str, list[float]] = {name: [] for name in cases}
     for _ in range(args.repeats):
-        for name, case in cases.items():
-            took, cpu = timed(case, env)
+        for name, (case, src) in cases.items():
+            took, cpu = timed(case, envs[src])
             walls[name].append(took)
             cpus[name].append(cpu)
     load_after = os.getloadavg()
@@ -98,7 +111,7 @@ def main() -> None:
         "| case | wall, median | wall, quartiles | wall - import torch | CPU, median | CPU - import torch |"
     )
     print("|---|---|---|---|---|---|")
-    for name in CASES:
+    for name in cases:
         q1, q2, q3 = quartiles(walls[name])
         cpu = statistics.median(cpus[name])
         print(
