@@ -1,10 +1,12 @@
 """Benchmark surge against a hand-written PyTorch loop and Lightning: `python benchmarks/run.py`.
 
 Every run is its own fresh subprocess (`child.py`), and contestants are interleaved
-(raw, raw_aa, surge, ..., raw, raw_aa, surge, ...) so drifting machine load hits them alike.
-`raw_aa` is the raw loop again, the A/A control: a repeat of a workload whose raw_aa/raw time
-ratio falls outside AA_BAND says the machine was not steady enough to tell a few percent apart,
-and all of that repeat's runs of that workload are discarded (counted in the report). Prints a
+(raw, surge, surge_defaults, ..., raw_aa, then again) so drifting machine load hits them alike.
+`raw_aa` is the raw loop again, the A/A control. Each repeat runs `raw` first and `raw_aa` last, so
+the control brackets every contestant's run; the contestants between them rotate from repeat to
+repeat (none always runs right after raw). A repeat of a workload whose raw_aa/raw time ratio falls
+outside AA_BAND says the machine was not steady enough to tell a few percent apart, and all of that
+repeat's runs of that workload are discarded (counted in the report). Prints a
 markdown table and writes benchmarks/results/latest.json (plus a dated copy in results/raw/, not committed).
 Fails loudly if the contestants did not train alike: equal step counts, the loss fell, and the
 same final held-out loss as the raw loop (same weights, same data, same order).
@@ -248,6 +250,14 @@ def summarize(values: dict[str, list[float]], metric: Metric) -> list[dict[str, 
     return rows
 
 
+def bracketed(contestants: list[str], repeat: int) -> list[str]:
+    """One repeat's order: `raw` first and `raw_aa` last (the A/A control spans every other run),
+    the others between them rotated by `repeat`."""
+    middle = [c for c in contestants if c not in CONTROLS]
+    k = repeat % len(middle) if middle else 0
+    return ["raw", *middle[k:], *middle[:k], "raw_aa"]
+
+
 def steady_repeats(runs: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], dict[str, list[float]]]:
     """The runs of the repeats whose A/A control fell inside AA_BAND, and each workload's A/A
     ratios (raw_aa / raw time per step, one per repeat) for the report."""
@@ -433,7 +443,7 @@ def measure(args: argparse.Namespace, env: dict[str, str]) -> dict[str, Any]:
     runs: list[dict[str, Any]] = []
     for repeat in range(args.repeats):
         for workload in training:
-            for contestant in contestants:
+            for contestant in bracketed(contestants, repeat):
                 runs.append({**run_child(workload, contestant, args, env), "repeat": repeat})
                 r = runs[-1]
                 print(
