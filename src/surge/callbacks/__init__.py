@@ -55,9 +55,7 @@ _NAMES = LazyNames(
         "Timer": "timer",
     },
 )
-if not TYPE_CHECKING:  # (a type checker reads the imports above: a misspelt name stays an error)
-    __getattr__ = _NAMES.attribute
-    __dir__ = _NAMES.listing
+_NAMES.install(globals())
 
 __all__ = [
     "BackboneFinetuning",

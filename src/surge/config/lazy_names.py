@@ -15,12 +15,18 @@ from typing import Any
 
 
 class LazyNames:
-    """Name -> module (relative to `package`) for one package; install with
-    `__getattr__ = names.attribute` and `__dir__ = names.listing` in its `__init__`."""
+    """Name -> module (relative to `package`) for one package; its `__init__` calls
+    `install(globals())` and imports the same names under `if TYPE_CHECKING:` for type checkers."""
 
     def __init__(self, package: str, where: Mapping[str, str]) -> None:
         self.package = package
         self.where = dict(where)
+
+    def install(self, namespace: dict[str, Any]) -> None:
+        """Make this the package's `__getattr__` and `__dir__`. Set at run time, where a type
+        checker does not look: one that read a module `__getattr__` would make every attribute
+        `Any`, and pass a misspelt name."""
+        namespace["__getattr__"], namespace["__dir__"] = self.attribute, self.listing
 
     def attribute(self, name: str) -> Any:
         """The name's value, its module imported now (a module's `__getattr__`)."""

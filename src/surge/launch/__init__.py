@@ -19,8 +19,6 @@ _NAMES = LazyNames(
         "free_port": "subprocess_launcher",
     },
 )
-if not TYPE_CHECKING:  # (a type checker reads the imports above: a misspelt name stays an error)
-    __getattr__ = _NAMES.attribute
-    __dir__ = _NAMES.listing
+_NAMES.install(globals())
 
 __all__ = ["ClusterEnvironment", "SubprocessLauncher", "detect", "free_port"]

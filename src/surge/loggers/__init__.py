@@ -25,8 +25,6 @@ _NAMES = LazyNames(
         "WandbLogger": "wandb",
     },
 )
-if not TYPE_CHECKING:  # (a type checker reads the imports above: a misspelt name stays an error)
-    __getattr__ = _NAMES.attribute
-    __dir__ = _NAMES.listing
+_NAMES.install(globals())
 
 __all__ = ["CSVLogger", "Logger", "MLFlowLogger", "TensorBoardLogger", "WandbLogger"]

@@ -26,9 +26,7 @@ _NAMES = LazyNames(
         "ModelParallel": "model_parallel",
     },
 )
-if not TYPE_CHECKING:  # (a type checker reads the imports above: a misspelt name stays an error)
-    __getattr__ = _NAMES.attribute
-    __dir__ = _NAMES.listing
+_NAMES.install(globals())
 load_all = _NAMES.load_all  # the registry's: every built-in registers its names
 
 __all__ = [

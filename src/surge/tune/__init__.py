@@ -23,9 +23,7 @@ _NAMES = LazyNames(
         "plan_num_workers": "workers",
     },
 )
-if not TYPE_CHECKING:  # (a type checker reads the imports above: a misspelt name stays an error)
-    __getattr__ = _NAMES.attribute
-    __dir__ = _NAMES.listing
+_NAMES.install(globals())
 
 __all__ = [
     "LRFinderResult",
