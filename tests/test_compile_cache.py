@@ -5,15 +5,16 @@ run did and ends with the same weights."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-SRC = Path(__file__).resolve().parents[1] / "src"
+import script_server
+
+sys.path.insert(0, str(Path(__file__).resolve().parent / "distributed"))
+from jobs import PRELOAD, clean_env  # noqa: E402
 
 JOB = """
 import json, sys
@@ -58,9 +59,10 @@ caches = {k: v for group in ("inductor", "aot_autograd") for k, v in counters[gr
 
 def _run(script: Path, root: Path, mode: str) -> dict:
     cache = root / f"inductor-{mode}"  # each process starts with an empty local cache of its own
-    env = {**os.environ, "PYTHONPATH": str(SRC), "TORCHINDUCTOR_CACHE_DIR": str(cache)}
-    done = subprocess.run(
-        [sys.executable, str(script), str(root), mode], env=env, capture_output=True, text=True
+    env = clean_env({"TORCHINDUCTOR_CACHE_DIR": str(cache)})
+    # a process forked from a server that imported torch (and compiled nothing): a new interpreter's caches
+    done = script_server.run(
+        sys.executable, [str(script), str(root), mode], cwd=root, env=env, preload=PRELOAD
     )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads((root / f"{mode}.json").read_text())

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -211,12 +210,15 @@ def test_a_loader_without_state_cannot_resume_a_stateful_checkpoint(tmp_path):
 
 @pytest.mark.slow
 def test_each_rank_resumes_its_own_loader_on_ddp(tmp_path):
+    import script_server
+
+    sys.path.insert(0, str(Path(__file__).with_name("distributed")))
+    from jobs import PRELOAD, clean_env
+
     script = Path(__file__).with_name("distributed") / "stateful_data_script.py"
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path(__file__).parents[1] / "src")}
-    for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
-        env.pop(var, None)
-    proc = subprocess.run([sys.executable, str(script), str(tmp_path)], env=env, capture_output=True, text=True,
-                          timeout=240, cwd=tmp_path)  # fmt: skip
+    # forked from a server that imported torch and surge, as the launcher's second rank is
+    proc = script_server.run(sys.executable, [str(script), str(tmp_path)], cwd=tmp_path, env=clean_env(),
+                             preload=PRELOAD, timeout=240)  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     for rank in (0, 1):
         report = torch.load(tmp_path / f"report{rank}.pt", weights_only=True)
