@@ -41,7 +41,9 @@ def _callgrind(command: str) -> None:
     subprocess.run(["callgrind_control", *flag, str(os.getpid())], check=True, capture_output=True)
 
 
-def child(workload: str, contestant: str, short: int, long: int, warmup: int) -> None:
+def child(
+    workload: str, contestant: str, short: int, long: int, warmup: int, bar_refresh: float | None
+) -> None:
     """Runs under callgrind: a warm-up fit uncounted, then a counted fit of each length, each dumped
     under its own name (`fit-<steps>`)."""
     sys.path.insert(0, str(HERE))
@@ -49,6 +51,10 @@ def child(workload: str, contestant: str, short: int, long: int, warmup: int) ->
     import torch  # noqa: PLC0415
     import workloads  # noqa: PLC0415
 
+    if bar_refresh is not None and contestant.startswith("surge"):  # raw's heap stays without surge
+        from surge.callbacks.progress import ProgressBar  # noqa: PLC0415
+
+        ProgressBar.__init__.__defaults__ = (bar_refresh, *ProgressBar.__init__.__defaults__[1:])
     torch.set_num_threads(1)
     workloads.seed_everything()
     warm, _ = builders.BUILDERS[contestant](workload, warmup)
@@ -71,6 +77,7 @@ def count(workload: str, contestant: str, args: argparse.Namespace, folder: Path
         "valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}",
         python, __file__, "--child", workload, contestant,
         "--short", str(args.short), "--long", str(args.long), "--warmup", str(args.warmup),
+        *(["--bar-refresh", str(args.bar_refresh)] if args.bar_refresh is not None else []),
     ]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
     if done.returncode != 0:
@@ -94,10 +101,15 @@ def main() -> None:
     parser.add_argument(
         "--jobs", type=int, default=2, help="contestants counted at once (counts do not depend on it)"
     )
+    parser.add_argument(
+        "--bar-refresh", type=float, default=None, metavar="SECONDS",
+        help="the progress bar's redraw interval (default: its own 0.5 s, which callgrind's slowdown makes "
+        "about 50x more frequent per step; a large value leaves the redraws out of the count)",
+    )  # fmt: skip
     parser.add_argument("--child", nargs=2, metavar=("WORKLOAD", "CONTESTANT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(*args.child, args.short, args.long, args.warmup)
+        child(*args.child, args.short, args.long, args.warmup, args.bar_refresh)
         return
     if not (shutil.which("valgrind") and shutil.which("callgrind_control")):
         raise SystemExit("step_instructions.py needs valgrind (apt-get install valgrind)")
@@ -109,10 +121,11 @@ def main() -> None:
     import torch  # noqa: PLC0415 - for the record only, after the counted runs
 
     version = subprocess.run(["valgrind", "--version"], capture_output=True, text=True).stdout.strip()
+    bar = f"; progress bar redrawn every {args.bar_refresh:g} s" if args.bar_refresh is not None else ""
     print(
         f"Instructions per optimizer step (callgrind, {version}): slope between counted fits of "
         f"{args.short} and {args.long} steps after a {args.warmup}-step warm-up; Python "
-        f"{sys.version.split()[0]}, torch {torch.__version__}, 1 thread.\n"
+        f"{sys.version.split()[0]}, torch {torch.__version__}, 1 thread{bar}.\n"
     )
     print("| workload | contestant | instructions per step | vs raw | raw's share of it |")
     print("|---|---|---:|---:|---:|")
