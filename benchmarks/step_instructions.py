@@ -35,10 +35,23 @@ HERE = Path(__file__).resolve().parent
 CONTESTANTS = ("raw", "surge", "surge_defaults")
 
 
-def _callgrind(command: str) -> None:
-    """Switch this process's counting on or off, or dump it (`callgrind_control` talks to valgrind)."""
-    flag = {"on": ["-i", "on"], "off": ["-i", "off"]}.get(command, ["-d", command])
-    subprocess.run(["callgrind_control", *flag, str(os.getpid())], check=True, capture_output=True)
+def _callgrind(*flags: str) -> None:
+    """`callgrind_control FLAGS` for this process: `-i on|off` switches counting, `-d NAME` dumps it."""
+    subprocess.run(["callgrind_control", *flags, str(os.getpid())], check=True, capture_output=True)
+
+
+def _redraw_every(seconds: float) -> None:
+    """Every ProgressBar built from now on redraws every `seconds` unless told otherwise (the
+    defaults' bar is built by the Trainer, run.py's by child.py: neither takes a setting from here)."""
+    from surge.callbacks.progress import ProgressBar  # noqa: PLC0415 - surge's contestants only
+
+    init = ProgressBar.__init__
+    # its defaults start at its first argument after self: refresh_rate
+    assert (
+        init.__code__.co_varnames[1] == "refresh_rate"
+        and len(init.__defaults__) == init.__code__.co_argcount - 1
+    )
+    init.__defaults__ = (seconds, *init.__defaults__[1:])
 
 
 def child(
@@ -52,9 +65,7 @@ def child(
     import workloads  # noqa: PLC0415
 
     if bar_refresh is not None and contestant.startswith("surge"):  # raw's heap stays without surge
-        from surge.callbacks.progress import ProgressBar  # noqa: PLC0415
-
-        ProgressBar.__init__.__defaults__ = (bar_refresh, *ProgressBar.__init__.__defaults__[1:])
+        _redraw_every(bar_refresh)
     torch.set_num_threads(1)
     workloads.seed_everything()
     warm, _ = builders.BUILDERS[contestant](workload, warmup)
@@ -62,11 +73,11 @@ def child(
     for steps in (short, long):
         workloads.seed_everything()
         fit, _ = builders.BUILDERS[contestant](workload, steps)
-        _callgrind("on")
+        _callgrind("-i", "on")
         taken = fit()
-        _callgrind("off")
+        _callgrind("-i", "off")
         assert taken == steps, (contestant, workload, taken, steps)
-        _callgrind(f"fit-{steps}")  # the counts since the last dump: this fit's alone
+        _callgrind("-d", f"fit-{steps}")  # the counts since the last dump: this fit's alone
 
 
 def count(workload: str, contestant: str, args: argparse.Namespace, folder: Path) -> float:
@@ -113,8 +124,10 @@ def main() -> None:
         return
     if not (shutil.which("valgrind") and shutil.which("callgrind_control")):
         raise SystemExit("step_instructions.py needs valgrind (apt-get install valgrind)")
-    if args.long <= args.short:
-        raise SystemExit(f"--long ({args.long}) must be more than --short ({args.short})")
+    if not 1 <= args.short < args.long:
+        raise SystemExit(f"--short ({args.short}) must be at least 1 and less than --long ({args.long})")
+    if args.bar_refresh is not None and not args.bar_refresh > 0:
+        raise SystemExit(f"--bar-refresh ({args.bar_refresh}) must be seconds > 0 (1e9: no redraw)")
     pairs = [(w, c) for w in args.workloads.split(",") for c in args.contestants.split(",")]
     with tempfile.TemporaryDirectory() as tmp, ThreadPoolExecutor(args.jobs) as pool:
         per_step = dict(zip(pairs, pool.map(lambda p: count(*p, args, Path(tmp)), pairs)))
