@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from run import BenchmarkError, child_env, snapshot_surge
+from run import BenchmarkError, child_env, save_report, snapshot_surge
 
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
@@ -375,11 +375,7 @@ def main(argv: list[str] | None = None) -> None:
         report = measure(args, job_env(Path(tmp)), Path(tmp))
     report["meta"]["surge_src_sha256"] = fingerprint
     report["meta"]["command"] = " ".join(["python", "benchmarks/ddp.py", *(argv or sys.argv[1:])])
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
-    dated = args.out.parent / "raw" / f"ddp-{report['meta']['date'].replace(':', '')}.json"
-    dated.parent.mkdir(exist_ok=True)
-    dated.write_text(args.out.read_text())
+    save_report(report, args.out, "ddp-")
     print(markdown(report))
 
 

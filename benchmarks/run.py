@@ -426,12 +426,17 @@ def main(argv: list[str] | None = None) -> None:
     report["meta"]["command"] = " ".join(
         [Path(sys.executable).name, "benchmarks/run.py", *(argv or sys.argv[1:])]
     )
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2) + "\n")
-    dated = args.out.parent / "raw" / f"{report['meta']['date'].replace(':', '')}.json"
-    dated.parent.mkdir(exist_ok=True)
-    dated.write_text(args.out.read_text())
+    save_report(report, args.out)
     print(markdown(report))
+
+
+def save_report(report: dict[str, Any], out: Path, prefix: str = "") -> None:
+    """Write `report` to `out`, and a copy named `<prefix><date>.json` into results/raw/ beside it."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    dated = out.parent / "raw" / f"{prefix}{report['meta']['date'].replace(':', '')}.json"
+    dated.parent.mkdir(exist_ok=True)
+    dated.write_text(out.read_text())
 
 
 def measure(args: argparse.Namespace, env: dict[str, str]) -> dict[str, Any]:

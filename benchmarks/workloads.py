@@ -8,8 +8,9 @@ batches in the same order, whatever its framework does with the global RNG.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -135,6 +136,9 @@ class EpochShuffle(Sampler[int]):
 
 
 _datasets: dict[tuple[str, int], TensorDataset] = {}
+# The collate function of every loader `make_loader` builds (None: torch's default). Only
+# `lockstep_child.py` sets it, to its gate, which pauses the fit at every epoch's first batch.
+COLLATE: Callable[[list[Any]], Any] | None = None
 
 
 def make_loader(workload: str) -> DataLoader:
@@ -150,6 +154,7 @@ def make_loader(workload: str) -> DataLoader:
         batch_size=BATCH,
         sampler=EpochShuffle(len(dataset), SEED + 2),
         generator=torch.Generator().manual_seed(SEED + 4),
+        collate_fn=COLLATE,
     )
 
 

@@ -471,3 +471,20 @@ def test_strict_loading_false_resumes_with_a_report(tmp_path):
         fast_trainer(max_steps=3, default_root_dir=tmp_path).validate(
             Extra(), make_loaders()[1], ckpt_path=tmp_path / "m.ckpt"
         )
+
+
+def test_deleting_a_plain_checkpoint_does_not_read_it(tmp_path, monkeypatch):
+    # ModelCheckpoint deletes the previous epoch's file every epoch by default; only a folder named
+    # like a shard folder beside it can make a checkpoint name shards, so only then is it read.
+    from surge.checkpoint import shard_files
+
+    reads = []
+    monkeypatch.setattr(shard_files, "load_checkpoint", lambda path, verify: reads.append(path) or {})
+    plain = tmp_path / "epoch=0.ckpt"
+    save_atomic({"epoch": 0}, plain)
+    shard_files.remove_checkpoint(plain)
+    assert not plain.exists() and reads == []
+    (tmp_path / "epoch=1.ckpt.shards-123-0123abcd").mkdir()
+    save_atomic({"epoch": 1}, tmp_path / "epoch=1.ckpt")
+    shard_files.remove_checkpoint(tmp_path / "epoch=1.ckpt")
+    assert reads == [tmp_path / "epoch=1.ckpt"]  # a shard folder beside it: read, to know

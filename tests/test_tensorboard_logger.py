@@ -62,3 +62,58 @@ def test_a_logger_that_never_logs_writes_an_event_file_and_hparams_yaml_as_light
     assert [p.name.startswith("events.out.tfevents.") for p in run.iterdir() if p.name != "hparams.yaml"] == [
         True
     ]
+
+
+def scalars_on_disk(logger: surge.loggers.TensorBoardLogger, tag: str) -> list[tuple[int, float, float]]:
+    events = EventAccumulator(logger.log_dir)
+    events.Reload()
+    return (
+        [(e.step, e.value, e.wall_time) for e in events.Scalars(tag)]
+        if tag in events.Tags()["scalars"]
+        else []
+    )
+
+
+def test_scalars_are_handed_over_in_batches_with_the_wall_time_they_were_logged_at(tmp_path, monkeypatch):
+    import surge.loggers.tensorboard as tb
+
+    clock = [1000.0]
+    monkeypatch.setattr(tb.time, "time", lambda: clock[0])
+    logger = surge.loggers.TensorBoardLogger(tmp_path, flush_secs=30)
+    logger.log_metrics({"loss": 1.0}, step=1)  # the first log point hands over at once
+    assert scalars_on_disk(logger, "loss") == [(1, 1.0, 1000.0)]
+    clock[0] = 1010.0
+    logger.log_metrics({"loss": 2.0}, step=2)
+    clock[0] = 1029.0
+    logger.log_metrics({"loss": 3.0}, step=3)
+    assert len(scalars_on_disk(logger, "loss")) == 1  # kept: 30 s have not passed
+    clock[0] = 1030.0
+    logger.log_metrics({"loss": 4.0}, step=4)
+    assert scalars_on_disk(logger, "loss") == [
+        (1, 1.0, 1000.0), (2, 2.0, 1010.0), (3, 3.0, 1029.0), (4, 4.0, 1030.0)
+    ]  # fmt: skip
+    logger.log_metrics({"loss": 5.0}, step=5)
+    logger.run_state()  # a checkpoint names the run: what was logged before it is written first
+    assert [s for s, _, _ in scalars_on_disk(logger, "loss")] == [1, 2, 3, 4, 5]
+    logger.log_metrics({"loss": 6.0}, step=6)
+    logger.save()  # an epoch's end
+    assert [s for s, _, _ in scalars_on_disk(logger, "loss")] == [1, 2, 3, 4, 5, 6]
+    logger.finalize("success")
+
+
+def test_the_writer_thread_writes_nothing_while_steps_run_between_hand_overs(tmp_path):
+    # Each scalar the SummaryWriter's thread writes opens, writes and closes the event file; done
+    # while a step runs, each of those takes the interpreter's lock from the step.
+    sizes: list[int] = []  # the event files' bytes after each step
+
+    class Watch(surge.callbacks.Callback):
+        def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
+            sizes.append(sum(p.stat().st_size for p in Path(logger.log_dir).glob("events.out.tfevents.*")))
+
+    logger = surge.loggers.TensorBoardLogger(tmp_path)  # flush_secs=30: one hand-over in this fit
+    trainer = surge.Trainer(max_steps=40, logger=logger, log_every_n_steps=1, enable_checkpointing=False,
+                            enable_progress_bar=False, enable_model_summary=False, accelerator="cpu",
+                            callbacks=[Watch()])  # fmt: skip
+    trainer.fit(Model(), DataLoader(TensorDataset(torch.randn(40, 4)), batch_size=1))
+    assert len(set(sizes[1:])) == 1, sizes  # after the first log point's hand-over, nothing until the end
+    assert [s for s, _, _ in scalars_on_disk(logger, "loss")] == list(range(1, 41))

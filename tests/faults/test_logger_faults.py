@@ -183,7 +183,9 @@ def test_a_full_disk_under_tensorboard_warns_once_and_training_goes_on(tmp_path)
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     with small_filesystem(tmp_path / "disk", "128k") as disk:
-        logger = surge.loggers.TensorBoardLogger(disk)
+        # flush_secs=0: every log point hands its scalars to the writer (by default a batch every
+        # 30 s), so the writes meet the full disk while it is full
+        logger = surge.loggers.TensorBoardLogger(disk, flush_secs=0)
         filler = FillThenFree(disk / "filler", None)
         trainer = fast_trainer(max_steps=STEPS, logger=logger, log_every_n_steps=1, callbacks=[filler])
         with warnings.catch_warnings(record=True) as caught:

@@ -7,6 +7,7 @@ so that checkpoint housekeeping costs no heavy import.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import shutil
 from collections.abc import Mapping
@@ -79,14 +80,25 @@ def file_digest(path: Path) -> str:
 
 
 def _named_folder(path: Path) -> str | None:
-    """The shard folder the checkpoint now at `path` names, if it is a readable sharded one."""
-    if not path.is_file():
+    """The shard folder the checkpoint now at `path` names, if it is a readable sharded one. A
+    checkpoint names only a folder beside it: with none there, it is not read (a plain checkpoint's
+    deletion, every epoch by default, would otherwise load it whole)."""
+    if not path.is_file() or not _has_shard_folders(path.parent):
         return None
     try:
         ckpt = load_checkpoint(path, verify=False)
         return shard_dir(ckpt, path).name if is_sharded(ckpt) else None
     except CheckpointError:
         return None  # unreadable, or naming a folder that is not its own: nothing to remove
+
+
+def _has_shard_folders(directory: Path) -> bool:
+    """Whether `directory` holds any folder named like a shard folder (NAME.shards-PID-ID)."""
+    try:
+        with os.scandir(directory) as entries:
+            return any(_SHARD_DIR_RE.match(e.name) and e.is_dir() for e in entries)
+    except OSError:
+        return False
 
 
 def referenced_folders(directory: Path) -> set[str]:

@@ -1,6 +1,13 @@
 """`TensorBoardLogger`: scalars and hyper-parameters as TensorBoard event files (rank zero writes).
 
 The tensorboard package is imported when the first event is written, not by `import surge`.
+Scalars are handed to the `SummaryWriter` in batches: at the first log point, then at the first log
+point `flush_secs` after the last batch, at each checkpoint, at each epoch's end and at the end.
+Each keeps the wall time it was logged at. The writer's thread writes a batch while the training
+thread waits for it (a `flush`). One scalar at a time, that thread's file writes (an open, a write
+and a close per scalar) each took the interpreter's lock back from the training step: about 2% of a
+small model's step time (benchmarks/README.md, "The hot loop, fifth pass").
+
 Event files are only appended to. When the disk refuses a write, the logger warns once, keeps the
 scalars in memory and writes them to a new event file when writing works again; training goes on.
 """
@@ -9,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from collections import deque
 from collections.abc import Mapping
 from pathlib import Path
@@ -24,6 +32,7 @@ from .files import WriteFailures, hparams_yaml, write_atomic
 from .run_name import DEFAULT_NAME, run_name
 
 RETRY_EVERY = 100
+HAND_OVER_AT = 10_000  # pending scalars that are handed over even before `flush_secs` has passed
 WRITER_ARGS = {
     "comment",
     "max_queue",
@@ -68,7 +77,9 @@ class TensorBoardLogger(Logger):
         self._writer: Any = None
         self._log_graph = log_graph  # Lightning's attribute: a script may set it after construction
         self._flush_secs = flush_secs
-        self._pending: deque[tuple[str, float, int]] = deque()  # scalars not yet handed to a writer
+        # (tag, value, step, wall time): scalars not yet handed to a writer
+        self._pending: deque[tuple[str, float, int, float]] = deque()
+        self._hand_at = 0.0  # time.time() from which a log point hands the pending scalars over
         self._hparams: dict[str, Any] | None = None
         self._hparams_file: dict[str, Any] = {}  # what hparams.yaml holds, written once as Lightning's
         self._retry_at = 0
@@ -115,6 +126,10 @@ class TensorBoardLogger(Logger):
         return self._writer
 
     def run_state(self) -> dict[str, Any] | None:
+        """The run a checkpoint names; what was logged before the checkpoint is written first (a
+        resume re-logs only the steps after it)."""
+        if self._pending and not self._failures.failing:
+            self._hand_over(time.time())
         return self._run.run_state()
 
     def resume_run(self, state: Mapping[str, Any], step: int) -> None:
@@ -122,11 +137,24 @@ class TensorBoardLogger(Logger):
             self._purge_step = step
 
     def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
-        self._pending.extend((k, v, step) for k, v in metrics.items() if k != "epoch")
+        now, pending = time.time(), self._pending
+        pending.extend((k, v, step, now) for k, v in metrics.items() if k != "epoch")
         if "epoch" in metrics:
-            self._pending.append(("epoch", metrics["epoch"], step))
-        if not self._failures.failing or len(self._pending) >= self._retry_at:
-            self._write()
+            pending.append(("epoch", metrics["epoch"], step, now))
+        if self._failures.failing:
+            if len(pending) >= self._retry_at:
+                self._write()
+        elif now >= self._hand_at or len(pending) >= HAND_OVER_AT:
+            self._hand_over(now)
+
+    def _hand_over(self, now: float) -> None:
+        """The pending scalars to the writer, written before this returns (see the module's doc)."""
+        self._hand_at = now + self._flush_secs
+        if self._write():
+            try:
+                self._writer.flush()
+            except OSError as err:
+                self._lost(err)
 
     def log_hyperparams(self, params: Mapping[str, Any]) -> None:
         self._hparams_file.update(params)
@@ -200,8 +228,8 @@ class TensorBoardLogger(Logger):
                 writer.add_hparams(self._hparams, {}, run_name=".")
                 self._hparams = None
             while self._pending:
-                tag, value, step = self._pending[0]
-                writer.add_scalar(tag, value, global_step=step)
+                tag, value, step, wall = self._pending[0]
+                writer.add_scalar(tag, value, global_step=step, walltime=wall)
                 self._pending.popleft()
         except OSError as err:
             self._lost(err)
