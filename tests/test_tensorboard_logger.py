@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,8 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 import surge
+
+SRC = str(Path(__file__).resolve().parents[1] / "src")
 
 pytest.importorskip("tensorboard", reason="the tensorboard package is an optional extra")
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # noqa: E402
@@ -117,3 +120,54 @@ def test_the_writer_thread_writes_nothing_while_steps_run_between_hand_overs(tmp
     trainer.fit(Model(), DataLoader(TensorDataset(torch.randn(40, 4)), batch_size=1))
     assert len(set(sizes[1:])) == 1, sizes  # after the first log point's hand-over, nothing until the end
     assert [s for s, _, _ in scalars_on_disk(logger, "loss")] == list(range(1, 41))
+
+
+def test_a_tensor_given_to_log_metrics_is_written_with_its_value_when_logged(tmp_path):
+    # Lightning's logger takes a tensor's number at once; one kept for a later batch would show what
+    # the tensor holds at the hand-over (an in-place running count) and keep its autograd graph alive.
+    import weakref
+
+    logger = surge.loggers.TensorBoardLogger(tmp_path)  # flush_secs=30: steps 2 and 3 wait for the end
+    count, w = torch.zeros(()), torch.ones(3, requires_grad=True)
+    graphs = []
+    for step in (1, 2, 3):
+        count += 1
+        loss = (w * 2).sum() * step
+        graphs.append(weakref.ref(loss))
+        logger.log_metrics({"count": count, "loss": loss}, step=step)
+    del loss
+    assert [g() for g in graphs] == [None, None, None]  # nothing logged keeps a graph alive
+    logger.finalize("success")
+    assert [(s, v) for s, v, _ in scalars_on_disk(logger, "count")] == [(1, 1.0), (2, 2.0), (3, 3.0)]
+    assert [(s, v) for s, v, _ in scalars_on_disk(logger, "loss")] == [(1, 6.0), (2, 12.0), (3, 18.0)]
+
+
+def test_scalars_logged_outside_a_fit_reach_the_event_file_when_the_process_exits(tmp_path):
+    # After a fit's end (a final metric), or with no Trainer at all, no epoch end or checkpoint
+    # hands the last batch over: the interpreter's exit does.
+    import subprocess
+    import sys
+
+    script = (
+        "import surge\n"
+        f"logger = surge.loggers.TensorBoardLogger({str(tmp_path)!r}, version=0)\n"
+        "for step in range(5):\n"
+        "    logger.log_metrics({'x': float(step)}, step=step)\n"
+    )
+    subprocess.run([sys.executable, "-c", script], check=True, env={**os.environ, "PYTHONPATH": SRC})
+    events = EventAccumulator(str(tmp_path / "surge_logs" / "version_0"))
+    events.Reload()
+    assert [(e.step, e.value) for e in events.Scalars("x")] == [(s, float(s)) for s in range(5)]
+
+
+def test_a_value_that_is_not_a_number_is_refused_where_it_is_logged(tmp_path):
+    # Kept for a later batch, it would fail that hand-over (an epoch's end, a checkpoint) and every
+    # one after it.
+    logger = surge.loggers.TensorBoardLogger(tmp_path)
+    logger.log_metrics({"loss": 1.0}, step=1)
+    for value in ({"a": 1.0}, "abc", None, torch.ones(2)):
+        with pytest.raises((surge.errors.MisconfigurationError, RuntimeError)):
+            logger.log_metrics({"bad": value}, step=2)
+    logger.log_metrics({"loss": 2.0}, step=3)
+    logger.finalize("success")
+    assert [(s, v) for s, v, _ in scalars_on_disk(logger, "loss")] == [(1, 1.0), (3, 2.0)]

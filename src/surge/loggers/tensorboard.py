@@ -7,7 +7,9 @@ Each keeps the wall time it was logged at. The writer's thread writes a batch wh
 thread waits for it (a `flush`). One scalar at a time, that thread's file writes (an open, a write
 and a close per scalar) each took the interpreter's lock back from the training step: 8,005 lock
 hand-overs in 5,000 steps of a small model's default fit, 950 now (benchmarks/README.md, "The hot
-loop, fifth pass").
+loop, fifth pass"). A logged tensor's number is taken when it is logged, as Lightning does. What is
+still pending when the interpreter exits (logged after a fit's end, or with no Trainer) is written
+then.
 
 Event files are only appended to. When the disk refuses a write, the logger warns once, keeps the
 scalars in memory and writes them to a new event file when writing works again; training goes on.
@@ -15,9 +17,11 @@ scalars in memory and writes them to a new event file when writing works again; 
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import time
+import weakref
 from collections import deque
 from collections.abc import Mapping
 from pathlib import Path
@@ -39,6 +43,7 @@ WRITER_ARGS = {
     "max_queue",
     "filename_suffix",
 }  # Lightning passes **kwargs on to SummaryWriter  # scalars kept while writing fails, between two attempts
+_LOGGERS: weakref.WeakSet[TensorBoardLogger] = weakref.WeakSet()  # whose pending scalars the exit writes
 
 
 class TensorBoardLogger(Logger):
@@ -86,6 +91,10 @@ class TensorBoardLogger(Logger):
         self._retry_at = 0
         self._failures = WriteFailures("TensorBoardLogger")
         self._purge_step: int | None = None  # a resumed run: TensorBoard hides the old events from here
+        self._pid = os.getpid()  # a forked child's copy writes nothing at its exit
+        _LOGGERS.add(self)
+        atexit.unregister(_write_pending_at_exit)  # one exit hook for all loggers
+        atexit.register(_write_pending_at_exit)
 
     @property
     def name(self) -> str:
@@ -139,9 +148,14 @@ class TensorBoardLogger(Logger):
 
     def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
         now, pending = time.time(), self._pending
-        pending.extend((k, v, step, now) for k, v in metrics.items() if k != "epoch")
+        pending.extend(
+            (k, v if type(v) is float else _number(k, v), step, now)
+            for k, v in metrics.items()
+            if k != "epoch"
+        )
         if "epoch" in metrics:
-            pending.append(("epoch", metrics["epoch"], step, now))
+            epoch = metrics["epoch"]
+            pending.append(("epoch", epoch if type(epoch) is int else _number("epoch", epoch), step, now))
         if self._failures.failing:
             if len(pending) >= self._retry_at:
                 self._write()
@@ -156,6 +170,11 @@ class TensorBoardLogger(Logger):
                 self._writer.flush()
             except OSError as err:
                 self._lost(err)
+
+    def _at_exit(self) -> None:
+        """The interpreter exits: what is still pending goes to the event file (this process's only)."""
+        if self._pending and self._pid == os.getpid():
+            self._hand_over(time.time())
 
     def log_hyperparams(self, params: Mapping[str, Any]) -> None:
         self._hparams_file.update(params)
@@ -255,3 +274,23 @@ class TensorBoardLogger(Logger):
             with contextlib.suppress(OSError):
                 if path.name.split(".")[-2] == pid and path.stat().st_size == 0:
                     path.unlink()
+
+
+def _number(key: str, value: Any) -> float | int:
+    """A value kept for a later hand-over: a tensor's (or array's) number now, as Lightning takes it
+    (the object may change in place before the hand-over, and a tensor keeps its graph alive); what
+    is not a number is refused here, not at a hand-over far from the call that logged it."""
+    item = getattr(value, "item", None)
+    number = item() if callable(item) else value
+    if not isinstance(number, int | float):
+        raise bad_value(
+            f"TensorBoardLogger.log_metrics({key!r})", value,
+            "a number or a one-element tensor (surge writes no add_scalars group: log each as its own key)",
+        )  # fmt: skip
+    return number
+
+
+def _write_pending_at_exit() -> None:
+    """At the interpreter's exit, each live logger's pending scalars to its event file."""
+    for logger in list(_LOGGERS):
+        logger._at_exit()
