@@ -216,3 +216,18 @@ def test_a_second_logger_in_the_same_version_keeps_the_rows_and_columns_there(tm
     assert header == ["a", "b", "step"]
     assert rows == [{"a": "1.0", "b": "", "step": "1"}, {"a": "", "b": "2.0", "step": "2"}]
     assert sorted(p.name for p in Path(again.log_dir).iterdir()) == ["metrics.csv"]  # no temporary left
+
+
+def test_a_tensor_given_to_log_metrics_is_written_with_its_value_when_logged(tmp_path):
+    # Lightning's CSV writer reads a tensor when it is logged; a count updated in place must not be
+    # written as its value at the flush, nor as "tensor(...)".
+    import torch
+
+    logger = CSVLogger(tmp_path)
+    count = torch.zeros(())
+    for step in range(1, 4):
+        count += 1
+        logger.log_metrics({"count": count}, step=step)
+    logger.save()
+    rows = list(csv.DictReader(logger.metrics_path.open()))
+    assert [(r["step"], r["count"]) for r in rows] == [("1", "1.0"), ("2", "2.0"), ("3", "3.0")]

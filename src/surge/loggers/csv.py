@@ -8,6 +8,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from torch import Tensor
+
 from ..rank_zero import warn
 from .base import Logger, RunDir, no_prefix
 from .files import WriteFailures, append_whole, hparams_yaml, write_atomic
@@ -79,7 +81,11 @@ class CSVLogger(Logger):
             self._drop_from = step
 
     def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
-        self._rows.append({**metrics, "step": step})
+        # A tensor given directly is read now, as Lightning's CSV writer does: kept until a flush, it
+        # would be written as "tensor(...)", with its value at the flush (and its graph kept alive).
+        row = {k: v.item() if isinstance(v, Tensor) else v for k, v in metrics.items()}
+        row["step"] = step
+        self._rows.append(row)
         if len(self._rows) >= self._flush_at:
             self.save()
 
