@@ -171,3 +171,9 @@ def test_a_value_that_is_not_a_number_is_refused_where_it_is_logged(tmp_path):
     logger.log_metrics({"loss": 2.0}, step=3)
     logger.finalize("success")
     assert [(s, v) for s, v, _ in scalars_on_disk(logger, "loss")] == [(1, 1.0), (3, 2.0)]
+
+
+@pytest.mark.parametrize("flush_secs", ["30", -1, float("nan"), True])
+def test_a_wrong_flush_secs_is_refused_when_the_logger_is_made(tmp_path, flush_secs):
+    with pytest.raises(surge.errors.MisconfigurationError, match=r"TensorBoardLogger\(flush_secs\)"):
+        surge.loggers.TensorBoardLogger(tmp_path, flush_secs=flush_secs)

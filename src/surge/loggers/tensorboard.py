@@ -70,6 +70,12 @@ class TensorBoardLogger(Logger):
             raise bad_value(
                 "TensorBoardLogger(sub_dir)", sub_dir, "None (surge writes into version_N itself)"
             )
+        if isinstance(flush_secs, bool) or not isinstance(flush_secs, int | float) or not flush_secs >= 0:
+            raise bad_value(
+                "TensorBoardLogger(flush_secs)",
+                flush_secs,
+                "seconds >= 0 (0: each log point's scalars at once)",
+            )
         if not isinstance(default_hp_metric, bool):
             raise bad_value("TensorBoardLogger(default_hp_metric)", default_hp_metric, "True or False")
         unknown = set(kwargs) - WRITER_ARGS
