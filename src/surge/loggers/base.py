@@ -12,6 +12,15 @@ from ..errors import bad_value
 from ..rank_zero import info
 
 
+def read_now(value: Any) -> Any:
+    """A value a logger keeps for a later write, read when it is logged: a tensor's (or an array's)
+    number, as Lightning's loggers take it (kept as it is, it may change in place before the write,
+    and a tensor keeps its autograd graph alive); anything else as it is. The trainer's values are
+    floats already: only a direct `log_metrics` call passes others."""
+    item = getattr(value, "item", None)
+    return item() if callable(item) else value
+
+
 class Logger:
     """Receives host floats at log intervals; never tensors, never per step unless asked."""
 

@@ -8,10 +8,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from torch import Tensor
-
 from ..rank_zero import warn
-from .base import Logger, RunDir, no_prefix
+from .base import Logger, RunDir, no_prefix, read_now
 from .files import WriteFailures, append_whole, hparams_yaml, write_atomic
 from .run_name import DEFAULT_NAME, run_name
 
@@ -81,9 +79,7 @@ class CSVLogger(Logger):
             self._drop_from = step
 
     def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
-        # A tensor given directly is read now, as Lightning's CSV writer does: kept until a flush, it
-        # would be written as "tensor(...)", with its value at the flush (and its graph kept alive).
-        row = {k: v.item() if isinstance(v, Tensor) else v for k, v in metrics.items()}
+        row = {k: v if type(v) is float else read_now(v) for k, v in metrics.items()}  # (not "tensor(...)")
         row["step"] = step
         self._rows.append(row)
         if len(self._rows) >= self._flush_at:

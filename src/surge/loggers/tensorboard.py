@@ -32,7 +32,7 @@ import torch
 from ..errors import SurgeRuntimeError, bad_value
 from ..module.hparams import plain
 from ..rank_zero import warn
-from .base import Logger, RunDir, no_prefix
+from .base import Logger, RunDir, no_prefix, read_now
 from .files import WriteFailures, hparams_yaml, write_atomic
 from .run_name import DEFAULT_NAME, run_name
 
@@ -283,11 +283,12 @@ class TensorBoardLogger(Logger):
 
 
 def _number(key: str, value: Any) -> float | int:
-    """A value kept for a later hand-over: a tensor's (or array's) number now, as Lightning takes it
-    (the object may change in place before the hand-over, and a tensor keeps its graph alive); what
-    is not a number is refused here, not at a hand-over far from the call that logged it."""
-    item = getattr(value, "item", None)
-    number = item() if callable(item) else value
+    """A value kept for a later hand-over, read now (`read_now`); what is not a number is refused
+    here, not at a hand-over far from the call that logged it."""
+    try:
+        number = read_now(value)
+    except (RuntimeError, ValueError):  # a tensor or array of more than one element
+        number = None
     if not isinstance(number, int | float):
         raise bad_value(
             f"TensorBoardLogger.log_metrics({key!r})", value,
