@@ -99,6 +99,8 @@ def test_the_result_is_the_median_of_the_sets_and_a_set_without_a_kept_round_is_
     surge = next(row for row in combined["rows"] if row["contestant"] == "surge")
     assert surge["per_set"][:3] == pytest.approx([1.0, 0.8, 0.96]) and surge["per_set"][3] is None
     assert surge["speed"] == pytest.approx(0.96)  # the median of the three sets that kept rounds
+    # without the A/A rule the sets give 1, 0.8, 0.96 and 1.1
+    assert surge["speed_all_rounds"] == pytest.approx(0.98)
     assert surge["goal"] == 0.97 and surge["meets_goal"] is False
 
 
