@@ -11,6 +11,8 @@ from typing import Any
 from ..errors import bad_value
 from ..rank_zero import info
 
+PLAIN_NUMBERS = (float, int)  # what the trainer gives loggers; `read_now` is for anything else
+
 
 def read_now(value: Any) -> Any:
     """A value a logger keeps for a later write, read when it is logged: a tensor's (or an array's)

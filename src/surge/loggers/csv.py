@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ..rank_zero import warn
-from .base import Logger, RunDir, no_prefix, read_now
+from .base import PLAIN_NUMBERS, Logger, RunDir, no_prefix, read_now
 from .files import WriteFailures, append_whole, hparams_yaml, write_atomic
 from .run_name import DEFAULT_NAME, run_name
 
@@ -79,8 +79,10 @@ class CSVLogger(Logger):
             self._drop_from = step
 
     def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
-        row = {k: v if type(v) is float else read_now(v) for k, v in metrics.items()}  # (not "tensor(...)")
-        row["step"] = step
+        row = {**metrics, "step": step}
+        for k, v in metrics.items():  # a tensor is read now, not written as "tensor(...)" at a flush
+            if v.__class__ not in PLAIN_NUMBERS:
+                row[k] = read_now(v)
         self._rows.append(row)
         if len(self._rows) >= self._flush_at:
             self.save()

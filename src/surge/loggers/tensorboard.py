@@ -32,7 +32,7 @@ import torch
 from ..errors import SurgeRuntimeError, bad_value
 from ..module.hparams import plain
 from ..rank_zero import warn
-from .base import Logger, RunDir, no_prefix, read_now
+from .base import PLAIN_NUMBERS, Logger, RunDir, no_prefix, read_now
 from .files import WriteFailures, hparams_yaml, write_atomic
 from .run_name import DEFAULT_NAME, run_name
 
@@ -154,14 +154,14 @@ class TensorBoardLogger(Logger):
 
     def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
         now, pending = time.time(), self._pending
-        pending.extend(
-            (k, v if type(v) is float else _number(k, v), step, now)
-            for k, v in metrics.items()
-            if k != "epoch"
-        )
+        for k, v in metrics.items():  # (a loop, no calls for the trainer's floats: a log point's cost)
+            if k != "epoch":
+                pending.append((k, v if v.__class__ in PLAIN_NUMBERS else _number(k, v), step, now))
         if "epoch" in metrics:
             epoch = metrics["epoch"]
-            pending.append(("epoch", epoch if type(epoch) is int else _number("epoch", epoch), step, now))
+            pending.append(
+                ("epoch", epoch if epoch.__class__ in PLAIN_NUMBERS else _number("epoch", epoch), step, now)
+            )
         if self._failures.failing:
             if len(pending) >= self._retry_at:
                 self._write()
