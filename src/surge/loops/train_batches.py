@@ -27,6 +27,7 @@ from .position import BATCH_END, RUNNING
 from .preempt import preempt, signalled
 from .rollback import loss_watch
 from .step_checks import check_loss, detach_outputs, explain_backward_error, explain_fetch_error, loss_from
+from .window_backward import WindowBackward, window_backward
 
 if TYPE_CHECKING:
     from .context import FitContext, FitSettings
@@ -40,7 +41,7 @@ class EpochSteps:
     parts: LoopParts  # the first batch's (through the FLOP count when it is the fit's first)
     steady: LoopParts  # the other batches'
     step: Callable[..., Any]  # the training step (the first one's, then the steady one)
-    backward: Callable[[Any], None]  # the precision's, with the backward hooks around it if any
+    backward: WindowBackward  # (loss, window): the precision's, the backward hooks around it if any
     inspect: Callable[[Tensor], None] | None  # what each loss is handed to (checked once, watched)
     data: EpochData  # the epoch's loader and batch plan, as `FitData.for_epoch` handed them
     n: float  # batches in the epoch (math.inf: no length)
@@ -115,13 +116,12 @@ class TrainBatches:
                         s.inspect(loss)
                     if zero_grad is not None and batch_idx == window_start:
                         zero_grad(self.epoch, batch_idx)  # the window's first micro-batch (hooks watch)
-                    scaled = loss / window if window != 1 else loss
-                    reported = scaled if divided else loss  # the mode: Lightning's, divided
-                    try:
-                        s.backward(scaled)
+                    try:  # the loss divided by the window (or the same gradients from a seed: no division)
+                        scaled = s.backward(loss, window)
                     except RuntimeError as err:
                         explain_backward_error(err, loss, self.epoch, batch_idx)
                         raise
+                    reported = scaled if divided else loss  # the mode: Lightning's, divided
             pending += 1
             if window_end:
                 pending = 0
@@ -205,7 +205,7 @@ class TrainBatches:
             parts=first,
             steady=steady,
             step=first.step,
-            backward=_with_hooks(ctx, first.backward),
+            backward=window_backward(_with_hooks(ctx, first.backward), ctx.optim.reports_divided_loss),
             inspect=watch,
             data=epoch,
             n=epoch.plan.train,
@@ -278,7 +278,8 @@ class TrainBatches:
         """After the fit's first step its FLOP count closes (the loop's own step and backward from
         the next batch on); the batch-end hooks (callbacks, then the module) unless rolled back."""
         if s.step is not s.steady.step:
-            s.step, s.backward = s.steady.step, _with_hooks(ctx, s.steady.backward)
+            backward = _with_hooks(ctx, s.steady.backward)
+            s.step, s.backward = s.steady.step, window_backward(backward, ctx.optim.reports_divided_loss)
             s.after_batch = s.batch_ends
             if ctx.flops is not None:
                 ctx.flops.close()  # (if the step ran no backward)

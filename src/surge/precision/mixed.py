@@ -49,6 +49,10 @@ class MixedPrecision(Precision):
     def backward(self, loss: Tensor, run: Callable[[Tensor], None] | None = None) -> None:
         super().backward(self.scaler.scale(loss) if self.scaler is not None else loss, run)
 
+    def loss_backward(self) -> Callable[[Tensor], None]:
+        """`Tensor.backward` itself without a loss scaler (bf16): nothing to scale, no call of ours."""
+        return Tensor.backward if self.scaler is None else self.backward
+
     def unscale_gradients(self, optimizer: Optimizer) -> None:
         if self.scaler is not None and id(optimizer) not in self._unscaled:
             self.scaler.unscale_(optimizer)
