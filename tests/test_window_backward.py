@@ -67,15 +67,19 @@ def _ops_of(fn: Any) -> list[str]:
     return ops.names
 
 
-def test_a_kept_seed_runs_no_op_of_its_own():
+def test_a_kept_seed_costs_one_copy_where_the_division_costs_three_ops():
     net, backward = _net(), SeededBackward()
     (x, y), (x2, y2) = _batches(2)
     backward.run(F.cross_entropy(net(x), y), 4)  # the first makes the seed
-    loss = F.cross_entropy(net(x2), y2)
-    ops = _ops_of(lambda: backward.run(loss, 4))
-    assert not [op for op in ops if "div" in op or "ones_like" in op or "fill" in op], ops
-    divided = _ops_of(lambda: (F.cross_entropy(net(x2), y2) / 4).backward())
-    assert [op for op in divided if "div" in op], divided  # (what the seed saves)
+    loss, same = (F.cross_entropy(net(x2), y2) for _ in range(2))
+    seeded = _ops_of(lambda: backward.run(loss, 4))
+    divided = _ops_of(lambda: (same / 4).backward())
+    assert [op for op in seeded if "clone" in op] == ["aten.clone.default"]
+    assert not [op for op in seeded if "div" in op or "ones_like" in op or "fill" in op], seeded
+    assert len(divided) - len(seeded) == 2, (
+        divided,
+        seeded,
+    )  # division, its backward, ones_like; less the copy
 
 
 class _Doubling(torch.autograd.Function):
@@ -125,7 +129,7 @@ def test_a_loss_of_another_dtype_gets_a_seed_of_its_own_not_a_conversion_per_ste
     loss, same = (F.cross_entropy(net(x3), y3).float() for _ in range(2))
     seed = torch.ones_like(same) / 3
     ops = _ops_of(lambda: backward.run(loss, 3))
-    assert ops == _ops_of(lambda: torch.autograd.backward(same, seed))  # no conversion of a kept seed
+    assert ops == _ops_of(lambda: torch.autograd.backward(same, seed.clone()))  # no conversion of a kept seed
 
 
 class _Marked(torch.Tensor):
@@ -252,3 +256,95 @@ def test_a_loss_of_several_values_is_refused_as_backward_refuses_it():
     backward.run(F.cross_entropy(net(x), y), 2)  # a seed for one value
     with pytest.raises(RuntimeError, match="scalar outputs"):
         backward.run(F.cross_entropy(net(x2), y2, reduction="none"), 2)  # not summed silently
+
+
+def _offset_loss(
+    net: torch.nn.Module, offset: torch.nn.Parameter, x: torch.Tensor, y: torch.Tensor
+) -> torch.Tensor:
+    """A loss that reaches `offset` through a view only: autograd hands `offset.grad` a view of the seed
+    as it is (no copy), and the next micro-batch accumulates into it in place, mid-backward."""
+    return F.cross_entropy(net(x), y) + offset.squeeze()
+
+
+@pytest.mark.parametrize("window", [1, 2, 3])
+def test_a_gradient_that_keeps_a_view_of_the_seed_does_not_change_the_others(window):
+    def run(seeded: bool) -> list[torch.Tensor]:
+        net, offset, backward = _net(), torch.nn.Parameter(torch.zeros(1)), SeededBackward()
+        for x, y in _batches(2 * window):
+            loss = _offset_loss(net, offset, x, y)
+            if seeded:
+                backward.run(loss, window)
+            else:
+                (loss / window if window != 1 else loss).backward()
+        return [*_grads(net), offset.grad.clone()]
+
+    for a, b in zip(run(True), run(False)):
+        assert torch.equal(a, b)
+
+
+def test_a_gradient_written_through_data_after_the_backward_does_not_change_the_next_seed():
+    def run(seeded: bool) -> list[torch.Tensor]:
+        net, offset, backward = _net(), torch.nn.Parameter(torch.zeros(1)), SeededBackward()
+        seen = []
+        for x, y in _batches(3):
+            loss = _offset_loss(net, offset, x, y)
+            if seeded:
+                backward.run(loss, 1)
+            else:
+                loss.backward()
+            seen += _grads(net)
+            for p in [*net.parameters(), offset]:
+                p.grad.data.clamp_(-0.01, 0.01)  # (no version counter moves: `.data`)
+                p.grad = None
+        return seen
+
+    for a, b in zip(run(True), run(False)):
+        assert torch.equal(a, b)
+
+
+class WithOffset(Model):
+    def __init__(self) -> None:
+        super().__init__()
+        self.offset = torch.nn.Parameter(torch.zeros(1))
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        self.batch_idx = batch_idx
+        return _offset_loss(self.net, self.offset, *batch)
+
+
+@pytest.mark.parametrize("k", [2, 3])
+def test_a_fit_whose_loss_reaches_a_parameter_through_a_view_equals_the_hand_written_loop(tmp_path, k):
+    n = 3 * k + 1
+    module = WithOffset()
+    trainer = surge.Trainer(
+        max_epochs=1, accumulate_grad_batches=k, logger=False, enable_checkpointing=False,
+        enable_progress_bar=False, enable_model_summary=False, default_root_dir=tmp_path,
+    )  # fmt: skip
+    trainer.fit(module, _data(n))
+    net, offset = _net(), torch.nn.Parameter(torch.zeros(1))
+    opt = torch.optim.SGD([*net.parameters(), offset], lr=0.1)
+    batches = _batches(n)
+    for start in range(0, n, k):
+        window = batches[start : start + k]
+        for x, y in window:
+            (_offset_loss(net, offset, x, y) / len(window)).backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    for a, b in zip([*module.net.parameters(), module.offset], [*net.parameters(), offset]):
+        assert torch.equal(a, b)
+
+
+def test_a_loss_hook_writing_into_its_gradient_through_data_does_not_carry_to_the_next_step():
+    def run(seeded: bool) -> list[torch.Tensor]:
+        net, backward = _net(), SeededBackward()
+        for x, y in _batches(4):
+            loss = F.cross_entropy(net(x), y)
+            loss.register_hook(lambda g: g.data.mul_(2))  # (no version counter moves: `.data`)
+            if seeded:
+                backward.run(loss, 3)
+            else:
+                (loss / 3).backward()
+        return _grads(net)
+
+    for a, b in zip(run(True), run(False)):
+        assert torch.equal(a, b)

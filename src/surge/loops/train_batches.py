@@ -205,7 +205,7 @@ class TrainBatches:
             parts=first,
             steady=steady,
             step=first.step,
-            backward=window_backward(_with_hooks(ctx, first.backward), ctx.optim.reports_divided_loss),
+            backward=window_backward(_with_hooks(ctx, first.backward), ctx.optim.reports_divided_loss, k),
             inspect=watch,
             data=epoch,
             n=epoch.plan.train,
@@ -279,7 +279,7 @@ class TrainBatches:
         the next batch on); the batch-end hooks (callbacks, then the module) unless rolled back."""
         if s.step is not s.steady.step:
             backward = _with_hooks(ctx, s.steady.backward)
-            s.step, s.backward = s.steady.step, window_backward(backward, ctx.optim.reports_divided_loss)
+            s.step, s.backward = s.steady.step, window_backward(backward, ctx.optim.reports_divided_loss, s.k)
             s.after_batch = s.batch_ends
             if ctx.flops is not None:
                 ctx.flops.close()  # (if the step ran no backward)

@@ -1,20 +1,22 @@
 """A micro-batch's backward in its accumulation window: the loss divided by the window, or, where
 nothing sees the divided loss, a backward seeded with what that division would pass on.
 
-`(loss / window).backward()` runs three ops beyond the model's: the division, `torch.ones_like`
-(the seed `backward()` makes), and the division's backward (`seed / window`: what reaches the loss's
-own graph). `SeededBackward` makes that last value once, by the same op on the same dtype and device
-(`torch.ones_like(loss) / window`), keeps it, and starts each backward from it. Every gradient is the
-same bits as the division gives, for any window (a power of two or not) and any dtype. With one
-micro-batch per step it still saves the `ones_like`. benchmarks/README.md ("The hot loop, sixth
-pass") measures what it saves.
+`(loss / window).backward()` runs four ops beyond the model's: the division, `torch.ones_like`
+(the seed `backward()` makes), the division's backward (`seed / window`: what reaches the loss's own
+graph), and recording the division for autograd. `SeededBackward` makes that last value once, by the
+same op on the same dtype and device (`torch.ones_like(loss) / window`), and starts each backward
+from a fresh copy of it (one op). Every gradient is the same bits as the division gives, for any
+window (a power of two or not) and any dtype. benchmarks/README.md ("The hot loop, sixth pass")
+measures what it saves.
 
-The seed is made again when the window, the loss's dtype, shape, device or class changes, and when
-anything wrote into it (a backward hook or a custom `autograd.Function` changing its gradient in
-place moves its version counter). A Tensor subclass, or a loss of several values, gets the division
-and `backward()` as before. The fit loop seeds only where nothing sees the divided loss: surge's own
-mode (Lightning's reports the divided loss) with a plain `Tensor.backward` (no loss scaler, no
-`backward` override, no `on_before_backward`/`on_after_backward` hook)."""
+The copy is what autograd gets, never the kept value: autograd may keep the tensor it is handed (as a
+`.grad`, or a view of it, when a parameter is reached through views only) and add into it later, and
+a hook may write into it, as it may into the division's fresh output. The kept value is made again
+when the window or the loss's dtype, shape, device or class changes. A Tensor subclass, or a loss of
+several values, gets the division and `backward()` as before. The fit loop seeds only where nothing
+sees the divided loss: surge's own mode (Lightning's reports the divided loss) with a plain
+`Tensor.backward` (no loss scaler, no `backward` override, no `on_before_backward`/`on_after_backward`
+hook)."""
 
 from __future__ import annotations
 
@@ -27,9 +29,10 @@ from torch import Tensor
 WindowBackward = Callable[[Any, float], Any]  # (loss, window) -> the loss the backward ran on
 
 
-def window_backward(backward: Callable[[Any], None], divided_loss_seen: bool) -> WindowBackward:
-    """What the fit loop hands each micro-batch's loss and window to, bound once per epoch."""
-    if backward is Tensor.backward and not divided_loss_seen:
+def window_backward(backward: Callable[[Any], None], divided_loss_seen: bool, k: int) -> WindowBackward:
+    """What the fit loop hands each micro-batch's loss and window to, bound once per epoch. Without
+    accumulation (`k` 1) nothing is divided: `backward()`'s own seed costs what a copy of a kept one would."""
+    if backward is Tensor.backward and not divided_loss_seen and k > 1:
         return SeededBackward().run
     return DividedBackward(backward).run
 
@@ -51,7 +54,7 @@ class DividedBackward:
 class SeededBackward:
     """The gradients of `(loss / window).backward()`, without the division; returns `loss`."""
 
-    __slots__ = ("_seed", "_window", "_dtype", "_shape", "_device", "_version")
+    __slots__ = ("_seed", "_window", "_dtype", "_shape", "_device")
 
     def __init__(self) -> None:
         self._seed: Tensor | None = None
@@ -59,7 +62,6 @@ class SeededBackward:
         self._dtype: torch.dtype | None = None
         self._shape: torch.Size | None = None
         self._device: torch.device | None = None
-        self._version = -1
 
     def run(self, loss: Tensor, window: float) -> Tensor:
         seed = self._seed
@@ -70,13 +72,12 @@ class SeededBackward:
             or loss.dtype is not self._dtype
             or loss.shape != self._shape
             or loss.device != self._device
-            or seed._version != self._version
         ):
             seed = self._seed_for(loss, window)
             if seed is None:  # a subclass, or not one value: `backward()` decides (and refuses) as before
                 (loss / window if window != 1 else loss).backward()
                 return loss
-        torch.autograd.backward(loss, seed)
+        torch.autograd.backward(loss, seed.clone())  # (autograd may keep what it is handed, and add into it)
         return loss
 
     def _seed_for(self, loss: Tensor, window: float) -> Tensor | None:
@@ -90,6 +91,6 @@ class SeededBackward:
             seed = torch.ones_like(loss, memory_format=torch.preserve_format)
             if window != 1:
                 seed = seed / window
-        self._seed, self._window, self._version = seed, window, seed._version
+        self._seed, self._window = seed, window
         self._dtype, self._shape, self._device = loss.dtype, loss.shape, loss.device
         return seed
