@@ -94,19 +94,25 @@ class _Doubling(torch.autograd.Function):
         return grad.mul_(2)
 
 
-def test_a_seed_written_into_by_the_backward_is_made_again():
+def _seeded_equals_divided(loss_of: Any, window: int, micro: int = 4) -> None:
+    """`micro` micro-batches, each loss from `loss_of(net, x, y)`: seeded, the same gradients as divided."""
+
     def run(seeded: bool) -> list[torch.Tensor]:
         net, backward = _net(), SeededBackward()
-        for x, y in _batches(4):
-            loss = _Doubling.apply(F.cross_entropy(net(x), y))
+        for x, y in _batches(micro):
+            loss = loss_of(net, x, y)
             if seeded:
-                backward.run(loss, 3)
+                backward.run(loss, window)
             else:
-                (loss / 3).backward()
+                (loss / window).backward()
         return _grads(net)
 
     for a, b in zip(run(True), run(False)):
         assert torch.equal(a, b)
+
+
+def test_a_backward_that_writes_into_its_gradient_changes_nothing_for_the_next():
+    _seeded_equals_divided(lambda net, x, y: _Doubling.apply(F.cross_entropy(net(x), y)), 3)
 
 
 def test_a_new_window_dtype_or_shape_makes_a_new_seed():
@@ -335,16 +341,9 @@ def test_a_fit_whose_loss_reaches_a_parameter_through_a_view_equals_the_hand_wri
 
 
 def test_a_loss_hook_writing_into_its_gradient_through_data_does_not_carry_to_the_next_step():
-    def run(seeded: bool) -> list[torch.Tensor]:
-        net, backward = _net(), SeededBackward()
-        for x, y in _batches(4):
-            loss = F.cross_entropy(net(x), y)
-            loss.register_hook(lambda g: g.data.mul_(2))  # (no version counter moves: `.data`)
-            if seeded:
-                backward.run(loss, 3)
-            else:
-                (loss / 3).backward()
-        return _grads(net)
+    def hooked(net: torch.nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        loss = F.cross_entropy(net(x), y)
+        loss.register_hook(lambda g: g.data.mul_(2))  # (no version counter moves: `.data`)
+        return loss
 
-    for a, b in zip(run(True), run(False)):
-        assert torch.equal(a, b)
+    _seeded_equals_divided(hooked, 3)

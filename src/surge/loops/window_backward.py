@@ -54,14 +54,13 @@ class DividedBackward:
 class SeededBackward:
     """The gradients of `(loss / window).backward()`, without the division; returns `loss`."""
 
-    __slots__ = ("_seed", "_window", "_dtype", "_shape", "_device")
+    __slots__ = ("_seed", "_window")
 
     def __init__(self) -> None:
-        self._seed: Tensor | None = None
+        self._seed: Tensor | None = (
+            None  # ones_like(the loss it was made for) / window: its dtype, shape, device
+        )
         self._window: float = 0
-        self._dtype: torch.dtype | None = None
-        self._shape: torch.Size | None = None
-        self._device: torch.device | None = None
 
     def run(self, loss: Tensor, window: float) -> Tensor:
         seed = self._seed
@@ -69,9 +68,9 @@ class SeededBackward:
             seed is None
             or window != self._window
             or loss.__class__ is not Tensor
-            or loss.dtype is not self._dtype
-            or loss.shape != self._shape
-            or loss.device != self._device
+            or loss.dtype is not seed.dtype
+            or loss.shape != seed.shape
+            or loss.device != seed.device
         ):
             seed = self._seed_for(loss, window)
             if seed is None:  # a subclass, or not one value: `backward()` decides (and refuses) as before
@@ -92,5 +91,4 @@ class SeededBackward:
             if window != 1:
                 seed = seed / window
         self._seed, self._window = seed, window
-        self._dtype, self._shape, self._device = loss.dtype, loss.shape, loss.device
         return seed
