@@ -158,6 +158,24 @@ def test_temporaries_of_killed_writers_in_old_runs_are_removed(tmp_path):
     assert recent.exists() and mine.exists()
 
 
+
+def test_a_process_sweeps_a_logs_folder_once(tmp_path):
+    """The sweep lists every run directory: a second fit in the same process does not pay it again,
+    and the next process removes what a writer that died meanwhile left."""
+    base = tmp_path / "surge_logs"
+    assert CSVLogger(tmp_path).version == 0
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True)
+    stale = base / "version_0" / f".metrics.csv.tmp-{int(dead.stdout)}-0123abcd"
+    stale.touch()
+    old = time.time() - 3600
+    os.utime(stale, (old, old))
+    assert CSVLogger(tmp_path).version == 1
+    assert stale.exists()  # this process swept the folder already
+    code = f"from surge.loggers import CSVLogger; print(CSVLogger({str(tmp_path)!r}).version)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["2"]
+    assert not stale.exists()
+
 class Steps(surge.Module):
     """Logs its step's loss as "loss" every step, with hyper-parameters."""
 

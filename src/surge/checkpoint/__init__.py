@@ -186,23 +186,41 @@ def remove_stale_temporaries(directory: str | Path, older_than: float = 0.0) -> 
     `older_than` (seconds) also spares files modified more recently: a writer on another host
     sharing the filesystem has a pid this host cannot see.
     """
+    return sweep_folder(directory, older_than)[0]
+
+
+def sweep_folder(directory: str | Path, older_than: float = 0.0) -> tuple[list[Path], list[Path]]:
+    """`remove_stale_temporaries(directory, older_than)`, and the folder's subdirectories, from one
+    listing (its entries' own types: no stat per entry). A folder that is not there has neither."""
+    try:
+        with os.scandir(directory) as entries:
+            listing = list(entries)
+    except (FileNotFoundError, NotADirectoryError):
+        return [], []
     removed: list[Path] = []
-    directory = Path(directory)
-    if not directory.is_dir():
-        return removed
+    subdirectories: list[Path] = []
     now = time.time()
-    for entry in directory.iterdir():
+    for entry in listing:
         match = _TMP_RE.match(entry.name)
-        if not match or process_alive(int(match.group(1))):
-            continue
-        try:
-            if not entry.is_file() or (older_than and now - entry.stat().st_mtime < older_than):
-                continue
-            entry.unlink()
-        except FileNotFoundError:
-            continue
-        removed.append(entry)
-    return removed
+        if match is not None:
+            if _remove_if_stale(entry, int(match.group(1)), now - older_than if older_than else None):
+                removed.append(Path(entry.path))
+        elif entry.is_dir():
+            subdirectories.append(Path(entry.path))
+    return removed, subdirectories
+
+
+def _remove_if_stale(entry: os.DirEntry[str], pid: int, untouched_since: float | None) -> bool:
+    """Delete a temporary whose writer is dead (and, with a time, untouched since it); True if it was."""
+    if process_alive(pid):
+        return False
+    try:
+        if not entry.is_file() or (untouched_since is not None and entry.stat().st_mtime > untouched_since):
+            return False
+        os.unlink(entry.path)
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def process_alive(pid: int) -> bool:

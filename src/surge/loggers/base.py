@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -107,7 +106,7 @@ class RunDir:
                 self._path = base / (version if isinstance(version, str) else f"version_{version}")
                 self._path.mkdir(exist_ok=True)
                 self._version = version
-            remove_stale_run_temporaries(base)
+            sweep_run_temporaries_once(base)
         return self._path
 
     @property
@@ -154,7 +153,7 @@ class RunDir:
 def claim_version(base: Path) -> tuple[int, Path]:
     """Make `base/version_N` for the lowest N above those taken; a directory another process made
     first moves this one on to N + 1."""
-    taken = [int(p.name[8:]) for p in base.glob("version_*") if p.name[8:].isdigit()]
+    taken = [int(name[8:]) for name in os.listdir(base) if name.startswith("version_") and name[8:].isdigit()]
     n = max(taken, default=-1) + 1
     while True:
         path = base / f"version_{n}"
@@ -167,6 +166,21 @@ def claim_version(base: Path) -> tuple[int, Path]:
 
 
 STALE_AFTER_S = 600.0
+_SWEPT: set[str] = set()  # the folders this process has swept (`sweep_run_temporaries_once`)
+
+
+def sweep_run_temporaries_once(base: Path) -> None:
+    """`remove_stale_run_temporaries(base)` the first time this process resolves a run under `base`.
+
+    The sweep lists every run directory, so it costs a fit time in proportion to the runs already
+    there; a process that fits again (a notebook, a tuner, a sweep) pays it once. What it would find
+    the second time is only a writer that died since and is already `STALE_AFTER_S` old: the next
+    process removes it.
+    """
+    key = os.path.abspath(base)
+    if key not in _SWEPT:
+        _SWEPT.add(key)
+        remove_stale_run_temporaries(base)
 
 
 def remove_stale_run_temporaries(base: Path) -> list[Path]:
@@ -174,15 +188,22 @@ def remove_stale_run_temporaries(base: Path) -> list[Path]:
     process was killed) from every run directory under `base` and their subdirectories.
 
     Only files untouched for `STALE_AFTER_S`: a writer on another host has a pid this host cannot see.
+    One listing per directory; a directory that cannot be listed (removed meanwhile, no permission)
+    is passed over: the sweep is best effort.
     """
-    from ..checkpoint import remove_stale_temporaries
-
     removed: list[Path] = []
-    for run in base.iterdir():
-        with contextlib.suppress(OSError):  # best effort: a directory removed meanwhile, no permission
-            if run.is_dir():
-                removed += remove_stale_temporaries(run, older_than=STALE_AFTER_S)
-                for sub in run.iterdir():
-                    if sub.is_dir():
-                        removed += remove_stale_temporaries(sub, older_than=STALE_AFTER_S)
+    for run in _swept(base)[1]:
+        found, subdirectories = _swept(run)
+        removed += found
+        for sub in subdirectories:
+            removed += _swept(sub)[0]
     return removed
+
+
+def _swept(folder: Path) -> tuple[list[Path], list[Path]]:
+    from ..checkpoint import sweep_folder
+
+    try:
+        return sweep_folder(folder, older_than=STALE_AFTER_S)
+    except OSError:
+        return [], []
