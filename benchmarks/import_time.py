@@ -9,7 +9,10 @@ Every case runs in its own subprocess of this one, interleaved (torch, surge, su
 each case's median and quartiles of wall time, its median CPU time (user + system, which a busy
 machine moves less), each minus torch's, and the load average before and after. surge is imported from this checkout's `src/` (first on `PYTHONPATH`).
 `--before SRC` adds the names' import from another checkout's `src/` (a commit to compare with),
-interleaved with the others; `--names-only` keeps `import torch` and the names' cases alone.
+interleaved with the others; `--names-only` keeps `import torch`, the names, and a short torch
+training script run with and without importing the names first (what they add to a script that
+trains: torch's import leaves a full pass of the garbage collector due, and whichever code runs
+next pays it, the names in `python -c` or the script's own first steps).
 """
 
 from __future__ import annotations
@@ -48,7 +51,36 @@ CASES = {
     "import torch, then 20,000 dicts": ["-c", "import torch; keep = [dict() for _ in range(20000)]"],
     "import torch, os._exit": ["-c", "import os, torch; os._exit(0)"],
     "from surge import ..., os._exit": ["-c", "import os; from surge import Module, Trainer; os._exit(0)"],
+    # what the names add to a script that trains: the pass above falls in the script either way
+    "a torch script": ["{script}"],
+    "the same script, importing surge's names first": ["{script}", "--names"],
 }
+# A hand-written training script: a model, AdamW, a loader and 32 steps. With --names it first imports
+# surge's names, as a script that trains with surge does, and nothing else changes.
+SCRIPT = """\
+import sys
+
+if "--names" in sys.argv:
+    from surge import Module, Trainer  # noqa: F401
+import torch
+from torch import nn
+
+torch.set_num_threads(1)
+net = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 10))
+opt = torch.optim.AdamW(net.parameters())
+data = torch.utils.data.TensorDataset(torch.randn(256, 32), torch.randint(0, 10, (256,)))
+for x, y in torch.utils.data.DataLoader(data, batch_size=8):
+    opt.zero_grad()
+    nn.functional.cross_entropy(net(x), y).backward()
+    opt.step()
+"""
+
+
+# (without surge, with surge's names): the differences the report gives, paired run by run
+PAIRS = (
+    ("import torch", "from surge import Trainer, Module"),
+    ("a torch script", "the same script, importing surge's names first"),
+)
 
 
 def timed(args: list[str], env: dict[str, str]) -> tuple[float, float]:
@@ -77,9 +109,12 @@ def main() -> None:
     args = parser.parse_args()
     bad = Path(tempfile.mkdtemp()) / "bad.yaml"
     bad.write_text("model: {class_path: surge.demo.DigitsCNN}\ntrainer: {max_epoch: 2}\n")
+    script = bad.with_name("torch_script.py")
+    script.write_text(SCRIPT)
     names = "from surge import Trainer, Module"
-    chosen = {k: v for k, v in CASES.items() if not args.names_only or k in ("import torch", names)}
-    cases = {name: ([a.format(bad=bad) for a in case], SRC) for name, case in chosen.items()}
+    kept = ("import torch", names, *PAIRS[1])
+    chosen = {k: v for k, v in CASES.items() if not args.names_only or k in kept}
+    cases = {name: ([a.format(bad=bad, script=script) for a in case], SRC) for name, case in chosen.items()}
     if args.before is not None:
         cases[f"{names}, before"] = (CASES[names], args.before.resolve())
     for _, src in cases.values():
@@ -118,6 +153,11 @@ def main() -> None:
             f"| `{name}` | {q2:.3f} s | {q1:.3f}-{q3:.3f} s | {q2 - torch_wall:+.3f} s "
             f"| {cpu:.3f} s | {cpu - torch_cpu:+.3f} s |"
         )
+    print()
+    for plain, with_surge in PAIRS:
+        if plain in walls and with_surge in walls:
+            paired = statistics.median(b - a for a, b in zip(walls[plain], walls[with_surge], strict=True))
+            print(f"- `{with_surge}` - `{plain}`, paired median: {paired:+.3f} s")
 
 
 if __name__ == "__main__":
