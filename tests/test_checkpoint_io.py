@@ -359,6 +359,13 @@ def test_remove_stale_temporaries_on_a_missing_dir(tmp_path):
     assert remove_stale_temporaries(tmp_path / "nope") == []
 
 
+def test_remove_stale_temporaries_with_a_pid_past_a_c_int(tmp_path):
+    """os.kill refuses such a pid (OverflowError): no process has it, its temporary is a dead one's."""
+    huge = tmp_path / f".x.ckpt.tmp-{2**31}-abcdef12"
+    huge.write_bytes(b"partial")
+    assert remove_stale_temporaries(tmp_path) == [huge]
+
+
 def test_model_checkpoint_setup_removes_stale_temporaries(tmp_path):
     directory = tmp_path / "ckpt"
     directory.mkdir()

@@ -158,7 +158,6 @@ def test_temporaries_of_killed_writers_in_old_runs_are_removed(tmp_path):
     assert recent.exists() and mine.exists()
 
 
-
 def test_a_process_sweeps_a_logs_folder_once(tmp_path):
     """The sweep lists every run directory: a second fit in the same process does not pay it again,
     and the next process removes what a writer that died meanwhile left."""
@@ -175,6 +174,90 @@ def test_a_process_sweeps_a_logs_folder_once(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["2"]
     assert not stale.exists()
+
+
+def dead_pid() -> int:
+    """The pid of a process that has exited."""
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True)
+    return int(done.stdout)
+
+
+def stale_temporary(folder: Path, pid: int, prefix: str = ".metrics.csv") -> Path:
+    """A temporary a writer `pid` left in `folder` an hour ago."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{prefix}.tmp-{pid}-0123abcd"
+    path.touch()
+    old = time.time() - 3600
+    os.utime(path, (old, old))
+    return path
+
+
+def test_odd_version_folders_do_not_stop_a_logger(tmp_path):
+    """`str.isdigit` accepts "²", which `int` refuses: such a folder is not a version, as "version_x"."""
+    base = tmp_path / "surge_logs"
+    for name in ["version_01", "version_\u00b2", "version_-1", "version_", "version_x"]:
+        (base / name).mkdir(parents=True)
+    assert CSVLogger(tmp_path).version == 2
+
+
+def test_a_temporary_naming_a_pid_no_process_can_have_does_not_stop_a_logger(tmp_path):
+    """A pid past a C int (os.kill's OverflowError) is no live writer's: the old temporary goes."""
+    base = tmp_path / "surge_logs"
+    huge = stale_temporary(base / "version_0", 10**20)
+    assert CSVLogger(tmp_path).version == 1
+    assert not huge.exists()
+
+
+def test_a_temporary_the_sweep_cannot_remove_does_not_stop_it(tmp_path, monkeypatch):
+    """One file in the logs folder that cannot be removed (another user's, in a sticky shared folder)
+    leaves every run's temporaries to be swept."""
+    base = tmp_path / "surge_logs"
+    pid = dead_pid()
+    theirs = stale_temporary(base, pid, ".lease")
+    stale = [
+        stale_temporary(base / "version_0", pid),
+        stale_temporary(base / "version_0" / "checkpoints", pid),
+    ]
+    unlink = os.unlink
+
+    def refuse_theirs(path, *args, **kwargs):
+        if os.path.basename(path) == theirs.name:
+            raise PermissionError(1, "Operation not permitted", os.fspath(path))
+        return unlink(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "unlink", refuse_theirs)
+    assert CSVLogger(tmp_path).version == 1
+    assert not any(p.exists() for p in stale)
+    assert theirs.exists()
+
+
+def test_a_forked_process_sweeps_the_folder_again(tmp_path):
+    """The folders swept are this process's: a forked child (a tuner's trial) is a next process."""
+    base = tmp_path / "surge_logs"
+    assert CSVLogger(tmp_path).version == 0
+    stale = stale_temporary(base / "version_0", dead_pid())
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child
+        code = 1
+        try:
+            code = 0 if CSVLogger(tmp_path).version == 1 else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(child, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert not stale.exists()
+
+
+def test_a_folder_reached_through_a_symlink_and_dotdot_is_swept(tmp_path):
+    """ "link/.." is the link target's parent, not the folder `os.path.abspath` makes of it: the
+    folder a process has swept is the one the path names."""
+    (tmp_path / "there" / "sub").mkdir(parents=True)
+    (tmp_path / "link").symlink_to(tmp_path / "there" / "sub")
+    assert CSVLogger(tmp_path).version == 0  # sweeps tmp_path/surge_logs
+    stale = stale_temporary(tmp_path / "there" / "surge_logs" / "version_0", dead_pid())
+    assert CSVLogger(tmp_path / "link" / "..").version == 1  # tmp_path/there/surge_logs
+    assert not stale.exists()
+
 
 class Steps(surge.Module):
     """Logs its step's loss as "loss" every step, with hyper-parameters."""

@@ -229,7 +229,7 @@ def process_alive(pid: int) -> bool:
         return True
     try:
         os.kill(pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, OverflowError):  # (a pid past a C int: no process has it)
         return False
     except PermissionError:
         return True

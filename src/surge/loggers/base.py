@@ -153,7 +153,9 @@ class RunDir:
 def claim_version(base: Path) -> tuple[int, Path]:
     """Make `base/version_N` for the lowest N above those taken; a directory another process made
     first moves this one on to N + 1."""
-    taken = [int(name[8:]) for name in os.listdir(base) if name.startswith("version_") and name[8:].isdigit()]
+    taken = [
+        int(name[8:]) for name in os.listdir(base) if name.startswith("version_") and name[8:].isdecimal()
+    ]
     n = max(taken, default=-1) + 1
     while True:
         path = base / f"version_{n}"
@@ -167,6 +169,7 @@ def claim_version(base: Path) -> tuple[int, Path]:
 
 STALE_AFTER_S = 600.0
 _SWEPT: set[str] = set()  # the folders this process has swept (`sweep_run_temporaries_once`)
+os.register_at_fork(after_in_child=_SWEPT.clear)  # a forked child is a next process: it sweeps again
 
 
 def sweep_run_temporaries_once(base: Path) -> None:
@@ -177,7 +180,7 @@ def sweep_run_temporaries_once(base: Path) -> None:
     the second time is only a writer that died since and is already `STALE_AFTER_S` old: the next
     process removes it.
     """
-    key = os.path.abspath(base)
+    key = os.path.realpath(base)  # the folder itself: "link/.." is not where abspath puts it
     if key not in _SWEPT:
         _SWEPT.add(key)
         remove_stale_run_temporaries(base)
@@ -192,12 +195,29 @@ def remove_stale_run_temporaries(base: Path) -> list[Path]:
     is passed over: the sweep is best effort.
     """
     removed: list[Path] = []
-    for run in _swept(base)[1]:
+    for run in _run_directories(base):
         found, subdirectories = _swept(run)
         removed += found
         for sub in subdirectories:
             removed += _swept(sub)[0]
     return removed
+
+
+def _run_directories(base: Path) -> list[Path]:
+    """The directories in `base`: its own files are no run's, left as they are (one that cannot be
+    removed would otherwise stop the sweep of every run)."""
+    try:
+        with os.scandir(base) as entries:
+            return [Path(entry.path) for entry in entries if _is_dir(entry)]
+    except OSError:
+        return []
+
+
+def _is_dir(entry: os.DirEntry[str]) -> bool:
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
 
 
 def _swept(folder: Path) -> tuple[list[Path], list[Path]]:
