@@ -231,6 +231,29 @@ def test_a_temporary_the_sweep_cannot_remove_does_not_stop_it(tmp_path, monkeypa
     assert theirs.exists()
 
 
+def test_a_temporary_in_a_run_the_sweep_cannot_remove_leaves_the_rest_swept(tmp_path, monkeypatch):
+    """One temporary in a run directory that cannot be removed: the same run's other temporaries and
+    its `checkpoints/` are still swept."""
+    base = tmp_path / "surge_logs"
+    pid = dead_pid()
+    theirs = stale_temporary(base / "version_0", pid, ".hparams.yaml")
+    stale = [
+        stale_temporary(base / "version_0", pid),
+        stale_temporary(base / "version_0" / "checkpoints", pid),
+    ]
+    unlink = os.unlink
+
+    def refuse_theirs(path, *args, **kwargs):
+        if os.path.basename(path) == theirs.name:
+            raise PermissionError(1, "Operation not permitted", os.fspath(path))
+        return unlink(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "unlink", refuse_theirs)
+    assert CSVLogger(tmp_path).version == 1
+    assert not any(p.exists() for p in stale)
+    assert theirs.exists()
+
+
 def test_a_forked_process_sweeps_the_folder_again(tmp_path):
     """The folders swept are this process's: a forked child (a tuner's trial) is a next process."""
     base = tmp_path / "surge_logs"

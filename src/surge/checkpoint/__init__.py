@@ -218,7 +218,7 @@ def _remove_if_stale(entry: os.DirEntry[str], pid: int, untouched_since: float |
         if not entry.is_file() or (untouched_since is not None and entry.stat().st_mtime > untouched_since):
             return False
         os.unlink(entry.path)
-    except FileNotFoundError:
+    except OSError:  # gone meanwhile, or not ours to remove (another user's): left as it is
         return False
     return True
 
