@@ -192,6 +192,18 @@ def stale_temporary(folder: Path, pid: int, prefix: str = ".metrics.csv") -> Pat
     return path
 
 
+def refuse_removing(monkeypatch, theirs: Path) -> None:
+    """`os.unlink` refuses `theirs` as it refuses another user's file in a sticky shared folder."""
+    unlink = os.unlink
+
+    def refuse_theirs(path, *args, **kwargs):
+        if os.path.basename(path) == theirs.name:
+            raise PermissionError(1, "Operation not permitted", os.fspath(path))
+        return unlink(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "unlink", refuse_theirs)
+
+
 def test_odd_version_folders_do_not_stop_a_logger(tmp_path):
     """`str.isdigit` accepts "²", which `int` refuses: such a folder is not a version, as "version_x"."""
     base = tmp_path / "surge_logs"
@@ -218,14 +230,7 @@ def test_a_temporary_the_sweep_cannot_remove_does_not_stop_it(tmp_path, monkeypa
         stale_temporary(base / "version_0", pid),
         stale_temporary(base / "version_0" / "checkpoints", pid),
     ]
-    unlink = os.unlink
-
-    def refuse_theirs(path, *args, **kwargs):
-        if os.path.basename(path) == theirs.name:
-            raise PermissionError(1, "Operation not permitted", os.fspath(path))
-        return unlink(path, *args, **kwargs)
-
-    monkeypatch.setattr(os, "unlink", refuse_theirs)
+    refuse_removing(monkeypatch, theirs)
     assert CSVLogger(tmp_path).version == 1
     assert not any(p.exists() for p in stale)
     assert theirs.exists()
@@ -241,14 +246,7 @@ def test_a_temporary_in_a_run_the_sweep_cannot_remove_leaves_the_rest_swept(tmp_
         stale_temporary(base / "version_0", pid),
         stale_temporary(base / "version_0" / "checkpoints", pid),
     ]
-    unlink = os.unlink
-
-    def refuse_theirs(path, *args, **kwargs):
-        if os.path.basename(path) == theirs.name:
-            raise PermissionError(1, "Operation not permitted", os.fspath(path))
-        return unlink(path, *args, **kwargs)
-
-    monkeypatch.setattr(os, "unlink", refuse_theirs)
+    refuse_removing(monkeypatch, theirs)
     assert CSVLogger(tmp_path).version == 1
     assert not any(p.exists() for p in stale)
     assert theirs.exists()
