@@ -67,10 +67,17 @@ def checkpoints(run: Run) -> list[str]:
     return [f for f in run.files() if f.endswith(".ckpt")]
 
 
+def failure(output: str) -> str:
+    """A failed run's first traceback (under DDP, often another rank's: the cause) and its last lines."""
+    first = output.find("Traceback")
+    head = output[first : first + 3000] + "\n[...]\n" if 0 <= first < len(output) - 3000 else ""
+    return head + output[-3000:]
+
+
 def check(aspect: str, lightning: Run, surge: Run, weights: tuple[str, ...]) -> None:
     if aspect == "runs":
         for run in (lightning, surge):
-            assert run.returncode == 0, f"{run.framework} failed:\n{run.output[-4000:]}"
+            assert run.returncode == 0, f"{run.framework} failed:\n{failure(run.output)}"
     elif aspect == "metrics_csv":
         theirs, ours = metrics_csv(lightning), metrics_csv(surge)
         assert theirs, "Lightning wrote no metrics.csv"
