@@ -21,16 +21,20 @@ def runs(tmp_path_factory):
 def test_the_same_checkpoint_files_with_the_same_contents(runs):
     lightning, surge = runs
     for name in DIRS:
-        files = lightning.record[f"{name}_files"]
-        assert (
-            files
-            == surge.record[f"{name}_files"]
-            == (
-                ["epoch=3-step=16.ckpt", "last.ckpt"]
-                if name == "resumed"
-                else ["epoch=2-step=12.ckpt", "last.ckpt"]
-            )
+        files = (
+            ["epoch=3-step=16.ckpt", "last.ckpt"]
+            if name == "resumed"
+            else ["epoch=2-step=12.ckpt", "last.ckpt"]
         )
+        assert surge.record[f"{name}_files"] == files
+        theirs = lightning.record[f"{name}_files"]
+        if name == "async":
+            # Lightning's AsyncCheckpointIO removes a file at once but writes in the background: on
+            # a busy machine the removal of the older top-k file can come before its queued write,
+            # which then leaves it behind (seen in CI). surge waits for the write before it removes.
+            assert set(files) <= set(theirs) <= {*files, "epoch=1-step=8.ckpt"}, theirs
+        else:
+            assert theirs == files
         assert lightning.record[f"{name}_step"] == surge.record[f"{name}_step"]
         assert_same_weights(lightning.weights(f"{name}_final"), surge.weights(f"{name}_final"))
         for file in files:
