@@ -220,28 +220,13 @@ def test_a_temporary_naming_a_pid_no_process_can_have_does_not_stop_a_logger(tmp
     assert not huge.exists()
 
 
-def test_a_temporary_the_sweep_cannot_remove_does_not_stop_it(tmp_path, monkeypatch):
-    """One file in the logs folder that cannot be removed (another user's, in a sticky shared folder)
-    leaves every run's temporaries to be swept."""
+@pytest.mark.parametrize("where", ["the logs folder", "a run directory"])
+def test_a_temporary_the_sweep_cannot_remove_leaves_the_rest_swept(tmp_path, monkeypatch, where):
+    """One file that cannot be removed (another user's, in a sticky shared folder), in the logs folder
+    itself or in a run: every run's other temporaries, `checkpoints/` included, are still swept."""
     base = tmp_path / "surge_logs"
     pid = dead_pid()
-    theirs = stale_temporary(base, pid, ".lease")
-    stale = [
-        stale_temporary(base / "version_0", pid),
-        stale_temporary(base / "version_0" / "checkpoints", pid),
-    ]
-    refuse_removing(monkeypatch, theirs)
-    assert CSVLogger(tmp_path).version == 1
-    assert not any(p.exists() for p in stale)
-    assert theirs.exists()
-
-
-def test_a_temporary_in_a_run_the_sweep_cannot_remove_leaves_the_rest_swept(tmp_path, monkeypatch):
-    """One temporary in a run directory that cannot be removed: the same run's other temporaries and
-    its `checkpoints/` are still swept."""
-    base = tmp_path / "surge_logs"
-    pid = dead_pid()
-    theirs = stale_temporary(base / "version_0", pid, ".hparams.yaml")
+    theirs = stale_temporary(base if where == "the logs folder" else base / "version_0", pid, ".lease")
     stale = [
         stale_temporary(base / "version_0", pid),
         stale_temporary(base / "version_0" / "checkpoints", pid),

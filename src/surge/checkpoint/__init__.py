@@ -205,9 +205,18 @@ def sweep_folder(directory: str | Path, older_than: float = 0.0) -> tuple[list[P
         if match is not None:
             if _remove_if_stale(entry, int(match.group(1)), now - older_than if older_than else None):
                 removed.append(Path(entry.path))
-        elif entry.is_dir():
+        elif is_directory(entry):
             subdirectories.append(Path(entry.path))
     return removed, subdirectories
+
+
+def is_directory(entry: os.DirEntry[str]) -> bool:
+    """Whether a listing's entry is a directory (through a symlink); False for one that cannot be
+    told (a symlink loop): a sweep passes it over rather than stop."""
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
 
 
 def _remove_if_stale(entry: os.DirEntry[str], pid: int, untouched_since: float | None) -> bool:

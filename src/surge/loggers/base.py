@@ -204,20 +204,14 @@ def remove_stale_run_temporaries(base: Path) -> list[Path]:
 
 
 def _run_directories(base: Path) -> list[Path]:
-    """The directories in `base`: its own files are no run's, left as they are (one that cannot be
-    removed would otherwise stop the sweep of every run)."""
+    """The directories in `base`: its own files are no run's, left as they are."""
+    from ..checkpoint import is_directory
+
     try:
         with os.scandir(base) as entries:
-            return [Path(entry.path) for entry in entries if _is_dir(entry)]
+            return [Path(entry.path) for entry in entries if is_directory(entry)]
     except OSError:
         return []
-
-
-def _is_dir(entry: os.DirEntry[str]) -> bool:
-    try:
-        return entry.is_dir()
-    except OSError:
-        return False
 
 
 def _swept(folder: Path) -> tuple[list[Path], list[Path]]:

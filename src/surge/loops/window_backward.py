@@ -57,9 +57,8 @@ class SeededBackward:
     __slots__ = ("_seed", "_window")
 
     def __init__(self) -> None:
-        self._seed: Tensor | None = (
-            None  # ones_like(the loss it was made for) / window: its dtype, shape, device
-        )
+        # ones_like(the loss it was made for) / window: its dtype, shape and device are the loss's
+        self._seed: Tensor | None = None
         self._window: float = 0
 
     def run(self, loss: Tensor, window: float) -> Tensor:
