@@ -212,6 +212,21 @@ def test_odd_version_folders_do_not_stop_a_logger(tmp_path):
     assert CSVLogger(tmp_path).version == 2
 
 
+def test_a_file_named_like_a_version_moves_the_version_on(tmp_path):
+    """A plain file `version_0` (a stray download, a note) takes its name: the run goes to version_1
+    and the file is kept. Lightning 2.6.6 counts directories only, picks version_0 and fails on
+    its first write (FileExistsError)."""
+    base = tmp_path / "surge_logs"
+    base.mkdir()
+    (base / "version_0").write_text("not a run")
+    logger = CSVLogger(tmp_path)
+    logger.log_metrics({"a": 1.0}, step=0)
+    logger.save()
+    assert logger.version == 1
+    assert (base / "version_1" / "metrics.csv").exists()
+    assert (base / "version_0").read_text() == "not a run"
+
+
 def test_a_temporary_naming_a_pid_no_process_can_have_does_not_stop_a_logger(tmp_path):
     """A pid past a C int (os.kill's OverflowError) is no live writer's: the old temporary goes."""
     base = tmp_path / "surge_logs"
