@@ -30,14 +30,10 @@ SCENARIOS = {
 }
 ASPECTS = ("runs", "metrics_csv", "records", "checkpoints", "weights")
 
-DDP_VAL = (
-    "under DDP the validation metrics differ slightly (val/acc by one sample of 398, val/loss in the "
-    "4th digit) with the same data per rank, weights and BatchNorm statistics; not found yet"
-)
-XFAIL = {
-    ("digits_template_ddp", "metrics_csv"): DDP_VAL,
-    ("digits_template_ddp", "records"): DDP_VAL,
-}
+# (scenario, aspect) -> why it differs from Lightning: none now. Under DDP the validation metrics
+# differed (val/acc by one sample): surge validated rank 1 with its own BatchNorm statistics, where
+# Lightning's validation runs through DDP's forward, which broadcasts rank 0's first.
+XFAIL: dict[tuple[str, str], str] = {}
 
 _runs: dict[str, tuple[Run, Run]] = {}
 

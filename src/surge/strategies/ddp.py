@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
@@ -36,6 +37,19 @@ class _TrainingStep(nn.Module):
 
     def forward(self, *args: Any) -> Any:
         return self.module.training_step(*args)
+
+
+def _validation_step(ddp: nn.parallel.DistributedDataParallel, step: Callable[..., Any], *args: Any) -> Any:
+    """`step` with the buffers DDP's own forward would give it (Lightning runs validation there).
+
+    A forward through DDP first broadcasts rank 0's buffers (BatchNorm's running statistics) when
+    the forward before it was a synchronised training step, so every rank validates the model
+    rank 0 checkpoints; a forward without gradients asks the next one for no broadcast.
+    """
+    if ddp.will_sync_module_buffers():
+        ddp._sync_buffers()
+    ddp.require_forward_param_sync = torch.is_grad_enabled() and ddp.require_backward_grad_sync
+    return step(*args)
 
 
 @register_strategy("ddp")
@@ -102,8 +116,10 @@ class DDPStrategy(ProcessGroupStrategy):
         return module
 
     def step_fn(self, module: nn.Module, hook: str) -> Callable[..., Any]:
-        if hook == "training_step" and self.wrapped is not None:
+        if self.wrapped is not None and hook == "training_step":
             return self.wrapped
+        if self.wrapped is not None and hook == "validation_step":
+            return functools.partial(_validation_step, self.wrapped, module.validation_step)
         return getattr(module, hook)
 
     def no_sync(self) -> contextlib.AbstractContextManager:
