@@ -19,6 +19,8 @@ SCENARIOS = {
     # lr 0: the window an epoch's end cuts is scaled differently (a deliberate difference,
     # docs/lightning.md); the running statistics still move with every batch
     "window_cut_by_epoch_end": {"trainer": {"accumulate_grad_batches": 3, "limit_train_batches": 5}, "lr": 0},
+    # the step's manual_backward arms DDP's reducer; DDP's forward asks for no broadcast
+    "manual": {"manual": True},
     "no_sanity_check": {"trainer": {"num_sanity_val_steps": 0}},
     "sanity_check_2": {"trainer": {"num_sanity_val_steps": 2}},
     "no_validation": {"trainer": {"limit_val_batches": 0}},
