@@ -19,6 +19,16 @@ SCENARIOS = {
     # lr 0: the window an epoch's end cuts is scaled differently (a deliberate difference,
     # docs/lightning.md); the running statistics still move with every batch
     "window_cut_by_epoch_end": {"trainer": {"accumulate_grad_batches": 3, "limit_train_batches": 5}, "lr": 0},
+    # a validation inside an accumulation window: no broadcast (its forward ran under no_sync), and
+    # its metrics.csv rows at the steps taken before it (one process too)
+    "val_inside_a_window": {"trainer": {"accumulate_grad_batches": 3, "val_check_interval": 2}},
+    "val_inside_a_window_one_process": {
+        "trainer": {"accumulate_grad_batches": 3, "val_check_interval": 2, "devices": 1, "strategy": "auto"}
+    },
+    "val_inside_a_cut_window": {
+        "trainer": {"accumulate_grad_batches": 4, "val_check_interval": 0.5},
+        "lr": 0,
+    },
     # the step's manual_backward arms DDP's reducer; DDP's forward asks for no broadcast
     "manual": {"manual": True},
     "no_sanity_check": {"trainer": {"num_sanity_val_steps": 0}},
