@@ -44,6 +44,13 @@ SCENARIOS = {
         "trainer": {"check_val_every_n_epoch": 2},
         "after": ["validate", "test"],
     },
+    # Lightning broadcasts only through DDP's forward, inside fit: validate() and test() keep a
+    # rank's own change made after their set-up (which synchronises the module's states)
+    "own_change_after_setup": {
+        "shift": ["on_validation_start", "on_test_start"],
+        "after": ["validate", "test"],
+        "trainer": {"max_epochs": 1},
+    },
 }
 
 
