@@ -64,7 +64,7 @@ class Strategy:
     _precision_plugin: Any = None
     reseeds_ranks = False  # the Lightning mode's: each stage's set-up re-seeds every rank
     # the stage whose module was set up last: "fit", "validate", "test", "predict"
-    trainer_fn: str | None = None
+    stage_set_up: str | None = None
     uncounted_flops: str | None = None  # why the first step's FLOPs cannot be counted here (None: they can)
 
     def __init__(self) -> None:
@@ -191,7 +191,7 @@ class Strategy:
     def connect_stage(self, stage: str) -> None:
         """Learn the stage whose module `setup_module` sets up next (DDP validates through its
         forward only inside fit, as Lightning, which wraps the module only to fit)."""
-        self.trainer_fn = stage
+        self.stage_set_up = stage
 
     def setup_environment(self, device: torch.device) -> None:
         """Start or join the process group (nothing to do for one process)."""

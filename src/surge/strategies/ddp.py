@@ -137,7 +137,7 @@ class DDPStrategy(ProcessGroupStrategy):
             if not getattr(module, "automatic_optimization", True):
                 return functools.partial(_manual_training_step, self.wrapped)
             return self.wrapped
-        if self.wrapped is not None and hook == "validation_step" and self.trainer_fn == "fit":
+        if self.wrapped is not None and hook == "validation_step" and self.stage_set_up == "fit":
             return functools.partial(_validation_step, self.wrapped, module.validation_step)
         return getattr(module, hook)
 
