@@ -83,6 +83,7 @@ ALLOWED: dict[str, set[str]] = {
         "module/__init__.py: param.requires_grad",
         "module/optimizers.py: param.requires_grad",
         "strategies/base.py: param.grad",
+        "strategies/ddp.py: ddp.require_backward_grad_sync",
         "strategies/ddp.py: ddp.require_forward_param_sync",
         "tune/trial.py: m.training",
         "tune/trial.py: p.grad",

@@ -73,14 +73,16 @@ class FitLoop(FitProgress, TrainBatches):
         """The step about to be taken, the epoch and the batches done in it (for the optimizer's hooks)."""
         return self.global_step + 1, self.epoch, self.batches_done
 
-    def logger_step(self) -> int:
+    def logger_step(self, stepped: bool = True) -> int:
         """The loggers' step in training: `global_step` (manual optimization: the batches trained, as
-        Lightning), less the publisher's offset (Lightning's is the batches stepped before the one logging)."""
+        Lightning), less the publisher's offset (Lightning's is the batches stepped before the one
+        logging) when that batch `stepped` (inside an accumulation window it stepped nothing)."""
         ctx = self.ctx
         if ctx is None:
             return self.global_step
         manual = not ctx.parts.module.automatic_optimization
-        return (self.manual_batches if manual else self.global_step) - ctx.parts.publisher.train_step_offset
+        offset = ctx.parts.publisher.train_step_offset if stepped else 0
+        return (self.manual_batches if manual else self.global_step) - offset
 
     def context(self) -> FitContext:
         """The bound context (a method that needs it calls this once, never per step)."""
@@ -203,7 +205,7 @@ class FitLoop(FitProgress, TrainBatches):
         done = exhausted or cut or stopped or self.batches_done >= epoch.plan.train
         self.stage = DONE if done else RUNNING
         if done and not cut and validation.due_at_end(self.epoch, self.batches_done, epoch.plan, early):
-            validation.run_in_fit(self.epoch, zero_grad=not early or self.batches_done % k == 0)  # host read
+            validation.run_in_fit(self.epoch, window_end=not early or self.batches_done % k == 0)  # host read
         self._end_epoch(plateau=not early)  # (Lightning steps no plateau for an epoch a stop cut short)
         if strategy.world_size > 1:
             ctx.stop.agree(strategy)  # every rank stops at the same epoch

@@ -77,7 +77,7 @@ class TrainBatches:
     def context(self) -> FitContext:
         raise NotImplementedError
 
-    def logger_step(self) -> int:
+    def logger_step(self, stepped: bool = True) -> int:
         raise NotImplementedError
 
     def _minimums_met(self, settings: FitSettings) -> bool:
@@ -343,7 +343,7 @@ class TrainBatches:
             s.pace_at = ctx.data.pace(done, self.data_wait_s)
         val_every = s.data.plan.val_every_n_batches
         if val_every and done % val_every == 0 and validation.due_inside(self.epoch, done, s.data.plan):
-            validation.run_in_fit(self.epoch, zero_grad=window_end)  # host read at its end
+            validation.run_in_fit(self.epoch, window_end=window_end)  # host read at its end
             ctx.parts.module._attach(results=ctx.results)
         if window_end and s.plateaus:  # a step-interval ReduceLROnPlateau: after validation
             optim.step_schedulers("step", optim.scheduler_clock(done, self.global_step), plateau=True)

@@ -80,7 +80,7 @@ class Validation:
     """
 
     def __init__(
-        self, parts: RunParts, data: FitData, every_n_epochs: int | None, global_step: Callable[[], int]
+        self, parts: RunParts, data: FitData, every_n_epochs: int | None, global_step: Callable[[bool], int]
     ) -> None:
         self.parts, self.data, self.global_step = parts, data, global_step
         self.every_n_epochs = every_n_epochs
@@ -139,11 +139,13 @@ class Validation:
                 flag.set(False)
             hooks.callbacks("on_sanity_check_end")
 
-    def run_in_fit(self, epoch: int, zero_grad: bool = False) -> None:
+    def run_in_fit(self, epoch: int, window_end: bool = False) -> None:
         """Validate inside fit on every loader, training's RNG (global and CPU generators) left as it
-        was (in the Lightning mode moved as Lightning moves it). `zero_grad` (not inside an
-        accumulation window): the gradients are freed first (`on_validation_model_zero_grad`)."""
-        if zero_grad:
+        was (in the Lightning mode moved as Lightning moves it). `window_end` (the batch before it
+        ended an accumulation window, its optimizer stepped): the gradients are freed first
+        (`on_validation_model_zero_grad`); inside a window, the loggers' step is that of the batches
+        stepped so far (Lightning's: the steps before the batch)."""
+        if window_end:
             hooks, module = self.parts.hooks, self.parts.module
             if hooks.overridden("on_validation_model_zero_grad"):
                 hooks.module("on_validation_model_zero_grad")
@@ -152,22 +154,24 @@ class Validation:
         loaders, plan = self.data.for_validation(epoch)
         if sum(plan.val) == 0:
             return  # the loaders requested again have no batches (as Lightning, nothing runs)
-        self._run(loaders, plan.val, sanity=False)
+        self._run(loaders, plan.val, sanity=False, stepped=window_end)
 
-    def _run(self, loaders: list[Iterable], limits: list[int | float], sanity: bool) -> None:
+    def _run(
+        self, loaders: list[Iterable], limits: list[int | float], sanity: bool, stepped: bool = True
+    ) -> None:
         if self._seen[0] is not loaders:  # loaders requested again: their batches count from 0
             self._seen = (loaders, [0] * len(loaders))
-        seen = self._seen[1]
+        seen, step = self._seen[1], self.global_step(stepped)
         if self.moves_training_rng and not sanity:
             self.training_rng = rng_state()
             try:
-                run_evaluation(self.parts, "validate", loaders, limits, self.global_step(), sanity, seen)
+                run_evaluation(self.parts, "validate", loaders, limits, step, sanity, seen)
             finally:
                 self.training_rng = None
             return
         with rng_untouched() as training_rng:
             self.training_rng = training_rng
             try:
-                run_evaluation(self.parts, "validate", loaders, limits, self.global_step(), sanity, seen)
+                run_evaluation(self.parts, "validate", loaders, limits, step, sanity, seen)
             finally:
                 self.training_rng = None

@@ -63,6 +63,8 @@ class Strategy:
     checkpoint_io: Any = None  # Lightning's checkpoint I/O plugin, when one was given
     _precision_plugin: Any = None
     reseeds_ranks = False  # the Lightning mode's: each stage's set-up re-seeds every rank
+    # the stage whose module was set up last: "fit", "validate", "test", "predict"
+    stage_set_up: str | None = None
     uncounted_flops: str | None = None  # why the first step's FLOPs cannot be counted here (None: they can)
 
     def __init__(self) -> None:
@@ -185,6 +187,11 @@ class Strategy:
     def connect_semantics(self, semantics: Semantics) -> None:
         """Learn whose behaviour the run follows (the Lightning mode re-seeds ranks at each stage's set-up)."""
         self.reseeds_ranks = semantics.reseeds_ranks
+
+    def connect_stage(self, stage: str) -> None:
+        """Learn the stage whose module `setup_module` sets up next (DDP validates through its
+        forward only inside fit, as Lightning, which wraps the module only to fit)."""
+        self.stage_set_up = stage
 
     def setup_environment(self, device: torch.device) -> None:
         """Start or join the process group (nothing to do for one process)."""

@@ -39,6 +39,23 @@ class _TrainingStep(nn.Module):
         return self.module.training_step(*args)
 
 
+def _manual_training_step(ddp: nn.parallel.DistributedDataParallel, *args: Any) -> Any:
+    """Manual optimization's `training_step` through DDP's forward, as Lightning runs it.
+
+    The step's own `manual_backward` arms DDP's reducer before each backward, so DDP's forward must
+    not arm it once more as the step returns: that backward never comes, and the next forward's
+    bucket rebuild fails ("must NOT be called during autograd execution"). Such a forward also asks
+    the next one for no buffer broadcast, as Lightning's (rank 1 keeps its own BatchNorm statistics).
+    """
+    sync = ddp.require_backward_grad_sync
+    done = ddp.module.register_forward_hook(lambda *_: setattr(ddp, "require_backward_grad_sync", False))
+    try:
+        return ddp(*args)
+    finally:
+        done.remove()
+        ddp.require_backward_grad_sync = sync
+
+
 def _validation_step(ddp: nn.parallel.DistributedDataParallel, step: Callable[..., Any], *args: Any) -> Any:
     """`step` with the buffers DDP's own forward would give it (Lightning runs validation there).
 
@@ -117,8 +134,10 @@ class DDPStrategy(ProcessGroupStrategy):
 
     def step_fn(self, module: nn.Module, hook: str) -> Callable[..., Any]:
         if self.wrapped is not None and hook == "training_step":
+            if not getattr(module, "automatic_optimization", True):
+                return functools.partial(_manual_training_step, self.wrapped)
             return self.wrapped
-        if self.wrapped is not None and hook == "validation_step":
+        if self.wrapped is not None and hook == "validation_step" and self.stage_set_up == "fit":
             return functools.partial(_validation_step, self.wrapped, module.validation_step)
         return getattr(module, hook)
 

@@ -273,6 +273,7 @@ class Trainer(StageEntryPoints):
         compiled = self._compiled.get(model)
         if compiled is None and cfg.compile is not None and stage == "fit":  # compiled once per model
             compiled = self._compiled[model] = CompiledCalls.of(model, cfg.compile)
+        self._strategy.connect_stage(stage)
         for_stage = prepare_module(model, cfg, self._strategy, self._precision, compiled)
         extra = [*(self.profiler.callbacks() if self.profiler else ()), *compile_watch(cfg.compile, stage)]
         extra += [GoodputWatch(self._goodput, cfg.goodput_report, self._semantics)] if stage == "fit" else []
