@@ -138,7 +138,7 @@ class DDPStrategy(ProcessGroupStrategy):
                 return functools.partial(_manual_training_step, self.wrapped)
             return self.wrapped
         if self.wrapped is not None and hook == "validation_step" and self.stage_set_up == "fit":
-            return functools.partial(_validation_step, self.wrapped, module.validation_step)
+            return functools.partial(_validation_step, self.wrapped, getattr(module, hook))
         return getattr(module, hook)
 
     def no_sync(self) -> contextlib.AbstractContextManager:
