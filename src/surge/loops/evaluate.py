@@ -6,6 +6,8 @@ import inspect
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+import torch
+
 from ..errors import MisconfigurationError
 from ..metrics.results import Results
 from ..optim.manual import batch_only
@@ -139,11 +141,13 @@ def _show_before_epoch_end(
 
 
 def _keep_step_values(parts: RunParts, results: Results, dl_idx: int | None, sanity: bool) -> None:
-    """The loader's latest `on_step=True` values for `logged_metrics` and the progress bar (not
-    the sanity check's)."""
-    if sanity:
-        return
+    """The loader's latest `on_step=True` values for `logged_metrics` and the progress bar (the
+    sanity check's too, as Lightning's: its end clears them)."""
     logged, prog_bar = results.step_values(), results.step_values(prog_bar=True)
+    if sanity and results.syncs_step_values():  # (outside it, each batch's are read as it logs)
+        flags = results.flags()
+        synced = {k: v for k, v in results.read_step().items() if k not in logged and flags[k][1]}
+        logged = {**logged, **{k: torch.tensor(v) for k, v in synced.items()}}
     if dl_idx is not None:
         keep = results.unsuffixed_keys()
         logged = {k if k in keep else f"{k}/dataloader_idx_{dl_idx}": v for k, v in logged.items()}
