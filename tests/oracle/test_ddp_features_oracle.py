@@ -31,15 +31,9 @@ SCENARIOS = {
     "top_k_checkpoints": {"topk": True, "trainer": {"max_epochs": 5}},
     "lr_monitor_step": {"sched": "step", "lr_monitor": "step", "trainer": {"max_epochs": 2}},
     "sync_dist_logging": {"sync_log": True, "trainer": {"max_epochs": 2}},
+    "validation_epoch_end_logging": {"epoch_end_log": True, "trainer": {"max_epochs": 2}},
     "all_gather": {"gather": True, "trainer": {"max_epochs": 2}},
-    "predict": pytest.param(
-        {"predict": True, "trainer": {"max_epochs": 1}},
-        marks=pytest.mark.xfail(
-            strict=True,
-            reason="predict on two ranks: surge returns every prediction on rank zero in dataset order "
-            "(rank 1 gets []); Lightning returns each rank its own (rank 0: samples 0, 2, 4, ...)",
-        ),
-    ),
+    "predict": {"predict": True, "trainer": {"max_epochs": 1}},
     "max_steps_mid_epoch": {"trainer": {"max_steps": 11}},
     "limit_train_batches_float": {"trainer": {"limit_train_batches": 0.5, "max_epochs": 3}},
     "log_every_2_steps": {"sync_log": True, "trainer": {"log_every_n_steps": 3, "max_epochs": 2}},

@@ -7,7 +7,9 @@ Argument: one JSON object (all keys optional): "trainer" (Trainer arguments), "l
 ("step": StepLR, "plateau": ReduceLROnPlateau on val_loss), "early_stop" (EarlyStopping on
 val_loss with this patience), "topk" (ModelCheckpoint monitoring val_loss, save_top_k=2),
 "lr_monitor", "sync_log" (train-step logs with sync_dist: mean, max, sum), "gather" (all_gather
-in validation), "predict" (trainer.predict on two ranks after the fit)."""
+in validation), "predict" (trainer.predict on two ranks after the fit), "epoch_end_log" (synced
+min/max logs in validation, and the module's on_validation_epoch_end reading callback_metrics and
+logging)."""
 
 import json
 import sys
@@ -74,12 +76,20 @@ class Classifier(L.LightningModule):
         x, y = batch
         loss = nn.functional.cross_entropy(self(x), y)
         self.log("val_loss", loss, sync_dist=True)
+        if ARGS.get("epoch_end_log"):
+            self.log("val_min", loss, sync_dist=True, reduce_fx="min")
+            self.log("val_step_max", loss, on_step=True, on_epoch=False, sync_dist=True, reduce_fx="max")
         if ARGS.get("gather"):
             gathered = self.all_gather(loss)
             record.append("gathered", gathered)
             self.log("gathered_mean", gathered.mean())
             both = self.all_gather({"x": x[:2], "n": torch.tensor(batch_idx)})
             record.append("gathered_dict", {"x_shape": list(both["x"].shape), "n": both["n"]})
+
+    def on_validation_epoch_end(self):
+        if ARGS.get("epoch_end_log"):  # what the module sees there, and a value it logs there
+            record.append("module_val_epoch_end", metrics(self.trainer.callback_metrics))
+            self.log("val_epoch_rank", float(self.global_rank), sync_dist=True, reduce_fx="max")
 
     def predict_step(self, batch, batch_idx):
         x, _ = batch
