@@ -36,6 +36,40 @@ SCENARIOS = {
     "predict": {"predict": True, "trainer": {"max_epochs": 1}},
     "max_steps_mid_epoch": {"trainer": {"max_steps": 11}},
     "limit_train_batches_float": {"trainer": {"limit_train_batches": 0.5, "max_epochs": 3}},
+    "mid_epoch_val_plateau_top_k": {
+        "sync_log": True,
+        "sched": "plateau",
+        "topk": True,
+        "lr_monitor": "step",
+        "trainer": {"val_check_interval": 0.5, "max_epochs": 3, "log_every_n_steps": 2},
+    },
+    "accumulate_clip_max_steps_early_stop": {
+        "sync_log": True,
+        "early_stop": 0,
+        "trainer": {
+            "accumulate_grad_batches": 2,
+            "gradient_clip_val": 0.05,
+            "max_steps": 7,
+            "log_every_n_steps": 3,
+        },
+    },
+    "limits_accumulate_gather": {
+        "sync_log": True,
+        "epoch_end_log": True,
+        "gather": True,
+        "trainer": {
+            "limit_val_batches": 0.5,
+            "limit_train_batches": 0.75,
+            "accumulate_grad_batches": 3,
+            "max_epochs": 2,
+        },
+    },
+    "val_every_3_steps_across_epochs": {
+        "sched": "step",
+        "lr_monitor": "step",
+        "topk": True,
+        "trainer": {"max_steps": 13, "val_check_interval": 3, "check_val_every_n_epoch": None},
+    },
     "log_every_2_steps": {"sync_log": True, "trainer": {"log_every_n_steps": 3, "max_epochs": 2}},
 }
 
