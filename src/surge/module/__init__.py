@@ -302,7 +302,7 @@ class Module(LoopHooks, ModelHooks, ModuleOptimizers, nn.Module, Hyperparameters
             if isinstance(value, (bool, int, float)) or type(value).__module__ == "numpy":
                 return each(torch.as_tensor(value))
             if isinstance(value, Mapping):
-                return type(value)({k: each(v) for k, v in value.items()})
+                return type(value)({k: each(v) for k, v in value.items()})  # type: ignore[call-arg]
             if isinstance(value, tuple) and hasattr(value, "_fields"):  # a namedtuple
                 return type(value)(*(each(v) for v in value))
             if isinstance(value, (list, tuple)):
