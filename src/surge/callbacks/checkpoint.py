@@ -269,7 +269,7 @@ class ModelCheckpoint(Callback):
             self.best_k_models.pop(doomed)
         if math.isnan(float(current)):
             current = torch.tensor(math.inf if self.mode == "min" else -math.inf)
-        path = self._free_name(lambda v: self.format_checkpoint_name(candidates, ver=v), keep=doomed)
+        path = self._free_name(trainer, lambda v: self.format_checkpoint_name(candidates, ver=v), keep=doomed)
         self.current_score = current
         self.best_k_models[path] = current
         if len(self.best_k_models) == k:
@@ -291,7 +291,9 @@ class ModelCheckpoint(Callback):
     def _save_latest(self, trainer: "Saving", candidates: dict[str, Tensor]) -> None:
         """No monitor: the newest checkpoint is the best; `save_top_k` newest files are kept."""
         previous = self.best_model_path
-        path = self._free_name(lambda v: self.format_checkpoint_name(candidates, ver=v), keep=previous)
+        path = self._free_name(
+            trainer, lambda v: self.format_checkpoint_name(candidates, ver=v), keep=previous
+        )
         self.best_model_path = path
         self._save_checkpoint(trainer, path)
         if path not in self._recent:
@@ -304,7 +306,7 @@ class ModelCheckpoint(Callback):
             return
         name = self.CHECKPOINT_NAME_LAST
         path = self._free_name(
-            lambda v: self.format_checkpoint_name(candidates, name, ver=v), self.last_model_path
+            trainer, lambda v: self.format_checkpoint_name(candidates, name, ver=v), self.last_model_path
         )
         previous, self.last_model_path = self.last_model_path, path
         same = self._last_saved and self._last_saved_step == trainer.global_step
@@ -341,11 +343,14 @@ class ModelCheckpoint(Callback):
         if self._folder().absolute() in Path(previous).absolute().parents:
             self._doomed.append(previous)
 
-    def _free_name(self, name_of: Any, keep: str = "") -> str:
-        """`name_of(None)`, or with the first version `-vN` no file has (a file `keep` is ours to replace)."""
+    def _free_name(self, trainer: "Saving", name_of: Any, keep: str = "") -> str:
+        """`name_of(None)`, or with the first version `-vN` no file has (a file `keep` is ours to
+        replace). On several processes rank zero's choice, as Lightning's: another rank may
+        already see the file rank zero has just written under that name."""
         if not self.enable_version_counter:
             return name_of(None)
-        return free_name(name_of, keep, {*self.best_k_models, *self._recent}, self.STARTING_VERSION)
+        path = free_name(name_of, keep, {*self.best_k_models, *self._recent}, self.STARTING_VERSION)
+        return trainer.strategy.broadcast(path) if trainer.world_size > 1 else path
 
     def _worst(self) -> str:
         pick = max if self.mode == "min" else min

@@ -63,6 +63,9 @@ class Semantics:
     fit_end_words: Literal["surge", "lightning"]
     # Whether a fit that resumes from a checkpoint warns that ModelCheckpoint's directory is not empty.
     warns_full_checkpoint_dir_on_resume: bool
+    # What `predict()` returns on several processes: every rank's predictions on rank zero, in
+    # dataset order (the others: []), or each rank its own.
+    predict_returns: Literal["gathered", "own"]
 
     @classmethod
     def current(cls) -> Semantics:
@@ -94,6 +97,7 @@ SURGE = Semantics(
     top_k_without_monitor="newest",
     fit_end_words="surge",
     warns_full_checkpoint_dir_on_resume=False,
+    predict_returns="gathered",
 )
 
 LIGHTNING = Semantics(
@@ -117,4 +121,5 @@ LIGHTNING = Semantics(
     top_k_without_monitor="refused",
     fit_end_words="lightning",
     warns_full_checkpoint_dir_on_resume=True,
+    predict_returns="own",
 )

@@ -6,6 +6,8 @@ import inspect
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+import torch
+
 from ..errors import MisconfigurationError
 from ..metrics.results import Results
 from ..optim.manual import batch_only
@@ -106,6 +108,7 @@ def _end_evaluation(
     )
     model._attach(results=epoch_end_results)
     epoch_end_results.batch = None  # as Lightning: a mean logged at the epoch's end has weight 1
+    _show_before_epoch_end(parts, hook, all_results, epoch_end_results, global_step)
     hooks.call(f"on_{hook}_epoch_end")
     metrics = _collect(all_results, epoch_end_results)  # host read: evaluation end
     for r in [*all_results, epoch_end_results]:
@@ -120,12 +123,31 @@ def _end_evaluation(
     return metrics
 
 
-def _keep_step_values(parts: RunParts, results: Results, dl_idx: int | None, sanity: bool) -> None:
-    """The loader's latest `on_step=True` values for `logged_metrics` and the progress bar (not
-    the sanity check's)."""
-    if sanity:
+def _show_before_epoch_end(
+    parts: RunParts, hook: str, all_results: list[Results], epoch_end: Results, global_step: int
+) -> None:
+    """Where a callback or the module has an `on_{hook}_epoch_end`: the epoch's values logged so
+    far shown in `callback_metrics` and `logged_metrics` before it runs (not to the loggers), as
+    Lightning reduces them before that hook (the sanity check's too, which its end clears)."""
+    name = f"on_{hook}_epoch_end"
+    if not (parts.hooks.callback_fns.get(name) or name in parts.hooks.module_fns):
         return
+    metrics = _collect(all_results, epoch_end)  # host read (a sync across processes): evaluation end
+    flags: dict[str, tuple[bool, bool, str]] = {}
+    for r in all_results:
+        flags.update(_suffixed_flags(r, all_results))
+    merged = {k: v for m in metrics for k, v in m.items()}
+    parts.publisher.publish(merged, flags, step=global_step, evaluation=True, to_loggers=False)
+
+
+def _keep_step_values(parts: RunParts, results: Results, dl_idx: int | None, sanity: bool) -> None:
+    """The loader's latest `on_step=True` values for `logged_metrics` and the progress bar (the
+    sanity check's too, as Lightning's: its end clears them)."""
     logged, prog_bar = results.step_values(), results.step_values(prog_bar=True)
+    if sanity and results.syncs_step_values():  # (outside it, each batch's are read as it logs)
+        flags = results.flags()
+        synced = {k: v for k, v in results.read_step().items() if k not in logged and flags[k][1]}
+        logged = {**logged, **{k: torch.tensor(v) for k, v in synced.items()}}
     if dl_idx is not None:
         keep = results.unsuffixed_keys()
         logged = {k if k in keep else f"{k}/dataloader_idx_{dl_idx}": v for k, v in logged.items()}

@@ -52,7 +52,7 @@ def run_prediction(
             hooks.call("on_predict_end")
     finally:
         modes.restore()  # Lightning calls no `on_predict_model_train`
-    if strategy.world_size > 1 and state.return_predictions:
+    if strategy.world_size > 1 and state.return_predictions and parts.semantics.predict_returns == "gathered":
         outputs = [_gather_in_order(strategy, preds, loader) for preds, loader in zip(outputs, loaders)]
     return outputs[0] if len(outputs) == 1 else outputs
 

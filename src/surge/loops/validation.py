@@ -138,6 +138,7 @@ class Validation:
             finally:
                 flag.set(False)
             hooks.callbacks("on_sanity_check_end")
+            self.parts.publisher.reset_metrics()  # as Lightning: what the sanity check showed goes
 
     def run_in_fit(self, epoch: int, window_end: bool = False) -> None:
         """Validate inside fit on every loader, training's RNG (global and CPU generators) left as it
@@ -154,6 +155,7 @@ class Validation:
         loaders, plan = self.data.for_validation(epoch)
         if sum(plan.val) == 0:
             return  # the loaders requested again have no batches (as Lightning, nothing runs)
+        self.parts.publisher.show_synced_steps(self.parts.module.global_step)
         self._run(loaders, plan.val, sanity=False, stepped=window_end)
 
     def _run(

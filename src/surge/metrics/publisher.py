@@ -97,6 +97,13 @@ class MetricsPublisher:
         self._logged.update(self._live.step_values())
         self._progress_bar.update(to_floats(self._live.step_values(prog_bar=True)))
 
+    def show_synced_steps(self, step: int) -> None:
+        """Before a validation inside a training epoch (every rank): the epoch's latest step values
+        logged with `sync_dist` on several processes, reduced now (a collective and a host read), in
+        `callback_metrics` and `logged_metrics`, as Lightning reduces them at every step."""
+        if self._live is not None and self._live.syncs_step_values():
+            self.publish(self._live.read_step(), self._live.flags(), step=step, to_loggers=False)
+
     def keep_eval_steps(
         self, logged: Mapping[str, torch.Tensor], prog_bar: Mapping[str, torch.Tensor]
     ) -> None:

@@ -175,7 +175,8 @@ class Results:
         return slot.name
 
     def read_step(self, only_prog_bar: bool = False) -> dict[str, float]:
-        """Host floats of the latest step values (one transfer); `sync_dist` ones averaged over ranks."""
+        """Host floats of the latest step values (one transfer); `sync_dist` ones reduced over ranks by
+        their `reduce_fx`."""
         picked: dict[str, Value] = {}
         for s in self.slots.values():
             if s.on_step and s.last is not None and (s.prog_bar or not only_prog_bar):
@@ -183,10 +184,23 @@ class Results:
                 if s.sync_dist and self._reduce is not None:
                     floating = isinstance(value, Tensor) and value.is_floating_point()
                     dtype = value.dtype if isinstance(value, Tensor) and floating else torch.float64
-                    value = self._reduce.mean(torch.as_tensor(value, dtype=dtype))
+                    value = torch.as_tensor(value, dtype=dtype)
+                    # as Lightning: over the ranks by the value's `reduce_fx` (a mean, a sum, ...)
+                    value = (
+                        self._reduce.mean(value)
+                        if s.reduce_fx == "mean"
+                        else self._reduce.all_reduce(value, s.reduce_fx)
+                    )
                 picked[self._key(s, True)] = value
         floats = to_floats(picked)
         return floats if only_prog_bar or self._share is None else self._shared(floats)  # (no call: hot path)
+
+    def syncs_step_values(self) -> bool:
+        """Whether a latest step value is reduced over several processes (`sync_dist`): `read_step`
+        is then a collective."""
+        return self._reduce is not None and any(
+            s.on_step and s.sync_dist and s.last is not None for s in self.slots.values()
+        )
 
     def logs_step_values(self) -> bool:
         """Whether a value with `on_step` goes to the loggers (evaluation writes a row per batch then)."""

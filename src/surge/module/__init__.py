@@ -290,6 +290,27 @@ class Module(LoopHooks, ModelHooks, ModuleOptimizers, nn.Module, Hyperparameters
         applied in `configure_model`; None under other strategies or without a Trainer."""
         return self._trainer.strategy.device_mesh if self._trainer is not None else None
 
+    def all_gather(self, data: Any, group: Any = None, sync_grads: bool = False) -> Any:
+        """Lightning's `all_gather`: each tensor in `data` (through dicts, lists and tuples; a number
+        or numpy array becomes a tensor on the module's device) gathered from every process, stacked
+        on a new first dimension (one process: as it is). `sync_grads`: gradients flow back."""
+        gather = self.trainer.strategy.all_gather
+
+        def each(value: Any) -> Any:
+            if isinstance(value, Tensor):
+                return gather(value.to(self.device), group=group, sync_grads=sync_grads)
+            if isinstance(value, (bool, int, float)) or type(value).__module__ == "numpy":
+                return each(torch.as_tensor(value))
+            if isinstance(value, Mapping):
+                return type(value)({k: each(v) for k, v in value.items()})  # type: ignore[call-arg]
+            if isinstance(value, tuple) and hasattr(value, "_fields"):  # a namedtuple
+                return type(value)(*(each(v) for v in value))
+            if isinstance(value, (list, tuple)):
+                return type(value)(each(v) for v in value)
+            return value
+
+        return each(data)
+
     @property
     def current_epoch(self) -> int:
         return self._trainer.current_epoch if self._trainer is not None else 0

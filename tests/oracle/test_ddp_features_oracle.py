@@ -1,0 +1,92 @@
+"""Cross-rank features under DDP against real Lightning: `scripts/ddp_features.py` on two CPU
+processes (gradient clipping, schedulers, early stopping, top-k checkpoints, learning-rate
+monitoring, synced logging, all_gather, predict, stopping limits), then every rank's record,
+metrics.csv row for row, the checkpoint files and the final weights compared (exact)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from oracle_runs import assert_same_weights, run_both
+from test_projects import checkpoints, metrics_csv
+
+pytestmark = pytest.mark.slow
+
+SCENARIOS = {
+    "plain": {},
+    "clip_norm": {"trainer": {"gradient_clip_val": 0.05}},
+    "clip_value": {"trainer": {"gradient_clip_val": 0.01, "gradient_clip_algorithm": "value"}},
+    "clip_norm_accumulate": {"trainer": {"gradient_clip_val": 0.05, "accumulate_grad_batches": 2}},
+    "clip_value_accumulate": {
+        "trainer": {
+            "gradient_clip_val": 0.01,
+            "gradient_clip_algorithm": "value",
+            "accumulate_grad_batches": 2,
+        }
+    },
+    "step_lr": {"sched": "step", "lr_monitor": "epoch"},
+    "plateau": {"sched": "plateau", "lr_monitor": "epoch", "trainer": {"max_epochs": 6}},
+    "early_stopping": {"early_stop": 1, "lr": 0.5, "trainer": {"max_epochs": 10}},
+    "top_k_checkpoints": {"topk": True, "trainer": {"max_epochs": 5}},
+    "lr_monitor_step": {"sched": "step", "lr_monitor": "step", "trainer": {"max_epochs": 2}},
+    "sync_dist_logging": {"sync_log": True, "trainer": {"max_epochs": 2}},
+    "validation_epoch_end_logging": {"epoch_end_log": True, "trainer": {"max_epochs": 2}},
+    "all_gather": {"gather": True, "trainer": {"max_epochs": 2}},
+    "predict": {"predict": True, "trainer": {"max_epochs": 1}},
+    "max_steps_mid_epoch": {"trainer": {"max_steps": 11}},
+    "limit_train_batches_float": {"trainer": {"limit_train_batches": 0.5, "max_epochs": 3}},
+    "mid_epoch_val_plateau_top_k": {
+        "sync_log": True,
+        "sched": "plateau",
+        "topk": True,
+        "lr_monitor": "step",
+        "trainer": {"val_check_interval": 0.5, "max_epochs": 3, "log_every_n_steps": 2},
+    },
+    "accumulate_clip_max_steps_early_stop": {
+        "sync_log": True,
+        "early_stop": 0,
+        "trainer": {
+            "accumulate_grad_batches": 2,
+            "gradient_clip_val": 0.05,
+            "max_steps": 7,
+            "log_every_n_steps": 3,
+        },
+    },
+    "limits_accumulate_gather": {
+        "sync_log": True,
+        "epoch_end_log": True,
+        "gather": True,
+        "trainer": {
+            "limit_val_batches": 0.5,
+            "limit_train_batches": 0.75,
+            "accumulate_grad_batches": 3,
+            "max_epochs": 2,
+        },
+    },
+    "val_every_3_steps_across_epochs": {
+        "sched": "step",
+        "lr_monitor": "step",
+        "topk": True,
+        "trainer": {"max_steps": 13, "val_check_interval": 3, "check_val_every_n_epoch": None},
+    },
+    "log_every_2_steps": {"sync_log": True, "trainer": {"log_every_n_steps": 3, "max_epochs": 2}},
+}
+
+
+@pytest.mark.parametrize("scenario", list(SCENARIOS.values()), ids=list(SCENARIOS))
+def test_ddp_features_match_lightning(tmp_path, scenario):
+    lightning, surge = run_both("ddp_features.py", tmp_path, json.dumps(scenario), timeout=300)
+    records = sorted(p.name for p in lightning.cwd.glob("record*.json"))
+    assert records == ["record-rank0.json", "record-rank1.json"]
+    assert sorted(p.name for p in surge.cwd.glob("record*.json")) == records
+    for record in records:
+        theirs, ours = (json.loads((r.cwd / record).read_text()) for r in (lightning, surge))
+        for key in sorted(theirs.keys() | ours.keys()):
+            assert ours.get(key) == theirs.get(key), f"{record}: {key}"
+    theirs_csv, ours_csv = metrics_csv(lightning), metrics_csv(surge)
+    assert theirs_csv and ours_csv.keys() == theirs_csv.keys()
+    for path, rows in theirs_csv.items():
+        assert ours_csv[path] == rows, f"{path}:\nlightning {rows}\nsurge     {ours_csv[path]}"
+    assert checkpoints(surge) == checkpoints(lightning)
+    assert_same_weights(lightning.weights("final"), surge.weights("final"))
