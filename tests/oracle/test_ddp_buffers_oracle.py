@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from oracle_runs import assert_same_weights, run_both
+from oracle_runs import Run, assert_same_weights, run_both
 from test_projects import metrics_csv
 
 pytestmark = pytest.mark.slow
@@ -59,6 +59,11 @@ def test_ddp_buffers_match_lightning(tmp_path, name):
     lightning, surge = run_both("ddp_buffers.py", tmp_path, json.dumps(SCENARIOS[name]), timeout=300)
     records = sorted(p.name for p in lightning.cwd.glob("record*.json"))  # per rank (ddp_spawn: and main's)
     assert "record-rank1.json" in records or "devices" in SCENARIOS[name].get("trainer", {})
+    assert_same_ranks(lightning, surge, records)
+
+
+def assert_same_ranks(lightning: Run, surge: Run, records: list[str]) -> None:
+    """Every rank's record, every metrics.csv row for row, and the final weights: equal, exactly."""
     assert sorted(p.name for p in surge.cwd.glob("record*.json")) == records
     for record in records:
         theirs, ours = (json.loads((r.cwd / record).read_text()) for r in (lightning, surge))
