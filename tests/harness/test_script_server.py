@@ -118,10 +118,14 @@ def dump(where):
 atexit.register(dump, "atexit")
 threading.Thread(target=lambda: (time.sleep(0.2), dump("thread"))).start()
 """,
-    "interrupted while its threads are joined": """import atexit, os, signal, threading, time
+    # the worker waits for the main thread to be joining it (stopped by threading's shutdown), then
+    # interrupts that thread itself: no clock races the main thread on a busy machine
+    "interrupted while its threads are joined": """import atexit, signal, threading, time
 def worker():
-    time.sleep(0.3)
-    os.kill(os.getpid(), signal.SIGINT)
+    main = threading.main_thread()
+    while main.is_alive():
+        time.sleep(0.01)
+    signal.pthread_kill(main.ident, signal.SIGINT)
     time.sleep(5)
     print("never")
 threading.Thread(target=worker).start()

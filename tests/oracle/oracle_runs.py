@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -74,10 +75,15 @@ def run(
     cwd = tmp_path / framework
     cwd.mkdir(parents=True, exist_ok=True)
     python, *argv = command(framework, path, args)
-    proc = script_server.run(
-        python, argv, cwd=cwd, env=_env(framework, cwd, env), preload=PRELOAD[framework], timeout=timeout
-    )
-    output = proc.stdout + proc.stderr
+    for attempt in (1, 2):
+        proc = script_server.run(
+            python, argv, cwd=cwd, env=_env(framework, cwd, env), preload=PRELOAD[framework], timeout=timeout
+        )
+        output = proc.stdout + proc.stderr
+        if attempt == 2 or framework != "lightning" or not oracle_died_at_teardown(proc.returncode, output):
+            break
+        shutil.rmtree(cwd)  # the oracle's second run starts from the same empty directory as its first
+        cwd.mkdir(parents=True)
     if check and proc.returncode != 0:
         raise AssertionError(
             f"{path.name} failed under {framework} (exit {proc.returncode}):\n{output[-6000:]}"
@@ -85,6 +91,21 @@ def run(
     record_file = cwd / "record.json"
     record = json.loads(record_file.read_text()) if record_file.exists() else {}
     return Run(framework, cwd, record, output, proc.returncode, proc.stdout)
+
+
+# How torch's C++ runtime reports a thread still running as a process exits (std::terminate, then
+# SIGABRT): real Lightning's `ddp_spawn` ranks do this now and then as they end under load (CI, a
+# load average of 3.4), after the script's work is done. torch.multiprocessing then reports the rank
+# as "terminated with signal SIGABRT".
+TEARDOWN_CRASH = "terminate called without an active exception"
+
+
+def oracle_died_at_teardown(returncode: int, output: str) -> bool:
+    """Whether the oracle's run failed only by torch's teardown crash, which reruns it once.
+
+    Only Lightning's runs are rerun, and only for this crash: the oracle is the reference, not what
+    is tested, and its process runs no surge code. A surge run that fails fails its test."""
+    return returncode != 0 and TEARDOWN_CRASH in output
 
 
 def _env(framework: str, cwd: Path, env: dict[str, str] | None) -> dict[str, str]:
