@@ -82,3 +82,28 @@ def test_ddp_features_match_lightning(tmp_path, scenario):
     assert records == ["record-rank0.json", "record-rank1.json"]
     assert checkpoints(surge) == checkpoints(lightning)
     assert_same_ranks(lightning, surge, records)
+
+
+def test_synced_step_values_between_logging_batches_are_the_last_logging_batchs(tmp_path):
+    """The one difference docs/lightning.md names for `sync_dist=True` step values: surge reduces
+    them over the ranks at each `log_every_n_steps` batch (one collective), Lightning at every
+    batch. So between logging batches a callback's `callback_metrics` holds, in surge, the value of
+    the last logging batch; at logging batches, and for values not synced, both hold the same."""
+    scenario = {"sync_log": True, "batch_end": True, "trainer": {"log_every_n_steps": 3, "max_epochs": 1}}
+    lightning, surge = run_both("ddp_features.py", tmp_path, json.dumps(scenario), timeout=300)
+    synced = ("train_loss_step", "loss_max_step", "rank_sum")
+    for rank in ("record-rank0.json", "record-rank1.json"):
+        theirs = json.loads((lightning.cwd / rank).read_text())["batch_end"]
+        ours = json.loads((surge.cwd / rank).read_text())["batch_end"]
+        assert [b["step"] for b in ours] == [b["step"] for b in theirs] == list(range(1, 9))
+        last_logged = None
+        for mine, real in zip(ours, theirs, strict=True):
+            assert mine["loss_own_step"] == real["loss_own_step"]  # not synced: the batch's own
+            if mine["step"] % 3 == 0:  # a logging batch: reduced there, as Lightning's
+                last_logged = real
+                assert {k: mine[k] for k in synced} == {k: real[k] for k in synced}
+            elif last_logged is None:  # before the first logging batch: not reduced yet
+                assert not set(synced) & set(mine), mine
+            else:
+                assert {k: mine[k] for k in synced} == {k: last_logged[k] for k in synced}
+                assert mine["train_loss_step"] != real["train_loss_step"]  # Lightning's is this batch's

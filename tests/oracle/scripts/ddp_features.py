@@ -9,7 +9,7 @@ val_loss with this patience), "topk" (ModelCheckpoint monitoring val_loss, save_
 "lr_monitor", "sync_log" (train-step logs with sync_dist: mean, max, sum), "gather" (all_gather
 in validation), "predict" (trainer.predict on two ranks after the fit), "epoch_end_log" (synced
 min/max logs in validation, and the module's on_validation_epoch_end reading callback_metrics and
-logging)."""
+logging), "batch_end" (each training batch's end records `callback_metrics` and the step)."""
 
 import json
 import sys
@@ -45,6 +45,10 @@ class Recorder(Callback):
 
     def on_train_epoch_end(self, trainer, pl_module):
         self.state(trainer, "train_epoch_end")
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        if ARGS.get("batch_end"):
+            record.append("batch_end", {"step": trainer.global_step, **metrics(trainer.callback_metrics)})
 
     def on_validation_epoch_end(self, trainer, pl_module):
         self.state(trainer, "val_epoch_end")
