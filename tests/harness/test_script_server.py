@@ -119,8 +119,10 @@ atexit.register(dump, "atexit")
 threading.Thread(target=lambda: (time.sleep(0.2), dump("thread"))).start()
 """,
     # the worker waits for the main thread to be joining it (stopped by threading's shutdown), then
-    # interrupts that thread itself: no clock races the main thread on a busy machine
+    # interrupts that thread itself: no clock races the main thread on a busy machine. Python's own
+    # handler is installed first: a shell's background job (`pytest ... &`) inherits SIGINT ignored.
     "interrupted while its threads are joined": """import atexit, signal, threading, time
+signal.signal(signal.SIGINT, signal.default_int_handler)
 def worker():
     main = threading.main_thread()
     while main.is_alive():

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -59,11 +59,17 @@ def run_evaluation(
             hooks.call(f"on_{hook}_start")
             hooks.call(f"on_{hook}_epoch_start")
             for dl_idx, (loader, limit) in enumerate(zip(loaders, limits)):
-                model._attach(results=all_results[dl_idx])
+                results, key = all_results[dl_idx], _loader_key(all_results[dl_idx], dl_idx, len(loaders))
+                model._attach(results=results)
+                parts.publisher.follow_evaluation(results, key)  # each batch's step values, when read
                 _run_loader(parts, hook, step, loader, limit, dl_idx, pass_idx, all_results, seen, sanity)
-                _keep_step_values(parts, all_results[dl_idx], dl_idx if len(loaders) > 1 else None, sanity)
+                parts.publisher.follow_evaluation(None)
+                _keep_step_values(parts, results, key, sanity)
+                if not sanity and dl_idx < len(loaders) - 1:
+                    _show_loader_epoch(parts, all_results, dl_idx, global_step)
             metrics = _end_evaluation(parts, stage, hook, all_results, global_step, sanity)
     finally:
+        parts.publisher.follow_evaluation(None)
         model._attach(results=previous_results)
         modes.restore(hooks, f"on_{hook}_model_train")
     return metrics
@@ -100,7 +106,9 @@ def _run_loader(
 def _end_evaluation(
     parts: RunParts, stage: str, hook: str, all_results: list[Results], global_step: int, sanity: bool
 ) -> list[dict[str, float]]:
-    """The evaluation's epoch end: its hook, the metrics read (and published unless a sanity check)."""
+    """The evaluation's epoch end: its hook, the metrics read and shown, and sent to the loggers
+    unless a sanity check (whose end clears what it showed, as Lightning's; with several loaders
+    it shows only what its epoch's end logged, as Lightning's)."""
     model, hooks, strategy = parts.module, parts.hooks, parts.strategy
     unsynced = parts.semantics.epoch_reduces_unsynced
     epoch_end_results = (
@@ -108,17 +116,19 @@ def _end_evaluation(
     )
     model._attach(results=epoch_end_results)
     epoch_end_results.batch = None  # as Lightning: a mean logged at the epoch's end has weight 1
-    _show_before_epoch_end(parts, hook, all_results, epoch_end_results, global_step)
+    if not (sanity and len(all_results) > 1):  # (as Lightning: several loaders' never show then)
+        _show_before_epoch_end(parts, hook, all_results, epoch_end_results, global_step)
     hooks.call(f"on_{hook}_epoch_end")
     metrics = _collect(all_results, epoch_end_results)  # host read: evaluation end
     for r in [*all_results, epoch_end_results]:
         r.reset()  # logged torchmetrics Metrics start the next evaluation empty
-    if not sanity:
-        flags: dict[str, tuple[bool, bool, str]] = {}
-        for r in [*all_results, epoch_end_results]:
-            flags.update(_suffixed_flags(r, all_results))
-        merged = {k: v for m in metrics for k, v in m.items()}
-        parts.publisher.publish(merged, flags, step=global_step, evaluation=True)
+    flags: dict[str, tuple[bool, bool, str]] = {}
+    for r in [*all_results, epoch_end_results]:
+        flags.update(_suffixed_flags(r, all_results))
+    merged = {k: v for m in metrics for k, v in m.items()}
+    if sanity and len(all_results) > 1:  # as Lightning: only what the epoch's end logged shows
+        merged = {k: v for k, v in merged.items() if k in epoch_end_results.flags()}
+    parts.publisher.publish(merged, flags, step=global_step, evaluation=True, to_loggers=not sanity)
     hooks.call(f"on_{hook}_end")
     return metrics
 
@@ -140,7 +150,24 @@ def _show_before_epoch_end(
     parts.publisher.publish(merged, flags, step=global_step, evaluation=True, to_loggers=False)
 
 
-def _keep_step_values(parts: RunParts, results: Results, dl_idx: int | None, sanity: bool) -> None:
+def _loader_key(results: Results, dl_idx: int, loaders: int) -> Callable[[str], str]:
+    """The name a loader's value shows under: `/dataloader_idx_{i}` added with several loaders
+    (unless logged with `add_dataloader_idx=False`)."""
+    if loaders == 1:
+        return str
+    return lambda k: k if k in results.unsuffixed_keys() else f"{k}/dataloader_idx_{dl_idx}"
+
+
+def _show_loader_epoch(parts: RunParts, all_results: list[Results], i: int, global_step: int) -> None:
+    """Loader `i` of several has ended: its epoch values shown (not to the loggers) while the next
+    loaders run, as Lightning shows them (a host read, a sync across processes)."""
+    results = all_results[i]
+    values = {_suffixed(k, i, results): v for k, v in results.read_epoch().items()}
+    flags = _suffixed_flags(results, all_results)
+    parts.publisher.publish(values, flags, step=global_step, evaluation=True, to_loggers=False)
+
+
+def _keep_step_values(parts: RunParts, results: Results, key: Callable[[str], str], sanity: bool) -> None:
     """The loader's latest `on_step=True` values for `logged_metrics` and the progress bar (the
     sanity check's too, as Lightning's: its end clears them)."""
     logged, prog_bar = results.step_values(), results.step_values(prog_bar=True)
@@ -148,12 +175,10 @@ def _keep_step_values(parts: RunParts, results: Results, dl_idx: int | None, san
         flags = results.flags()
         synced = {k: v for k, v in results.read_step().items() if k not in logged and flags[k][1]}
         logged = {**logged, **{k: torch.tensor(v) for k, v in synced.items()}}
-    if dl_idx is not None:
-        keep = results.unsuffixed_keys()
-        logged = {k if k in keep else f"{k}/dataloader_idx_{dl_idx}": v for k, v in logged.items()}
-        prog_bar = {k if k in keep else f"{k}/dataloader_idx_{dl_idx}": v for k, v in prog_bar.items()}
     if logged or prog_bar:
-        parts.publisher.keep_eval_steps(logged, prog_bar)
+        parts.publisher.keep_eval_steps(
+            {key(k): v for k, v in logged.items()}, {key(k): v for k, v in prog_bar.items()}
+        )
 
 
 def _collect(all_results: list[Results], epoch_end: Results) -> list[dict[str, float]]:

@@ -120,8 +120,8 @@ class Validation:
 
     def sanity_check(self, steps: int, flag: SanityFlag) -> None:
         """Validate `steps` batches per loader (-1: all; 0: no sanity check) before training, between
-        the sanity-check hooks, with `flag` on meanwhile (`trainer.sanity_checking`); the val loaders
-        are asked for inside it. The global RNG is left as it was. A strategy that cannot run
+        the sanity-check hooks, with `flag` on meanwhile (`trainer.sanity_checking`, also in both
+        hooks, as Lightning's); the val loaders are asked for inside it. The global RNG is left as it was. A strategy that cannot run
         validation_step refuses it here, before training, also with no sanity check or on resuming."""
         if self.data.validates:
             self.parts.strategy.step_fn(self.parts.module, "validation_step")  # (a look-up)
@@ -130,14 +130,14 @@ class Validation:
         hooks = self.parts.hooks
         with rng_untouched():
             flag.set(True)
-            hooks.callbacks("on_sanity_check_start")
             try:
+                hooks.callbacks("on_sanity_check_start")
                 loaders, plan = self.data.ask_vals(), self.data.plan
                 if self.data.val_enabled:
                     self._run(loaders, [n if steps == -1 else min(n, steps) for n in plan.val], sanity=True)
+                hooks.callbacks("on_sanity_check_end")  # still sanity checking, its values shown
             finally:
                 flag.set(False)
-            hooks.callbacks("on_sanity_check_end")
             self.parts.publisher.reset_metrics()  # as Lightning: what the sanity check showed goes
 
     def run_in_fit(self, epoch: int, window_end: bool = False) -> None:

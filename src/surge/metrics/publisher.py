@@ -28,8 +28,9 @@ class MetricsPublisher:
     `callback_metrics` and `logged_metrics` show its latest step values when read (`follow`): as
     device tensors, so reading the dicts costs no host read (converting a value does);
     `progress_bar_metrics` holds floats, so reading it then is one host read. An evaluation's
-    latest step values (`name_step`) reach `logged_metrics` and `progress_bar_metrics` at its end
-    (`keep_eval_steps`), never `callback_metrics`, as in Lightning."""
+    latest step values (`name_step`) show in `logged_metrics` and `progress_bar_metrics` as each
+    batch ends (`follow_evaluation`) and stay after (`keep_eval_steps`), never in
+    `callback_metrics`, as in Lightning."""
 
     def __init__(
         self,
@@ -42,6 +43,8 @@ class MetricsPublisher:
         self._callback: dict[str, torch.Tensor] = {}
         self._live: Results | None = None  # the training epoch whose step values show
         self._live_shown = False  # its step values were put in the dicts (`_live_keys_first`)
+        # the evaluation loader whose latest step values show, and the name each shows under
+        self._live_eval: tuple[Results, Callable[[str], str]] | None = None
         self._logged: dict[str, torch.Tensor] = {}
         self._progress_bar: dict[str, float] = {}
         self._last_step = -1
@@ -65,6 +68,9 @@ class MetricsPublisher:
         keys: `name_step` where the name is logged per epoch too)."""
         if self._live is not None:
             self._logged.update(self._live.step_values())
+        if self._live_eval is not None:
+            results, key = self._live_eval
+            self._logged.update({key(k): v for k, v in results.step_values().items()})
         return self._logged
 
     @property
@@ -72,6 +78,10 @@ class MetricsPublisher:
         """The `prog_bar=True` values as floats (while a training epoch runs, read now: a host read)."""
         if self._live is not None:
             self._progress_bar.update(to_floats(self._live.step_values(prog_bar=True)))
+        if self._live_eval is not None:
+            results, key = self._live_eval
+            shown = to_floats(results.step_values(prog_bar=True))
+            self._progress_bar.update({key(k): v for k, v in shown.items()})
         return self._progress_bar
 
     def published_progress_bar(self) -> dict[str, float]:
@@ -97,6 +107,12 @@ class MetricsPublisher:
         self._logged.update(self._live.step_values())
         self._progress_bar.update(to_floats(self._live.step_values(prog_bar=True)))
 
+    def follow_evaluation(self, results: Results | None, key: Callable[[str], str] = str) -> None:
+        """Show an evaluation loader's latest step values in `logged_metrics` and
+        `progress_bar_metrics` when read (under `key(name)`), so a batch's end hooks see that
+        batch's, as in Lightning; None: the loader has ended (`keep_eval_steps` keeps them)."""
+        self._live_eval = None if results is None else (results, key)
+
     def show_synced_steps(self, step: int) -> None:
         """Before a validation inside a training epoch (every rank): the epoch's latest step values
         logged with `sync_dist` on several processes, reduced now (a collective and a host read), in
@@ -116,7 +132,7 @@ class MetricsPublisher:
 
     def reset_metrics(self) -> None:
         """A stage starts: nothing logged before it shows (Lightning resets at each stage)."""
-        self._callback, self._live = {}, None
+        self._callback, self._live, self._live_eval = {}, None, None
         self._logged, self._progress_bar = {}, {}
 
     def publish(
