@@ -40,6 +40,26 @@ SCENARIOS = {
         "step_own": True, "module_epoch_end": True,
     },
     "ddp_unsynced_two_loaders": {"ddp": True, "stages": ["fit"], "loaders": 2, "step_own": True},
+    "first_loader_empty": {"stages": ["validate", "test"], "loaders": 2, "empty_first": True, "module_epoch_end": True},
+    "extras_two_loaders": {
+        "stages": ["fit", "validate"], "loaders": 2, "extras": True, "log_dict": True, "step_own": True,
+        "trainer": {"num_sanity_val_steps": -1},
+    },
+    "ddp_torchmetric_log_dict": {
+        "ddp": True, "stages": ["fit", "test"], "torchmetric": True, "log_dict": True, "extras": True, "sync": True,
+    },
+    "ddp_callback_logs_two_loaders": {"ddp": True, "stages": ["fit", "validate"], "callback_log": True, "loaders": 2},
+    "ddp_mid_epoch_two_loaders": {
+        "ddp": True, "loaders": 2, "sync": True, "step_sync": True, "module_epoch_end": True,
+        "trainer": {"val_check_interval": 0.5, "limit_train_batches": 4, "max_epochs": 2},
+    },
+    "ddp_monitor_second_loader": {
+        "ddp": True, "loaders": 2, "sync": True, "monitor": "val_loss/dataloader_idx_1", "trainer": {"max_epochs": 3},
+    },
+    "validation_every_other_epoch": {
+        "step_own": True, "module_epoch_end": True, "callback_log": True,
+        "trainer": {"check_val_every_n_epoch": 2, "max_epochs": 3},
+    },
 }  # fmt: skip
 
 

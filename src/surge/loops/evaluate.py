@@ -168,7 +168,8 @@ def _end_evaluation(
         merged = {k: v for k, v in merged.items() if k in epoch_end_results.flags()}
     parts.publisher.publish(merged, flags, step=global_step, evaluation=True, to_loggers=not sanity)
     hooks.call(f"on_{hook}_end")
-    return metrics
+    # as Lightning's: what validate() and test() return is what goes to the loggers (`logger=True`)
+    return [{k: v for k, v in m.items() if flags.get(k, (False, True, k))[1]} for m in metrics]
 
 
 def _show_before_epoch_end(

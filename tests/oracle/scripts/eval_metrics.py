@@ -6,9 +6,10 @@ validation and test hook (and the sanity check's, and the first training hooks);
 Argument: one JSON object (all keys optional): "ddp" (two CPU processes, DDP over gloo, a record
 per rank), "stages" (what runs, in order: "fit", "validate", "test"), "loaders" (evaluation loaders,
 1 or 2), "empty_second" (the second loader has no batch), "sync" (epoch values with `sync_dist`),
-"step_sync"/"step_own" (an `on_step=True` value, synced or not), "own_name" (a value with
-`add_dataloader_idx=False`), "module_epoch_end" (the module logs in its epoch-end hooks),
-"torchmetric" (a torchmetrics `Metric` logged, on_step and on_epoch), "log_dict", "callback_log"
+"step_sync"/"step_own" (an `on_step=True` value, synced or not), "empty_first" (the first has none),
+"own_name" (a value with `add_dataloader_idx=False`), "module_epoch_end" (the module logs in its epoch-end hooks),
+"torchmetric" (a torchmetrics `Metric` logged, on_step and on_epoch), "log_dict", "extras" (a sum on the bar only, a batch size given, a step value not
+logged), "callback_log"
 (a callback logs in `on_validation_batch_end` and `on_validation_epoch_end`), "monitor" (a name
 EarlyStopping and ModelCheckpoint monitor), "trainer" (Trainer arguments)."""
 
@@ -107,6 +108,11 @@ class Classifier(L.LightningModule):
             self.log(f"{prefix}_acc", self.acc, on_step=True, on_epoch=True, prog_bar=True)
         if ARGS.get("log_dict"):
             self.log_dict({f"{prefix}_d1": loss * 2, f"{prefix}_d2": loss * 3}, on_step=True, prog_bar=True)
+            self.log_dict({f"{prefix}_e1": loss, f"{prefix}_e2": 7.0}, sync_dist=sync, logger=False)
+        if ARGS.get("extras"):  # other options: a sum shown only on the bar, a batch size given
+            self.log(f"{prefix}_sum", loss, on_step=True, reduce_fx="sum", logger=False, prog_bar=True)
+            self.log(f"{prefix}_bs", loss, batch_size=1 + dataloader_idx, sync_dist=sync)
+            self.log(f"{prefix}_hidden", loss, on_step=True, on_epoch=False, logger=False, sync_dist=sync)
 
     def validation_step(self, batch, batch_idx, dataloader_idx=0):
         self._evaluate("val", batch, dataloader_idx)
@@ -136,6 +142,8 @@ def loaders(seed):
     if ARGS.get("loaders", 1) == 1:
         return first
     second = DataLoader(data(0 if ARGS.get("empty_second") else 8, seed + 1), batch_size=2)
+    if ARGS.get("empty_first"):
+        first = DataLoader(data(0, seed), batch_size=3)
     return [first, second]
 
 
