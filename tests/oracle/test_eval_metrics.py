@@ -60,6 +60,14 @@ SCENARIOS = {
         "step_own": True, "module_epoch_end": True, "callback_log": True,
         "trainer": {"check_val_every_n_epoch": 2, "max_epochs": 3},
     },
+    "csv_two_loaders": {
+        "csv": True, "stages": ["fit", "validate", "test"], "loaders": 2, "step_own": True, "extras": True,
+        "module_epoch_end": True, "callback_log": True, "trainer": {"max_epochs": 2},
+    },
+    "ddp_csv_synced_steps": {
+        "ddp": True, "csv": True, "stages": ["fit", "validate"], "loaders": 2, "sync": True, "step_sync": True,
+        "step_own": True, "trainer": {"val_check_interval": 0.5, "limit_train_batches": 4},
+    },
 }  # fmt: skip
 
 

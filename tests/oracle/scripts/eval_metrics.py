@@ -11,8 +11,10 @@ per rank), "stages" (what runs, in order: "fit", "validate", "test"), "loaders" 
 "torchmetric" (a torchmetrics `Metric` logged, on_step and on_epoch), "log_dict", "extras" (a sum on the bar only, a batch size given, a step value not
 logged), "callback_log"
 (a callback logs in `on_validation_batch_end` and `on_validation_epoch_end`), "monitor" (a name
-EarlyStopping and ModelCheckpoint monitor), "trainer" (Trainer arguments)."""
+EarlyStopping and ModelCheckpoint monitor), "csv" (a CSVLogger: its rows recorded), "trainer" (Trainer arguments)."""
 
+import csv
+import glob
 import json
 import sys
 
@@ -20,6 +22,7 @@ import lightning as L
 import record
 import torch
 from lightning.pytorch.callbacks import Callback, EarlyStopping, ModelCheckpoint
+from lightning.pytorch.loggers import CSVLogger
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
@@ -159,7 +162,8 @@ def main():
         callbacks.append(ModelCheckpoint(dirpath="ckpts", monitor=monitor, save_top_k=2))
     ddp = {"devices": 2, "strategy": "ddp"} if ARGS.get("ddp") else {"devices": 1}
     options = {
-        "accelerator": "cpu", **ddp, "max_epochs": 1, "limit_train_batches": 2, "logger": False,
+        "accelerator": "cpu", **ddp, "max_epochs": 1, "limit_train_batches": 2,
+        "logger": CSVLogger(".", name="csv") if ARGS.get("csv") else False, "log_every_n_steps": 1,
         "enable_progress_bar": False, "enable_model_summary": False, "enable_checkpointing": bool(monitor),
         "callbacks": callbacks, **ARGS.get("trainer", {}),
     }  # fmt: skip
@@ -173,6 +177,10 @@ def main():
         else:
             record.put("test", trainer.test(model, loaders(7), verbose=False))
         seen(trainer, f"after {stage}")
+    if ARGS.get("csv") and trainer.is_global_zero:
+        for path in sorted(glob.glob("csv/*/metrics.csv")):
+            with open(path) as f:
+                record.put(path, list(csv.DictReader(f)))
     if monitor:
         stopper, ckpt = trainer.early_stopping_callback, trainer.checkpoint_callback
         record.put("stopped", [stopper.stopped_epoch, stopper.wait_count, stopper.best_score])
