@@ -68,6 +68,9 @@ SCENARIOS = {
         "ddp": True, "csv": True, "stages": ["fit", "validate"], "loaders": 2, "sync": True, "step_sync": True,
         "step_own": True, "trainer": {"val_check_interval": 0.5, "limit_train_batches": 4},
     },
+    "module_logs_at_other_hooks": {"stages": ["fit", "validate"], "log_points": True, "step_own": True},
+    "module_logs_at_other_hooks_two_loaders": {"stages": ["fit", "validate"], "log_points": True, "loaders": 2},
+    "ddp_module_logs_at_other_hooks": {"ddp": True, "stages": ["fit", "validate"], "log_points": True, "loaders": 2},
 }  # fmt: skip
 
 

@@ -59,6 +59,9 @@ def run_evaluation(
         with parts.evaluation_mode():
             modes.to_eval(hooks, f"on_{hook}_model_eval")
             hooks.call(f"on_{hook}_start")
+            # what the epoch's start and end hooks log: no loader's (several: under no suffix), as Lightning's
+            shared = all_results[0] if len(loaders) == 1 else Results(stage, strategy.reducer, unsynced)
+            model._attach(results=shared)
             hooks.call(f"on_{hook}_epoch_start")
             for dl_idx, (loader, limit) in enumerate(zip(loaders, limits)):
                 results, key = all_results[dl_idx], _loader_key(all_results[dl_idx], dl_idx, len(loaders))
@@ -74,7 +77,7 @@ def run_evaluation(
                     epochs.append(_loader_epoch(all_results, dl_idx))  # host read (a sync across processes)
                     if not sanity and dl_idx < len(loaders) - 1:
                         _show_loader_epoch(parts, all_results, dl_idx, epochs[dl_idx], global_step)
-            metrics = _end_evaluation(parts, stage, hook, all_results, epochs, global_step, sanity)
+            metrics = _end_evaluation(parts, hook, all_results, shared, epochs, global_step, sanity)
     finally:
         parts.publisher.follow_evaluation(None)
         model._attach(results=previous_results)
@@ -109,8 +112,11 @@ def _run_loader(
         hooks.call(f"on_{hook}_batch_start", batch, batch_idx, *extra)
         with precision.forward_context():
             out = step(batch, batch_idx, *extra)
-        read = _show_synced_steps(parts, results, all_results, dl_idx)
+        marks = results.synced_step_marks()
+        read = _show_synced_steps(parts, results, all_results, dl_idx) if marks else None
         hooks.call(f"on_{hook}_batch_end", out, batch, batch_idx, *extra)
+        if results.synced_step_marks() != marks:  # the end hooks logged synced step values: read again
+            read = _show_synced_steps(parts, results, all_results, dl_idx)
         _log_step(parts, results, all_results, dl_idx, seen, sanity, read)
         ran += 1
     return ran
@@ -137,25 +143,21 @@ def _show_synced_steps(
 
 def _end_evaluation(
     parts: RunParts,
-    stage: str,
     hook: str,
     all_results: list[Results],
+    epoch_end_results: Results,
     epochs: list[dict[str, float]],
     global_step: int,
     sanity: bool,
 ) -> list[dict[str, float]]:
     """The evaluation's epoch end: its hook, the metrics read and shown, and sent to the loggers
     unless a sanity check (whose end clears what it showed, as Lightning's; with several loaders
-    it shows only what its epoch's end logged, as Lightning's)."""
-    model, hooks, strategy = parts.module, parts.hooks, parts.strategy
-    unsynced = parts.semantics.epoch_reduces_unsynced
-    epoch_end_results = (
-        all_results[0] if len(all_results) == 1 else Results(stage, strategy.reducer, unsynced)
-    )
+    it shows only what its epoch's start and end logged, as Lightning's)."""
+    model, hooks = parts.module, parts.hooks
     model._attach(results=epoch_end_results)
     epoch_end_results.batch = None  # as Lightning: a mean logged at the epoch's end has weight 1
-    if not (sanity and len(all_results) > 1):  # (as Lightning: several loaders' never show then)
-        _show_before_epoch_end(parts, hook, all_results, epochs, epoch_end_results, global_step)
+    only_shared = sanity and len(all_results) > 1  # (as Lightning: several loaders' never show then)
+    _show_before_epoch_end(parts, hook, all_results, epochs, epoch_end_results, global_step, only_shared)
     hooks.call(f"on_{hook}_epoch_end")
     metrics = _collect(all_results, epochs, epoch_end_results)  # host read: evaluation end
     for r in [*all_results, epoch_end_results]:
@@ -179,18 +181,22 @@ def _show_before_epoch_end(
     epochs: list[dict[str, float]],
     epoch_end: Results,
     global_step: int,
+    only_shared: bool,
 ) -> None:
     """Where a callback or the module has an `on_{hook}_epoch_end`: the epoch's values logged so
     far shown in `callback_metrics` and `logged_metrics` before it runs (not to the loggers), as
-    Lightning reduces them before that hook (the sanity check's too, which its end clears)."""
+    Lightning reduces them before that hook (the sanity check's too, which its end clears;
+    `only_shared`: only what the epoch's start logged)."""
     name = f"on_{hook}_epoch_end"
     if not (parts.hooks.callback_fns.get(name) or name in parts.hooks.module_fns):
         return
     metrics = _collect(all_results, epochs, epoch_end)  # host read (a sync across processes): evaluation end
     flags: dict[str, tuple[bool, bool, str]] = {}
-    for r in all_results:
+    for r in [*all_results, epoch_end]:
         flags.update(_suffixed_flags(r, all_results))
     merged = {k: v for m in metrics for k, v in m.items()}
+    if only_shared:
+        merged = {k: v for k, v in merged.items() if k in epoch_end.flags()}
     parts.publisher.publish(merged, flags, step=global_step, evaluation=True, to_loggers=False)
 
 

@@ -11,7 +11,8 @@ per rank), "stages" (what runs, in order: "fit", "validate", "test"), "loaders" 
 "torchmetric" (a torchmetrics `Metric` logged, on_step and on_epoch), "log_dict", "extras" (a sum on the bar only, a batch size given, a step value not
 logged), "callback_log"
 (a callback logs in `on_validation_batch_end` and `on_validation_epoch_end`), "monitor" (a name
-EarlyStopping and ModelCheckpoint monitor), "csv" (a CSVLogger: its rows recorded), "trainer" (Trainer arguments)."""
+EarlyStopping and ModelCheckpoint monitor), "csv" (a CSVLogger: its rows recorded), "log_points" (the module logs in its
+validation epoch-start and batch-start/end hooks), "trainer" (Trainer arguments)."""
 
 import csv
 import glob
@@ -122,6 +123,18 @@ class Classifier(L.LightningModule):
 
     def test_step(self, batch, batch_idx, dataloader_idx=0):
         self._evaluate("test", batch, dataloader_idx)
+
+    def on_validation_epoch_start(self):
+        if ARGS.get("log_points"):
+            self.log("val_epoch_start", 3.0, prog_bar=True)
+
+    def on_validation_batch_start(self, batch, batch_idx, dataloader_idx=0):
+        if ARGS.get("log_points"):
+            self.log("val_batch_start", float(batch_idx), on_step=True, on_epoch=True, prog_bar=True)
+
+    def on_validation_batch_end(self, outputs, batch, batch_idx, dataloader_idx=0):
+        if ARGS.get("log_points"):
+            self.log("val_batch_end", float(batch_idx), on_step=True, reduce_fx="max", sync_dist=True)
 
     def on_validation_epoch_end(self):
         if ARGS.get("module_epoch_end"):
