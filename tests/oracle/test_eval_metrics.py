@@ -71,6 +71,9 @@ SCENARIOS = {
     "module_logs_at_other_hooks": {"stages": ["fit", "validate"], "log_points": True, "step_own": True},
     "module_logs_at_other_hooks_two_loaders": {"stages": ["fit", "validate"], "log_points": True, "loaders": 2},
     "ddp_module_logs_at_other_hooks": {"ddp": True, "stages": ["fit", "validate"], "log_points": True, "loaders": 2},
+    "metric_collection_two_loaders": {"stages": ["fit", "validate"], "collection": True, "loaders": 2},
+    "ddp_torchmetric_two_loaders": {"ddp": True, "stages": ["fit", "validate"], "torchmetric": True, "collection": True, "loaders": 2},
+    "log_in_start_and_end_refused": {"stages": ["fit", "validate"], "log_refused": True},
 }  # fmt: skip
 
 

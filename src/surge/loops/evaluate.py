@@ -58,10 +58,13 @@ def run_evaluation(
     try:
         with parts.evaluation_mode():
             modes.to_eval(hooks, f"on_{hook}_model_eval")
-            hooks.call(f"on_{hook}_start")
-            # what the epoch's start and end hooks log: no loader's (several: under no suffix), as Lightning's
+            # what the start and end hooks log: no loader's (several: under no suffix), as Lightning's
             shared = all_results[0] if len(loaders) == 1 else Results(stage, strategy.reducer, unsynced)
             model._attach(results=shared)
+            hooks.call(f"on_{hook}_start")
+            # as Lightning: what on_{hook}_start logged shows from there, unless inside a training epoch
+            if shared.slots and not parts.publisher.in_training_epoch():  # (a host read)
+                _show_epoch(parts, shared, all_results, global_step)
             hooks.call(f"on_{hook}_epoch_start")
             for dl_idx, (loader, limit) in enumerate(zip(loaders, limits)):
                 results, key = all_results[dl_idx], _loader_key(all_results[dl_idx], dl_idx, len(loaders))
@@ -169,6 +172,7 @@ def _end_evaluation(
     if sanity and len(all_results) > 1:  # as Lightning: only what the epoch's end logged shows
         merged = {k: v for k, v in merged.items() if k in epoch_end_results.flags()}
     parts.publisher.publish(merged, flags, step=global_step, evaluation=True, to_loggers=not sanity)
+    model._attach(results=_RefusedIn(f"on_{hook}_end"))
     hooks.call(f"on_{hook}_end")
     # as Lightning's: what validate() and test() return is what goes to the loggers (`logger=True`)
     return [{k: v for k, v in m.items() if flags.get(k, (False, True, k))[1]} for m in metrics]
@@ -206,6 +210,12 @@ def _loader_key(results: Results, dl_idx: int, loaders: int) -> Callable[[str], 
     if loaders == 1:
         return str
     return lambda k: k if k in results.unsuffixed_keys() else f"{k}/dataloader_idx_{dl_idx}"
+
+
+def _show_epoch(parts: RunParts, results: Results, all_results: list[Results], global_step: int) -> None:
+    """`results`' epoch values so far shown (not to the loggers)."""
+    flags = _suffixed_flags(results, all_results)
+    parts.publisher.publish(results.read_epoch(), flags, step=global_step, evaluation=True, to_loggers=False)
 
 
 def _loader_epoch(all_results: list[Results], i: int) -> dict[str, float]:
@@ -292,3 +302,17 @@ def _suffixed_flags(results: Results, all_results: list[Results]) -> dict[str, t
         _suffixed(k, i, results): (p, lg, name if k in keep else f"{name}/dataloader_idx_{i}")
         for k, (p, lg, name) in flags.items()
     }
+
+
+class _RefusedIn(Results):
+    """The results of a hook where Lightning refuses `self.log` (`on_validation_end`, `on_test_end`)."""
+
+    def __init__(self, hook: str) -> None:
+        super().__init__("refused")
+        self.hook = hook
+
+    def log(self, name: str, value: Any, **options: Any) -> None:
+        raise MisconfigurationError(
+            f"You can't `self.log()` inside `{self.hook}`. HINT: You can still log directly to the logger by"
+            " using `self.logger.experiment`."
+        )

@@ -115,6 +115,10 @@ class MetricsPublisher:
         self._logged.update(self._live.step_values())
         self._progress_bar.update(to_floats(self._live.step_values(prog_bar=True)))
 
+    def in_training_epoch(self) -> bool:
+        """Whether a training epoch runs (its step values followed): a validation is inside a fit's."""
+        return self._live is not None
+
     def follow_evaluation(self, results: Results | None, key: Callable[[str], str] = str) -> None:
         """Show an evaluation loader's latest step values in `logged_metrics` and
         `progress_bar_metrics` when read (under `key(name)`), so a batch's end hooks see that

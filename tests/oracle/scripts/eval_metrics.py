@@ -11,7 +11,9 @@ per rank), "stages" (what runs, in order: "fit", "validate", "test"), "loaders" 
 "torchmetric" (a torchmetrics `Metric` logged, on_step and on_epoch), "log_dict", "extras" (a sum on the bar only, a batch size given, a step value not
 logged), "callback_log"
 (a callback logs in `on_validation_batch_end` and `on_validation_epoch_end`), "monitor" (a name
-EarlyStopping and ModelCheckpoint monitor), "csv" (a CSVLogger: its rows recorded), "log_points" (the module logs in its
+EarlyStopping and ModelCheckpoint monitor), "csv" (a CSVLogger: its rows recorded), "collection" (a MetricCollection
+given to `log_dict`), "log_refused" (the module tries to log in `on_validation_start`/`_end`),
+"log_points" (the module logs in its
 validation epoch-start and batch-start/end hooks), "trainer" (Trainer arguments)."""
 
 import csv
@@ -24,6 +26,7 @@ import record
 import torch
 from lightning.pytorch.callbacks import Callback, EarlyStopping, ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger
+from lightning.pytorch.utilities.exceptions import MisconfigurationException
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
@@ -87,6 +90,13 @@ class Classifier(L.LightningModule):
             from torchmetrics.classification import MulticlassAccuracy
 
             self.acc = MulticlassAccuracy(num_classes=3, average="micro")
+        if ARGS.get("collection"):
+            from torchmetrics import MetricCollection
+            from torchmetrics.classification import MulticlassAccuracy, MulticlassPrecision
+
+            self.metrics = MetricCollection(
+                {"c_acc": MulticlassAccuracy(num_classes=3), "c_prec": MulticlassPrecision(num_classes=3)}
+            )
 
     def training_step(self, batch, batch_idx):
         x, y = batch
@@ -110,6 +120,9 @@ class Classifier(L.LightningModule):
         if ARGS.get("torchmetric"):
             self.acc(logits, y)
             self.log(f"{prefix}_acc", self.acc, on_step=True, on_epoch=True, prog_bar=True)
+        if ARGS.get("collection"):
+            self.metrics.update(logits, y)
+            self.log_dict(self.metrics, prog_bar=True)
         if ARGS.get("log_dict"):
             self.log_dict({f"{prefix}_d1": loss * 2, f"{prefix}_d2": loss * 3}, on_step=True, prog_bar=True)
             self.log_dict({f"{prefix}_e1": loss, f"{prefix}_e2": 7.0}, sync_dist=sync, logger=False)
@@ -123,6 +136,22 @@ class Classifier(L.LightningModule):
 
     def test_step(self, batch, batch_idx, dataloader_idx=0):
         self._evaluate("test", batch, dataloader_idx)
+
+    def on_validation_start(self):
+        if ARGS.get("log_refused"):
+            self._refused("on_validation_start")
+
+    def on_validation_end(self):
+        if ARGS.get("log_refused"):
+            self._refused("on_validation_end")
+
+    def _refused(self, hook):
+        try:
+            self.log("nowhere", 1.0)
+            record.append("refusals", [hook, None])
+        except Exception as err:  # what each framework says
+            refused = isinstance(err, MisconfigurationException)
+            record.append("refusals", [hook, refused, str(err)])
 
     def on_validation_epoch_start(self):
         if ARGS.get("log_points"):
