@@ -145,9 +145,9 @@ class Classifier(L.LightningModule):
         if ARGS.get("log_refused"):
             self._refused("on_validation_end")
 
-    def _refused(self, hook):
+    def _refused(self, hook, **options):
         try:
-            self.log("nowhere", 1.0)
+            self.log("nowhere", 1.0, **options)
             record.append("refusals", [hook, None])
         except Exception as err:  # what each framework says
             refused = isinstance(err, MisconfigurationException)
@@ -166,6 +166,8 @@ class Classifier(L.LightningModule):
             self.log("val_batch_end", float(batch_idx), on_step=True, reduce_fx="max", sync_dist=True)
 
     def on_validation_epoch_end(self):
+        if ARGS.get("log_refused"):
+            self._refused("on_validation_epoch_end", on_step=True)
         if ARGS.get("module_epoch_end"):
             self.log("val_end", float(self.current_epoch), prog_bar=True, sync_dist=bool(ARGS.get("sync")))
 
