@@ -74,6 +74,15 @@ SCENARIOS = {
     "metric_collection_two_loaders": {"stages": ["fit", "validate"], "collection": True, "loaders": 2},
     "ddp_torchmetric_two_loaders": {"ddp": True, "stages": ["fit", "validate"], "torchmetric": True, "collection": True, "loaders": 2},
     "log_in_start_and_end_refused": {"stages": ["fit", "validate"], "log_refused": True},
+    "ddp_all_sanity_batches_two_loaders": {
+        "ddp": True, "loaders": 2, "sync": True, "step_sync": True, "callback_log": True,
+        "trainer": {"num_sanity_val_steps": -1},
+    },
+    "one_val_batch_two_loaders_mid_epoch": {
+        "loaders": 2, "step_own": True, "own_name": True, "module_epoch_end": True, "callback_log": True,
+        "trainer": {"limit_val_batches": 1, "val_check_interval": 0.5, "limit_train_batches": 4, "max_epochs": 2},
+    },
+    "test_hooks_two_loaders_refusals": {"stages": ["test"], "loaders": 2, "log_points": True, "log_refused": True},
 }  # fmt: skip
 
 

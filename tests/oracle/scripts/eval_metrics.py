@@ -12,9 +12,9 @@ per rank), "stages" (what runs, in order: "fit", "validate", "test"), "loaders" 
 logged), "callback_log"
 (a callback logs in `on_validation_batch_end` and `on_validation_epoch_end`), "monitor" (a name
 EarlyStopping and ModelCheckpoint monitor), "csv" (a CSVLogger: its rows recorded), "collection" (a MetricCollection
-given to `log_dict`), "log_refused" (the module tries to log in `on_validation_start`/`_end`),
+given to `log_dict`), "log_refused" (the module tries to log in the start and end hooks, some refused),
 "log_points" (the module logs in its
-validation epoch-start and batch-start/end hooks), "trainer" (Trainer arguments)."""
+epoch-start and validation batch-start/end hooks), "trainer" (Trainer arguments)."""
 
 import csv
 import glob
@@ -144,6 +144,20 @@ class Classifier(L.LightningModule):
     def on_validation_end(self):
         if ARGS.get("log_refused"):
             self._refused("on_validation_end")
+
+    def on_test_start(self):
+        if ARGS.get("log_refused"):
+            self._refused("on_test_start")
+
+    def on_test_epoch_start(self):
+        if ARGS.get("log_points"):
+            self.log("test_epoch_start", 4.0, prog_bar=True)
+        if ARGS.get("log_refused"):
+            self._refused("on_test_epoch_start", on_epoch=False)
+
+    def on_test_end(self):
+        if ARGS.get("log_refused"):
+            self._refused("on_test_end")
 
     def _refused(self, hook, **options):
         try:
