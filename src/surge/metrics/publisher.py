@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +19,13 @@ if TYPE_CHECKING:
     from ..datamodule import DataModule
 
 Flags = Mapping[str, tuple[bool, bool, str]]  # key -> (prog_bar, logger, name without its _step/_epoch)
+_LOADER_SUFFIX = re.compile(r"/dataloader_idx_\d+$")
+
+
+def _epoch_key(key: str, name: str) -> bool:
+    """Whether `key` is the `name_epoch` form of `name` (a loader's suffix after both)."""
+    suffix = match.group() if (match := _LOADER_SUFFIX.search(name)) else ""
+    return key == f"{name.removesuffix(suffix)}_epoch{suffix}"
 
 
 class MetricsPublisher:
@@ -107,6 +115,10 @@ class MetricsPublisher:
         self._logged.update(self._live.step_values())
         self._progress_bar.update(to_floats(self._live.step_values(prog_bar=True)))
 
+    def in_training_epoch(self) -> bool:
+        """Whether a training epoch runs (its step values followed): a validation is inside a fit's."""
+        return self._live is not None
+
     def follow_evaluation(self, results: Results | None, key: Callable[[str], str] = str) -> None:
         """Show an evaluation loader's latest step values in `logged_metrics` and
         `progress_bar_metrics` when read (under `key(name)`), so a batch's end hooks see that
@@ -153,7 +165,7 @@ class MetricsPublisher:
         for key, value in metrics.items():
             prog_bar, to_logger, name = flags.get(key, (False, True, key))
             tensor = torch.tensor(value)
-            if name != key and (key.endswith("_epoch") or name not in self._callback or not evaluation):
+            if name != key and (_epoch_key(key, name) or name not in self._callback or not evaluation):
                 self._callback[name] = tensor  # first, as Lightning orders them: `val_loss`, `val_loss_epoch`
             self._callback[key] = tensor
             if prog_bar:

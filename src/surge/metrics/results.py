@@ -202,6 +202,17 @@ class Results:
             s.on_step and s.sync_dist and s.last is not None for s in self.slots.values()
         )
 
+    def synced_step_marks(self) -> tuple[tuple[str, int], ...]:
+        """The latest step values `read_step` reduces over processes, by name and identity (empty
+        when none): evaluation compares two to tell whether a hook logged one in between."""
+        if self._reduce is None:
+            return ()
+        return tuple(
+            (s.name, id(s.last))
+            for s in self.slots.values()
+            if s.on_step and s.sync_dist and s.last is not None
+        )
+
     def logs_step_values(self) -> bool:
         """Whether a value with `on_step` goes to the loggers (evaluation writes a row per batch then)."""
         return any(s.on_step and s.logger and s.last is not None for s in self.slots.values())
