@@ -29,6 +29,7 @@ from .loggers.base import Logger
 from .loops.context import FitSettings
 from .loops.fit import FitLoop
 from .module import Module
+from .module.log_hooks import guarded
 from .optim import Optimization
 from .optim.nonfinite import NonFiniteGuard
 from .precision import Precision
@@ -171,7 +172,7 @@ def _batch_hook(name: str, model: Module, datamodule: Any) -> Callable[..., Any]
             warn(f"{name} is defined on both {type(model).__name__} and {type(datamodule).__name__}: "
                  "the datamodule's is used, as in Lightning")  # fmt: skip
         return getattr(datamodule, name)
-    return getattr(model, name) if own else None
+    return guarded(model, name, getattr(model, name)) if own else None  # `self.log` refused there
 
 
 def build_loggers(logger: Any, root: Path, semantics: Semantics) -> list[Logger]:

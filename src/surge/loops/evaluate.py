@@ -10,6 +10,7 @@ import torch
 
 from ..errors import MisconfigurationError
 from ..metrics.results import Results
+from ..module.log_hooks import EpochLogs, NoLogs
 from ..optim.manual import batch_only
 from .module_mode import ModuleMode
 
@@ -60,12 +61,12 @@ def run_evaluation(
             modes.to_eval(hooks, f"on_{hook}_model_eval")
             # what the start and end hooks log: no loader's (several: under no suffix), as Lightning's
             shared = all_results[0] if len(loaders) == 1 else Results(stage, strategy.reducer, unsynced)
-            model._attach(results=_HookLogs(f"on_{hook}_start", shared))
+            model._attach(results=EpochLogs(f"on_{hook}_start", shared))
             hooks.call(f"on_{hook}_start")
             # as Lightning: what on_{hook}_start logged shows from there, unless inside a training epoch
             if shared.slots and not parts.publisher.in_training_epoch():  # (a host read)
                 _show_epoch(parts, shared, all_results, global_step)
-            model._attach(results=_HookLogs(f"on_{hook}_epoch_start", shared))
+            model._attach(results=EpochLogs(f"on_{hook}_epoch_start", shared))
             hooks.call(f"on_{hook}_epoch_start")
             for dl_idx, (loader, limit) in enumerate(zip(loaders, limits)):
                 results, key = all_results[dl_idx], _loader_key(all_results[dl_idx], dl_idx, len(loaders))
@@ -158,7 +159,7 @@ def _end_evaluation(
     unless a sanity check (whose end clears what it showed, as Lightning's; with several loaders
     it shows only what its epoch's start and end logged, as Lightning's)."""
     model, hooks = parts.module, parts.hooks
-    model._attach(results=_HookLogs(f"on_{hook}_epoch_end", epoch_end_results))
+    model._attach(results=EpochLogs(f"on_{hook}_epoch_end", epoch_end_results))
     epoch_end_results.batch = None  # as Lightning: a mean logged at the epoch's end has weight 1
     only_shared = sanity and len(all_results) > 1  # (as Lightning: several loaders' never show then)
     _show_before_epoch_end(parts, hook, all_results, epochs, epoch_end_results, global_step, only_shared)
@@ -173,7 +174,7 @@ def _end_evaluation(
     if sanity and len(all_results) > 1:  # as Lightning: only what the epoch's end logged shows
         merged = {k: v for k, v in merged.items() if k in epoch_end_results.flags()}
     parts.publisher.publish(merged, flags, step=global_step, evaluation=True, to_loggers=not sanity)
-    model._attach(results=_HookLogs(f"on_{hook}_end", None))
+    model._attach(results=NoLogs(f"on_{hook}_end"))
     hooks.call(f"on_{hook}_end")
     # as Lightning's: what validate() and test() return is what goes to the loggers (`logger=True`)
     return [{k: v for k, v in m.items() if flags.get(k, (False, True, k))[1]} for m in metrics]
@@ -303,26 +304,3 @@ def _suffixed_flags(results: Results, all_results: list[Results]) -> dict[str, t
         _suffixed(k, i, results): (p, lg, name if k in keep else f"{name}/dataloader_idx_{i}")
         for k, (p, lg, name) in flags.items()
     }
-
-
-class _HookLogs:
-    """What `self.log` logs into in an evaluation hook outside its batches, checked as Lightning
-    checks it there: per epoch only (into `target`), or refused (`target` None: its end hook)."""
-
-    def __init__(self, hook: str, target: Results | None) -> None:
-        self.hook, self.target = hook, target
-
-    def log(
-        self, name: str, value: Any, *, on_step: bool | None, on_epoch: bool | None, **options: Any
-    ) -> None:
-        if self.target is None:
-            raise MisconfigurationError(
-                f"You can't `self.log()` inside `{self.hook}`. HINT: You can still log directly to the logger"
-                " by using `self.logger.experiment`."
-            )
-        for option, given, allowed in (("on_step", on_step, False), ("on_epoch", on_epoch, True)):
-            if given is not None and bool(given) is not allowed:
-                raise MisconfigurationError(
-                    f"You can't `self.log({option}={given})` inside `{self.hook}`, must be one of ({allowed},)."
-                )
-        self.target.log(name, value, on_step=on_step, on_epoch=on_epoch, **options)

@@ -9,6 +9,7 @@ from ..callbacks.base import CALLBACK_HOOKS, Callback, overrides
 from ..callbacks.batch_end import batch_end_calls
 from ..errors import MisconfigurationError
 from ..module import OVERRIDABLE, Module
+from ..module.log_hooks import guarded
 from ..module.model_hooks import HOOKS
 
 if TYPE_CHECKING:
@@ -97,9 +98,18 @@ class Hooks:
             if isinstance(cb, monitoring) and overrides(cb, Callback, "on_train_epoch_end")
         ]
         self._epoch_end_first = [
-            fn for fn in self.callback_fns.get("on_train_epoch_end", ()) if fn not in self._epoch_end_last
+            guarded(module, "on_train_epoch_end", fn)
+            for fn in self.callback_fns.get("on_train_epoch_end", ())
+            if fn not in self._epoch_end_last
         ]
+        self._epoch_end_last = [guarded(module, "on_train_epoch_end", fn) for fn in self._epoch_end_last]
         self._module = module
+        # as Lightning: `self.log` refused, or per epoch only, in some hooks (checked once per call of
+        # an overridden hook, not in the training step)
+        self.module_fns = {name: guarded(module, name, fn) for name, fn in self.module_fns.items()}
+        self.callback_fns = {
+            name: [guarded(module, name, fn) for fn in fns] for name, fns in self.callback_fns.items()
+        }
 
     def module(self, name: str, *args: Any, **kwargs: Any) -> Any:
         fn = self.module_fns.get(name)

@@ -15,6 +15,7 @@ from ..data.loader_prep import in_order, prepare_loader
 from ..datamodule import DataModule
 from ..errors import MisconfigurationError, SurgeTypeError
 from ..module import Module
+from ..module.log_hooks import refusing
 from ..seed import last_seeding
 
 if TYPE_CHECKING:
@@ -44,7 +45,8 @@ def stage_source(given: Any, hook: str, datamodule: Any, model: Module, arg: str
         if fn is None:
             continue
         try:
-            return fn(), f"{type(source).__name__}.{hook}()"
+            with refusing(source, hook):  # as Lightning: `self.log` refused in a module's loader hook
+                return fn(), f"{type(source).__name__}.{hook}()"
         except NotImplementedError:
             continue
     return None, arg

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, cast
 from ..callbacks.base import Callback, overrides
 from ..errors import MisconfigurationError
 from ..module import Module
+from ..module.log_hooks import NoLogs, refusing
 from ..rank_zero import info
 from .hooks import refuse_unsupported
 from .run_status import TrainerFn
@@ -66,31 +67,50 @@ def enter_stage(
     `module_init_context`, as Lightning). Returns the callbacks."""
     if not isinstance(module, Module):
         raise MisconfigurationError(f"model must be a surge.Module, got {type(module).__name__}")
-    callbacks = with_module_callbacks(module, trainer.callbacks)
+    # as Lightning: `self.log` refused in a predict stage, and in the hooks below
+    if stage == "predict":
+        module._attach(results=NoLogs(None))
+    with refusing(module, "configure_callbacks"):
+        callbacks = with_module_callbacks(module, trainer.callbacks)
     refuse_unsupported(module, callbacks, stage)
     stage = TrainerFn(
         stage
     )  # a str, as Lightning passes it: `stage == "fit"` and `TrainerFn.FITTING` both hold
     module._attach(trainer=trainer)  # `self.trainer` works in the hooks below
     _attach(callbacks, module)
+    _prepare_and_setup(trainer, module, datamodule, callbacks, stage, precision)
+    module.zero_grad()  # as Lightning at every stage's start: no gradient from before the stage leaks in
+    return callbacks
+
+
+def _prepare_and_setup(
+    trainer: Trainer,
+    module: Module,
+    datamodule: Any,
+    callbacks: list[Callback],
+    stage: str,
+    precision: Precision,
+) -> None:
+    """`prepare_data` (local rank 0), `setup(stage)` and `configure_model`, `self.log` refused in each."""
     if trainer.local_rank == 0:
         if datamodule is not None:
             datamodule.prepare_data()
         if overrides(module, Module, "prepare_data"):
-            module.prepare_data()
+            with refusing(module, "prepare_data"):
+                module.prepare_data()
     if datamodule is not None:
         datamodule.trainer = trainer
         datamodule.setup(stage=stage)
     for cb in callbacks:
         if overrides(cb, Callback, "setup"):
-            cast(Any, cb).setup(trainer, module, stage=stage)
+            with refusing(module, "setup"):
+                cast(Any, cb).setup(trainer, module, stage=stage)
     if overrides(module, Module, "setup"):
-        module.setup(stage=stage)
+        with refusing(module, "setup"):
+            module.setup(stage=stage)
     if overrides(module, Module, "configure_model"):
-        with precision.module_init_context():
+        with precision.module_init_context(), refusing(module, "configure_model"):
             module.configure_model()
-    module.zero_grad()  # as Lightning at every stage's start: no gradient from before the stage leaks in
-    return callbacks
 
 
 def leave_stage(hooks: Any, module: Module | None, datamodule: Any, stage: str) -> None:

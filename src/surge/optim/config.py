@@ -13,6 +13,7 @@ from torch.optim import Optimizer
 
 from ..config.semantics import SURGE, Semantics
 from ..errors import MisconfigurationError, SurgeRuntimeError
+from ..module.log_hooks import refusing
 from ..rank_zero import global_rank
 
 
@@ -83,9 +84,9 @@ def configured_optimizers(
     module: Any, semantics: Semantics = SURGE
 ) -> tuple[list[Optimizer], list[SchedulerConfig]]:
     """What the module's `configure_optimizers()` returns, parsed for its optimization mode and checked."""
-    optimizers, schedulers = parse_optimizers(
-        module.configure_optimizers(), manual=not module.automatic_optimization
-    )
+    with refusing(module, "configure_optimizers"):  # as Lightning: `self.log` refused there
+        returned = module.configure_optimizers()
+    optimizers, schedulers = parse_optimizers(returned, manual=not module.automatic_optimization)
     check_optimizer_count(module, optimizers, semantics)
     return optimizers, schedulers
 
