@@ -61,13 +61,7 @@ def run_evaluation(
             modes.to_eval(hooks, f"on_{hook}_model_eval")
             # what the start and end hooks log: no loader's (several: under no suffix), as Lightning's
             shared = all_results[0] if len(loaders) == 1 else Results(stage, strategy.reducer, unsynced)
-            model._attach(results=EpochLogs(f"on_{hook}_start", shared))
-            hooks.call(f"on_{hook}_start")
-            # as Lightning: what on_{hook}_start logged shows from there, unless inside a training epoch
-            if shared.slots and not parts.publisher.in_training_epoch():  # (a host read)
-                _show_epoch(parts, shared, all_results, global_step)
-            model._attach(results=EpochLogs(f"on_{hook}_epoch_start", shared))
-            hooks.call(f"on_{hook}_epoch_start")
+            _start_evaluation(parts, hook, shared, all_results, global_step)
             for dl_idx, (loader, limit) in enumerate(zip(loaders, limits)):
                 results, key = all_results[dl_idx], _loader_key(all_results[dl_idx], dl_idx, len(loaders))
                 model._attach(results=results)
@@ -89,6 +83,20 @@ def run_evaluation(
         modes.restore(hooks, f"on_{hook}_model_train")
     # as Lightning's list: the first loader's values, then those of each later loader that ran a batch
     return [m for i, m in enumerate(metrics) if i == 0 or ran[i]]
+
+
+def _start_evaluation(
+    parts: RunParts, hook: str, shared: Results, all_results: list[Results], global_step: int
+) -> None:
+    """The evaluation's start hooks, what they log per epoch into `shared` (as Lightning's: what
+    `on_{hook}_start` logged shows from there, unless inside a training epoch)."""
+    model, hooks = parts.module, parts.hooks
+    model._attach(results=EpochLogs(f"on_{hook}_start", shared))
+    hooks.call(f"on_{hook}_start")
+    if shared.slots and not parts.publisher.in_training_epoch():  # (a host read)
+        _show_epoch(parts, shared, all_results, global_step)
+    model._attach(results=EpochLogs(f"on_{hook}_epoch_start", shared))
+    hooks.call(f"on_{hook}_epoch_start")
 
 
 def _run_loader(

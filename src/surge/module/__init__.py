@@ -262,6 +262,14 @@ class Module(LoopHooks, ModelHooks, ModuleOptimizers, nn.Module, Hyperparameters
             object.__setattr__(self, "_barebones", bool(getattr(slots["trainer"], "barebones", False)))
         return previous
 
+    def _swap_results(self, results: Any) -> Any:
+        """Put `results` in the `results` slot for one hook's call and return what was there: the
+        check of `self.log` around a hook that may run per batch (`module/log_hooks.py`), cheaper
+        than `_attach`."""
+        previous = self._results
+        object.__setattr__(self, "_results", results)
+        return previous
+
     def _slots(self) -> dict[str, Any]:
         """Every slot's value now (what `_attach(**slots)` puts back)."""
         return {name: getattr(self, field) for name, field in _SLOTS.items()}

@@ -87,20 +87,29 @@ def refusing(module: Any, hook: str) -> Iterator[None]:
 def guarded(module: Any, hook: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     """`fn` (hook `hook`, a module's or a callback's) with Lightning's check of `self.log` in it;
     `fn` itself when Lightning lets that hook log as it likes."""
+    swap = getattr(module, "_swap_results", None)
+    if swap is None:
+        return fn
     if hook in NO_LOG_HOOKS:
+        refusal = NoLogs(hook)  # (made once: the batch-transfer hooks and lr_scheduler_step run per batch)
 
         def call(*args: Any, **kwargs: Any) -> Any:
-            with refusing(module, hook):
+            previous = swap(refusal)
+            if type(previous) is NoLogs and previous.hook is None:  # a predict stage's refusal stays
+                swap(previous)
+            try:
                 return fn(*args, **kwargs)
+            finally:
+                swap(previous)
     elif hook in TRAIN_EPOCH_HOOKS:
 
         def call(*args: Any, **kwargs: Any) -> Any:
             previous = module._results
-            module._attach(results=EpochLogs(hook, previous))
+            swap(EpochLogs(hook, previous))
             try:
                 return fn(*args, **kwargs)
             finally:
-                module._attach(results=previous)
+                swap(previous)
     else:
         return fn
     functools.update_wrapper(call, fn)
