@@ -16,6 +16,10 @@ ALLOWED: dict[str, set[str]] = {
     "(`__func__`, read by inspection)": {
         "lightning/utilities/model_helpers.py: bound.__func__",
     },
+    "a wrapper function made here around a hook, given the hook's owner as a bound method carries it "
+    "(`__self__`, read where hooks are told apart by their callback)": {
+        "module/log_hooks.py: call.__self__",
+    },
     "an option's help text, set on the parser the command itself builds (argparse's way to give it)": {
         "stage_cli/help.py: action.help",
     },
