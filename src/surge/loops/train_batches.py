@@ -59,7 +59,6 @@ class EpochSteps:
     step_due: float = 0  # the global step at which `_after_step` is next asked
     between_at: float = 0  # the batch count at which `_between` is next asked
     rolled_back: bool = False  # set by a rollback's check (its batch end and the next batch)
-    log_after_batch: bool = False  # a log interval's row waits for the batch's end hooks (they may log)
     snapshot_due: bool = False
     ran_out: bool = False  # the loader ran out
     cut: bool = False  # on_train_batch_start returned -1
@@ -295,9 +294,6 @@ class TrainBatches:
         if end is not None:
             end(detached, batch, batch_idx)
         self.stage = RUNNING
-        if s.log_after_batch:
-            s.log_after_batch = False
-            self._log_point(ctx, s)
 
     def _after_step(self, ctx: FitContext, s: EpochSteps, done: int) -> None:
         """After an optimizer step where one is due: step schedulers, a rollback's check, the epoch's
@@ -316,10 +312,7 @@ class TrainBatches:
             optim.step_schedulers("epoch", self.epoch + 1, plateau=False)
         g = self.global_step
         if s.log_every and g % s.log_every == 0:
-            if s.batch_ends and not s.rolled_back:  # as Lightning: what the end hooks log is in the row
-                s.log_after_batch = True
-            else:
-                self._log_point(ctx, s)
+            self._log_point(ctx, s)
         if s.rolled_back or s.snapshot_due or (s.agree_every and g % s.agree_every == 0):
             s.between_at = done  # (the ranks agree on a preemption at log intervals)
         s.step_due = self._next_step_due(ctx, s)
