@@ -299,3 +299,40 @@ def test_a_resume_warns_of_a_full_checkpoint_directory_only_in_the_mode(semantic
     resumed = fit(2, ckpt_path=str(last))
     assert ("exists and is not empty" in resumed) is semantics.warns_full_checkpoint_dir_on_resume
     assert "exists and is not empty" in fit(1)  # a new run into a used folder: warned in both
+
+
+def test_a_resume_runs_the_sanity_check_only_in_the_mode_and_only_after_an_epochs_end(semantics, tmp_path):
+    """`sanity_check_on_resume`: from a checkpoint written after the epoch's end, Lightning's mode
+    sanity-checks (seeing the checkpoint's global step) and surge's does not; from one written
+    inside the epoch neither does."""
+    seen: list[int] = []
+
+    class Sanity(surge.callbacks.Callback):
+        def on_sanity_check_start(self, trainer, module):
+            seen.append(trainer.global_step)
+
+    class Validated(Recorder):
+        def validation_step(self, batch, batch_idx):
+            self.log("val", self.layer(batch[0]).mean())
+
+    data = DataLoader(TensorDataset(torch.randn(8, 2)), batch_size=2)
+    inside = surge.callbacks.ModelCheckpoint(
+        dirpath=tmp_path / "inside", every_n_train_steps=2, save_top_k=-1
+    )
+
+    def fit(epochs: int, ckpt=None, callbacks=()):
+        trainer = surge.Trainer(
+            max_epochs=epochs, default_root_dir=tmp_path, logger=False, enable_progress_bar=False,
+            enable_model_summary=False, num_sanity_val_steps=1, callbacks=[Sanity(), *callbacks],
+        )  # fmt: skip
+        trainer.fit(Validated(), data, data, ckpt_path=ckpt)
+
+    at_end = surge.callbacks.ModelCheckpoint(dirpath=tmp_path / "end")  # after the epoch's end
+    fit(1, callbacks=[inside, at_end])
+    assert seen == [0]
+    seen.clear()
+    fit(2, ckpt=str(tmp_path / "end" / "epoch=0-step=4.ckpt"))
+    assert seen == ([4] if semantics.sanity_check_on_resume == "after_epoch_end" else [])
+    seen.clear()
+    fit(2, ckpt=str(tmp_path / "inside" / "epoch=0-step=2.ckpt"))  # written inside the epoch
+    assert seen == []

@@ -18,8 +18,7 @@ SCENARIOS = {
 # Known, not yet fixed (docs/lightning.md names them)
 GAPS = {
     "resume": "a callback's load_state_dict may log (Lightning refuses: not managed by the Trainer's "
-    "control flow); the resumed fit runs no sanity check (Lightning runs one from a checkpoint written at an "
-    "epoch's end); the new logger gets the checkpoint step's rows again",
+    "control flow); the new logger gets the checkpoint step's rows again",
     "exception": "after a failed training step callback_metrics hold that step's values (Lightning: the "
     "step before's)",
 }

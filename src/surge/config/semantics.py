@@ -66,6 +66,9 @@ class Semantics:
     # What `predict()` returns on several processes: every rank's predictions on rank zero, in
     # dataset order (the others: []), or each rank its own.
     predict_returns: Literal["gathered", "own"]
+    # Whether a resumed fit runs the sanity check: never, or (Lightning) from a checkpoint written
+    # after a training epoch's end (none written inside an epoch or during its validation).
+    sanity_check_on_resume: Literal["never", "after_epoch_end"]
 
     @classmethod
     def current(cls) -> Semantics:
@@ -98,6 +101,7 @@ SURGE = Semantics(
     fit_end_words="surge",
     warns_full_checkpoint_dir_on_resume=False,
     predict_returns="gathered",
+    sanity_check_on_resume="never",
 )
 
 LIGHTNING = Semantics(
@@ -122,4 +126,5 @@ LIGHTNING = Semantics(
     fit_end_words="lightning",
     warns_full_checkpoint_dir_on_resume=True,
     predict_returns="own",
+    sanity_check_on_resume="after_epoch_end",
 )

@@ -127,6 +127,11 @@ class FitLoop(FitProgress, TrainBatches):
         ctx.data.load_state_dict(state, at_epoch_start=self.batches_done == 0 and rng is None)
         self.stage, self.stopped_inside = RUNNING, False
 
+    def show_resumed_step(self, state: Mapping[str, Any]) -> None:
+        """Before a resumed fit's sanity check (the Lightning mode's): the checkpoint's global step,
+        as Lightning's hooks see it there; `load_state_dict` restores the rest once training starts."""
+        self.global_step = state["global_step"]
+
     def inside_window(self) -> bool:
         """True between two micro-batches of one accumulation window (gradients are pending)."""
         ctx = self.context()

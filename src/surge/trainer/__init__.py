@@ -363,7 +363,9 @@ class Trainer(StageEntryPoints):
             self._publisher.log_run_start(parts.module, cfg.enable_autolog_hparams, self.datamodule)
             validation = Validation(parts, data, cfg.check_val_every_n_epoch, self.fit_loop.logger_step)
             self._validation = validation  # its `training_rng` is what a checkpoint during it records
-            steps = cfg.num_sanity_val_steps if resume is None else 0  # none when resuming, as Lightning
+            steps = cfg.num_sanity_val_steps if self._sanity_checks(resume) else 0
+            if steps and resume is not None:
+                self.fit_loop.show_resumed_step(resume.state["loop"])
             validation.sanity_check(steps, self._sanity)
             self._start_training(parts, optim, data, validation, signals)
             # (and the compiled artifacts, before the first compiled step)
@@ -392,6 +394,16 @@ class Trainer(StageEntryPoints):
         with self._staged(stage, loaders):
             result = body()
         return result
+
+    def _sanity_checks(self, resume: Found | None) -> bool:
+        """Whether this fit runs the sanity check: a new one does; a resumed one never in surge's
+        own API, and in the Lightning mode as Lightning's: from a checkpoint written after a
+        training epoch's end (its loop state says the epoch is done)."""
+        if resume is None:
+            return True
+        loop = resume.state.get("loop")
+        at_epoch_end = isinstance(loop, dict) and bool(loop.get("epoch_done"))
+        return self._semantics.sanity_check_on_resume == "after_epoch_end" and at_epoch_end
 
     @contextlib.contextmanager
     def _staged(self, stage: str, loaders: Any = ()) -> Iterator[None]:
