@@ -35,22 +35,23 @@ SCENARIOS = {
         "ddp": True, "sync": True, "step_sync": True, "step_own": True,
         "trainer": {"val_check_interval": 0.5, "limit_train_batches": 4},
     },
+    # (one DDP-2 run for several features: each run starts 2 ranks under both frameworks)
     "ddp_two_loaders": {
         "ddp": True, "stages": ["fit", "validate", "test"], "loaders": 2, "sync": True, "step_sync": True,
-        "step_own": True, "module_epoch_end": True,
+        "step_own": True, "module_epoch_end": True, "callback_log": True, "log_points": True,
     },
-    "ddp_unsynced_two_loaders": {"ddp": True, "stages": ["fit"], "loaders": 2, "step_own": True},
     "first_loader_empty": {"stages": ["validate", "test"], "loaders": 2, "empty_first": True, "module_epoch_end": True},
     "extras_two_loaders": {
         "stages": ["fit", "validate"], "loaders": 2, "extras": True, "log_dict": True, "step_own": True,
         "trainer": {"num_sanity_val_steps": -1},
     },
-    "ddp_torchmetric_log_dict": {
-        "ddp": True, "stages": ["fit", "test"], "torchmetric": True, "log_dict": True, "extras": True, "sync": True,
+    "ddp_torchmetrics_log_dict_two_loaders": {
+        "ddp": True, "stages": ["fit", "validate", "test"], "torchmetric": True, "collection": True, "log_dict": True,
+        "extras": True, "sync": True, "loaders": 2,
     },
-    "ddp_callback_logs_two_loaders": {"ddp": True, "stages": ["fit", "validate"], "callback_log": True, "loaders": 2},
-    "ddp_mid_epoch_two_loaders": {
-        "ddp": True, "loaders": 2, "sync": True, "step_sync": True, "module_epoch_end": True,
+    "ddp_mid_epoch_two_loaders_csv": {
+        "ddp": True, "csv": True, "stages": ["fit", "validate"], "loaders": 2, "sync": True, "step_sync": True,
+        "step_own": True, "module_epoch_end": True,
         "trainer": {"val_check_interval": 0.5, "limit_train_batches": 4, "max_epochs": 2},
     },
     "ddp_monitor_second_loader": {
@@ -64,15 +65,9 @@ SCENARIOS = {
         "csv": True, "stages": ["fit", "validate", "test"], "loaders": 2, "step_own": True, "extras": True,
         "module_epoch_end": True, "callback_log": True, "trainer": {"max_epochs": 2},
     },
-    "ddp_csv_synced_steps": {
-        "ddp": True, "csv": True, "stages": ["fit", "validate"], "loaders": 2, "sync": True, "step_sync": True,
-        "step_own": True, "trainer": {"val_check_interval": 0.5, "limit_train_batches": 4},
-    },
     "module_logs_at_other_hooks": {"stages": ["fit", "validate"], "log_points": True, "step_own": True},
     "module_logs_at_other_hooks_two_loaders": {"stages": ["fit", "validate"], "log_points": True, "loaders": 2},
-    "ddp_module_logs_at_other_hooks": {"ddp": True, "stages": ["fit", "validate"], "log_points": True, "loaders": 2},
     "metric_collection_two_loaders": {"stages": ["fit", "validate"], "collection": True, "loaders": 2},
-    "ddp_torchmetric_two_loaders": {"ddp": True, "stages": ["fit", "validate"], "torchmetric": True, "collection": True, "loaders": 2},
     "log_in_start_and_end_refused": {"stages": ["fit", "validate"], "log_refused": True},
     "ddp_all_sanity_batches_two_loaders": {
         "ddp": True, "loaders": 2, "sync": True, "step_sync": True, "callback_log": True,
