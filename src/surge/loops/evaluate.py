@@ -75,7 +75,7 @@ def run_evaluation(
                 if len(loaders) > 1:  # as Lightning: a loader's epoch values are computed at its end
                     epochs.append(_loader_epoch(all_results, dl_idx))  # host read (a sync across processes)
                     if not sanity and dl_idx < len(loaders) - 1:
-                        _show_loader_epoch(parts, all_results, dl_idx, epochs[dl_idx], global_step)
+                        _show_epoch(parts, results, all_results, epochs[dl_idx], global_step)
             metrics = _end_evaluation(parts, hook, all_results, shared, epochs, global_step, sanity)
     finally:
         parts.publisher.follow_evaluation(None)
@@ -94,7 +94,7 @@ def _start_evaluation(
     model._attach(results=EpochLogs(f"on_{hook}_start", shared))
     hooks.call(f"on_{hook}_start")
     if shared.slots and not parts.publisher.in_training_epoch():  # (a host read)
-        _show_epoch(parts, shared, all_results, global_step)
+        _show_epoch(parts, shared, all_results, shared.read_epoch(), global_step)
     model._attach(results=EpochLogs(f"on_{hook}_epoch_start", shared))
     hooks.call(f"on_{hook}_epoch_start")
 
@@ -219,13 +219,16 @@ def _loader_key(results: Results, dl_idx: int, loaders: int) -> Callable[[str], 
     (unless logged with `add_dataloader_idx=False`)."""
     if loaders == 1:
         return str
-    return lambda k: k if k in results.unsuffixed_keys() else f"{k}/dataloader_idx_{dl_idx}"
+    return lambda k: _suffixed(k, dl_idx, results)
 
 
-def _show_epoch(parts: RunParts, results: Results, all_results: list[Results], global_step: int) -> None:
-    """`results`' epoch values so far shown (not to the loggers)."""
+def _show_epoch(
+    parts: RunParts, results: Results, all_results: list[Results], values: dict[str, float], global_step: int
+) -> None:
+    """Epoch `values` of `results` (under their shown names) in the metrics, not to the loggers:
+    what an evaluation's start hooks logged, or a loader's once it has ended, as Lightning shows them."""
     flags = _suffixed_flags(results, all_results)
-    parts.publisher.publish(results.read_epoch(), flags, step=global_step, evaluation=True, to_loggers=False)
+    parts.publisher.publish(values, flags, step=global_step, evaluation=True, to_loggers=False)
 
 
 def _loader_epoch(all_results: list[Results], i: int) -> dict[str, float]:
@@ -234,15 +237,6 @@ def _loader_epoch(all_results: list[Results], i: int) -> dict[str, float]:
     logged by several loaders shows, for each, what it held at that loader's end)."""
     results = all_results[i]
     return {_suffixed(k, i, results): v for k, v in results.read_epoch().items()}
-
-
-def _show_loader_epoch(
-    parts: RunParts, all_results: list[Results], i: int, values: dict[str, float], global_step: int
-) -> None:
-    """Loader `i` of several has ended: its epoch `values` shown (not to the loggers) while the next
-    loaders run, as Lightning shows them."""
-    flags = _suffixed_flags(all_results[i], all_results)
-    parts.publisher.publish(values, flags, step=global_step, evaluation=True, to_loggers=False)
 
 
 def _keep_step_values(parts: RunParts, results: Results, key: Callable[[str], str]) -> None:

@@ -58,8 +58,10 @@ class EpochLogs:
     def log(
         self, name: str, value: Any, *, on_step: bool | None, on_epoch: bool | None, **options: Any
     ) -> None:
-        if self.target is None or isinstance(self.target, NoLogs):
-            (self.target or NoLogs(self.hook)).log(name, value)
+        if self.target is None:
+            NoLogs(self.hook).log(name, value)
+        if isinstance(self.target, NoLogs):  # a predict stage's refusal
+            self.target.log(name, value)
         on_step = False if on_step is None else on_step  # Lightning's defaults there
         on_epoch = True if on_epoch is None else on_epoch
         for option, given, allowed in (("on_step", on_step, False), ("on_epoch", on_epoch, True)):
@@ -70,18 +72,23 @@ class EpochLogs:
         self.target.log(name, value, on_step=on_step, on_epoch=on_epoch, **options)
 
 
+def _stays(previous: Any) -> bool:
+    """Whether the slot's refusal stays in a hook: a predict stage's (Lightning's words there)."""
+    return type(previous) is NoLogs and previous.hook is None
+
+
 @contextmanager
 def refusing(module: Any, hook: str) -> Iterator[None]:
     """`self.log` refused in `hook` while it runs (in a predict stage: refused as predict's)."""
-    previous = getattr(module, "_results", None)
-    if not hasattr(module, "_attach") or (isinstance(previous, NoLogs) and previous.hook is None):
+    swap = getattr(module, "_swap_results", None)
+    if swap is None or _stays(module._results):
         yield
         return
-    module._attach(results=NoLogs(hook))
+    previous = swap(NoLogs(hook))
     try:
         yield
     finally:
-        module._attach(results=previous)
+        swap(previous)
 
 
 def guarded(module: Any, hook: str, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -95,7 +102,7 @@ def guarded(module: Any, hook: str, fn: Callable[..., Any]) -> Callable[..., Any
 
         def call(*args: Any, **kwargs: Any) -> Any:
             previous = swap(refusal)
-            if type(previous) is NoLogs and previous.hook is None:  # a predict stage's refusal stays
+            if _stays(previous):
                 swap(previous)
             try:
                 return fn(*args, **kwargs)
