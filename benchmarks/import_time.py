@@ -9,10 +9,11 @@ Every case runs in its own subprocess of this one, interleaved (torch, surge, su
 each case's median and quartiles of wall time, its median CPU time (user + system, which a busy
 machine moves less), each minus torch's, and the load average before and after. surge is imported from this checkout's `src/` (first on `PYTHONPATH`).
 `--before SRC` adds the names' import from another checkout's `src/` (a commit to compare with),
-interleaved with the others; `--names-only` keeps `import torch`, the names, and a short torch
-training script run with and without importing the names first (what they add to a script that
-trains: torch's import leaves a full pass of the garbage collector due, and whichever code runs
-next pays it, the names in `python -c` or the script's own first steps). The script also runs
+interleaved with the others; `--names-only` keeps `import torch`, the names, the names after torch's due
+collector pass, and a short torch training script run with and without importing the names first
+(what they add to a script that trains: torch's import leaves a full pass of the garbage collector
+due, and whichever code runs next pays it, the names in `python -c` or the script's own first
+steps; run at once after torch's import, that pass no longer falls in the names' time). The script also runs
 ending in `os._exit`: the difference from its full run is the interpreter's teardown, whose garbage
 collector passes and module clearing grow with every object a process holds, surge's included.
 """
@@ -51,6 +52,13 @@ CASES = {
     # torch's import leaves the collector near a full pass: about 11,000 objects made next set it off
     # (11,072 dicts on Python 3.11.7; a pass over all of torch's objects); surge's names make about 12,900
     "import torch, then 20,000 dicts": ["-c", "import torch; keep = [dict() for _ in range(20000)]"],
+    # surge's names apart from that pass: torch's import, its due pass run at once, then the names
+    # (the young and middle passes the names' own objects bring on still count)
+    "import torch, then its due pass": ["-c", "import gc, torch; gc.collect()"],
+    "the same, then surge's names": [
+        "-c",
+        "import gc, torch; gc.collect(); from surge import Module, Trainer",
+    ],
     "import torch, os._exit": ["-c", "import os, torch; os._exit(0)"],
     "from surge import ..., os._exit": ["-c", "import os; from surge import Module, Trainer; os._exit(0)"],
     # what the names add to a script that trains: the pass above falls in the script either way
@@ -88,6 +96,7 @@ if "--exit" in sys.argv:
 # (without surge, with surge's names): the differences the report gives, paired run by run
 PAIRS = (
     ("import torch", "from surge import Trainer, Module"),
+    ("import torch, then its due pass", "the same, then surge's names"),
     ("a torch script", "the same script, importing surge's names first"),
     ("a torch script, ending in os._exit", "the same script, names first, ending in os._exit"),
 )
@@ -122,7 +131,7 @@ def main() -> None:
     script = bad.with_name("torch_script.py")
     script.write_text(SCRIPT)
     names = "from surge import Trainer, Module"
-    kept = ("import torch", names, *PAIRS[1], *PAIRS[2])
+    kept = ("import torch", names, *PAIRS[1], *PAIRS[2], *PAIRS[3])
     chosen = {k: v for k, v in CASES.items() if not args.names_only or k in kept}
     cases = {name: ([a.format(bad=bad, script=script) for a in case], SRC) for name, case in chosen.items()}
     if args.before is not None:

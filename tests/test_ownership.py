@@ -157,6 +157,7 @@ ALLOWED: dict[str, set[str]] = {
         "loops/train_batches.py: s.between_at",
         "loops/train_batches.py: s.rolled_back",
         "loops/train_batches.py: s.snapshot_due",
+        "loops/train_batches.py: s.row_held",
         "loops/train_batches.py: s.pace_at",
     },
     "an object the owner holds privately and fills (mlflow's resume target)": {

@@ -24,8 +24,16 @@ import surge
 pytest.importorskip("tensorboard")
 
 
+class LogsAtBatchEnd(surge.callbacks.Callback):
+    """Logs in `on_train_batch_end`, before the savers' hooks run: the value belongs to its batch's
+    row, and a checkpoint saved at a log interval's batch end carries that row with it."""
+
+    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx):
+        module.log("batch_end_value", float(trainer.global_step * 100 + batch_idx))
+
+
 def _fit(root: Path, seed: int, callbacks=(), ckpt: Path | None = None) -> surge.Trainer:
-    return rp.fit(root, 1, seed, ckpt, callbacks, logger=True)[1]
+    return rp.fit(root, 1, seed, ckpt, (LogsAtBatchEnd(), *callbacks), logger=True)[1]
 
 
 def csv_values(run: Path) -> Counter:
@@ -70,6 +78,9 @@ def test_a_resume_from_every_save_point_continues_the_run_without_a_duplicate(re
     run = Path("run") / "surge_logs" / "version_0"
     want_csv, want_board = csv_values(reference / run), board_values(reference / run)
     assert want_csv and "train_loss" in want_board and "val_loss" in want_board
+    # the batch-end value is in its own step's row (logged at the batch that wrote the row)
+    logged = {int(step): float(v) for step, k, v in want_csv if k == "batch_end_value"}
+    assert logged and all(v // 100 == step for step, v in logged.items()), logged
     points = rp.checkpoints(reference)
     assert len(points) >= 8
     # TensorBoard reads a run's event files in the order of their names: the second the file was

@@ -52,12 +52,9 @@ def outcomes(record: dict) -> dict:
     return found
 
 
-# Not yet the same (the refusals are; docs/lightning.md names both): a step value logged in
-# `on_train_batch_end` reaches the CSV row of the next log interval under surge (its row is written
-# before the batch's end hooks, where checkpoints that resume it exactly are saved), and a value
-# logged in a callback's `state_dict` (during ModelCheckpoint's save in `on_train_epoch_end`) is
-# dropped under surge.
-KNOWN_GAPS = ("_on_train_batch_end_", "C_state_dict_")
+# Not yet the same (the refusals are; docs/lightning.md names it): a value logged in a callback's
+# `state_dict` (during ModelCheckpoint's save in `on_train_epoch_end`) is dropped under surge.
+KNOWN_GAPS = ("C_state_dict_",)
 
 
 def without_known_gaps(value):

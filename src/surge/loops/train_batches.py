@@ -59,6 +59,7 @@ class EpochSteps:
     step_due: float = 0  # the global step at which `_after_step` is next asked
     between_at: float = 0  # the batch count at which `_between` is next asked
     rolled_back: bool = False  # set by a rollback's check (its batch end and the next batch)
+    row_held: bool = False  # a log interval's row waits for the batch's end hooks
     snapshot_due: bool = False
     ran_out: bool = False  # the loader ran out
     cut: bool = False  # on_train_batch_start returned -1
@@ -283,17 +284,20 @@ class TrainBatches:
             s.after_batch = s.batch_ends
             if ctx.flops is not None:
                 ctx.flops.close()  # (if the step ran no backward)
-        if not s.batch_ends or s.rolled_back:
-            return
-        copy = ctx.parts.module.automatic_optimization  # (Lightning copies that loss only)
-        detached = detach_outputs(out, reported, copy) if s.wants_outputs else None
-        t, model, end = ctx.parts.hooks.trainer, ctx.parts.module, s.parts.end_module
-        self.stage = BATCH_END
-        for fn in s.parts.end_callbacks:
-            fn(t, model, detached, batch, batch_idx)
-        if end is not None:
-            end(detached, batch, batch_idx)
-        self.stage = RUNNING
+        if s.batch_ends and not s.rolled_back:
+            copy = ctx.parts.module.automatic_optimization  # (Lightning copies that loss only)
+            detached = detach_outputs(out, reported, copy) if s.wants_outputs else None
+            t, model, end = ctx.parts.hooks.trainer, ctx.parts.module, s.parts.end_module
+            self.stage = BATCH_END
+            for fn in s.parts.end_callbacks:
+                fn(t, model, detached, batch, batch_idx)
+            if end is not None:
+                end(detached, batch, batch_idx)
+            self.stage = RUNNING
+        if s.row_held:  # the log interval's row, with what the end hooks logged (Lightning's order)
+            s.row_held = False
+            metrics, flags, step = ctx.parts.publisher.take_row()
+            s.parts.publish(metrics, flags, step=step)
 
     def _after_step(self, ctx: FitContext, s: EpochSteps, done: int) -> None:
         """After an optimizer step where one is due: step schedulers, a rollback's check, the epoch's
@@ -312,16 +316,21 @@ class TrainBatches:
             optim.step_schedulers("epoch", self.epoch + 1, plateau=False)
         g = self.global_step
         if s.log_every and g % s.log_every == 0:
-            self._log_point(ctx, s)
+            self._log_point(ctx, s, hold=s.batch_ends)
         if s.rolled_back or s.snapshot_due or (s.agree_every and g % s.agree_every == 0):
             s.between_at = done  # (the ranks agree on a preemption at log intervals)
         s.step_due = self._next_step_due(ctx, s)
 
-    def _log_point(self, ctx: FitContext, s: EpochSteps) -> None:
+    def _log_point(self, ctx: FitContext, s: EpochSteps, hold: bool = False) -> None:
         """A log interval (either loop): what the non-finite guard counted since the last one, then
-        the step's values to the loggers (host reads: where values are read anyway)."""
+        the step's values to the loggers (host reads: where values are read anyway). `hold`: the
+        batch's end hooks run first, and their values join its row (`_after_batch` writes it)."""
         ctx.optim.guard.report(self.global_step)
-        s.parts.publish(ctx.results.read_step(), ctx.results.flags(), step=self.logger_step())
+        metrics, flags, step = ctx.results.read_step(), ctx.results.flags(), self.logger_step()
+        s.parts.publish(metrics, flags, step=step, to_loggers=not hold)
+        if hold:
+            s.row_held = True
+            ctx.parts.publisher.hold_row(ctx.results, metrics, flags, step)
 
     def _next_step_due(self, ctx: FitContext, s: EpochSteps) -> float:
         """The next global step at which `_after_step` has something to do."""

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from ..config.semantics import SURGE, Semantics
 from ..data import move_to_device
+from ..errors import SurgeRuntimeError
 from ..loggers.base import Logger
 from ..module import Module
 from ..module.hparams import logged_hparams
@@ -58,6 +60,7 @@ class MetricsPublisher:
         self._last_step = -1
         self._at_last_step: list[dict[str, float]] = []  # the rows the loggers were given at the latest step
         self._replayed: set[str] = set()  # after a resume: names the loggers hold at its step already
+        self._held: HeldRow | None = None  # a training row written once its batch's end hooks have run
         # Lightning's loggers get, for what training logs, the batches stepped before the batch
         # that logged (global_step - 1 once it stepped); surge's own API gives global_step.
         self.train_step_offset = semantics.logger_step_offset
@@ -144,7 +147,7 @@ class MetricsPublisher:
 
     def reset_metrics(self) -> None:
         """A stage starts: nothing logged before it shows (Lightning resets at each stage)."""
-        self._callback, self._live, self._live_eval = {}, None, None
+        self._callback, self._live, self._live_eval, self._held = {}, None, None, None
         self._logged, self._progress_bar = {}, {}
 
     def publish(
@@ -177,6 +180,21 @@ class MetricsPublisher:
             if to_loggers:
                 self._to_loggers(logged, step, epoch)
 
+    def hold_row(self, results: Results, metrics: Mapping[str, float], flags: Flags, step: int) -> None:
+        """A log interval's batch has end hooks: its row (`metrics`, read and published to the dicts)
+        reaches the loggers after them, with what they log (Lightning's order; `take_row`). A
+        checkpoint saved in between carries it (`runs_state`)."""
+        self._held = HeldRow(results, metrics, flags, step, results.step_marks())
+
+    def take_row(self) -> tuple[Mapping[str, float], Flags, int]:
+        """The held row for the loggers, read again (a host read) only if an end hook logged a step
+        value since; nothing is held after."""
+        held, self._held = self._held, None
+        if held is None:
+            raise SurgeRuntimeError("MetricsPublisher.take_row: no row is held (hold_row first)")
+        metrics, flags = held.now()
+        return metrics, flags, held.step
+
     def publish_from_callback(self, metrics: Mapping[str, float], step: int, callback_metrics: bool) -> None:
         """Values a callback computed on the host, as Lightning's callbacks log them: to the loggers
         in a row without an epoch value, and to `callback_metrics` if asked (`LearningRateMonitor`
@@ -207,16 +225,22 @@ class MetricsPublisher:
         """One row to every logger (rank zero): a logged "step" is its step, as in Lightning.
         `remember`: a training row, kept for the checkpoint at its step (evaluation's steps are
         another count)."""
-        if "step" in row:
-            step = int(row.pop("step"))
-        elif epoch:
-            row.setdefault("epoch", self.epoch())
+        row, step = self._row(row, step, epoch)
         if remember:
             if step != self._last_step:
                 self._last_step, self._at_last_step = step, []
             self._at_last_step.append(row)
         for lg in self.loggers:
             lg.log_metrics(row, step)
+
+    def _row(self, row: dict[str, float], step: int, epoch: bool) -> tuple[dict[str, float], int]:
+        """A row as the loggers get it, and its step: a logged "step" is its step; else, where the
+        loop logs it, the epoch's number in it."""
+        if "step" in row:
+            step = int(row.pop("step"))
+        elif epoch:
+            row.setdefault("epoch", self.epoch())
+        return row, step
 
     def log_run_start(
         self, module: Module, hparams: bool = True, datamodule: DataModule | None = None
@@ -240,7 +264,13 @@ class MetricsPublisher:
         if not self.is_global_zero():  # the loggers' runs are rank zero's
             return {"runs": [], "step": -1, "rows": []}
         runs = [{"class": type(lg).__name__, "run": lg.run_state()} for lg in self.loggers]
-        return {"runs": runs, "step": self._last_step, "rows": list(self._at_last_step)}
+        step, rows = self._last_step, list(self._at_last_step)
+        if self._held is not None:  # saved by a batch-end hook: the row its batch will write
+            metrics, flags = self._held.now()
+            logged = {k: v for k, v in metrics.items() if flags.get(k, (False, True, k))[1]}
+            row, at = self._row(logged, self._held.step, epoch=True)
+            step, rows = at, [*(rows if at == step else []), row]
+        return {"runs": runs, "step": step, "rows": rows}
 
     def continue_runs(self, ckpt: Mapping[str, Any]) -> None:
         """Point each logger at the run a checkpoint names (by class, in order) before the run
@@ -283,3 +313,24 @@ class MetricsPublisher:
         if self.is_global_zero():
             for lg in self.loggers:
                 lg.save()
+
+
+@dataclass(frozen=True, eq=False)
+class HeldRow:
+    """A training row waiting for its batch's end hooks: the values read at the log interval, and
+    the step values' marks then (`Results.step_marks`), to tell whether a hook logged since."""
+
+    results: Results
+    metrics: Mapping[str, float]
+    flags: Flags
+    step: int
+    marks: tuple[tuple[Any, Any], ...]
+
+    def now(self) -> tuple[Mapping[str, float], Flags]:
+        """The row's values and flags as they stand (read again only if a hook logged meanwhile)."""
+        marks = self.results.step_marks()  # compared by identity: a tensor's == is elementwise
+        if len(marks) == len(self.marks) and all(
+            a is c and b is d for (a, b), (c, d) in zip(marks, self.marks, strict=True)
+        ):
+            return self.metrics, self.flags
+        return self.results.read_step(), self.results.flags()

@@ -213,6 +213,11 @@ class Results:
             if s.on_step and s.sync_dist and s.last is not None
         )
 
+    def step_marks(self) -> tuple[tuple[Any, Any], ...]:
+        """Each latest step value (the object itself, held so none is reused meanwhile): two marks
+        differ when a value was logged in between (a log point's check, not the step's)."""
+        return tuple((s, s.last) for s in self.slots.values() if s.on_step and s.last is not None)
+
     def logs_step_values(self) -> bool:
         """Whether a value with `on_step` goes to the loggers (evaluation writes a row per batch then)."""
         return any(s.on_step and s.logger and s.last is not None for s in self.slots.values())
