@@ -38,7 +38,7 @@ SCENARIOS = {
     },
     "early_stopping": {"early_stop": 1, "lr": 0.5, "trainer": {"max_epochs": 10}},
     "lr_monitor_step": {"sched": "step", "lr_monitor": "step", "trainer": {"max_epochs": 2}},
-    # (one run for three features that add to a plain fit, each its own records: every scenario
+    # (one run for three features that add to a plain fit, each with records of its own: every scenario
     # starts two ranks under both frameworks)
     "validation_epoch_end_logging_all_gather_predict": {
         "epoch_end_log": True,
