@@ -32,13 +32,17 @@ SCENARIOS = {
     # the step's manual_backward arms DDP's reducer; DDP's forward asks for no broadcast
     "manual": {"manual": True},
     "no_sanity_check": {"trainer": {"num_sanity_val_steps": 0}},
-    "sanity_check_2": {"trainer": {"num_sanity_val_steps": 2}},
+    # 2 sanity batches given explicitly, Lightning's default: also the plain fit that validate() and
+    # test() then follow (one run for both: each scenario starts two ranks under both frameworks)
+    "sanity_check_2_validate_test_after_fit": {
+        "trainer": {"num_sanity_val_steps": 2},
+        "after": ["validate", "test"],
+    },
     "no_validation": {"trainer": {"limit_val_batches": 0}},
     "two_val_loaders": {"two_vals": True},
     "no_broadcast_buffers": {"strategy": {"broadcast_buffers": False}},
     "find_unused": {"strategy": {"find_unused_parameters": True}},
     "spawn": {"strategy": "ddp_spawn"},
-    "validate_test_after_fit": {"after": ["validate", "test"]},
     # the last epoch validates not: rank 1 ends the fit with its own statistics
     "validate_test_after_fit_without_last_val": {
         "trainer": {"check_val_every_n_epoch": 2},

@@ -26,15 +26,26 @@ SCENARIOS = {
             "accumulate_grad_batches": 2,
         }
     },
-    "step_lr": {"sched": "step", "lr_monitor": "epoch"},
-    "plateau": {"sched": "plateau", "lr_monitor": "epoch", "trainer": {"max_epochs": 6}},
+    # (the logging, checkpoint and scheduler features below add to a fit independently, each with
+    # records and files of its own: merged in pairs, as each scenario starts two ranks under both
+    # frameworks; mid_epoch_val_plateau_top_k combines them all too)
+    "step_lr_sync_dist_logging": {"sched": "step", "lr_monitor": "epoch", "sync_log": True},
+    "plateau_top_k_checkpoints": {
+        "sched": "plateau",
+        "lr_monitor": "epoch",
+        "topk": True,
+        "trainer": {"max_epochs": 6},
+    },
     "early_stopping": {"early_stop": 1, "lr": 0.5, "trainer": {"max_epochs": 10}},
-    "top_k_checkpoints": {"topk": True, "trainer": {"max_epochs": 5}},
     "lr_monitor_step": {"sched": "step", "lr_monitor": "step", "trainer": {"max_epochs": 2}},
-    "sync_dist_logging": {"sync_log": True, "trainer": {"max_epochs": 2}},
-    "validation_epoch_end_logging": {"epoch_end_log": True, "trainer": {"max_epochs": 2}},
-    "all_gather": {"gather": True, "trainer": {"max_epochs": 2}},
-    "predict": {"predict": True, "trainer": {"max_epochs": 1}},
+    # (one run for three features that add to a plain fit, each with records of its own: every scenario
+    # starts two ranks under both frameworks)
+    "validation_epoch_end_logging_all_gather_predict": {
+        "epoch_end_log": True,
+        "gather": True,
+        "predict": True,
+        "trainer": {"max_epochs": 2},
+    },
     "max_steps_mid_epoch": {"trainer": {"max_steps": 11}},
     "limit_train_batches_float": {"trainer": {"limit_train_batches": 0.5, "max_epochs": 3}},
     "mid_epoch_val_plateau_top_k": {

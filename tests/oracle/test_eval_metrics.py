@@ -30,9 +30,10 @@ SCENARIOS = {
     "monitor_second_loader": {
         "loaders": 2, "monitor": "val_loss/dataloader_idx_1", "trainer": {"max_epochs": 3},
     },
-    "ddp_fit": {"ddp": True, "sync": True, "step_sync": True, "step_own": True, "module_epoch_end": True},
+    # (one DDP-2 fit of one loader, validated mid-epoch and at each epoch's end: ddp_fit and
+    # ddp_fit_mid_epoch were two runs of it, the first without the mid-epoch validations)
     "ddp_fit_mid_epoch": {
-        "ddp": True, "sync": True, "step_sync": True, "step_own": True,
+        "ddp": True, "sync": True, "step_sync": True, "step_own": True, "module_epoch_end": True,
         "trainer": {"val_check_interval": 0.5, "limit_train_batches": 4},
     },
     # (one DDP-2 run for several features: each run starts 2 ranks under both frameworks)
