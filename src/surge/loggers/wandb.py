@@ -9,6 +9,7 @@ import inspect
 import os
 import re
 import string
+import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -88,6 +89,7 @@ class WandbLogger(Logger):
         self._resuming = False
         self._held = Held()  # while continuing a run: what it holds from earlier processes
         self._next_row = 0
+        self._start_lock = threading.Lock()  # the training thread and a background writer's upload
 
     # -- the run -----------------------------------------------------------------------------
     @property
@@ -96,7 +98,9 @@ class WandbLogger(Logger):
         if global_rank() != 0:
             return _OffRank()
         if self._run is None:
-            self._run = self._start()
+            with self._start_lock:  # one start: both may log first (a checkpoint in a batch-end hook)
+                if self._run is None:
+                    self._run = self._start()
         return self._run
 
     def _start(self) -> Any:
@@ -192,7 +196,12 @@ class WandbLogger(Logger):
         self._held, self._resuming = Held(), False  # a later stage logs its own rows
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_run": None, "_given": None}  # a Run does not cross processes
+        state = {**self.__dict__, "_run": None, "_given": None}  # a Run does not cross processes
+        del state["_start_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state, _start_lock=threading.Lock())
 
     # -- run continuity ------------------------------------------------------------------------
     def run_state(self) -> dict[str, Any] | None:

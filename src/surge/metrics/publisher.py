@@ -318,19 +318,18 @@ class MetricsPublisher:
 @dataclass(frozen=True, eq=False)
 class HeldRow:
     """A training row waiting for its batch's end hooks: the values read at the log interval, and
-    the step values' marks then (`Results.step_marks`), to tell whether a hook logged since."""
+    the step values' marks then (`Results.step_marks`), to read only what a hook logs since."""
 
     results: Results
     metrics: Mapping[str, float]
     flags: Flags
     step: int
-    marks: tuple[tuple[Any, Any], ...]
+    marks: Mapping[int, Any]
 
     def now(self) -> tuple[Mapping[str, float], Flags]:
-        """The row's values and flags as they stand (read again only if a hook logged meanwhile)."""
-        marks = self.results.step_marks()  # compared by identity: a tensor's == is elementwise
-        if len(marks) == len(self.marks) and all(
-            a is c and b is d for (a, b), (c, d) in zip(marks, self.marks, strict=True)
-        ):
+        """The row's values and flags as they stand: those a hook logged since are read (a host
+        read, each rank its own: a hook may log on one rank only), the others kept."""
+        logged = self.results.read_step(since=self.marks)
+        if not logged:
             return self.metrics, self.flags
-        return self.results.read_step(), self.results.flags()
+        return {**self.metrics, **logged}, self.results.flags()

@@ -41,6 +41,9 @@ class SharedReads(Protocol):
     ) -> tuple[dict[str, float], dict[str, tuple[Any, ...]]]: ...
 
 
+_UNMARKED = object()  # a slot without a step value at the marks: anything logged since is new
+
+
 def infer_batch_size(batch: Any) -> int:
     """The size of the first dimension of the first tensor found in a batch (1 if none)."""
     if isinstance(batch, Tensor):
@@ -174,11 +177,16 @@ class Results:
             return f"{slot.name}_step" if step else f"{slot.name}_epoch"
         return slot.name
 
-    def read_step(self, only_prog_bar: bool = False) -> dict[str, float]:
+    def read_step(
+        self, only_prog_bar: bool = False, since: Mapping[int, Any] | None = None
+    ) -> dict[str, float]:
         """Host floats of the latest step values (one transfer); `sync_dist` ones reduced over ranks by
-        their `reduce_fx`."""
+        their `reduce_fx`. `since` (`step_marks`): only the values logged after those marks, each
+        rank's own read (no collective but the `sync_dist` values', which every rank logs)."""
         picked: dict[str, Value] = {}
         for s in self.slots.values():
+            if since is not None and since.get(id(s), _UNMARKED) is s.last:
+                continue
             if s.on_step and s.last is not None and (s.prog_bar or not only_prog_bar):
                 value = s.last
                 if s.sync_dist and self._reduce is not None:
@@ -193,7 +201,9 @@ class Results:
                     )
                 picked[self._key(s, True)] = value
         floats = to_floats(picked)
-        return floats if only_prog_bar or self._share is None else self._shared(floats)  # (no call: hot path)
+        if only_prog_bar or since is not None or self._share is None:  # (no call: hot path)
+            return floats
+        return self._shared(floats)
 
     def syncs_step_values(self) -> bool:
         """Whether a latest step value is reduced over several processes (`sync_dist`): `read_step`
@@ -213,10 +223,10 @@ class Results:
             if s.on_step and s.sync_dist and s.last is not None
         )
 
-    def step_marks(self) -> tuple[tuple[Any, Any], ...]:
-        """Each latest step value (the object itself, held so none is reused meanwhile): two marks
-        differ when a value was logged in between (a log point's check, not the step's)."""
-        return tuple((s, s.last) for s in self.slots.values() if s.on_step and s.last is not None)
+    def step_marks(self) -> dict[int, Any]:
+        """Each latest step value by its slot (the object itself, held so none is reused meanwhile):
+        `read_step(since=...)` reads only what was logged after (a log point's check, not the step's)."""
+        return {id(s): s.last for s in self.slots.values() if s.on_step and s.last is not None}
 
     def logs_step_values(self) -> bool:
         """Whether a value with `on_step` goes to the loggers (evaluation writes a row per batch then)."""
