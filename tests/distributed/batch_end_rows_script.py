@@ -2,8 +2,9 @@
 
 Two ranks train 6 steps, logging every step. `training_step` logs a synced value; in
 `on_train_batch_end` a callback logs a synced value on every rank and another value on rank zero
-only. Rank zero's metrics.csv is the record; a rank that reads its row alone must not start a
-collective the other rank never joins.
+only; then a checkpoint is saved, in that hook too. Rank zero's metrics.csv and the checkpoints are
+the record; a rank that reads its row alone (the checkpoint's copy on rank zero, the row of a value
+logged on one rank) must not start a collective the other rank never joins.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 import surge
+from surge.callbacks import ModelCheckpoint
 from surge.loggers import CSVLogger
 
 
@@ -49,8 +51,8 @@ def main() -> None:
     data = TensorDataset(torch.randn(48, 4, generator=g), torch.randn(48, 1, generator=g))
     trainer = surge.Trainer(
         accelerator="cpu", devices=2, strategy="ddp", max_steps=6, log_every_n_steps=1,
-        logger=CSVLogger(args.out, name="rows", version=0), callbacks=[LogsAtBatchEnd()],
-        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+        logger=CSVLogger(args.out, name="rows", version=0), enable_progress_bar=False, enable_model_summary=False,
+        callbacks=[LogsAtBatchEnd(), ModelCheckpoint(args.out / "ckpt", every_n_train_steps=1, save_top_k=-1)],
     )  # fmt: skip
     trainer.fit(Regressor(), DataLoader(data, batch_size=4))
 

@@ -266,7 +266,7 @@ class MetricsPublisher:
         runs = [{"class": type(lg).__name__, "run": lg.run_state()} for lg in self.loggers]
         step, rows = self._last_step, list(self._at_last_step)
         if self._held is not None:  # saved by a batch-end hook: the row its batch will write
-            metrics, flags = self._held.now()
+            metrics, flags = self._held.own()  # (rank zero alone: no collective)
             logged = {k: v for k, v in metrics.items() if flags.get(k, (False, True, k))[1]}
             row, at = self._row(logged, self._held.step, epoch=True)
             step, rows = at, [*(rows if at == step else []), row]
@@ -333,3 +333,12 @@ class HeldRow:
         if not logged:
             return self.metrics, self.flags
         return {**self.metrics, **logged}, self.results.flags()
+
+    def own(self) -> tuple[Mapping[str, float], Flags]:
+        """`now` as one rank sees it alone (rank zero, saving a checkpoint): no collective; a
+        `sync_dist` value logged since is left out, its reduced value not known yet."""
+        logged, unknown = self.results.read_own_since(self.marks)
+        if not (logged or unknown):
+            return self.metrics, self.flags
+        kept = {k: v for k, v in self.metrics.items() if k not in unknown}
+        return {**kept, **logged}, self.results.flags()

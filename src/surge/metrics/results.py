@@ -228,6 +228,22 @@ class Results:
         `read_step(since=...)` reads only what was logged after (a log point's check, not the step's)."""
         return {id(s): s.last for s in self.slots.values() if s.on_step and s.last is not None}
 
+    def read_own_since(self, since: Mapping[int, Any]) -> tuple[dict[str, float], set[str]]:
+        """`read_step(since=...)` as one rank reads it alone (a checkpoint's, on rank zero): no
+        collective, so the `sync_dist` values of several processes logged since are not read but
+        named (the second item: their reduced value is not known here)."""
+        if self._reduce is None:
+            return self.read_step(since=since), set()
+        picked: dict[str, Value] = {}
+        unknown: set[str] = set()
+        for s in self.slots.values():
+            if s.on_step and s.last is not None and since.get(id(s), _UNMARKED) is not s.last:
+                if s.sync_dist:
+                    unknown.add(self._key(s, True))
+                else:
+                    picked[self._key(s, True)] = s.last
+        return to_floats(picked), unknown
+
     def logs_step_values(self) -> bool:
         """Whether a value with `on_step` goes to the loggers (evaluation writes a row per batch then)."""
         return any(s.on_step and s.logger and s.last is not None for s in self.slots.values())
