@@ -97,8 +97,14 @@ class Model(L.LightningModule):
 
     def on_train_batch_end(self, outputs, batch, batch_idx):
         log_at_end(self, "mod", ARGS.get("mod"), batch_idx, getattr(self, "mod_metric", None))
+        if ARGS.get("mod_snap"):
+            snapshot(self.trainer, f"module end {self.current_epoch}/{batch_idx} g{self.global_step}")
         if ARGS.get("raise_at") is not None and batch_idx == ARGS["raise_at"]:
             raise Stop("stop")
+        if ARGS.get("interrupt_at") is not None and batch_idx == ARGS["interrupt_at"]:
+            raise KeyboardInterrupt
+        if ARGS.get("stop_at") is not None and batch_idx == ARGS["stop_at"]:
+            self.trainer.should_stop = True
 
     def validation_step(self, batch, batch_idx):
         x, y = batch
