@@ -28,6 +28,9 @@ from torch.utils.data import DataLoader, TensorDataset
 ARGS = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
 
 
+RAISED: list[int] = []  # (raise_at: the first fit only)
+
+
 class Stop(Exception):
     pass
 
@@ -99,7 +102,8 @@ class Model(L.LightningModule):
         log_at_end(self, "mod", ARGS.get("mod"), batch_idx, getattr(self, "mod_metric", None))
         if ARGS.get("mod_snap"):
             snapshot(self.trainer, f"module end {self.current_epoch}/{batch_idx} g{self.global_step}")
-        if ARGS.get("raise_at") is not None and batch_idx == ARGS["raise_at"]:
+        if ARGS.get("raise_at") is not None and batch_idx == ARGS["raise_at"] and not RAISED:
+            RAISED.append(batch_idx)
             raise Stop("stop")
         if ARGS.get("interrupt_at") is not None and batch_idx == ARGS["interrupt_at"]:
             raise KeyboardInterrupt
@@ -161,13 +165,17 @@ def make_trainer(max_epochs, logger):
     if ARGS.get("monitor"):
         callbacks.append(ModelCheckpoint(dirpath="best", monitor="cb", mode="max", every_n_train_steps=1))
         callbacks.append(EarlyStopping(monitor="cb", mode="min", patience=0, check_on_train_epoch_end=True))
+    if ARGS.get("exception_ckpt"):
+        from lightning.pytorch.callbacks import OnExceptionCheckpoint
+
+        callbacks.append(OnExceptionCheckpoint(dirpath="ckpts", filename="on_exception"))
     if ARGS.get("lrm"):
         callbacks.append(LearningRateMonitor(logging_interval=ARGS["lrm"]))
     options = {
         "accelerator": "cpu", "devices": 1, "max_epochs": max_epochs, "log_every_n_steps": 2,
         "logger": logger, "enable_progress_bar": False, "enable_model_summary": False,
         "default_root_dir": ".", "callbacks": callbacks, "limit_val_batches": 1, "num_sanity_val_steps": 0,
-        "enable_checkpointing": bool(ARGS.get("ckpt_every") or ARGS.get("monitor")),
+        "enable_checkpointing": bool(ARGS.get("ckpt_every") or ARGS.get("monitor") or ARGS.get("exception_ckpt")),
         **ARGS.get("trainer", {}),
     }  # fmt: skip
     return L.Trainer(**options)
