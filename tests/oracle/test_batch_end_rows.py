@@ -18,6 +18,10 @@ EVERY_3 = {"cb": {}, "mod": {}, "ckpt_every": 3, "trainer": {"log_every_n_steps"
 RESUMES = {
     "at_step_15": ({**EVERY_3, "resume": "epoch=1-step=15.ckpt"}, 15),
     "at_step_9": ({**EVERY_3, "resume": "epoch=1-step=9.ckpt"}, 9),
+    "at_the_epochs_last_batch": (
+        {"cb": {"on_epoch": True}, "mod": {}, "ckpt_every": 8, "resume": "epoch=0-step=8.ckpt"},
+        8,
+    ),
     "on_exception": (
         {"cb": {}, "mod": {}, "raise_at": 3, "exception_ckpt": True, "resume": "on_exception.ckpt",
          "trainer": {"log_every_n_steps": 2}},
