@@ -30,7 +30,22 @@ RESUMES = {
 }  # fmt: skip
 
 
-@pytest.mark.parametrize("scenario,before", list(RESUMES.values()), ids=list(RESUMES))
+# docs/loggers.md names it (with the change that writes the row after the hooks): a checkpoint
+# saved inside the hooks carries the row as it stands then, the module's own value still the
+# batch before's. What a user sees is more: the resume writes that row over the complete one the
+# first fit wrote to the file.
+STALE = "the carried row, taken before the module's on_train_batch_end, replaces the first fit's row"
+
+
+@pytest.mark.parametrize(
+    "scenario,before",
+    [
+        pytest.param(
+            *v, id=k, marks=[pytest.mark.xfail(strict=True, reason=STALE)] if k != "on_exception" else []
+        )
+        for k, v in RESUMES.items()
+    ],
+)
 def test_resume_keeps_the_rows_before_its_checkpoint(tmp_path, scenario, before):
     """Lightning's first fit writes the row of step 14 (or 8) with the "mod" value the module's
     on_train_batch_end logged at that batch (surge's first fit is the same), and no row for the
