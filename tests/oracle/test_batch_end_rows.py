@@ -72,6 +72,7 @@ SCENARIOS = {
     "some_batches": {"cb": {"at": [1, 4]}, "mod": {"at": [0, 5], "on_epoch": True}, "trainer": {"log_every_n_steps": 3}},
     "step_key": {"cb": {}, "step_key": True},
     "manual": {"cb": {"on_epoch": True}, "mod": {}, "manual": True},
+    "manual_some_steps": {"cb": {"on_epoch": True}, "mod": {}, "manual": True, "manual_skip": True},
     "val_check_interval": {"cb": {"prog_bar": True}, "mod": {}, "trainer": {"val_check_interval": 2}},
     "max_steps": {"cb": {"on_epoch": True}, "mod": {}, "trainer": {"max_steps": 5, "log_every_n_steps": 1}},
     "seen_in_the_module_hook": {"cb": {"on_epoch": True}, "mod": {"prog_bar": True}, "mod_snap": True},

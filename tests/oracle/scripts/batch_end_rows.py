@@ -2,14 +2,17 @@
 CSVLogger writes: what each row holds, and `callback_metrics`, `logged_metrics` and the progress bar
 as callbacks see them at the batch hooks and epoch end.
 
-Argument: one JSON object: "trainer" (more Trainer arguments), "cb" / "mod": options for
-`log("cb", ...)` in a callback's / the module's `on_train_batch_end` ({"at": [batch indices]} to log
-only there; "metric": log a torchmetrics MeanMetric object), "step_key": log "step" there too,
-"manual": manual optimization, "ckpt_every": ModelCheckpoint(every_n_train_steps=N, save_top_k=-1),
-"resume": a second fit (max_epochs + 1) from the last of those checkpoints (or the one named), same
-logger version,
-"monitor": ModelCheckpoint / EarlyStopping monitoring "cb", "lrm": a LearningRateMonitor,
-"raise_at": on_train_batch_end raises at that batch, "cut_at": on_train_batch_start returns -1 there."""
+Argument: one JSON object: "trainer" (more Trainer arguments); "cb" / "mod": options for
+`log("cb", ...)` in a callback's / the module's `on_train_batch_end` ("at": [batch indices] to log
+only there; "metric": log a torchmetrics MeanMetric object; "rank0": on global rank zero only);
+"step_key": log "step" there too; "manual": manual optimization ("manual_skip": its optimizer steps
+at even batches only); "ckpt_every": ModelCheckpoint(every_n_train_steps=N, save_top_k=-1);
+"resume": a second fit (max_epochs + 1) from the last of those checkpoints (or the one named), the
+same logger version; "monitor": ModelCheckpoint / EarlyStopping monitoring "cb"; "lrm": a
+LearningRateMonitor; "raise_at": the module's on_train_batch_end raises at that batch (the first
+fit only; "exception_ckpt": with OnExceptionCheckpoint); "interrupt_at": raises KeyboardInterrupt;
+"stop_at": sets should_stop; "mod_snap": the module's hook records what it sees after logging;
+"cut_at": on_train_batch_start returns -1 there."""
 
 import csv
 import glob
@@ -60,7 +63,9 @@ def log_at_end(module, key, options, batch_idx, holder):
     at = options.get("at")
     if at is not None and batch_idx not in at:
         return
-    opts = {k: v for k, v in options.items() if k not in ("at", "metric")}
+    if options.get("rank0") and module.global_rank != 0:
+        return
+    opts = {k: v for k, v in options.items() if k not in ("at", "metric", "rank0")}
     value = float(module.global_step * 10 + batch_idx + 1)
     if options.get("metric"):
         holder(torch.tensor(value))
@@ -89,7 +94,8 @@ class Model(L.LightningModule):
             opt = self.optimizers()
             opt.zero_grad()
             self.manual_backward(loss)
-            opt.step()
+            if not (ARGS.get("manual_skip") and batch_idx % 2):
+                opt.step()
             return None
         return loss
 
