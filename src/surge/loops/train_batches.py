@@ -289,10 +289,16 @@ class TrainBatches:
             detached = detach_outputs(out, reported, copy) if s.wants_outputs else None
             t, model, end = ctx.parts.hooks.trainer, ctx.parts.module, s.parts.end_module
             self.stage = BATCH_END
-            for fn in s.parts.end_callbacks:
-                fn(t, model, detached, batch, batch_idx)
-            if end is not None:
-                end(detached, batch, batch_idx)
+            try:
+                for fn in s.parts.end_callbacks:
+                    fn(t, model, detached, batch, batch_idx)
+                if end is not None:
+                    end(detached, batch, batch_idx)
+            except BaseException:
+                if s.row_held:  # the batch never ends: its row is not written, nor carried by a
+                    s.row_held = False  # checkpoint saved on the way out (as in Lightning)
+                    ctx.parts.publisher.drop_row()
+                raise
             self.stage = RUNNING
         if s.row_held:  # the log interval's row, with what the end hooks logged (Lightning's order)
             s.row_held = False

@@ -195,6 +195,10 @@ class MetricsPublisher:
         metrics, flags = held.now()
         return metrics, flags, held.step
 
+    def drop_row(self) -> None:
+        """The held row's batch did not end (a hook raised): nothing of it is written or carried."""
+        self._held = None
+
     def publish_from_callback(self, metrics: Mapping[str, float], step: int, callback_metrics: bool) -> None:
         """Values a callback computed on the host, as Lightning's callbacks log them: to the loggers
         in a row without an epoch value, and to `callback_metrics` if asked (`LearningRateMonitor`
