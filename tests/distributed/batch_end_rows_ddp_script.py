@@ -1,4 +1,4 @@
-"""A job for tests/distributed/test_batch_end_rows.py: `python batch_end_rows_script.py --out DIR`.
+"""A job for tests/distributed/test_batch_end_rows_ddp.py: `python batch_end_rows_ddp_script.py --out DIR`.
 
 Two ranks train 6 steps, logging every step. `training_step` logs a synced value; in
 `on_train_batch_end` a callback logs a synced value on every rank and another value on rank zero

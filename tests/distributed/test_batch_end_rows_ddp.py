@@ -12,7 +12,7 @@ from jobs import HERE, PRELOAD, clean_env
 
 import script_server
 
-SCRIPT = HERE / "batch_end_rows_script.py"
+SCRIPT = HERE / "batch_end_rows_ddp_script.py"
 
 
 def test_batch_end_values_reach_their_own_rows_on_two_ranks(tmp_path):
