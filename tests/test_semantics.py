@@ -178,6 +178,7 @@ def test_logger_step_offset_and_default_name(semantics, tmp_path):
 def test_epoch_reduction_is_the_results_field(semantics, tmp_path):
     _, trainer = _fit(tmp_path, limit_val_batches=0)
     assert trainer._train_results._own_unsynced is not semantics.epoch_reduces_unsynced
+    assert trainer._train_results._uncalled_left_out is (semantics.uncalled_metric_step == "left_out")
     assert trainer._parts.semantics is semantics  # validation and evaluation read it there
 
 

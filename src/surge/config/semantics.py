@@ -37,6 +37,9 @@ class Semantics:
     validation_moves_training_rng: bool
     # Whether an epoch value logged without `sync_dist` is reduced over the ranks.
     epoch_reduces_unsynced: bool
+    # A torchmetrics Metric logged with `on_step` on a batch that only updated it: refused, or
+    # its step value left out (its epoch value stays).
+    uncalled_metric_step: Literal["refused", "left_out"]
     # The run directory name a logger's default `name` stands for.
     default_logger_name: str
     # Whether `logger=True` writes `metrics.csv` beside TensorBoard's files.
@@ -87,6 +90,7 @@ SURGE = Semantics(
     logger_step_offset=0,
     validation_moves_training_rng=False,
     epoch_reduces_unsynced=True,
+    uncalled_metric_step="refused",
     default_logger_name="surge_logs",
     csv_beside_tensorboard=True,
     goodput_in_loggers=True,
@@ -112,6 +116,7 @@ LIGHTNING = Semantics(
     logger_step_offset=1,
     validation_moves_training_rng=True,
     epoch_reduces_unsynced=False,
+    uncalled_metric_step="left_out",
     default_logger_name="lightning_logs",
     csv_beside_tensorboard=False,
     goodput_in_loggers=False,

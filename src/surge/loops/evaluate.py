@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Iterable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -52,15 +53,18 @@ def run_evaluation(
     pass_idx = len(loaders) > 1 and takes_dataloader_idx(getattr(model, f"{hook}_step"))
     previous_results = model._results
     modes = ModuleMode(model)
-    unsynced = parts.semantics.epoch_reduces_unsynced
-    all_results = [Results(stage, strategy.reducer, unsynced) for _ in loaders]
+    sem = parts.semantics
+    new_results = partial(
+        Results, stage, strategy.reducer, sem.epoch_reduces_unsynced, sem.uncalled_metric_step
+    )
+    all_results = [new_results() for _ in loaders]
     epochs: list[dict[str, float]] = []  # with several loaders: each one's epoch values, read at its end
     ran: list[bool] = []
     try:
         with parts.evaluation_mode():
             modes.to_eval(hooks, f"on_{hook}_model_eval")
             # what the start and end hooks log: no loader's (several: under no suffix), as Lightning's
-            shared = all_results[0] if len(loaders) == 1 else Results(stage, strategy.reducer, unsynced)
+            shared = all_results[0] if len(loaders) == 1 else new_results()
             _start_evaluation(parts, hook, shared, all_results, global_step)
             for dl_idx, (loader, limit) in enumerate(zip(loaders, limits)):
                 results, key = all_results[dl_idx], _loader_key(all_results[dl_idx], dl_idx, len(loaders))

@@ -69,7 +69,13 @@ class Results:
     `sync_dist` keeps each process's own epoch value, as Lightning's does.
     """
 
-    def __init__(self, stage: str, reduce: Reducer | None = None, reduce_unsynced: bool = True) -> None:
+    def __init__(
+        self,
+        stage: str,
+        reduce: Reducer | None = None,
+        reduce_unsynced: bool = True,
+        uncalled_metric_step: str = "refused",
+    ) -> None:
         self.stage = stage
         self.slots: dict[str, Slot] = {}
         self.batch: Any = None
@@ -77,6 +83,7 @@ class Results:
         self.default_on_epoch = stage != "train"
         self._reduce = reduce
         self._own_unsynced = not reduce_unsynced  # `Semantics.epoch_reduces_unsynced`
+        self._uncalled_left_out = uncalled_metric_step == "left_out"  # `Semantics.uncalled_metric_step`
         self._share: SharedReads | None = reduce if hasattr(reduce, "share_read") else None  # type: ignore[assignment]
 
     def at_epoch_end(self, on: bool) -> None:
@@ -107,7 +114,7 @@ class Results:
         if metric is not None:
             slot.metric = metric
             if slot.on_step:
-                slot.last = _batch_value(name, metric)
+                slot.last = _batch_value(name, metric, self._uncalled_left_out)
             return
         if tensor:
             value = value.detach()
@@ -346,9 +353,12 @@ def _as_metric(value: Any) -> Any:
     return value if tm is not None and isinstance(value, tm.Metric) else None
 
 
-def _batch_value(name: str, metric: Any) -> Tensor:
-    """The value of the metric's last call on a batch (torchmetrics keeps it as `_forward_cache`)."""
+def _batch_value(name: str, metric: Any, left_out: bool = False) -> Tensor | None:
+    """The value of the metric's last call on a batch (torchmetrics keeps it as `_forward_cache`);
+    `left_out`: None (no step value) when it was never called, as Lightning leaves it out."""
     value = getattr(metric, "_forward_cache", None)
+    if value is None and left_out:
+        return None
     if value is None:
         raise MisconfigurationError(
             f"self.log({name!r}, {type(metric).__name__}) logs a step value, but the metric was not called "

@@ -245,7 +245,9 @@ class Trainer(StageEntryPoints):
         self._validation: Validation | None = None
         self._fit_data: FitData | None = None  # fit's loaders, plan and accumulation: their one owner
         self._stage_loaders: dict[str, Any] = {}  # validate/test/predict's: (as given, batch limits)
-        self._train_results = Results("train", self._strategy.reducer, sem.epoch_reduces_unsynced)
+        self._train_results = Results(
+            "train", self._strategy.reducer, sem.epoch_reduces_unsynced, sem.uncalled_metric_step
+        )
         self._log_dir: str | None = None
         self._compiled: weakref.WeakKeyDictionary[Module, CompiledCalls | None] = weakref.WeakKeyDictionary()
         self._goodput = GoodputLedger()  # where a fit's wall time goes (`trainer.goodput`)
