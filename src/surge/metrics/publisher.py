@@ -270,7 +270,7 @@ class MetricsPublisher:
         runs = [{"class": type(lg).__name__, "run": lg.run_state()} for lg in self.loggers]
         step, rows = self._last_step, list(self._at_last_step)
         if self._held is not None:  # saved by a batch-end hook: the row its batch will write
-            metrics, flags = self._held.own()  # (rank zero alone: no collective)
+            metrics, flags = self._held.now(alone=True)
             logged = {k: v for k, v in metrics.items() if flags.get(k, (False, True, k))[1]}
             row, at = self._row(logged, self._held.step, epoch=True)
             step, rows = at, [*(rows if at == step else []), row]
@@ -330,18 +330,15 @@ class HeldRow:
     step: int
     marks: Mapping[int, Any]
 
-    def now(self) -> tuple[Mapping[str, float], Flags]:
+    def now(self, alone: bool = False) -> tuple[Mapping[str, float], Flags]:
         """The row's values and flags as they stand: those a hook logged since are read (a host
-        read, each rank its own: a hook may log on one rank only), the others kept."""
-        logged = self.results.read_step(since=self.marks)
-        if not logged:
-            return self.metrics, self.flags
-        return {**self.metrics, **logged}, self.results.flags()
-
-    def own(self) -> tuple[Mapping[str, float], Flags]:
-        """`now` as one rank sees it alone (rank zero, saving a checkpoint): no collective; a
-        `sync_dist` value logged since is left out, its reduced value not known yet."""
-        logged, unknown = self.results.read_own_since(self.marks)
+        read, each rank its own: a hook may log on one rank only), the others kept. `alone` (rank
+        zero saving a checkpoint): no collective, so a `sync_dist` value logged since is left out,
+        its reduced value not known yet."""
+        if alone:
+            logged, unknown = self.results.read_own_since(self.marks)
+        else:
+            logged, unknown = self.results.read_step(since=self.marks), set()
         if not (logged or unknown):
             return self.metrics, self.flags
         kept = {k: v for k, v in self.metrics.items() if k not in unknown}
